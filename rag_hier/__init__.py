@@ -1,0 +1,37 @@
+"""rag-hier: hierarchical retrieval components for RAG on one engine (FAISS + SQLite store).
+
+The engine imports neither Haystack nor LlamaIndex; adapters live in the ``haystack_integrations`` and
+``llama_index`` namespaces.
+"""
+
+from __future__ import annotations
+
+import logging
+
+__version__ = "0.1.0"
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+from rag_hier.corpus import Document, Passage, Section, split_document  # noqa: E402
+from rag_hier.encoders import DEFAULT_MODEL, DenseEncoder  # noqa: E402
+from rag_hier.errors import RagHierError  # noqa: E402
+from rag_hier.index import DenseIndex, IndexConfig  # noqa: E402
+from rag_hier.retrieval import DenseRetriever, Hit  # noqa: E402
+from rag_hier.store import HierStore, WriteSummary  # noqa: E402
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "DenseEncoder",
+    "DenseIndex",
+    "DenseRetriever",
+    "Document",
+    "HierStore",
+    "Hit",
+    "IndexConfig",
+    "Passage",
+    "RagHierError",
+    "Section",
+    "WriteSummary",
+    "__version__",
+    "split_document",
+]

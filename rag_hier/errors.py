@@ -1,0 +1,54 @@
+"""The library's exceptions: one base class, specific subclasses that name what went wrong."""
+
+from __future__ import annotations
+
+__all__ = [
+    "CorpusFormatError",
+    "DimensionMismatchError",
+    "DuplicateIdError",
+    "FilterError",
+    "MissingDependencyError",
+    "RagHierError",
+    "StoreCorruptedError",
+    "StoreError",
+]
+
+
+class RagHierError(Exception):
+    """Base class of every error raised by rag-hier."""
+
+
+class CorpusFormatError(RagHierError, ValueError):
+    """A corpus, queries or qrels file is malformed; the message names the file and line."""
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None) -> None:
+        where = ""
+        if path is not None:
+            where = f"{path}:{line}: " if line is not None else f"{path}: "
+        super().__init__(f"{where}{message}")
+        self.path = path
+        self.line = line
+
+
+class StoreError(RagHierError):
+    """A store operation cannot be carried out (bad argument, missing store, read-only store, ...)."""
+
+
+class StoreCorruptedError(StoreError):
+    """A store directory fails its consistency checks (manifest, counts or checksums)."""
+
+
+class DimensionMismatchError(StoreError, ValueError):
+    """Vectors or a model whose dimension differs from the store's."""
+
+
+class DuplicateIdError(StoreError, ValueError):
+    """A write with ``policy="fail"`` met an id that is already stored."""
+
+
+class FilterError(RagHierError, ValueError):
+    """A metadata filter is malformed or compares incompatible types."""
+
+
+class MissingDependencyError(RagHierError, ImportError):
+    """An optional dependency is not installed; the message says which extra provides it."""

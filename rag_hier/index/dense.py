@@ -1,0 +1,404 @@
+"""DenseIndex: FAISS inner-product search (Flat, IVF, HNSW) with stable int64 ids and exact pre-filtering."""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Literal
+
+import faiss
+import numpy as np
+
+from rag_hier.encoders.device import faiss_gpu_count
+from rag_hier.errors import DimensionMismatchError, StoreError
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["INDEX_KINDS", "DenseIndex", "IndexConfig", "IndexKind"]
+
+IndexKind = Literal["flat", "ivf", "hnsw"]
+INDEX_KINDS: tuple[str, ...] = ("flat", "ivf", "hnsw")
+
+
+@dataclass(frozen=True)
+class IndexConfig:
+    """How a :class:`DenseIndex` is built and searched.
+
+    Args:
+        kind: ``"flat"`` (exact), ``"ivf"`` (inverted lists; exact Flat search until trained) or
+            ``"hnsw"`` (graph).
+        nlist: IVF lists; ``None`` chooses ``min(4*sqrt(n), n/39)`` when training.
+        nprobe: IVF lists probed per query.
+        train_min: Vectors needed before IVF trains itself (default ``39*nlist``, or 10,000 with auto nlist).
+        hnsw_m: HNSW neighbours per node.
+        ef_construction: HNSW build-time beam.
+        ef_search: HNSW search-time beam.
+        exact_filter_max: A filter that allows at most this many ids is answered by exact search over
+            exactly those vectors (and so is any approximate filtered search that found fewer than
+            ``top_k`` hits), so a filtered search always returns ``min(top_k, matches)`` hits.
+        hnsw_compact_ratio: HNSW cannot remove vectors; deleted ids become tombstones excluded from
+            every search, and the graph is rebuilt when tombstones exceed this fraction.
+        use_gpu: Search on GPU FAISS (``None``: when FAISS sees a GPU). The CPU index stays the master copy
+            that is saved.
+    """
+
+    kind: IndexKind = "flat"
+    nlist: int | None = None
+    nprobe: int = 16
+    train_min: int | None = None
+    hnsw_m: int = 32
+    ef_construction: int = 80
+    ef_search: int = 64
+    exact_filter_max: int = 4096
+    hnsw_compact_ratio: float = 0.2
+    use_gpu: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in INDEX_KINDS:
+            raise ValueError(f"index kind must be one of {', '.join(INDEX_KINDS)}; got {self.kind!r}")
+        for name in ("nprobe", "hnsw_m", "ef_construction", "ef_search"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"IndexConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.nlist is not None and self.nlist < 1:
+            raise ValueError(f"IndexConfig.nlist must be >= 1 or None, got {self.nlist}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> IndexConfig:
+        """Inverse of :meth:`to_dict`; unknown keys are an error naming them."""
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown index option(s): {', '.join(sorted(unknown))}")
+        return cls(**data)
+
+
+def _auto_nlist(n: int) -> int:
+    return max(1, min(int(4 * math.sqrt(n)), n // 39))
+
+
+class DenseIndex:
+    """A FAISS inner-product index addressed by caller-chosen int64 ids.
+
+    Ids are the caller's (the store uses SQLite rowids, never reused). ``flat`` and ``hnsw`` wrap the
+    FAISS index in ``IndexIDMap2`` (so vectors can be reconstructed by id); ``ivf`` uses the ids natively
+    with a hash-table direct map. ``remove`` deletes from Flat and IVF; for HNSW, which FAISS cannot
+    delete from, removed ids become tombstones that every search excludes through an id selector, and the
+    graph is rebuilt from the live vectors once tombstones pass ``hnsw_compact_ratio``.
+
+    Filtered search (``allowed_ids``) is a pre-filter: FAISS only considers those ids, and if an
+    approximate index returns fewer than ``min(top_k, len(allowed_ids))`` hits the query is answered
+    exactly over the allowed vectors, so filtered results are never short.
+    """
+
+    def __init__(self, dimension: int, config: IndexConfig | None = None) -> None:
+        if dimension < 1:
+            raise ValueError(f"dimension must be >= 1, got {dimension}")
+        self.dimension = dimension
+        self.config = config or IndexConfig()
+        self._index: faiss.Index = self._new_base_index()
+        self._tombstones: set[int] = set()
+        self._gpu_index: faiss.Index | None = None
+
+    # -- construction -----------------------------------------------------------------------------
+    def _new_base_index(self) -> faiss.Index:
+        d = self.dimension
+        if self.config.kind == "hnsw":
+            hnsw = faiss.IndexHNSWFlat(d, self.config.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            hnsw.hnsw.efConstruction = self.config.ef_construction
+            hnsw.hnsw.efSearch = self.config.ef_search
+            return faiss.IndexIDMap2(hnsw)
+        # flat, and ivf before it is trained
+        return faiss.IndexIDMap2(faiss.IndexFlatIP(d))
+
+    @property
+    def is_ivf_trained(self) -> bool:
+        """True once an ``ivf`` index has switched from exact search to inverted lists."""
+        return isinstance(faiss.downcast_index(self._index), faiss.IndexIVF)
+
+    @property
+    def ntotal(self) -> int:
+        """Vectors held, tombstoned ones included."""
+        return int(self._index.ntotal)
+
+    def __len__(self) -> int:
+        return self.ntotal - len(self._tombstones)
+
+    @property
+    def tombstones(self) -> frozenset[int]:
+        """Ids removed from an HNSW index but still in its graph."""
+        return frozenset(self._tombstones)
+
+    def describe(self) -> dict[str, Any]:
+        """Runtime facts for manifests and ``rag-hier info``."""
+        out: dict[str, Any] = {"kind": self.config.kind, "ntotal": self.ntotal, "live": len(self)}
+        if self.config.kind == "ivf":
+            out["trained"] = self.is_ivf_trained
+            if self.is_ivf_trained:
+                out["nlist"] = int(faiss.downcast_index(self._index).nlist)
+        if self.config.kind == "hnsw":
+            out["tombstones"] = len(self._tombstones)
+        return out
+
+    # -- mutation ---------------------------------------------------------------------------------
+    def _check_vectors(self, vectors: np.ndarray) -> np.ndarray:
+        arr = np.ascontiguousarray(vectors, dtype=np.float32)
+        if arr.ndim != 2 or arr.shape[1] != self.dimension:
+            raise DimensionMismatchError(
+                f"vectors have shape {tuple(arr.shape)}; this index holds {self.dimension}-d vectors"
+            )
+        if not np.isfinite(arr).all():
+            raise ValueError("vectors contain NaN or infinite values")
+        return arr
+
+    def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        """Add vectors under ``ids`` (int64, not already present)."""
+        arr = self._check_vectors(vectors)
+        id_arr = np.ascontiguousarray(ids, dtype=np.int64)
+        if id_arr.shape != (arr.shape[0],):
+            raise ValueError(f"got {id_arr.shape[0]} ids for {arr.shape[0]} vectors")
+        if arr.shape[0] == 0:
+            return
+        self._gpu_index = None
+        self._index.add_with_ids(arr, id_arr)
+        if self.config.kind == "ivf" and not self.is_ivf_trained:
+            self._maybe_train_ivf()
+
+    def _train_threshold(self) -> int:
+        if self.config.train_min is not None:
+            return self.config.train_min
+        return 39 * self.config.nlist if self.config.nlist else 10_000
+
+    def _maybe_train_ivf(self) -> None:
+        n = self.ntotal
+        if n < self._train_threshold():
+            return
+        self.train_ivf()
+
+    def train_ivf(self) -> None:
+        """Train the IVF index on the vectors held so far and move them into inverted lists."""
+        if self.config.kind != "ivf":
+            raise StoreError(f"train_ivf() needs an ivf index, this one is {self.config.kind!r}")
+        ids = self.ids()
+        vectors = self.reconstruct(ids) if len(ids) else np.zeros((0, self.dimension), np.float32)
+        n = len(ids)
+        nlist = self.config.nlist or _auto_nlist(n)
+        if n < nlist:
+            raise StoreError(f"cannot train IVF with nlist={nlist} on {n} vectors (need at least nlist)")
+        logger.info("training IVF index: %d vectors, nlist=%d", n, nlist)
+        quantizer = faiss.IndexFlatIP(self.dimension)
+        ivf = faiss.IndexIVFFlat(quantizer, self.dimension, nlist, faiss.METRIC_INNER_PRODUCT)
+        ivf.cp.seed = 1234
+        max_train = 256 * nlist
+        train = vectors
+        if n > max_train:
+            rng = np.random.default_rng(1234)
+            train = vectors[np.sort(rng.choice(n, size=max_train, replace=False))]
+        ivf.train(train)
+        ivf.set_direct_map_type(faiss.DirectMap.Hashtable)
+        ivf.nprobe = self.config.nprobe
+        ivf.own_fields = True
+        quantizer.this.disown()
+        if n:
+            ivf.add_with_ids(vectors, ids)
+        self._index = ivf
+        self._gpu_index = None
+
+    def remove(self, ids: np.ndarray) -> int:
+        """Remove ``ids``; returns how many were present. HNSW marks them as tombstones."""
+        id_arr = np.ascontiguousarray(ids, dtype=np.int64)
+        if id_arr.size == 0:
+            return 0
+        self._gpu_index = None
+        if self.config.kind == "hnsw":
+            present = set(self.ids().tolist())
+            newly = {int(i) for i in id_arr} & present - self._tombstones
+            self._tombstones |= newly
+            if self.ntotal and len(self._tombstones) > self.config.hnsw_compact_ratio * self.ntotal:
+                self.compact()
+            return len(newly)
+        # IDSelectorArray: the IVF hash-table direct map accepts nothing else.
+        return int(self._index.remove_ids(faiss.IDSelectorArray(id_arr.size, faiss.swig_ptr(id_arr))))
+
+    def mark_tombstones(self, ids: np.ndarray) -> None:
+        """Declare ids present in an HNSW graph as deleted (used when loading a saved index)."""
+        self._tombstones |= {int(i) for i in ids}
+
+    def compact(self) -> None:
+        """Rebuild an HNSW graph from its live vectors, dropping tombstones."""
+        if not self._tombstones:
+            return
+        ids = np.array(sorted(set(self.ids().tolist()) - self._tombstones), dtype=np.int64)
+        vectors = self.reconstruct(ids) if len(ids) else np.zeros((0, self.dimension), np.float32)
+        logger.info("compacting HNSW index: %d live vectors, %d tombstones", len(ids), len(self._tombstones))
+        self._index = self._new_base_index()
+        self._tombstones = set()
+        self._gpu_index = None
+        if len(ids):
+            self._index.add_with_ids(vectors, ids)
+
+    # -- reading ----------------------------------------------------------------------------------
+    def ids(self) -> np.ndarray:
+        """All ids held (tombstones included), int64."""
+        index = faiss.downcast_index(self._index)
+        if isinstance(index, faiss.IndexIDMap2 | faiss.IndexIDMap):
+            return faiss.vector_to_array(index.id_map).astype(np.int64, copy=False)
+        invlists = index.invlists
+        parts = [
+            faiss.rev_swig_ptr(invlists.get_ids(i), invlists.list_size(i)).copy()
+            for i in range(index.nlist)
+            if invlists.list_size(i)
+        ]
+        return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+
+    def reconstruct(self, ids: np.ndarray) -> np.ndarray:
+        """The stored float32 vectors of ``ids`` (each must be present)."""
+        id_arr = np.ascontiguousarray(ids, dtype=np.int64)
+        if id_arr.size == 0:
+            return np.zeros((0, self.dimension), np.float32)
+        return self._index.reconstruct_batch(id_arr)
+
+    def _search_params(self, selector: faiss.IDSelector | None) -> faiss.SearchParameters | None:
+        if self.config.kind == "hnsw":
+            return faiss.SearchParametersHNSW(sel=selector, efSearch=self.config.ef_search)
+        if self.is_ivf_trained:
+            return faiss.SearchParametersIVF(sel=selector, nprobe=self.config.nprobe)
+        return faiss.SearchParameters(sel=selector) if selector is not None else None
+
+    def _selector(self, allowed: np.ndarray | None) -> tuple[faiss.IDSelector | None, list[Any]]:
+        """An id selector for ``allowed`` minus tombstones; also returns objects to keep alive."""
+        keep: list[Any] = []
+        sel: faiss.IDSelector | None = None
+        if allowed is not None:
+            if allowed.size and int(allowed.max()) < 64 * allowed.size:
+                n_bits = int(allowed.max()) + 1
+                bitmap = np.zeros((n_bits + 7) // 8, dtype=np.uint8)
+                np.bitwise_or.at(bitmap, allowed >> 3, (1 << (allowed & 7)).astype(np.uint8))
+                keep.append(bitmap)
+                sel = faiss.IDSelectorBitmap(n_bits, faiss.swig_ptr(bitmap))
+            else:
+                keep.append(allowed)
+                sel = faiss.IDSelectorBatch(allowed.size, faiss.swig_ptr(allowed))
+        if self._tombstones:
+            dead = np.fromiter(self._tombstones, dtype=np.int64, count=len(self._tombstones))
+            keep.append(dead)
+            not_dead = faiss.IDSelectorNot(faiss.IDSelectorBatch(dead.size, faiss.swig_ptr(dead)))
+            keep.append(not_dead)
+            if sel is None:
+                sel = not_dead
+            else:
+                keep.append(sel)
+                sel = faiss.IDSelectorAnd(sel, not_dead)
+        if sel is not None:
+            keep.append(sel)
+        return sel, keep
+
+    def search(
+        self, queries: np.ndarray, top_k: int, allowed_ids: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``top_k`` inner products: ``(scores, ids)``, both ``(n_queries, top_k)``, ids ``-1``-padded.
+
+        ``allowed_ids`` restricts the search to those ids (a pre-filter: the result holds
+        ``min(top_k, number of allowed live ids)`` hits).
+        """
+        q = self._check_vectors(queries)
+        if top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {top_k}")
+        n_q = q.shape[0]
+        allowed = None
+        if allowed_ids is not None:
+            allowed = np.unique(np.asarray(allowed_ids, dtype=np.int64))
+            if self._tombstones:
+                allowed = allowed[~np.isin(allowed, np.fromiter(self._tombstones, np.int64))]
+        n_live = len(self)
+        if n_q == 0 or n_live == 0 or (allowed is not None and allowed.size == 0):
+            return np.full((n_q, top_k), -np.inf, np.float32), np.full((n_q, top_k), -1, np.int64)
+        if allowed is not None and allowed.size <= self.config.exact_filter_max:
+            return self._exact_search(q, top_k, allowed)
+        sel, _keep = self._selector(allowed)
+        index = self._index
+        if sel is None and self._use_gpu():
+            index = self._gpu()
+        k = min(top_k, self.ntotal)
+        params = self._search_params(sel)
+        scores, ids = index.search(q, k, params=params) if params is not None else index.search(q, k)
+        expected = min(top_k, n_live if allowed is None else allowed.size)
+        found = (ids >= 0).sum(axis=1)
+        short = np.nonzero(found < expected)[0]
+        if short.size:
+            logger.debug("%d queries came back short from the approximate index; searching exactly", short.size)
+            pool = allowed if allowed is not None else self._live_ids()
+            ex_scores, ex_ids = self._exact_search(q[short], k, pool)
+            scores[short], ids[short] = ex_scores[:, :k], ex_ids[:, :k]
+        if k < top_k:
+            pad = top_k - k
+            scores = np.pad(scores, ((0, 0), (0, pad)), constant_values=-np.inf)
+            ids = np.pad(ids, ((0, 0), (0, pad)), constant_values=-1)
+        return scores, ids
+
+    def _live_ids(self) -> np.ndarray:
+        ids = self.ids()
+        if self._tombstones:
+            ids = ids[~np.isin(ids, np.fromiter(self._tombstones, np.int64))]
+        return ids
+
+    def _exact_search(self, q: np.ndarray, top_k: int, pool: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        vectors = self.reconstruct(pool)
+        k = min(top_k, pool.size)
+        flat = faiss.IndexFlatIP(self.dimension)
+        flat.add(vectors)
+        scores, pos = flat.search(q, k)
+        ids = np.where(pos >= 0, pool[np.clip(pos, 0, None)], -1)
+        if k < top_k:
+            scores = np.pad(scores, ((0, 0), (0, top_k - k)), constant_values=-np.inf)
+            ids = np.pad(ids, ((0, 0), (0, top_k - k)), constant_values=-1)
+        return scores, ids.astype(np.int64)
+
+    # -- GPU --------------------------------------------------------------------------------------
+    def _use_gpu(self) -> bool:
+        if self.config.use_gpu is False or self.config.kind == "hnsw":
+            return False
+        available = faiss_gpu_count() > 0
+        if self.config.use_gpu and not available:
+            logger.warning("use_gpu=True but FAISS sees no GPU (faiss-cpu installed?); searching on CPU")
+        return available
+
+    def _gpu(self) -> faiss.Index:
+        if self._gpu_index is None:
+            self._gpu_index = faiss.index_cpu_to_all_gpus(self._index)
+        return self._gpu_index
+
+    # -- persistence ------------------------------------------------------------------------------
+    def write(self, path: str | Path) -> None:
+        """Write the (CPU) index to ``path`` (the caller makes it atomic)."""
+        faiss.write_index(self._index, str(path))
+
+    @classmethod
+    def read(cls, path: str | Path, dimension: int, config: IndexConfig) -> DenseIndex:
+        """Read an index written by :meth:`write`, checking its dimension and kind."""
+        try:
+            index = faiss.read_index(str(path))
+        except RuntimeError as exc:
+            raise StoreError(f"{path}: not a readable FAISS index ({str(exc).splitlines()[0]})") from exc
+        if index.d != dimension:
+            raise DimensionMismatchError(f"{path}: index holds {index.d}-d vectors, manifest says {dimension}")
+        inner = faiss.downcast_index(index)
+        if isinstance(inner, faiss.IndexIVF):
+            inner.nprobe = config.nprobe
+            inner = None
+        elif isinstance(inner, faiss.IndexIDMap2):
+            base = faiss.downcast_index(inner.index)
+            if isinstance(base, faiss.IndexHNSWFlat):
+                base.hnsw.efSearch = config.ef_search
+        out = cls.__new__(cls)
+        out.dimension = dimension
+        out.config = config
+        out._index = index
+        out._tombstones = set()
+        out._gpu_index = None
+        return out

@@ -1,0 +1,165 @@
+"""Metadata filters in the Haystack filter syntax, evaluated against stored passages.
+
+A filter is either a comparison ``{"field": "meta.year", "operator": ">=", "value": 2020}`` or a logical
+node ``{"operator": "AND"|"OR"|"NOT", "conditions": [...]}``. Fields: ``id`` (passage id), ``doc_id``,
+``content`` (alias ``text``), ``position``, ``title_path``, and ``meta.<key>`` (dots descend into nested
+dicts); any other bare name is looked up in the metadata. Semantics follow Haystack's reference
+(``==``/``!=`` compare anything, ``None`` never orders, strings in ``>``/``<`` comparisons must be ISO
+dates, ``in``/``not in`` need a list; ``NOT`` negates the conjunction of its conditions). Errors raise
+:class:`~rag_hier.errors.FilterError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from rag_hier.errors import FilterError
+
+__all__ = ["Predicate", "compile_filter", "record_field"]
+
+Predicate = Callable[[Mapping[str, Any]], bool]
+"""A compiled filter: takes a passage record (``id``, ``doc_id``, ``content``, ``meta``, ...)."""
+
+_TOP_LEVEL = {"id", "doc_id", "content", "text", "position", "title_path", "section"}
+_MISSING = object()
+
+
+def record_field(record: Mapping[str, Any], field: str) -> Any:
+    """Resolve a filter field against a record; missing values are ``None``."""
+    if field.startswith("meta."):
+        value: Any = record.get("meta", {})
+        for part in field[5:].split("."):
+            if not isinstance(value, Mapping):
+                return None
+            value = value.get(part, _MISSING)
+            if value is _MISSING:
+                # Haystack also accepts flat keys that themselves contain dots.
+                flat = record.get("meta", {}).get(field[5:], None)
+                return flat
+        return value
+    if field == "text":
+        field = "content"
+    if field in _TOP_LEVEL:
+        return record.get(field)
+    return record.get("meta", {}).get(field)
+
+
+def _parse_date(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str):
+        raise FilterError(f"cannot compare {value!r} ({type(value).__name__}) with a date string")
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise FilterError(
+            f"can only order strings that are ISO dates; {value!r} is not (use == / != / in for text)"
+        ) from exc
+
+
+def _comparable(doc_value: Any, filter_value: Any, op: str) -> tuple[Any, Any] | None:
+    if doc_value is None or filter_value is None:
+        return None
+    if isinstance(filter_value, list | tuple | set | dict):
+        raise FilterError(f"operator {op!r} needs a single value, got {type(filter_value).__name__}")
+    if isinstance(doc_value, str) or isinstance(filter_value, str):
+        a, b = _parse_date(doc_value), _parse_date(filter_value)
+        if (a.tzinfo is None) != (b.tzinfo is None):
+            a, b = a.replace(tzinfo=None), b.replace(tzinfo=None)
+        return a, b
+    return doc_value, filter_value
+
+
+def _order(op: str) -> Callable[[Any, Any], bool]:
+    cmp: dict[str, Callable[[Any, Any], bool]] = {
+        ">": lambda a, b: a > b,
+        ">=": lambda a, b: a >= b,
+        "<": lambda a, b: a < b,
+        "<=": lambda a, b: a <= b,
+    }
+    fn = cmp[op]
+
+    def check(doc_value: Any, filter_value: Any) -> bool:
+        pair = _comparable(doc_value, filter_value, op)
+        if pair is None:
+            return False
+        try:
+            return fn(*pair)
+        except TypeError as exc:
+            raise FilterError(f"cannot apply {op!r} to {pair[0]!r} and {pair[1]!r}") from exc
+
+    return check
+
+
+def _in(doc_value: Any, filter_value: Any) -> bool:
+    if not isinstance(filter_value, list | tuple | set):
+        raise FilterError(f"operator 'in' needs a list value, got {type(filter_value).__name__}")
+    return doc_value in filter_value
+
+
+def _not_in(doc_value: Any, filter_value: Any) -> bool:
+    if not isinstance(filter_value, list | tuple | set):
+        raise FilterError(f"operator 'not in' needs a list value, got {type(filter_value).__name__}")
+    return doc_value not in filter_value
+
+
+_COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    ">": _order(">"),
+    ">=": _order(">="),
+    "<": _order("<"),
+    "<=": _order("<="),
+    "in": _in,
+    "not in": _not_in,
+}
+_LOGICAL = ("AND", "OR", "NOT")
+
+
+def compile_filter(filters: Mapping[str, Any] | Predicate | None) -> Predicate | None:
+    """Validate ``filters`` and return a predicate over passage records (``None`` for no filter).
+
+    A callable is returned unchanged, so integrations can pass their host framework's own matcher.
+    An empty dict means "no filter".
+    """
+    if filters is None:
+        return None
+    if callable(filters):
+        return filters
+    if not isinstance(filters, Mapping):
+        raise FilterError(f"filters must be a dict, got {type(filters).__name__}")
+    if not filters:
+        return None
+    return _compile(filters)
+
+
+def _compile(node: Mapping[str, Any]) -> Predicate:
+    if not isinstance(node, Mapping):
+        raise FilterError(f"a filter condition must be a dict, got {node!r}")
+    if "field" in node:
+        missing = [k for k in ("operator", "value") if k not in node]
+        if missing:
+            raise FilterError(f"comparison on {node['field']!r} lacks {' and '.join(missing)}: {dict(node)!r}")
+        field, op, value = node["field"], node["operator"], node["value"]
+        if op not in _COMPARISONS:
+            raise FilterError(f"unknown comparison operator {op!r}; allowed: {', '.join(_COMPARISONS)}")
+        if not isinstance(field, str):
+            raise FilterError(f"filter field must be a string, got {field!r}")
+        fn = _COMPARISONS[op]
+        return lambda rec: fn(record_field(rec, field), value)
+    if "operator" not in node or "conditions" not in node:
+        raise FilterError(f"a filter needs 'field'/'operator'/'value' or 'operator'/'conditions': {dict(node)!r}")
+    op = node["operator"]
+    if op not in _LOGICAL:
+        raise FilterError(f"unknown logical operator {op!r}; allowed: AND, OR, NOT")
+    conditions = node["conditions"]
+    if not isinstance(conditions, list | tuple):
+        raise FilterError(f"'conditions' must be a list, got {type(conditions).__name__}")
+    parts = [_compile(c) for c in conditions]
+    if op == "AND":
+        return lambda rec: all(p(rec) for p in parts)
+    if op == "OR":
+        return lambda rec: any(p(rec) for p in parts)
+    return lambda rec: not all(p(rec) for p in parts)
