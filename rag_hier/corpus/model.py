@@ -47,6 +47,7 @@ class Document:
         paragraphs: Paragraphs before the first section; for a corpus without structure, the whole text.
         sections: Titled sections in document order, each with paragraphs and subsections.
         metadata: Free JSON-serialisable metadata, stored with every passage of the document.
+
     """
 
     doc_id: str
@@ -100,6 +101,7 @@ class Passage:
         meta: Metadata (the document's, plus anything the caller adds); filterable.
         extra: Opaque JSON payload kept with the passage but neither encoded nor filterable (integrations
             keep framework-specific fields here).
+
     """
 
     id: str
@@ -119,7 +121,7 @@ class Passage:
 
 
 def passage_id(doc_id: str, n: int) -> str:
-    """The readable, stable passage id ``<doc_id>#<n>``."""
+    """Return the readable, stable passage id ``<doc_id>#<n>``."""
     return f"{doc_id}#{n}"
 
 

@@ -22,7 +22,7 @@ import logging
 import os
 import re
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence, Sized
 from contextlib import closing
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
@@ -112,7 +112,7 @@ def _has_suffix(path: Path, suffixes: Iterable[str]) -> bool:
     return any(name.endswith(s) for s in suffixes)
 
 
-def _iter_lines(path: Path) -> Iterator[tuple[int, str]]:
+def _iter_lines(path: Path) -> Generator[tuple[int, str], None, None]:
     """Yield ``(1-based line number, line without its line break)`` of a UTF-8 file, gunzipping ``*.gz``."""
     line_no = 0
     try:
@@ -204,7 +204,7 @@ class _Record:
         return tuple(value)
 
 
-def _iter_jsonl(path: Path) -> Iterator[_Record]:
+def _iter_jsonl(path: Path) -> Generator[_Record, None, None]:
     """Yield every JSON object of a JSONL file (``*.gz`` gunzipped) with its line; blank lines are skipped."""
     for line_no, line in _iter_lines(path):
         if not line.strip():
@@ -259,9 +259,9 @@ class _UniqueIds:
             )
 
 
-def _non_empty(items: list[Any], path: Path, what: str) -> None:
+def _non_empty(items: Sized, path: Path, what: str) -> None:
     if not items:
-        raise CorpusFormatError(f"no {what} found (the file is empty)", path=str(path))
+        raise CorpusFormatError(f"no {what} found (the file holds none)", path=str(path))
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -743,7 +743,7 @@ def read_queries(path: StrPath) -> dict[str, str]:
                 raise CorpusFormatError("empty query id", path=str(file), line=line_no)
             ids.add(qid, line_no)
             queries[qid] = text.strip()
-    _non_empty(list(queries), file, "queries")
+    _non_empty(queries, file, "queries")
     logger.info("read %d queries from %s", len(queries), file)
     return queries
 
@@ -818,7 +818,7 @@ def read_qrels(path: StrPath) -> dict[str, dict[str, int]]:
             )
         seen.setdefault((qid, doc_id), line_no)
         qrels[qid][doc_id] = score
-    _non_empty(list(qrels), file, "relevance judgements")
+    _non_empty(qrels, file, "relevance judgements")
     logger.info("read %d judgements for %d queries from %s", len(seen), len(qrels), file)
     return qrels
 

@@ -634,7 +634,6 @@ class HierStore:
             seen.add(d.doc_id)
         if max_passage_words is None:
             max_passage_words = int(self._state.get("corpus", {}).get("max_passage_words", 100))
-        encoder = self._require_encoder("add_documents()") if docs else None
         with self.batch():
             existing = self._existing_doc_ids([d.doc_id for d in docs])
             if policy == "fail" and existing:
@@ -679,7 +678,8 @@ class HierStore:
                 else:
                     unchanged += 1
             vectors = None
-            if new_passages and encoder is not None:
+            if new_passages:
+                encoder = self._require_encoder("add_documents()")
                 vectors = encoder.encode_documents(
                     [p.embedding_text for p in new_passages], show_progress_bar=show_progress_bar
                 )
@@ -1056,6 +1056,10 @@ class HierStore:
         if predicate is None:
             return int(self._db.execute("SELECT count(*) FROM passages").fetchone()[0])
         return sum(1 for r in self._records() if predicate(r))
+
+    def document_ids(self) -> list[str]:
+        """Ids of all stored documents, in insertion order."""
+        return [r for (r,) in self._db.execute("SELECT doc_id FROM documents ORDER BY rowid")]
 
     def count_documents(self) -> int:
         """Number of documents."""

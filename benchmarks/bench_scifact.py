@@ -1,0 +1,222 @@
+"""SciFact (BEIR) test set: dense MiniLM baseline through HierStore, and BM25 via bm25s.
+
+Usage::
+
+    python benchmarks/bench_scifact.py [--data ../shared/data/scifact] [--out benchmarks/out/scifact.json]
+
+What it measures (document level, 300 test queries of ``qrels/test.tsv``):
+
+* ``store``: the corpus indexed into a fresh flat :class:`~rag_hier.store.HierStore` with the default
+  offline all-MiniLM-L6-v2, documents kept whole (``max_passage_words=0``: title + text as one
+  passage, encoded as ``Passage.embedding_text`` = ``"<title>, <text>"``), searched with
+  ``DenseRetriever.search(..., aggregate="doc")``.
+* ``raw-comma``: the same texts encoded with the same model outside the store and searched with a bare
+  ``faiss.IndexFlatIP`` (a check that the store adds nothing to quality, and the raw encode time).
+* ``raw-space``: BEIR's own sentence-transformers convention, ``(title + " " + text).strip()``, raw FAISS.
+* ``bm25``: bm25s (Lucene variant, k1=1.5, b=0.75) over ``title + " " + text``, English stopwords, the
+  PyStemmer English stemmer when installed.
+
+Metrics: nDCG@10, Recall@10, Recall@100, MRR@10 through :func:`rag_hier.eval.evaluate` (pytrec_eval).
+The published MiniLM-L6-v2 SciFact nDCG@10 is 0.645.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_DATA = HERE.parent.parent / "shared" / "data" / "scifact"
+METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
+PUBLISHED_NDCG10 = 0.645
+
+
+def _fmt(metrics: dict[str, float]) -> str:
+    return "  ".join(f"{k}={v:.4f}" for k, v in metrics.items())
+
+
+def _run_from_scores(qids: list[str], doc_ids: list[str], scores: np.ndarray, ids: np.ndarray) -> dict:
+    run: dict[str, dict[str, float]] = {}
+    for qid, srow, irow in zip(qids, scores, ids, strict=True):
+        run[qid] = {doc_ids[int(i)]: float(s) for s, i in zip(srow, irow, strict=True) if i >= 0}
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="BEIR SciFact directory")
+    parser.add_argument("--out", type=Path, default=HERE / "out" / "scifact.json", help="JSON results file")
+    parser.add_argument("--top-k", type=int, default=100)
+    parser.add_argument("--threads", type=int, default=2, help="torch and FAISS threads")
+    parser.add_argument("--skip-dense", action="store_true", help="BM25 only")
+    args = parser.parse_args(argv)
+
+    data: Path = args.data
+    if not (data / "qrels" / "test.tsv").is_file() or not any(
+        (data / n).is_file() for n in ("corpus.jsonl", "corpus.jsonl.gz")
+    ):
+        print(f"SKIP: SciFact not found at {data} (need corpus.jsonl[.gz], queries.jsonl, qrels/test.tsv)")
+        return 0
+
+    import faiss
+    import torch
+
+    from rag_hier.corpus.readers import read_beir_corpus, read_qrels, read_queries
+    from rag_hier.encoders import DEFAULT_MODEL, DenseEncoder
+    from rag_hier.eval import evaluate, hits_to_run
+    from rag_hier.retrieval import DenseRetriever
+    from rag_hier.store import HierStore
+
+    torch.set_num_threads(args.threads)
+    faiss.omp_set_num_threads(args.threads)
+
+    docs = read_beir_corpus(data)
+    queries_all = read_queries(data)
+    qrels = read_qrels(data / "qrels" / "test.tsv")
+    qids = [q for q in qrels if q in queries_all]
+    qtexts = [queries_all[q] for q in qids]
+    doc_ids = [d.doc_id for d in docs]
+    print(f"corpus {len(docs)} docs, {len(qids)} test queries, {sum(map(len, qrels.values()))} judgements")
+
+    results: dict = {
+        "benchmark": "scifact",
+        "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": sys.version.split()[0],
+                    "torch_threads": args.threads, "faiss": faiss.__version__, "torch": torch.__version__},
+        "corpus_docs": len(docs),
+        "queries": len(qids),
+        "published_minilm_ndcg@10": PUBLISHED_NDCG10,
+        "runs": {},
+        "timings_s": {},
+    }
+
+    if not args.skip_dense:
+        import sentence_transformers
+
+        results["machine"]["sentence_transformers"] = sentence_transformers.__version__
+        encoder = DenseEncoder(DEFAULT_MODEL, device="cpu")
+        model = encoder.model  # load once, outside every timing
+        results["model"] = {"name": DEFAULT_MODEL, "max_seq_length": int(model.max_seq_length),
+                            "normalize": encoder.normalize_embeddings}
+        # warm-up (first forward passes allocate)
+        encoder.encode_documents(["warm up"] * 8)
+
+        # 1) through the store: encode + SQLite + FAISS + commit
+        with tempfile.TemporaryDirectory(prefix="bench-scifact-") as tmp:
+            t0 = time.perf_counter()
+            store = HierStore.create(Path(tmp) / "store", encoder=encoder, index="flat",
+                                     corpus={"format": "beir", "max_passage_words": 0})
+            summary = store.add_documents(docs, max_passage_words=0)
+            t_index = time.perf_counter() - t0
+            assert summary.passages_added == len(docs), summary
+            t0 = time.perf_counter()
+            hits = DenseRetriever(store).search(qtexts, top_k=args.top_k, aggregate="doc")
+            t_search = time.perf_counter() - t0
+            run_store = hits_to_run(qids, hits, level="doc")
+            # the texts the store encoded, for the raw twin below
+            from rag_hier.corpus.model import split_document
+
+            comma_texts = [split_document(d, 0)[0].embedding_text for d in docs]
+            store_vecs = np.stack(store.get_embeddings([f"{d.doc_id}#0" for d in docs]))
+            store.close()
+        m_store = evaluate(run_store, qrels, METRICS)
+        results["runs"]["store (title, text)"] = m_store
+        results["timings_s"]["store_index_total"] = t_index
+        results["timings_s"]["store_search_300_queries_incl_encode"] = t_search
+        print(f"store  index {t_index:.1f}s  search {t_search:.2f}s  {_fmt(m_store)}")
+
+        # 2) the same texts, raw sentence-transformers + raw FAISS
+        t0 = time.perf_counter()
+        comma_vecs = encoder.encode_documents(comma_texts)
+        t_enc = time.perf_counter() - t0
+        results["timings_s"]["raw_encode_comma"] = t_enc
+        results["store_vs_raw_vectors_max_abs_diff"] = float(np.abs(comma_vecs - store_vecs).max())
+        qv = encoder.encode_queries(qtexts)
+        flat = faiss.IndexFlatIP(comma_vecs.shape[1])
+        flat.add(comma_vecs)
+        s, i = flat.search(qv, args.top_k)
+        m_comma = evaluate(_run_from_scores(qids, doc_ids, s, i), qrels, METRICS)
+        results["runs"]["raw (title, text)"] = m_comma
+        print(f"raw encode {t_enc:.1f}s (store index/raw encode = {t_index / t_enc:.3f}x)  {_fmt(m_comma)}")
+
+        # 3) BEIR's sentence-transformers convention: title + " " + text
+        space_texts = [(d.title + " " + d.text).strip() for d in docs]
+        t0 = time.perf_counter()
+        space_vecs = encoder.encode_documents(space_texts)
+        t_enc2 = time.perf_counter() - t0
+        results["timings_s"]["raw_encode_space"] = t_enc2
+        flat = faiss.IndexFlatIP(space_vecs.shape[1])
+        flat.add(space_vecs)
+        s, i = flat.search(qv, args.top_k)
+        m_space = evaluate(_run_from_scores(qids, doc_ids, s, i), qrels, METRICS)
+        results["runs"]["raw (title + ' ' + text), BEIR"] = m_space
+        print(f"raw BEIR join encode {t_enc2:.1f}s  {_fmt(m_space)}")
+
+        # 4) text only (no title), to show how much the title carries
+        text_texts = [d.text for d in docs]
+        text_vecs = encoder.encode_documents(text_texts)
+        flat = faiss.IndexFlatIP(text_vecs.shape[1])
+        flat.add(text_vecs)
+        s, i = flat.search(qv, args.top_k)
+        m_text = evaluate(_run_from_scores(qids, doc_ids, s, i), qrels, METRICS)
+        results["runs"]["raw (text only)"] = m_text
+        print(f"raw text only  {_fmt(m_text)}")
+
+        results["tokens"] = _token_stats(model, comma_texts)
+
+    # BM25 via bm25s
+    import bm25s
+
+    stemmer = None
+    stemmer_name = "none (PyStemmer not installed)"
+    try:
+        import Stemmer
+
+        stemmer = Stemmer.Stemmer("english")
+        stemmer_name = f"PyStemmer english (snowball), PyStemmer {getattr(Stemmer, '__version__', '?')}"
+    except ImportError:
+        pass
+    corpus_texts = [(d.title + " " + d.text).strip() for d in docs]
+    t0 = time.perf_counter()
+    tokens = bm25s.tokenize(corpus_texts, stopwords="en", stemmer=stemmer, show_progress=False)
+    retriever = bm25s.BM25()  # method="lucene", k1=1.5, b=0.75
+    retriever.index(tokens, show_progress=False)
+    t_bm25_index = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    q_tokens = bm25s.tokenize(qtexts, stopwords="en", stemmer=stemmer, show_progress=False)
+    res, sc = retriever.retrieve(q_tokens, k=args.top_k, show_progress=False, n_threads=1)
+    t_bm25_search = time.perf_counter() - t0
+    m_bm25 = evaluate(_run_from_scores(qids, doc_ids, sc, res), qrels, METRICS)
+    results["runs"]["bm25s"] = m_bm25
+    results["bm25"] = {"version": bm25s.__version__, "method": retriever.method, "k1": retriever.k1,
+                       "b": retriever.b, "stopwords": "en", "stemmer": stemmer_name}
+    results["timings_s"]["bm25_index"] = t_bm25_index
+    results["timings_s"]["bm25_search_300"] = t_bm25_search
+    print(f"bm25s ({stemmer_name}) index {t_bm25_index:.2f}s  {_fmt(m_bm25)}")
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _token_stats(model, texts: list[str]) -> dict:
+    """How many documents the model's max_seq_length truncates."""
+    tok = model.tokenizer
+    lengths = np.array([len(ids) for ids in tok(texts, add_special_tokens=True)["input_ids"]])
+    limit = int(model.max_seq_length)
+    return {"median_tokens": float(np.median(lengths)), "truncated_fraction": float((lengths > limit).mean()),
+            "max_seq_length": limit}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,413 @@
+"""The ``rag-hier`` command line: ``index``, ``search``, ``eval``, ``info``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["build_parser", "main"]
+
+logger = logging.getLogger("rag_hier.cli")
+
+STRATEGIES = ("dense",)
+"""Search strategies the CLI knows; later modules add hierarchical, tree and svdr-* strategies."""
+
+
+class CliError(Exception):
+    """An error reported as one line on stderr with a non-zero exit status."""
+
+
+# ----------------------------------------------------------------------------------------------------
+# parser
+# ----------------------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for documentation and tests)."""
+    from rag_hier import __version__
+    from rag_hier.corpus.readers import CORPUS_FORMATS
+    from rag_hier.index.dense import INDEX_KINDS
+
+    parser = argparse.ArgumentParser(
+        prog="rag-hier",
+        description="Index, search and evaluate corpora with rag-hier's persistent FAISS + SQLite store.",
+    )
+    parser.add_argument("--version", action="version", version=f"rag-hier {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser(
+        "index",
+        help="index a corpus into a store (re-running adds/updates, never duplicates)",
+        description="Read a corpus, split it into passages, encode them and store them. Re-running on the "
+        "same store adds new documents, re-encodes changed passages only, and leaves unchanged ones alone.",
+    )
+    p.add_argument("corpus", help="corpus file or directory")
+    p.add_argument("--store", required=True, help="store directory (created if missing)")
+    p.add_argument("--model", default=None, help="sentence-transformers model name or path "
+                   "(default: the offline all-MiniLM-L6-v2; must match an existing store's model)")
+    p.add_argument("--format", choices=CORPUS_FORMATS, default=None, help="corpus format (default: detect)")
+    p.add_argument("--index", choices=INDEX_KINDS, default=None, help="FAISS index kind for a new store (default flat)")
+    p.add_argument("--nlist", type=int, default=None, help="IVF lists (default: chosen from the corpus size)")
+    p.add_argument("--nprobe", type=int, default=None, help="IVF lists probed per query (default 16)")
+    p.add_argument("--max-passage-words", type=int, default=None,
+                   help="split sections into passages of at most N words; 0 keeps paragraphs whole "
+                   "(default: 0 for BEIR corpora, whose documents are kept whole, else 100)")
+    p.add_argument("--prune", action="store_true", help="also delete stored documents absent from the corpus")
+    _add_runtime_args(p)
+
+    s = sub.add_parser(
+        "search",
+        help="search a store; writes a TREC run for a queries file",
+        description="Search with one query (printed) or a queries file (BEIR queries.jsonl or QA questions.jsonl; "
+        "written as a TREC run 'qid Q0 id rank score tag').",
+    )
+    s.add_argument("--store", required=True, help="store directory")
+    q = s.add_mutually_exclusive_group(required=True)
+    q.add_argument("--query", help="one query text")
+    q.add_argument("--queries", help="queries file: BEIR queries.jsonl, QA questions.jsonl, or qid<TAB>text")
+    s.add_argument("--top-k", type=int, default=10, help="results per query (default 10)")
+    s.add_argument("--output", help="write the TREC run here (default: stdout)")
+    s.add_argument("--strategy", choices=STRATEGIES, default="dense", help="retrieval strategy (default dense)")
+    _add_search_args(s)
+    _add_runtime_args(s)
+
+    e = sub.add_parser(
+        "eval",
+        help="search a queries file and score it against qrels (nDCG@10, Recall@10/100, MRR@10)",
+        description="Run every query that has relevance judgements and compute IR metrics with pytrec_eval.",
+    )
+    e.add_argument("--store", required=True, help="store directory")
+    e.add_argument("--queries", required=True, help="queries file (BEIR queries.jsonl or QA questions.jsonl)")
+    e.add_argument("--qrels", default=None, help="qrels (BEIR TSV or TREC); optional for QA questions.jsonl, "
+                   "whose gold doc/paragraph give the judgements")
+    e.add_argument("--metrics", default="ndcg@10,recall@10,recall@100,mrr@10",
+                   help="comma-separated metrics (ndcg@K, recall@K, mrr@K, map@K, precision@K, success@K)")
+    e.add_argument("--top-k", type=int, default=None, help="results per query (default: the largest metric cut-off)")
+    e.add_argument("--strategy", choices=STRATEGIES, default="dense", help="retrieval strategy (default dense)")
+    e.add_argument("--output", help="write the metrics as JSON here")
+    e.add_argument("--run-output", help="also write the TREC run here")
+    _add_search_args(e)
+    _add_runtime_args(e)
+
+    i = sub.add_parser("info", help="describe a store (counts, encoder, index, files)")
+    i.add_argument("--store", required=True, help="store directory")
+    i.add_argument("--json", action="store_true", help="print the full manifest as JSON")
+    i.add_argument("--no-verify", action="store_true", help="skip checksum verification")
+    return parser
+
+
+def _add_search_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--aggregate", choices=("passage", "doc"), default=None,
+                   help="rank passages, or documents by their best passage (MaxP); default: doc for BEIR "
+                   "stores (evaluated at the document level), else passage")
+    p.add_argument("--filters", default=None, help="metadata filter as JSON in the Haystack syntax")
+    p.add_argument("--batch-size", type=int, default=None, help="query encoding batch size")
+
+
+def _add_runtime_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: CUDA when available)")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    if "--batch-size" not in p._option_string_actions:
+        p.add_argument("--batch-size", type=int, default=None, help="encoding batch size")
+
+
+# ----------------------------------------------------------------------------------------------------
+# commands
+# ----------------------------------------------------------------------------------------------------
+def _err(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+def _encoder_for(args: argparse.Namespace, model: str) -> Any:
+    from rag_hier.encoders.dense import DenseEncoder
+
+    kwargs: dict[str, Any] = {"device": args.device, "show_progress_bar": not args.no_progress}
+    if args.batch_size:
+        kwargs["batch_size"] = args.batch_size
+    return DenseEncoder(model, **kwargs)
+
+
+def _open_store(args: argparse.Namespace, *, read_only: bool) -> Any:
+    from rag_hier.store.store import HierStore
+
+    store = HierStore.open(args.store, device=args.device, read_only=read_only)
+    if store.encoder is not None:
+        store.encoder.show_progress_bar = not getattr(args, "no_progress", True)
+        if getattr(args, "batch_size", None):
+            store.encoder.batch_size = args.batch_size
+    return store
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    """``rag-hier index``."""
+    from rag_hier.corpus.readers import detect_format, read_corpus
+    from rag_hier.encoders.dense import DEFAULT_MODEL
+    from rag_hier.index.dense import IndexConfig
+    from rag_hier.store.store import MANIFEST, HierStore
+
+    corpus_path = Path(args.corpus)
+    if not corpus_path.exists():
+        raise CliError(f"corpus {corpus_path} does not exist")
+    fmt = args.format or detect_format(corpus_path)
+    t0 = time.perf_counter()
+    documents = read_corpus(corpus_path, fmt)
+    t_read = time.perf_counter() - t0
+    store_dir = Path(args.store)
+    if (store_dir / MANIFEST).exists():
+        store = _open_store(args, read_only=False)
+        recorded = (store.manifest.get("encoder") or {}).get("model")
+        if args.model and recorded and args.model != recorded:
+            raise CliError(f"store {store_dir} was built with model {recorded!r}; got --model {args.model!r}")
+        if args.index and args.index != store.index_config.kind:
+            raise CliError(f"store {store_dir} uses a {store.index_config.kind!r} index; got --index {args.index}")
+        max_words = args.max_passage_words
+        if max_words is None:
+            max_words = int(store.corpus_info.get("max_passage_words", 100))
+        created = False
+    else:
+        max_words = args.max_passage_words
+        if max_words is None:
+            max_words = 0 if fmt == "beir" else 100
+        if max_words < 0:
+            raise CliError(f"--max-passage-words must be >= 0, got {max_words}")
+        options: dict[str, Any] = {"kind": args.index or "flat"}
+        if args.nlist:
+            options["nlist"] = args.nlist
+        if args.nprobe:
+            options["nprobe"] = args.nprobe
+        store = HierStore.create(
+            store_dir,
+            encoder=_encoder_for(args, args.model or DEFAULT_MODEL),
+            index=IndexConfig(**options),
+            corpus={"format": fmt, "max_passage_words": max_words, "source": str(corpus_path)},
+        )
+        created = True
+    try:
+        t1 = time.perf_counter()
+        with store.batch():
+            summary = store.add_documents(
+                documents, max_passage_words=max_words, show_progress_bar=not args.no_progress
+            )
+            pruned = 0
+            if args.prune:
+                wanted = {d.doc_id for d in documents}
+                stale = [d for d in store.document_ids() if d not in wanted]
+                pruned = len(stale)
+                store.delete_documents(stale)
+        t_write = time.perf_counter() - t1
+        counts = store.manifest["counts"]
+    finally:
+        store.close()
+    print(
+        f"{'created' if created else 'updated'} store {store_dir} from {len(documents)} {fmt} documents "
+        f"(read {t_read:.1f}s, encode+write {t_write:.1f}s)\n"
+        f"  documents: {summary.documents_added} added, {summary.documents_updated} updated, "
+        f"{summary.documents_unchanged} unchanged" + (f", {pruned} pruned" if args.prune else "") + "\n"
+        f"  passages:  {summary.passages_added} encoded and written, {summary.passages_unchanged} unchanged, "
+        f"{summary.passages_removed} removed\n"
+        f"  store now holds {counts['documents']} documents, {counts['passages']} passages, "
+        f"{counts['vectors']} vectors"
+    )
+    return 0
+
+
+def _default_aggregate(store: Any, requested: str | None) -> str:
+    if requested:
+        return requested
+    return "doc" if store.corpus_info.get("format") == "beir" else "passage"
+
+
+def _parse_filters(text: str | None) -> dict[str, Any] | None:
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"--filters is not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise CliError("--filters must be a JSON object")
+    return value
+
+
+def _search(store: Any, args: argparse.Namespace, queries: list[str], top_k: int, aggregate: str) -> list[Any]:
+    from rag_hier.retrieval.dense import DenseRetriever
+
+    if top_k < 1:
+        raise CliError(f"--top-k must be >= 1, got {top_k}")
+    retriever = DenseRetriever(store)
+    vectors = store.encode_queries(queries)
+    return retriever.search_vectors(vectors, top_k=top_k, filters=_parse_filters(args.filters), aggregate=aggregate)
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    """``rag-hier search``."""
+    from rag_hier.corpus.readers import read_queries
+    from rag_hier.eval.trec import hits_to_run, write_run
+
+    queries = read_queries(args.queries) if args.queries else None
+    store = _open_store(args, read_only=True)
+    try:
+        aggregate = _default_aggregate(store, args.aggregate)
+        if queries is None:
+            (hits,) = _search(store, args, [args.query], args.top_k, aggregate)
+            if args.output:
+                write_run(hits_to_run(["query"], [hits], level=aggregate), args.output)
+                return 0
+            if not hits:
+                print("no results")
+            for h in hits:
+                path = " > ".join(h.title_path)
+                snippet = h.text if len(h.text) <= 200 else h.text[:197] + "..."
+                shown = h.doc_id if aggregate == "doc" else h.passage_id
+                print(f"{h.rank:>3}. {h.score:.4f}  {shown}  [{path}]\n     {snippet}")
+            return 0
+        if not queries:
+            raise CliError(f"{args.queries} holds no queries")
+        qids = list(queries)
+        results = _search(store, args, [queries[q] for q in qids], args.top_k, aggregate)
+    finally:
+        store.close()
+    run = hits_to_run(qids, results, level=aggregate)
+    if args.output:
+        write_run(run, args.output)
+        print(f"wrote {sum(len(r) for r in run.values())} results for {len(qids)} queries to {args.output}",
+              file=sys.stderr)
+    else:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "run.trec"
+            write_run(run, out)
+            sys.stdout.write(out.read_text(encoding="utf-8"))
+    return 0
+
+
+def _qrels_for(args: argparse.Namespace, aggregate: str) -> dict[str, dict[str, int]]:
+    from rag_hier.corpus.readers import qa_qrels, read_qa_questions, read_qrels
+
+    if args.qrels:
+        return read_qrels(args.qrels)
+    try:
+        questions = read_qa_questions(args.queries)
+    except Exception as exc:
+        raise CliError(f"--qrels is required unless --queries is a QA questions.jsonl ({exc})") from exc
+    return qa_qrels(questions, "doc" if aggregate == "doc" else "paragraph")
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """``rag-hier eval``."""
+    from rag_hier.corpus.readers import read_queries
+    from rag_hier.eval.metrics import evaluate, metric_list, parse_metric
+    from rag_hier.eval.trec import hits_to_run, write_run
+
+    metrics = metric_list(args.metrics)
+    queries = read_queries(args.queries)
+    store = _open_store(args, read_only=True)
+    try:
+        aggregate = _default_aggregate(store, args.aggregate)
+        qrels = _qrels_for(args, aggregate)
+        qids = [q for q in queries if q in qrels]
+        if not qids:
+            raise CliError(f"no query in {args.queries} has judgements in the qrels")
+        missing = len([q for q in qrels if q not in queries])
+        if missing:
+            logger.warning("%d judged queries are not in %s; they count as 0", missing, args.queries)
+        top_k = args.top_k or max(parse_metric(m)[1] for m in metrics)
+        t0 = time.perf_counter()
+        results = _search(store, args, [queries[q] for q in qids], top_k, aggregate)
+        elapsed = time.perf_counter() - t0
+    finally:
+        store.close()
+    run = hits_to_run(qids, results, level=aggregate)
+    if args.run_output:
+        write_run(run, args.run_output)
+    scores = evaluate(run, {q: qrels[q] for q in qrels}, metrics)
+    report = {
+        "store": str(args.store),
+        "queries": len(qids),
+        "level": aggregate,
+        "top_k": top_k,
+        "strategy": args.strategy,
+        "search_seconds": round(elapsed, 3),
+        "metrics": {k: round(v, 5) for k, v in scores.items()},
+    }
+    width = max(len(m) for m in metrics)
+    print(f"{len(qids)} queries, {aggregate} level, top {top_k}, {args.strategy} ({elapsed:.1f}s)")
+    for name, value in scores.items():
+        print(f"  {name:<{width}}  {value:.4f}")
+    if args.output:
+        Path(args.output).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    """``rag-hier info``."""
+    from rag_hier.store.store import HierStore
+
+    store = HierStore.open(args.store, read_only=True, verify_checksums=not args.no_verify)
+    try:
+        info = store.info()
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps(info, indent=2, sort_keys=True))
+        return 0
+    enc = info.get("encoder") or {}
+    counts = info["counts"]
+    idx = info.get("index_state") or {"kind": info["indexes"]["dense"]["config"]["kind"], "ntotal": 0}
+    print(f"store      {info['path']}  (format v{info['format_version']}, generation {info['generation']})")
+    print(f"encoder    {enc.get('model', '(none: vectors come from outside)')}  dim={info.get('dimension')}"
+          f"  normalized={enc.get('normalize_embeddings')}")
+    print(f"index      {idx}")
+    print(f"corpus     {info.get('corpus') or {}}")
+    print(f"counts     {counts['documents']} documents, {counts['passages']} passages, {counts['vectors']} vectors")
+    for name, f in sorted(info["files"].items()):
+        print(f"file       {name}  {f['bytes']} bytes  sha256 {f['sha256'][:16]}…")
+    return 0
+
+
+def _quiet_transformers() -> None:
+    """Hide transformers' weight-loading progress bars (ours and sentence-transformers' stay)."""
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:  # pragma: no cover
+        pass
+
+
+COMMANDS = {"index": cmd_index, "search": cmd_search, "eval": cmd_eval, "info": cmd_info}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``rag-hier`` console script; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    if args.verbose < 2:
+        _quiet_transformers()
+        for noisy in ("sentence_transformers", "transformers", "httpx", "faiss"):
+            logging.getLogger(noisy).setLevel(logging.ERROR)
+    from rag_hier.errors import RagHierError
+
+    try:
+        return COMMANDS[args.command](args)
+    except (CliError, RagHierError, OSError, ValueError) as exc:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        _err(f"rag-hier {args.command}: error: {message}")
+        if args.verbose:
+            logger.exception("details")
+        return 2
+    except KeyboardInterrupt:
+        _err("rag-hier: interrupted")
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

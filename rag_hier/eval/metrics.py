@@ -1,0 +1,89 @@
+"""IR metrics through pytrec_eval (trec_eval's reference implementation), named ``ndcg@10``, ``recall@100``, ``mrr@10``."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+from rag_hier.errors import RagHierError
+
+__all__ = ["DEFAULT_METRICS", "Qrels", "Run", "evaluate", "evaluate_per_query", "parse_metric"]
+
+Run = Mapping[str, Mapping[str, float]]
+"""query id → {doc or passage id → score} (higher is better)."""
+Qrels = Mapping[str, Mapping[str, int]]
+"""query id → {doc or passage id → relevance grade}."""
+
+DEFAULT_METRICS: tuple[str, ...] = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
+_METRIC = re.compile(r"^(ndcg|recall|mrr|map|precision|p|hits|success)@(\d+)$")
+
+
+def parse_metric(name: str) -> tuple[str, int]:
+    """Split ``"ndcg@10"`` into ``("ndcg", 10)``; raises on unknown names."""
+    m = _METRIC.match(name.strip().lower())
+    if not m:
+        raise RagHierError(
+            f"unknown metric {name!r}; use ndcg@K, recall@K, mrr@K, map@K, precision@K or success@K"
+        )
+    kind = "precision" if m.group(1) == "p" else "success" if m.group(1) == "hits" else m.group(1)
+    return kind, int(m.group(2))
+
+
+def _trec_measure(kind: str, k: int) -> str:
+    return {
+        "ndcg": f"ndcg_cut_{k}",
+        "recall": f"recall_{k}",
+        "map": f"map_cut_{k}",
+        "precision": f"P_{k}",
+        "success": f"success_{k}",
+        "mrr": "recip_rank",
+    }[kind]
+
+
+def _truncate(run: Run, k: int) -> dict[str, dict[str, float]]:
+    out = {}
+    for qid, scores in run.items():
+        top = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+        out[qid] = {d: float(s) for d, s in top}
+    return out
+
+
+def evaluate_per_query(run: Run, qrels: Qrels, metrics: Sequence[str] = DEFAULT_METRICS) -> dict[str, dict[str, float]]:
+    """Per-query values: metric name → {query id → value}, over the queries that have qrels.
+
+    Queries in ``qrels`` that the run misses count as 0 (as trec_eval's ``-c``); run queries without
+    qrels are ignored.
+    """
+    import pytrec_eval
+
+    qrels_clean = {q: {d: int(r) for d, r in rel.items()} for q, rel in qrels.items() if rel}
+    if not qrels_clean:
+        raise RagHierError("the qrels hold no relevance judgements")
+    base_run = {q: {d: float(s) for d, s in run.get(q, {}).items()} for q in qrels_clean}
+    out: dict[str, dict[str, float]] = {}
+    for name in metrics:
+        kind, k = parse_metric(name)
+        measure = _trec_measure(kind, k)
+        # MRR@k: reciprocal rank on the run cut at k (trec_eval's recip_rank has no cut-off).
+        this_run = _truncate(base_run, k) if kind == "mrr" else base_run
+        # pytrec_eval drops queries with an empty ranking; they score 0.
+        evaluator = pytrec_eval.RelevanceEvaluator(qrels_clean, {measure})
+        values = evaluator.evaluate({q: r for q, r in this_run.items() if r})
+        out[name] = {q: float(values.get(q, {}).get(measure, 0.0)) for q in qrels_clean}
+    return out
+
+
+def evaluate(run: Run, qrels: Qrels, metrics: Sequence[str] = DEFAULT_METRICS) -> dict[str, float]:
+    """Mean of each metric over the queries that have qrels."""
+    per_query = evaluate_per_query(run, qrels, metrics)
+    return {name: (sum(v.values()) / len(v) if v else 0.0) for name, v in per_query.items()}
+
+
+def metric_list(names: Iterable[str] | str | None) -> tuple[str, ...]:
+    """Normalise a comma-separated string or list of metric names, validating each."""
+    if names is None:
+        return DEFAULT_METRICS
+    items = [n.strip() for n in (names.split(",") if isinstance(names, str) else names) if n.strip()]
+    for n in items:
+        parse_metric(n)
+    return tuple(items)

