@@ -1,0 +1,509 @@
+"""Dense search through HierStore versus raw FAISS, on synthetic clustered 384-d vectors.
+
+Usage::
+
+    python benchmarks/bench_dense.py --sizes 100000,1000000 --kinds flat,ivf,hnsw
+
+For each size N and index kind (flat, ivf, hnsw) it builds
+
+* (a) raw FAISS: ``IndexFlatIP`` / ``IndexIVFFlat`` / ``IndexHNSWFlat``, built directly;
+* (b) a fresh :class:`~rag_hier.store.HierStore` (no encoder) fed with ``add_passages(passages, vectors)``
+  (short texts ``"passage k of doc j"``), searched with ``DenseRetriever(store).search_vectors``, which
+  returns :class:`~rag_hier.retrieval.Hit` objects with their text read from SQLite;
+
+and reports build time (the store's includes SQLite writes, FAISS file write, checksums and commit),
+single-query latency (median, p95; one query per call, raw / store calls interleaved so that machine
+noise hits both alike), batched throughput (all queries in one call), recall@10 against exact search,
+the store/raw latency ratio, and resident memory (``--memory``: a fresh subprocess opens the saved
+index/store and runs queries; RSS after minus RSS before opening, divided by the raw float32 bytes
+N*dim*4).
+
+Data: a unit-normalised Gaussian mixture (``--centers`` centres on the unit sphere plus Gaussian noise
+of ``--noise`` per dimension); queries are fresh points of the same mixture. IVF uses
+nlist = 4*sqrt(N) and the smallest nprobe whose recall@10 on the raw index is >= ``--target``; HNSW uses
+M=32, efConstruction ``--ef-construction`` (the engine default, 80, on both sides) and the smallest
+efSearch reaching the target. FAISS threads are set with ``faiss.omp_set_num_threads`` for both sides.
+
+Results go to ``benchmarks/out/dense-<N>.json`` (merged across re-runs of single kinds). Store
+directories live in a temporary directory removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as _dt
+import gc
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "out"
+NPROBES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+EF_SEARCHES = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+
+
+# ---------------------------------------------------------------------------------------------------
+# data
+# ---------------------------------------------------------------------------------------------------
+def _normalize(x: np.ndarray) -> np.ndarray:
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return x
+
+
+def mixture(n: int, dim: int, centers: int, noise: float, seed: int, center_seed: int = 7) -> np.ndarray:
+    """``n`` unit vectors: a random centre of the mixture plus Gaussian noise, normalised."""
+    crng = np.random.default_rng(center_seed)
+    c = _normalize(crng.standard_normal((centers, dim), dtype=np.float32))
+    rng = np.random.default_rng(seed)
+    out = np.empty((n, dim), dtype=np.float32)
+    for start in range(0, n, 100_000):
+        m = min(100_000, n - start)
+        labels = rng.integers(centers, size=m)
+        block = c[labels] + noise * rng.standard_normal((m, dim), dtype=np.float32)
+        out[start : start + m] = _normalize(block)
+    return out
+
+
+def recall_at(found: np.ndarray, truth: np.ndarray, k: int = 10) -> float:
+    hits = 0
+    for f, t in zip(found[:, :k], truth[:, :k], strict=True):
+        hits += len(set(f.tolist()) & set(t.tolist()))
+    return hits / (truth.shape[0] * k)
+
+
+def rss_bytes() -> int:
+    try:
+        import psutil
+
+        return int(psutil.Process().memory_info().rss)
+    except ImportError:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    raise RuntimeError("cannot read RSS")
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q))
+
+
+# ---------------------------------------------------------------------------------------------------
+# raw FAISS
+# ---------------------------------------------------------------------------------------------------
+def build_raw(kind: str, x: np.ndarray, nlist: int, m: int, ef_c: int):
+    import faiss
+
+    d = x.shape[1]
+    t0 = time.perf_counter()
+    if kind == "flat":
+        index = faiss.IndexFlatIP(d)
+        index.add(x)
+    elif kind == "ivf":
+        quantizer = faiss.IndexFlatIP(d)
+        index = faiss.IndexIVFFlat(quantizer, d, nlist, faiss.METRIC_INNER_PRODUCT)
+        index.cp.seed = 1234
+        train = x
+        if x.shape[0] > 256 * nlist:  # what FAISS (and the engine) would sample anyway
+            rng = np.random.default_rng(1234)
+            train = x[np.sort(rng.choice(x.shape[0], size=256 * nlist, replace=False))]
+        index.train(train)
+        index.add(x)
+        index._quantizer_ref = quantizer  # noqa: SLF001 - keep the quantizer alive
+    elif kind == "hnsw":
+        index = faiss.IndexHNSWFlat(d, m, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = ef_c
+        index.add(x)
+    else:
+        raise ValueError(kind)
+    return index, time.perf_counter() - t0
+
+
+def raw_params(kind: str, value: int | None):
+    import faiss
+
+    if kind == "ivf":
+        return faiss.SearchParametersIVF(nprobe=int(value))
+    if kind == "hnsw":
+        return faiss.SearchParametersHNSW(efSearch=int(value))
+    return None
+
+
+def set_raw_param(index, kind: str, value: int | None) -> None:
+    if kind == "ivf":
+        index.nprobe = int(value)
+    elif kind == "hnsw":
+        index.hnsw.efSearch = int(value)
+
+
+def tune(index, kind: str, q: np.ndarray, truth: np.ndarray, target: float) -> tuple[int | None, list[dict]]:
+    """Smallest nprobe / efSearch whose recall@10 reaches ``target`` (on the raw index)."""
+    if kind == "flat":
+        return None, []
+    grid = NPROBES if kind == "ivf" else EF_SEARCHES
+    sweep = []
+    chosen = None
+    for v in grid:
+        if kind == "ivf" and v > index.nlist:
+            break
+        set_raw_param(index, kind, v)
+        t0 = time.perf_counter()
+        _, ids = index.search(q, 10)
+        dt = time.perf_counter() - t0
+        r = recall_at(ids, truth)
+        sweep.append({"param": v, "recall@10": r, "batch_ms_per_query": 1000 * dt / q.shape[0]})
+        print(f"    tune {kind} {'nprobe' if kind == 'ivf' else 'efSearch'}={v}: recall@10={r:.4f}", flush=True)
+        if r >= target:
+            chosen = v
+            break
+    if chosen is None:
+        chosen = grid[-1] if kind == "hnsw" else min(grid[-1], index.nlist)
+    set_raw_param(index, kind, chosen)
+    return chosen, sweep
+
+
+# ---------------------------------------------------------------------------------------------------
+# store
+# ---------------------------------------------------------------------------------------------------
+def make_passages(n: int, per_doc: int = 10):
+    from rag_hier.corpus import Passage
+
+    return [
+        Passage(id=f"doc{i // per_doc}#{i % per_doc}", doc_id=f"doc{i // per_doc}", position=i % per_doc,
+                text=f"passage {i % per_doc} of doc {i // per_doc}")
+        for i in range(n)
+    ]
+
+
+def hit_index(h, per_doc: int = 10) -> int:
+    return int(h.doc_id[3:]) * per_doc + int(h.position)
+
+
+def build_store(path: Path, kind: str, x: np.ndarray, nlist: int, m: int, ef_c: int, param: int | None):
+    from rag_hier.index import IndexConfig
+    from rag_hier.store import HierStore
+
+    cfg: dict[str, Any] = {"kind": kind, "hnsw_m": m, "ef_construction": ef_c}
+    if kind == "ivf":
+        cfg.update(nlist=nlist, nprobe=int(param), train_min=min(x.shape[0], 39 * nlist))
+    if kind == "hnsw":
+        cfg.update(ef_search=int(param))
+    t0 = time.perf_counter()
+    passages = make_passages(x.shape[0])
+    t_passages = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    store = HierStore.create(path, model=None, dimension=x.shape[1], index=IndexConfig(**cfg))
+    store.add_passages(passages, x)
+    t_build = time.perf_counter() - t0
+    del passages
+    if kind == "ivf":
+        assert store.index.is_ivf_trained, "the store's IVF index did not train"
+    return store, t_build, t_passages
+
+
+# ---------------------------------------------------------------------------------------------------
+# measurements
+# ---------------------------------------------------------------------------------------------------
+def latency(raw, store, kind: str, q: np.ndarray, n_single: int, k: int = 10) -> dict[str, Any]:
+    """Interleaved single-query loops: raw FAISS, the store's DenseIndex, the full retriever (hits)."""
+    from rag_hier.retrieval import DenseRetriever
+
+    retriever = DenseRetriever(store)
+    dindex = store.index
+    for i in range(min(20, q.shape[0])):  # warm-up
+        raw.search(q[i : i + 1], k)
+        retriever.search_vectors(q[i : i + 1], top_k=k)
+    t_raw, t_idx, t_store = [], [], []
+    pc = time.perf_counter
+    for i in range(n_single):
+        qi = q[i : i + 1]
+        order = (0, 1, 2) if i % 2 == 0 else (2, 1, 0)
+        for which in order:
+            if which == 0:
+                t0 = pc()
+                raw.search(qi, k)
+                t_raw.append(pc() - t0)
+            elif which == 1:
+                t0 = pc()
+                dindex.search(qi, k)
+                t_idx.append(pc() - t0)
+            else:
+                t0 = pc()
+                hits = retriever.search_vectors(qi, top_k=k)
+                t_store.append(pc() - t0)
+                assert hits[0] and hits[0][0].text.startswith("passage "), hits
+    # batched: all queries in one call, best of 3, interleaved
+    b_raw, b_store = [], []
+    store_ids = None
+    for _ in range(3):
+        t0 = pc()
+        _, raw_ids = raw.search(q, k)
+        b_raw.append(pc() - t0)
+        t0 = pc()
+        res = retriever.search_vectors(q, top_k=k)
+        b_store.append(pc() - t0)
+        store_ids = np.array([[hit_index(h) for h in hs] + [-1] * (k - len(hs)) for hs in res])
+    ms = 1000.0
+    out = {
+        "single_queries": n_single,
+        "raw_median_ms": ms * float(np.median(t_raw)),
+        "raw_p95_ms": ms * pct(t_raw, 95),
+        "store_index_median_ms": ms * float(np.median(t_idx)),
+        "store_index_p95_ms": ms * pct(t_idx, 95),
+        "store_median_ms": ms * float(np.median(t_store)),
+        "store_p95_ms": ms * pct(t_store, 95),
+        "ratio_median": float(np.median(t_store) / np.median(t_raw)),
+        "ratio_p95": float(pct(t_store, 95) / pct(t_raw, 95)),
+        "batch_queries": int(q.shape[0]),
+        "raw_batch_qps": q.shape[0] / min(b_raw),
+        "store_batch_qps": q.shape[0] / min(b_store),
+        "batch_ratio": float(min(b_store) / min(b_raw)),
+    }
+    return out, raw_ids, store_ids
+
+
+def profile_store(store, q: np.ndarray, n: int, path: Path, k: int = 10) -> str:
+    """cProfile of the store's single-query loop; returns the top of the cumulative table."""
+    import cProfile
+    import io
+    import pstats
+
+    from rag_hier.retrieval import DenseRetriever
+
+    retriever = DenseRetriever(store)
+    prof = cProfile.Profile()
+    prof.enable()
+    for i in range(n):
+        retriever.search_vectors(q[i : i + 1], top_k=k)
+    prof.disable()
+    prof.dump_stats(str(path))
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(18)
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------------------------------------------
+# memory (child process)
+# ---------------------------------------------------------------------------------------------------
+def memory_child(mode: str, path: str, n: int, dim: int, threads: int) -> None:
+    """Run in a fresh interpreter: RSS before/after opening ``path`` and searching."""
+    import faiss
+
+    faiss.omp_set_num_threads(threads)
+    from rag_hier.retrieval import DenseRetriever
+    from rag_hier.store import HierStore
+
+    q = mixture(200, dim, 1000, 0.05, seed=99)
+    gc.collect()
+    before = rss_bytes()
+    t0 = time.perf_counter()
+    if mode == "raw":
+        index = faiss.read_index(path)
+        for i in range(q.shape[0]):
+            index.search(q[i : i + 1], 10)
+        index.search(q, 10)
+    elif mode == "store":
+        store = HierStore.open(path, read_only=True)
+        retriever = DenseRetriever(store)
+        for i in range(q.shape[0]):
+            retriever.search_vectors(q[i : i + 1], top_k=10)
+        retriever.search_vectors(q, top_k=10)
+    else:
+        raise SystemExit(f"unknown memory mode {mode!r}")
+    t_open = time.perf_counter() - t0
+    gc.collect()
+    after = rss_bytes()
+    print(json.dumps({"rss_before": before, "rss_after": after, "seconds": t_open}))
+
+
+def haystack_child(n: int, dim: int) -> None:
+    """Haystack InMemoryDocumentStore holding n Documents with embeddings (lists of floats)."""
+    from haystack import Document
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+    x = mixture(n, dim, 1000, 0.05, seed=1)
+    q = mixture(5, dim, 1000, 0.05, seed=99)
+    gc.collect()
+    before = rss_bytes()
+    t0 = time.perf_counter()
+    store = InMemoryDocumentStore(shared=False)
+    docs = [Document(id=f"doc{i // 10}#{i % 10}", content=f"passage {i % 10} of doc {i // 10}",
+                     embedding=x[i].tolist()) for i in range(n)]
+    store.write_documents(docs)
+    del docs
+    t_write = time.perf_counter() - t0
+    gc.collect()
+    after = rss_bytes()
+    t0 = time.perf_counter()
+    for i in range(q.shape[0]):
+        res = store.embedding_retrieval(query_embedding=q[i].tolist(), top_k=10)
+    t_q = (time.perf_counter() - t0) / q.shape[0]
+    assert len(res) == 10
+    print(json.dumps({"rss_before": before, "rss_after": after, "seconds": t_write, "query_ms": 1000 * t_q}))
+
+
+def run_child(args: list[str]) -> dict[str, Any]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"child {args} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------------------------------------------
+# main
+# ---------------------------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="100000,1000000")
+    p.add_argument("--kinds", default="flat,ivf,hnsw")
+    p.add_argument("--dim", type=int, default=384)
+    p.add_argument("--centers", type=int, default=1000)
+    p.add_argument("--noise", type=float, default=0.05, help="per-dimension noise std around a centre")
+    p.add_argument("--queries", type=int, default=1000)
+    p.add_argument("--flat-single-queries", type=int, default=300,
+                   help="single-query loop length for flat (each query scans everything)")
+    p.add_argument("--target", type=float, default=0.99, help="recall@10 to reach when tuning")
+    p.add_argument("--hnsw-m", type=int, default=32)
+    p.add_argument("--ef-construction", type=int, default=80)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--no-memory", action="store_true", help="skip the resident-memory subprocesses")
+    p.add_argument("--haystack", action="store_true", help="also measure Haystack InMemoryDocumentStore memory")
+    p.add_argument("--profile", action="store_true", help="cProfile the store single-query loop")
+    p.add_argument("--out-dir", type=Path, default=OUT)
+    p.add_argument("--tmp", default=None, help="parent directory for the temporary stores")
+    # child modes
+    p.add_argument("--memory-child", nargs=2, metavar=("MODE", "PATH"), help=argparse.SUPPRESS)
+    p.add_argument("--haystack-child", type=int, metavar="N", help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+
+    if a.memory_child:
+        memory_child(a.memory_child[0], a.memory_child[1], 0, a.dim, a.threads)
+        return 0
+    if a.haystack_child:
+        haystack_child(a.haystack_child, a.dim)
+        return 0
+
+    import faiss
+
+    faiss.omp_set_num_threads(a.threads)
+    sizes = [int(s) for s in a.sizes.split(",") if s]
+    kinds = [k for k in a.kinds.split(",") if k]
+    a.out_dir.mkdir(parents=True, exist_ok=True)
+    tmp_root = Path(tempfile.mkdtemp(prefix="bench-dense-", dir=a.tmp))
+    try:
+        for n in sizes:
+            run_size(a, n, kinds, tmp_root)
+    finally:
+        shutil.rmtree(tmp_root, ignore_errors=True)
+    return 0
+
+
+def run_size(a, n: int, kinds: list[str], tmp_root: Path) -> None:
+    import faiss
+
+    out_file = a.out_dir / f"dense-{n}.json"
+    result: dict[str, Any] = {}
+    if out_file.exists():
+        with contextlib.suppress(json.JSONDecodeError):
+            result = json.loads(out_file.read_text())
+    result.update({
+        "n": n, "dim": a.dim, "centers": a.centers, "noise": a.noise, "queries": a.queries,
+        "target_recall@10": a.target, "threads": a.threads, "faiss": faiss.__version__,
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": sys.version.split()[0]},
+    })
+    result.setdefault("kinds", {})
+    raw_bytes = n * a.dim * 4
+    print(f"== N={n}: generating data", flush=True)
+    t0 = time.perf_counter()
+    x = mixture(n, a.dim, a.centers, a.noise, seed=1)
+    q = mixture(a.queries, a.dim, a.centers, a.noise, seed=2)
+    print(f"   data {time.perf_counter() - t0:.1f}s; exact ground truth", flush=True)
+    t0 = time.perf_counter()
+    _, truth = faiss.knn(q, x, 10, metric=faiss.METRIC_INNER_PRODUCT)
+    print(f"   ground truth {time.perf_counter() - t0:.1f}s", flush=True)
+    nlist = int(4 * math.sqrt(n))
+
+    if not a.no_memory and a.haystack and n <= 200_000:
+        print("   haystack InMemoryDocumentStore memory", flush=True)
+        hs = run_child(["--haystack-child", str(n), "--dim", str(a.dim)])
+        hs["ratio_to_raw_f32"] = (hs["rss_after"] - hs["rss_before"]) / raw_bytes
+        result["haystack_inmemory"] = hs
+        print(f"   haystack: {hs['ratio_to_raw_f32']:.2f}x raw float32, {hs['query_ms']:.1f} ms/query", flush=True)
+        out_file.write_text(json.dumps(result, indent=2) + "\n")
+
+    for kind in kinds:
+        rec: dict[str, Any] = {"date": _dt.datetime.now().astimezone().isoformat(timespec="seconds")}
+        print(f"-- {kind} N={n}: raw build", flush=True)
+        raw, t_raw = build_raw(kind, x, nlist, a.hnsw_m, a.ef_construction)
+        rec["raw_build_s"] = t_raw
+        print(f"   raw build {t_raw:.1f}s", flush=True)
+        param, sweep = tune(raw, kind, q, truth, a.target)
+        rec["param"] = {"ivf": {"nlist": nlist, "nprobe": param}, "hnsw": {"M": a.hnsw_m, "efConstruction":
+                        a.ef_construction, "efSearch": param}}.get(kind, {})
+        rec["tuning"] = sweep
+        gc.collect()
+        print(f"   store build (param {param})", flush=True)
+        path = tmp_root / f"store-{kind}-{n}"
+        store, t_store, t_passages = build_store(path, kind, x, nlist, a.hnsw_m, a.ef_construction, param)
+        rec["store_build_s"] = t_store
+        rec["passage_objects_s"] = t_passages
+        rec["build_ratio"] = t_store / t_raw
+        print(f"   store build {t_store:.1f}s (+{t_passages:.1f}s making Passage objects); ratio "
+              f"{t_store / t_raw:.2f}", flush=True)
+        n_single = min(a.queries, a.flat_single_queries) if kind == "flat" else a.queries
+        lat, raw_ids, store_ids = latency(raw, store, kind, q, n_single)
+        lat["raw_recall@10"] = recall_at(raw_ids, truth)
+        lat["store_recall@10"] = recall_at(store_ids, truth)
+        rec.update(lat)
+        print(f"   single: raw {lat['raw_median_ms']:.3f} ms (p95 {lat['raw_p95_ms']:.3f}), store "
+              f"{lat['store_median_ms']:.3f} ms (p95 {lat['store_p95_ms']:.3f}; index layer only "
+              f"{lat['store_index_median_ms']:.3f}), ratio {lat['ratio_median']:.2f}; batch qps raw "
+              f"{lat['raw_batch_qps']:.0f} store {lat['store_batch_qps']:.0f}; recall raw "
+              f"{lat['raw_recall@10']:.4f} store {lat['store_recall@10']:.4f}", flush=True)
+        if a.profile:
+            prof_path = a.out_dir / f"profile-{kind}-{n}.prof"
+            rec["profile_top"] = profile_store(store, q, min(n_single, 500), prof_path)
+            print(rec["profile_top"], flush=True)
+        store.close()
+        if not a.no_memory:
+            raw_path = tmp_root / f"raw-{kind}-{n}.faiss"
+            faiss.write_index(raw, str(raw_path))
+            del raw
+            gc.collect()
+            m_raw = run_child(["--memory-child", "raw", str(raw_path), "--dim", str(a.dim),
+                               "--threads", str(a.threads)])
+            m_store = run_child(["--memory-child", "store", str(path), "--dim", str(a.dim),
+                                 "--threads", str(a.threads)])
+            raw_path.unlink()
+            for name, m in (("raw", m_raw), ("store", m_store)):
+                m["delta_bytes"] = m["rss_after"] - m["rss_before"]
+                m["ratio_to_raw_f32"] = m["delta_bytes"] / raw_bytes
+            rec["memory"] = {"raw": m_raw, "store": m_store, "raw_f32_bytes": raw_bytes}
+            print(f"   memory: raw {m_raw['ratio_to_raw_f32']:.3f}x, store {m_store['ratio_to_raw_f32']:.3f}x "
+                  f"of N*dim*4 = {raw_bytes / 2**20:.0f} MiB (store open+query {m_store['seconds']:.1f}s)",
+                  flush=True)
+        else:
+            del raw
+        rec["store_disk_bytes"] = sum(f.stat().st_size for f in path.iterdir())
+        shutil.rmtree(path, ignore_errors=True)
+        gc.collect()
+        result["kinds"][kind] = rec
+        out_file.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {out_file}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
