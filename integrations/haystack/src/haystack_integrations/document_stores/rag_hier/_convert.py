@@ -1,0 +1,336 @@
+"""Haystack ``Document`` ↔ rag-hier ``Passage``, and the filter view of a stored passage.
+
+Mapping (passages written through :class:`RagHierDocumentStore`):
+
+- ``Document.id`` → passage id; ``content`` → passage text (``None`` is kept as a flag in ``extra``);
+- ``meta`` → passage metadata, as JSON. Values JSON cannot hold exactly (tuples, non-string dict keys,
+  ``datetime``) are stored in their JSON form (so engine-level filters still see them) *and*, tagged, in
+  ``extra``; reading restores the exact value unless the JSON form has been changed since (e.g. by
+  ``update_by_filter``);
+- ``embedding`` → the passage vector (the engine keeps vectors float32 cannot hold exactly in float64, so
+  they come back bit-exact);
+- ``blob`` (base64) and ``sparse_embedding`` → ``extra`` (JSON only, no pickle);
+- the engine's document id (the passage's parent) is ``meta["__parent_id"]`` (HierarchicalDocumentSplitter,
+  AutoMergingRetriever), else ``meta["source_id"]`` (DocumentSplitter, SentenceWindowRetriever), else the
+  Document's own id; the position is ``meta["split_id"]`` when it is an integer.
+
+Passages written by the engine itself (``HierStore.add_documents``, the CLI) carry no Haystack payload;
+their Documents get ``source_id`` (the document id), ``split_id`` (the passage's position in it) and
+``title_path`` added to their metadata, so SentenceWindowRetriever works on them too.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from haystack import Document
+from haystack.dataclasses import ByteStream, SparseEmbedding
+from haystack.document_stores.errors import DocumentStoreError
+from haystack.errors import FilterError
+from haystack.utils.filters import COMPARISON_OPERATORS, LOGICAL_OPERATORS
+
+from rag_hier.corpus.model import Passage
+
+__all__ = [
+    "EXTRA_KEY",
+    "FilterView",
+    "document_meta",
+    "document_to_passage",
+    "filter_roots",
+    "parent_id",
+    "passage_to_document",
+    "record_view",
+    "to_plain_json",
+    "validate_filters",
+]
+
+EXTRA_KEY = "haystack"
+"""Key of the Haystack payload in ``Passage.extra``; its presence marks a passage written by Haystack."""
+
+PARENT_ID_KEYS = ("__parent_id", "source_id")
+"""Meta keys naming a Document's parent, in order of preference."""
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+# ----------------------------------------------------------------------------------------------------
+# exact metadata
+# ----------------------------------------------------------------------------------------------------
+def _is_plain_json(value: Any) -> bool:
+    """Whether a JSON round trip gives ``value`` back unchanged (same types, same structure)."""
+    if isinstance(value, _SCALARS):
+        return True
+    if type(value) is list:
+        return all(_is_plain_json(v) for v in value)
+    if type(value) is dict:
+        return all(type(k) is str and _is_plain_json(v) for k, v in value.items())
+    return False
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def to_plain_json(value: Any) -> Any:
+    """The JSON form of ``value``: tuples become lists, keys strings, datetimes ISO strings, numpy scalars numbers."""
+    return json.loads(json.dumps(value, default=_json_default, ensure_ascii=False))
+
+
+def _encode_exact(value: Any) -> Any:
+    """A tagged JSON encoding that restores tuples, non-string keys and datetimes exactly."""
+    if isinstance(value, _SCALARS):
+        return {"v": value}
+    if isinstance(value, datetime):
+        return {"dt": value.isoformat()}
+    if isinstance(value, np.generic):
+        return _encode_exact(value.item())
+    if isinstance(value, tuple):
+        return {"t": [_encode_exact(v) for v in value]}
+    if isinstance(value, list):
+        return {"l": [_encode_exact(v) for v in value]}
+    if isinstance(value, dict):
+        return {"d": [[_encode_exact(k), _encode_exact(v)] for k, v in value.items()]}
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _decode_exact(data: Mapping[str, Any]) -> Any:
+    if "v" in data:
+        return data["v"]
+    if "dt" in data:
+        return datetime.fromisoformat(data["dt"])
+    if "t" in data:
+        return tuple(_decode_exact(v) for v in data["t"])
+    if "l" in data:
+        return [_decode_exact(v) for v in data["l"]]
+    return {_decode_exact(k): _decode_exact(v) for k, v in data["d"]}
+
+
+def _split_meta(meta: Mapping[str, Any], what: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(JSON form, tagged exact values of the keys whose JSON form is lossy)``."""
+    plain: dict[str, Any] = {}
+    exact: dict[str, Any] = {}
+    for key, value in meta.items():
+        if not isinstance(key, str):
+            raise DocumentStoreError(f"{what}: meta keys must be strings, got {key!r} ({type(key).__name__})")
+        try:
+            plain[key] = to_plain_json(value)
+            if not _is_plain_json(value):
+                exact[key] = _encode_exact(value)
+        except (TypeError, ValueError) as exc:
+            raise DocumentStoreError(
+                f"{what}: meta[{key!r}] holds a {type(value).__name__}, which the store cannot keep "
+                "(allowed: JSON values, tuples and datetimes)"
+            ) from exc
+    return plain, exact
+
+
+def _restore_meta(plain: Mapping[str, Any], exact: Mapping[str, Any] | None) -> dict[str, Any]:
+    meta = dict(plain)
+    for key, tagged in (exact or {}).items():
+        if key not in meta:
+            continue
+        value = _decode_exact(tagged)
+        if to_plain_json(value) == meta[key]:  # unchanged since it was written
+            meta[key] = value
+    return meta
+
+
+# ----------------------------------------------------------------------------------------------------
+# Document -> Passage
+# ----------------------------------------------------------------------------------------------------
+def parent_id(document: Document) -> str:
+    """The engine document id of ``document``: its parent's id when its meta names one, else its own id."""
+    for key in PARENT_ID_KEYS:
+        value = document.meta.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return document.id
+
+
+def _position(meta: Mapping[str, Any]) -> int:
+    split_id = meta.get("split_id")
+    if isinstance(split_id, int) and not isinstance(split_id, bool):
+        return split_id
+    return 0
+
+
+def document_to_passage(document: Document) -> Passage:
+    """The passage stored for ``document`` (its vector travels separately)."""
+    what = f"Document {document.id!r}"
+    meta, exact = _split_meta(document.meta, what)
+    payload: dict[str, Any] = {}
+    if exact:
+        payload["meta_exact"] = exact
+    if document.content is None:
+        payload["content_none"] = True
+    if document.blob is not None:
+        blob_meta, blob_exact = _split_meta(document.blob.meta, f"{what} blob")
+        payload["blob"] = {
+            "data": base64.b64encode(bytes(document.blob.data)).decode("ascii"),
+            "meta": blob_meta,
+            "meta_exact": blob_exact,
+            "mime_type": document.blob.mime_type,
+        }
+    if document.sparse_embedding is not None:
+        sparse = document.sparse_embedding
+        payload["sparse_embedding"] = {
+            "indices": [int(i) for i in sparse.indices],
+            "values": [float(v) for v in sparse.values],
+        }
+    return Passage(
+        id=document.id,
+        doc_id=parent_id(document),
+        position=_position(meta),
+        text=document.content or "",
+        meta=meta,
+        extra={EXTRA_KEY: payload},
+    )
+
+
+# ----------------------------------------------------------------------------------------------------
+# Passage -> Document
+# ----------------------------------------------------------------------------------------------------
+def document_meta(
+    meta: Mapping[str, Any], extra: Mapping[str, Any], doc_id: str, position: int, title_path: tuple[str, ...]
+) -> dict[str, Any]:
+    """The Document metadata of a stored passage (exact for Haystack-written ones, augmented otherwise)."""
+    payload = extra.get(EXTRA_KEY)
+    if payload is not None:
+        return _restore_meta(meta, payload.get("meta_exact"))
+    out = dict(meta)
+    out.setdefault("source_id", doc_id)
+    out.setdefault("split_id", position)
+    if title_path:
+        out.setdefault("title_path", list(title_path))
+    return out
+
+
+def _content(text: str, extra: Mapping[str, Any]) -> str | None:
+    payload = extra.get(EXTRA_KEY) or {}
+    return None if payload.get("content_none") else text
+
+
+def _blob(extra: Mapping[str, Any]) -> ByteStream | None:
+    data = (extra.get(EXTRA_KEY) or {}).get("blob")
+    if data is None:
+        return None
+    return ByteStream(
+        data=base64.b64decode(data["data"]),
+        meta=_restore_meta(data.get("meta", {}), data.get("meta_exact")),
+        mime_type=data.get("mime_type"),
+    )
+
+
+def _sparse(extra: Mapping[str, Any]) -> SparseEmbedding | None:
+    data = (extra.get(EXTRA_KEY) or {}).get("sparse_embedding")
+    if data is None:
+        return None
+    return SparseEmbedding(indices=list(data["indices"]), values=list(data["values"]))
+
+
+def passage_to_document(
+    passage: Passage, embedding: Any = None, score: float | None = None
+) -> Document:
+    """The Haystack Document for a stored passage (``embedding``: a numpy vector or ``None``)."""
+    return Document(
+        id=passage.id,
+        content=_content(passage.text, passage.extra),
+        blob=_blob(passage.extra),
+        meta=document_meta(passage.meta, passage.extra, passage.doc_id, passage.position, passage.title_path),
+        score=score,
+        embedding=None if embedding is None else embedding.tolist(),
+        sparse_embedding=_sparse(passage.extra),
+    )
+
+
+# ----------------------------------------------------------------------------------------------------
+# filters
+# ----------------------------------------------------------------------------------------------------
+@dataclass
+class FilterView:
+    """What ``haystack.utils.filters.document_matches_filter`` sees of a stored passage.
+
+    It has the fields of ``Document`` (the reference matcher looks names up in them), filled from the
+    passage record without building a full Document.
+    """
+
+    id: str
+    content: str | None = None
+    blob: ByteStream | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    score: float | None = None
+    embedding: list[float] | None = None
+    sparse_embedding: SparseEmbedding | None = None
+
+
+def record_view(record: Mapping[str, Any], roots: frozenset[str], embedding: Any = None) -> FilterView:
+    """A :class:`FilterView` of an engine passage record (``id``, ``doc_id``, ``content``, ``meta``, ...).
+
+    ``roots`` are the Document fields the filter names; ``blob`` and ``sparse_embedding`` are decoded only
+    when named. ``embedding`` is the vector (as a list) when the filter names ``embedding``.
+    """
+    extra = record.get("extra", {})
+    return FilterView(
+        id=record["id"],
+        content=_content(record["content"], extra),
+        blob=_blob(extra) if "blob" in roots else None,
+        meta=document_meta(record["meta"], extra, record["doc_id"], record["position"], record["title_path"]),
+        embedding=embedding,
+        sparse_embedding=_sparse(extra) if "sparse_embedding" in roots else None,
+    )
+
+
+def validate_filters(filters: Any) -> None:
+    """Check the structure of a Haystack filter, raising ``FilterError`` (before any document is read)."""
+    if not isinstance(filters, dict):
+        raise FilterError(f"filters must be a dict, got {type(filters).__name__}: {filters!r}")
+    if "field" in filters:
+        for key in ("operator", "value"):
+            if key not in filters:
+                raise FilterError(f"'{key}' key missing in {filters}")
+        if not isinstance(filters["field"], str):
+            raise FilterError(f"'field' must be a string in {filters}")
+        operator = filters["operator"]
+        if operator not in COMPARISON_OPERATORS:
+            raise FilterError(
+                f"Unknown comparison operator '{operator}'. Valid operators are: {sorted(COMPARISON_OPERATORS)}"
+            )
+        if operator in ("in", "not in") and not isinstance(filters["value"], list):
+            raise FilterError(
+                f"Filter value must be a `list` when using operator '{operator}', "
+                f"received type '{type(filters['value'])}'"
+            )
+        if operator in (">", ">=", "<", "<=") and isinstance(filters["value"], list):
+            raise FilterError(f"Filter value can't be of type {type(filters['value'])} using operator '{operator}'")
+        return
+    for key in ("operator", "conditions"):
+        if key not in filters:
+            raise FilterError(f"'{key}' key missing in {filters}")
+    if filters["operator"] not in LOGICAL_OPERATORS:
+        raise FilterError(
+            f"Unknown logical operator '{filters['operator']}'. Valid operators are: {sorted(LOGICAL_OPERATORS)}"
+        )
+    if not isinstance(filters["conditions"], list):
+        raise FilterError(f"'conditions' must be a list in {filters}")
+    for condition in filters["conditions"]:
+        validate_filters(condition)
+
+
+def filter_roots(filters: Mapping[str, Any]) -> frozenset[str]:
+    """The first component of every field a (validated) filter names."""
+    if "field" in filters:
+        return frozenset({filters["field"].split(".", 1)[0]})
+    out: frozenset[str] = frozenset()
+    for condition in filters["conditions"]:
+        out |= filter_roots(condition)
+    return out
