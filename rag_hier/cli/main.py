@@ -48,15 +48,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("corpus", help="corpus file or directory")
     p.add_argument("--store", required=True, help="store directory (created if missing)")
-    p.add_argument("--model", default=None, help="sentence-transformers model name or path "
-                   "(default: the offline all-MiniLM-L6-v2; must match an existing store's model)")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="sentence-transformers model name or path "
+        "(default: the offline all-MiniLM-L6-v2; must match an existing store's model)",
+    )
     p.add_argument("--format", choices=CORPUS_FORMATS, default=None, help="corpus format (default: detect)")
     p.add_argument("--index", choices=INDEX_KINDS, default=None, help="FAISS index kind for a new store (default flat)")
     p.add_argument("--nlist", type=int, default=None, help="IVF lists (default: chosen from the corpus size)")
     p.add_argument("--nprobe", type=int, default=None, help="IVF lists probed per query (default 16)")
-    p.add_argument("--max-passage-words", type=int, default=None,
-                   help="split sections into passages of at most N words; 0 keeps paragraphs whole "
-                   "(default: 0 for BEIR corpora, whose documents are kept whole, else 100)")
+    p.add_argument(
+        "--max-passage-words",
+        type=int,
+        default=None,
+        help="split sections into passages of at most N words; 0 keeps paragraphs whole "
+        "(default: 0 for BEIR corpora, whose documents are kept whole, else 100)",
+    )
     p.add_argument("--prune", action="store_true", help="also delete stored documents absent from the corpus")
     _add_runtime_args(p)
 
@@ -83,10 +91,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     e.add_argument("--store", required=True, help="store directory")
     e.add_argument("--queries", required=True, help="queries file (BEIR queries.jsonl or QA questions.jsonl)")
-    e.add_argument("--qrels", default=None, help="qrels (BEIR TSV or TREC); optional for QA questions.jsonl, "
-                   "whose gold doc/paragraph give the judgements")
-    e.add_argument("--metrics", default="ndcg@10,recall@10,recall@100,mrr@10",
-                   help="comma-separated metrics (ndcg@K, recall@K, mrr@K, map@K, precision@K, success@K)")
+    e.add_argument(
+        "--qrels",
+        default=None,
+        help="qrels (BEIR TSV or TREC); optional for QA questions.jsonl, whose gold doc/paragraph give the judgements",
+    )
+    e.add_argument(
+        "--metrics",
+        default="ndcg@10,recall@10,recall@100,mrr@10",
+        help="comma-separated metrics (ndcg@K, recall@K, mrr@K, map@K, precision@K, success@K)",
+    )
     e.add_argument("--top-k", type=int, default=None, help="results per query (default: the largest metric cut-off)")
     e.add_argument("--strategy", choices=STRATEGIES, default="dense", help="retrieval strategy (default dense)")
     e.add_argument("--output", help="write the metrics as JSON here")
@@ -102,9 +116,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_search_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--aggregate", choices=("passage", "doc"), default=None,
-                   help="rank passages, or documents by their best passage (MaxP); default: doc for BEIR "
-                   "stores (evaluated at the document level), else passage")
+    p.add_argument(
+        "--aggregate",
+        choices=("passage", "doc"),
+        default=None,
+        help="rank passages, or documents by their best passage (MaxP); default: doc for BEIR "
+        "stores (evaluated at the document level), else passage",
+    )
     p.add_argument("--filters", default=None, help="metadata filter as JSON in the Haystack syntax")
     p.add_argument("--batch-size", type=int, default=None, help="query encoding batch size")
 
@@ -234,7 +252,7 @@ def _parse_filters(text: str | None) -> dict[str, Any] | None:
     return value
 
 
-def _search(store: Any, args: argparse.Namespace, queries: list[str], top_k: int, aggregate: str) -> list[Any]:
+def _search(store: Any, args: argparse.Namespace, queries: list[str], top_k: int, aggregate: Any) -> list[Any]:
     from rag_hier.retrieval.dense import DenseRetriever
 
     if top_k < 1:
@@ -275,8 +293,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     run = hits_to_run(qids, results, level=aggregate)
     if args.output:
         write_run(run, args.output)
-        print(f"wrote {sum(len(r) for r in run.values())} results for {len(qids)} queries to {args.output}",
-              file=sys.stderr)
+        print(
+            f"wrote {sum(len(r) for r in run.values())} results for {len(qids)} queries to {args.output}",
+            file=sys.stderr,
+        )
     else:
         import tempfile
 
@@ -287,7 +307,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
-def _qrels_for(args: argparse.Namespace, aggregate: str) -> dict[str, dict[str, int]]:
+def _qrels_for(args: argparse.Namespace, aggregate: str, store: Any) -> dict[str, dict[str, int]]:
     from rag_hier.corpus.readers import qa_qrels, read_qa_questions, read_qrels
 
     if args.qrels:
@@ -296,6 +316,15 @@ def _qrels_for(args: argparse.Namespace, aggregate: str) -> dict[str, dict[str, 
         questions = read_qa_questions(args.queries)
     except Exception as exc:
         raise CliError(f"--qrels is required unless --queries is a QA questions.jsonl ({exc})") from exc
+    if aggregate != "doc":
+        # Paragraph judgements name "<doc_id>#<paragraph index>", which are passage ids only when
+        # paragraphs were kept whole; otherwise every score would silently be wrong.
+        max_words = store.corpus_info.get("max_passage_words")
+        if max_words != 0:
+            raise CliError(
+                f"paragraph-level judgements from {args.queries} need a store indexed with "
+                f"--max-passage-words 0 (this one used {max_words}); pass --aggregate doc or --qrels"
+            )
     return qa_qrels(questions, "doc" if aggregate == "doc" else "paragraph")
 
 
@@ -310,14 +339,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
     store = _open_store(args, read_only=True)
     try:
         aggregate = _default_aggregate(store, args.aggregate)
-        qrels = _qrels_for(args, aggregate)
+        qrels = _qrels_for(args, aggregate, store)
         qids = [q for q in queries if q in qrels]
         if not qids:
             raise CliError(f"no query in {args.queries} has judgements in the qrels")
         missing = len([q for q in qrels if q not in queries])
         if missing:
             logger.warning("%d judged queries are not in %s; they count as 0", missing, args.queries)
-        top_k = args.top_k or max(parse_metric(m)[1] for m in metrics)
+        top_k = args.top_k if args.top_k is not None else max(parse_metric(m)[1] for m in metrics)
         t0 = time.perf_counter()
         results = _search(store, args, [queries[q] for q in qids], top_k, aggregate)
         elapsed = time.perf_counter() - t0
@@ -361,8 +390,10 @@ def cmd_info(args: argparse.Namespace) -> int:
     counts = info["counts"]
     idx = info.get("index_state") or {"kind": info["indexes"]["dense"]["config"]["kind"], "ntotal": 0}
     print(f"store      {info['path']}  (format v{info['format_version']}, generation {info['generation']})")
-    print(f"encoder    {enc.get('model', '(none: vectors come from outside)')}  dim={info.get('dimension')}"
-          f"  normalized={enc.get('normalize_embeddings')}")
+    print(
+        f"encoder    {enc.get('model', '(none: vectors come from outside)')}  dim={info.get('dimension')}"
+        f"  normalized={enc.get('normalize_embeddings')}"
+    )
     print(f"index      {idx}")
     print(f"corpus     {info.get('corpus') or {}}")
     print(f"counts     {counts['documents']} documents, {counts['passages']} passages, {counts['vectors']} vectors")

@@ -64,9 +64,7 @@ class Document:
     def iter_sections(self) -> Iterator[tuple[tuple[str, ...], Section]]:
         """Yield ``(section title path, section)`` in pre-order; the path excludes the document title."""
 
-        def walk(
-            prefix: tuple[str, ...], sections: Sequence[Section]
-        ) -> Iterator[tuple[tuple[str, ...], Section]]:
+        def walk(prefix: tuple[str, ...], sections: Sequence[Section]) -> Iterator[tuple[tuple[str, ...], Section]]:
             for s in sections:
                 path = (*prefix, s.title) if s.title else prefix
                 yield path, s

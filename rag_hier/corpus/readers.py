@@ -198,9 +198,7 @@ class _Record:
             raise self.error(f"field {name!r} must be a list of strings, got {_json_type(value)}")
         for i, item in enumerate(value):
             if not isinstance(item, str):
-                raise self.error(
-                    f"field {name!r} must be a list of strings, got {_json_type(item)} at index {i}"
-                )
+                raise self.error(f"field {name!r} must be a list of strings, got {_json_type(item)} at index {i}")
         return tuple(value)
 
 
@@ -216,9 +214,7 @@ def _iter_jsonl(path: Path) -> Generator[_Record, None, None]:
                 f"malformed JSON: {exc.msg} (column {exc.colno})", path=str(path), line=line_no
             ) from exc
         if not isinstance(data, dict):
-            raise CorpusFormatError(
-                f"expected a JSON object, got {_json_type(data)}", path=str(path), line=line_no
-            )
+            raise CorpusFormatError(f"expected a JSON object, got {_json_type(data)}", path=str(path), line=line_no)
         yield _Record(path, line_no, data)
 
 
@@ -427,9 +423,7 @@ def _read_file_corpus(
     for file, relative in _corpus_files(root, suffixes):
         doc_id = file.stem if file == root else PurePosixPath(relative).with_suffix("").as_posix()
         if doc_id in sources:
-            raise CorpusFormatError(
-                f"duplicate doc_id {doc_id!r} (also produced by {sources[doc_id]})", path=str(file)
-            )
+            raise CorpusFormatError(f"duplicate doc_id {doc_id!r} (also produced by {sources[doc_id]})", path=str(file))
         sources[doc_id] = relative
         document = parse(_read_text_file(file), doc_id, file)
         documents.append(replace(document, metadata={**document.metadata, "source": relative}))
@@ -454,9 +448,7 @@ def _split_paragraphs(lines: Iterable[str]) -> list[str]:
 
 
 def _text_document(text: str, doc_id: str, file: Path) -> Document:
-    return Document(
-        doc_id=doc_id, title=_pretty_stem(file), paragraphs=tuple(_split_paragraphs(text.split("\n")))
-    )
+    return Document(doc_id=doc_id, title=_pretty_stem(file), paragraphs=tuple(_split_paragraphs(text.split("\n"))))
 
 
 def read_text(path: StrPath) -> list[Document]:
@@ -685,8 +677,7 @@ def read_corpus(path: StrPath, format: str | None = None) -> list[Document]:
     reader = _CORPUS_READERS.get(format)
     if reader is None:
         raise CorpusFormatError(
-            f"unknown corpus format {format!r}; expected one of {', '.join(CORPUS_FORMATS)} "
-            "(or None to detect it)"
+            f"unknown corpus format {format!r}; expected one of {', '.join(CORPUS_FORMATS)} (or None to detect it)"
         )
     return reader(path)
 
@@ -791,9 +782,7 @@ def read_qrels(path: StrPath) -> dict[str, dict[str, int]]:
         columns = [c.strip() for c in line.split("\t")] if "\t" in line else line.split()
         if len(columns) not in (3, 4) or len(columns) != (n_columns or len(columns)):
             expected = _QRELS_LAYOUTS[n_columns] if n_columns else " or ".join(_QRELS_LAYOUTS.values())
-            raise CorpusFormatError(
-                f"expected {expected}, got {len(columns)} columns", path=str(file), line=line_no
-            )
+            raise CorpusFormatError(f"expected {expected}, got {len(columns)} columns", path=str(file), line=line_no)
         if len(columns) == 3:
             qid, doc_id, raw_score = columns
         else:
@@ -803,9 +792,7 @@ def read_qrels(path: StrPath) -> dict[str, dict[str, int]]:
             if header_allowed:
                 header_allowed = False
                 continue  # a header line such as "query-id corpus-id score"
-            raise CorpusFormatError(
-                f"score must be an integer, got {raw_score!r}", path=str(file), line=line_no
-            )
+            raise CorpusFormatError(f"score must be an integer, got {raw_score!r}", path=str(file), line=line_no)
         header_allowed = False
         n_columns = len(columns)
         previous = qrels.setdefault(qid, {}).get(doc_id)
@@ -859,9 +846,7 @@ def read_qa_questions(path: StrPath) -> list[QAQuestion]:
     return questions
 
 
-def qa_qrels(
-    questions: Iterable[QAQuestion], level: Literal["doc", "paragraph"]
-) -> dict[str, dict[str, int]]:
+def qa_qrels(questions: Iterable[QAQuestion], level: Literal["doc", "paragraph"]) -> dict[str, dict[str, int]]:
     """Relevance judgements from QA questions: the answering document, or the answering paragraph.
 
     Args:
@@ -881,9 +866,7 @@ def qa_qrels(
         if level == "doc":
             target = q.doc_id
         elif q.paragraph_index is None:
-            raise CorpusFormatError(
-                f"question {q.qid!r} has no paragraph_index; paragraph-level qrels need one"
-            )
+            raise CorpusFormatError(f"question {q.qid!r} has no paragraph_index; paragraph-level qrels need one")
         else:
             target = passage_id(q.doc_id, q.paragraph_index)
         qrels.setdefault(q.qid, {})[target] = 1

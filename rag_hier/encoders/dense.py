@@ -58,6 +58,7 @@ class DenseEncoder:
         >>> enc = DenseEncoder()  # doctest: +SKIP
         >>> enc.encode_queries(["what is a tide?"]).shape  # doctest: +SKIP
         (1, 384)
+
     """
 
     def __init__(
@@ -172,10 +173,12 @@ class DenseEncoder:
                 kwargs["prompt_name"] = prompt
             else:
                 kwargs["prompt"] = prompt
+        show = self.show_progress_bar if show_progress_bar is None else show_progress_bar
         emb = model.encode(
             list(texts),
             batch_size=self.batch_size,
-            show_progress_bar=self.show_progress_bar if show_progress_bar is None else show_progress_bar,
+            # a bar for one or two batches is noise (e.g. a single search query)
+            show_progress_bar=show and len(texts) > 2 * self.batch_size,
             convert_to_numpy=True,
             normalize_embeddings=self.normalize_embeddings,
             **kwargs,

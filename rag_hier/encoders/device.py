@@ -40,6 +40,6 @@ def faiss_gpu_count() -> int:
 
         get = getattr(faiss, "get_num_gpus", None)
         return int(get()) if get is not None else 0
-    except Exception:  # noqa: BLE001 - a broken GPU runtime must not break CPU search
+    except Exception:
         logger.debug("faiss GPU probe failed", exc_info=True)
         return 0

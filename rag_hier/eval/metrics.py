@@ -1,4 +1,4 @@
-"""IR metrics through pytrec_eval (trec_eval's reference implementation), named ``ndcg@10``, ``recall@100``, ``mrr@10``."""
+"""IR metrics through pytrec_eval (trec_eval's reference code), named ``ndcg@10``, ``recall@100``, ``mrr@10``."""
 
 from __future__ import annotations
 
@@ -22,11 +22,13 @@ def parse_metric(name: str) -> tuple[str, int]:
     """Split ``"ndcg@10"`` into ``("ndcg", 10)``; raises on unknown names."""
     m = _METRIC.match(name.strip().lower())
     if not m:
-        raise RagHierError(
-            f"unknown metric {name!r}; use ndcg@K, recall@K, mrr@K, map@K, precision@K or success@K"
-        )
+        raise RagHierError(f"unknown metric {name!r}; use ndcg@K, recall@K, mrr@K, map@K, precision@K or success@K")
     kind = "precision" if m.group(1) == "p" else "success" if m.group(1) == "hits" else m.group(1)
-    return kind, int(m.group(2))
+    k = int(m.group(2))
+    if k < 1:
+        # trec_eval aborts the whole process on a zero cut-off, so refuse it here.
+        raise RagHierError(f"metric {name!r}: the cut-off K must be >= 1")
+    return kind, k
 
 
 def _trec_measure(kind: str, k: int) -> str:
@@ -43,8 +45,11 @@ def _trec_measure(kind: str, k: int) -> str:
 def _truncate(run: Run, k: int) -> dict[str, dict[str, float]]:
     out = {}
     for qid, scores in run.items():
-        top = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
-        out[qid] = {d: float(s) for d, s in top}
+        # Ties in the order trec_eval ranks them (score, then doc id, both descending), so that MRR@k
+        # agrees with the other measures on the same run.
+        pairs = ((d, float(s)) for d, s in scores.items())
+        ranked = sorted(pairs, key=lambda kv: (kv[1], kv[0]), reverse=True)
+        out[qid] = dict(ranked[:k])
     return out
 
 

@@ -11,7 +11,9 @@ from rag_hier.retrieval.hit import Hit
 __all__ = ["hits_to_run", "read_run", "write_run"]
 
 
-def hits_to_run(query_ids: Sequence[str], results: Sequence[Sequence[Hit]], *, level: str = "passage") -> dict[str, dict[str, float]]:
+def hits_to_run(
+    query_ids: Sequence[str], results: Sequence[Sequence[Hit]], *, level: str = "passage"
+) -> dict[str, dict[str, float]]:
     """Turn ranked hits into a run dict; ``level="doc"`` keys hits by document id."""
     run: dict[str, dict[str, float]] = {}
     for qid, hits in zip(query_ids, results, strict=True):
@@ -46,7 +48,9 @@ def read_run(path: str | Path) -> dict[str, dict[str, float]]:
                 continue
             parts = line.split()
             if len(parts) != 6:
-                raise CorpusFormatError(f"expected 6 columns 'qid Q0 id rank score tag', got {len(parts)}", path=str(p), line=n)
+                raise CorpusFormatError(
+                    f"expected 6 columns 'qid Q0 id rank score tag', got {len(parts)}", path=str(p), line=n
+                )
             try:
                 run.setdefault(parts[0], {})[parts[2]] = float(parts[4])
             except ValueError as exc:

@@ -42,6 +42,7 @@ class IndexConfig:
             every search, and the graph is rebuilt when tombstones exceed this fraction.
         use_gpu: Search on GPU FAISS (``None``: when FAISS sees a GPU). The CPU index stays the master copy
             that is saved.
+
     """
 
     kind: IndexKind = "flat"
@@ -390,7 +391,6 @@ class DenseIndex:
         inner = faiss.downcast_index(index)
         if isinstance(inner, faiss.IndexIVF):
             inner.nprobe = config.nprobe
-            inner = None
         elif isinstance(inner, faiss.IndexIDMap2):
             base = faiss.downcast_index(inner.index)
             if isinstance(base, faiss.IndexHNSWFlat):

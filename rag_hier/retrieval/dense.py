@@ -27,8 +27,17 @@ def aggregate_max_passage(hits: Sequence[Hit], top_k: int) -> list[Hit]:
             best[h.doc_id] = h
     ranked = sorted(best.values(), key=lambda h: -h.score)[:top_k]
     return [
-        Hit(passage_id=h.passage_id, doc_id=h.doc_id, text=h.text, title_path=h.title_path, meta=h.meta,
-            score=h.score, rank=i, position=h.position, scores=h.scores)
+        Hit(
+            passage_id=h.passage_id,
+            doc_id=h.doc_id,
+            text=h.text,
+            title_path=h.title_path,
+            meta=h.meta,
+            score=h.score,
+            rank=i,
+            position=h.position,
+            scores=h.scores,
+        )
         for i, h in enumerate(ranked, start=1)
     ]
 
@@ -45,17 +54,23 @@ class DenseRetriever:
         self.store = store
 
     @overload
-    def search(self, query: str, top_k: int = 10, filters: Filters = None, aggregate: Aggregate = "passage") -> list[Hit]: ...
+    def search(  # type: ignore[overload-overlap]  # str is also a Sequence[str]; str wins
+        self, query: str, top_k: int = 10, filters: Filters = None, aggregate: Aggregate = "passage"
+    ) -> list[Hit]: ...
     @overload
     def search(
         self, query: Sequence[str], top_k: int = 10, filters: Filters = None, aggregate: Aggregate = "passage"
     ) -> list[list[Hit]]: ...
     def search(
-        self, query: str | Sequence[str], top_k: int = 10, filters: Filters = None, aggregate: Aggregate = "passage"
+        self,
+        query: str | Sequence[str],
+        top_k: int = 10,
+        filters: Filters = None,
+        aggregate: Aggregate = "passage",
     ) -> list[Hit] | list[list[Hit]]:
         """Search with query text: ``str`` → ``list[Hit]``; a list of queries → one list per query."""
         single = isinstance(query, str)
-        queries = [query] if single else list(query)
+        queries: list[str] = [query] if isinstance(query, str) else list(query)
         if not queries:
             return []
         vectors = self.store.encode_queries(queries)
@@ -102,8 +117,14 @@ class DenseRetriever:
                     continue
                 hits.append(
                     Hit(
-                        passage_id=rec["id"], doc_id=rec["doc_id"], text=rec["content"], title_path=rec["title_path"],
-                        meta=rec["meta"], score=float(s), rank=len(hits) + 1, position=rec["position"],
+                        passage_id=rec["id"],
+                        doc_id=rec["doc_id"],
+                        text=rec["content"],
+                        title_path=rec["title_path"],
+                        meta=rec["meta"],
+                        score=float(s),
+                        rank=len(hits) + 1,
+                        position=rec["position"],
                     )
                 )
             out.append(hits)

@@ -23,6 +23,7 @@ class Hit:
         rank: 1-based rank in its result list.
         position: The passage's index within its document.
         scores: Component scores where a strategy fuses several (e.g. ``passage``, ``document``).
+
     """
 
     passage_id: str

@@ -25,7 +25,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 
@@ -35,6 +35,9 @@ from rag_hier.errors import DimensionMismatchError, DuplicateIdError, StoreCorru
 from rag_hier.index.dense import DenseIndex, IndexConfig
 from rag_hier.store._files import atomic_write_json, fsync_dir, fsync_file, sha256_file
 from rag_hier.store.filters import Predicate, compile_filter
+
+if TYPE_CHECKING:
+    from rag_hier.retrieval.hit import Hit
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +120,7 @@ class HierStore:
         >>> store = HierStore.create("my-collection")  # doctest: +SKIP
         >>> store.add_documents(read_corpus("docs/"))  # doctest: +SKIP
         >>> store.search("how do tides work?", top_k=5)  # doctest: +SKIP
+
     """
 
     def __init__(
@@ -164,6 +168,7 @@ class HierStore:
             index: ``"flat"``, ``"ivf"``, ``"hnsw"``, or an :class:`IndexConfig` (or its dict).
             corpus: Free facts about the corpus recorded in the manifest (format, passage length).
             exist_ok: Open the store instead of failing when ``path`` already holds one.
+
         """
         root = Path(path)
         if (root / MANIFEST).exists():
@@ -227,6 +232,7 @@ class HierStore:
             device: Device for the recorded encoder (``None``: CUDA when available).
             read_only: Refuse writes (and never touch the files).
             verify_checksums: Hash every file against the manifest (sizes and counts are always checked).
+
         """
         root = Path(path)
         manifest_path = root / MANIFEST
@@ -313,6 +319,13 @@ class HierStore:
         rewrite_manifest = False
         if s_gen == m_gen:
             cls._check_file(root / DATABASE, manifest.get("files", {}).get(DATABASE), verify, root / MANIFEST)
+            # At the same generation the manifest mirrors the committed state (files aside): an edited
+            # manifest (counts, dimension, encoder, ...) is a mismatch, not something to ignore.
+            for key, value in state.items():
+                if key != "files" and manifest.get(key) != value:
+                    raise StoreCorruptedError(
+                        f"{root / MANIFEST}: {key!r} is {manifest.get(key)!r}, but {DATABASE} records {value!r}"
+                    )
         elif s_gen > m_gen:
             logger.warning("%s: finishing a save that was interrupted (generation %d -> %d)", root, m_gen, s_gen)
             rewrite_manifest = True
@@ -328,6 +341,8 @@ class HierStore:
                 continue
             path = cls._settle_index_file(root, info["file"], file_info, verify, read_only)
             config = IndexConfig.from_dict(info["config"])
+            if dimension is None:
+                raise StoreCorruptedError(f"{root / MANIFEST}: an index file is recorded but no dimension")
             indexes[name] = DenseIndex.read(path, int(dimension), config)
         if encoder is None and state.get("encoder"):
             enc = state["encoder"]
@@ -360,9 +375,7 @@ class HierStore:
             raise StoreCorruptedError(f"{path}: checksum does not match {manifest_path.name}")
 
     @staticmethod
-    def _settle_index_file(
-        root: Path, name: str, info: Mapping[str, Any], verify: bool, read_only: bool
-    ) -> Path:
+    def _settle_index_file(root: Path, name: str, info: Mapping[str, Any], verify: bool, read_only: bool) -> Path:
         """Return the path holding the committed index file, rolling an interrupted rename forward."""
         path = root / name
 
@@ -388,9 +401,7 @@ class HierStore:
         counts = self._count_rows()
         recorded = self._state.get("counts", {})
         if counts != recorded:
-            raise StoreCorruptedError(
-                f"{self.path / DATABASE}: holds {counts}, the committed state records {recorded}"
-            )
+            raise StoreCorruptedError(f"{self.path / DATABASE}: holds {counts}, the committed state records {recorded}")
         index = self._indexes.get("dense")
         if index is None:
             if counts["vectors"]:
@@ -509,8 +520,9 @@ class HierStore:
                 else:
                     self._indexes[name] = DenseIndex(dim, self.index_config)
             else:
-                self._indexes[name] = DenseIndex.read(self.path / _INDEX_FILES[name], int(self.dimension or 0),
-                                                      self.index_config)
+                self._indexes[name] = DenseIndex.read(
+                    self.path / _INDEX_FILES[name], int(self.dimension or 0), self.index_config
+                )
                 if self._indexes[name].config.kind == "hnsw":
                     live = self._vector_rowids()
                     self._indexes[name].mark_tombstones(np.setdiff1d(self._indexes[name].ids(), live))
@@ -601,7 +613,9 @@ class HierStore:
         if self.dimension is None:
             self._state["dimension"] = dimension
         elif dimension != self.dimension:
-            raise DimensionMismatchError(f"got {dimension}-d vectors; the store at {self.path} holds {self.dimension}-d")
+            raise DimensionMismatchError(
+                f"got {dimension}-d vectors; the store at {self.path} holds {self.dimension}-d"
+            )
         index = self._indexes.get("dense")
         if index is None:
             index = DenseIndex(dimension, self.index_config)
@@ -715,6 +729,7 @@ class HierStore:
                 the last occurrence of an id wins (the first under ``"skip"``).
             encode_missing: Encode passages that come without a vector (default: when the store has an
                 encoder and no ``embeddings`` were given).
+
         """
         if policy not in _POLICIES:
             raise ValueError(f"policy must be one of {', '.join(_POLICIES)}; got {policy!r}")
@@ -752,7 +767,8 @@ class HierStore:
             removed = 0
             if stored:
                 rowids = [
-                    r for (r,) in self._db.execute(
+                    r
+                    for (r,) in self._db.execute(
                         f"SELECT id FROM passages WHERE passage_id IN ({','.join('?' * len(stored))})",
                         sorted(stored),
                     )
@@ -795,7 +811,9 @@ class HierStore:
         if dims:
             (dim,) = dims
             if self.dimension is not None and dim != self.dimension:
-                raise DimensionMismatchError(f"got {dim}-d embeddings; the store at {self.path} holds {self.dimension}-d")
+                raise DimensionMismatchError(
+                    f"got {dim}-d embeddings; the store at {self.path} holds {self.dimension}-d"
+                )
         return rows
 
     def _insert_passages(
@@ -818,9 +836,17 @@ class HierStore:
                     blob = as64.astype("<f8").tobytes()
             rows.append(
                 (
-                    p.id, p.doc_id, int(p.position), int(p.section), _dumps(list(p.title_path)), p.text,
-                    _dumps(dict(p.meta)), _dumps(dict(p.extra)), _hash_text(p.embedding_text),
-                    int(v is not None), blob,
+                    p.id,
+                    p.doc_id,
+                    int(p.position),
+                    int(p.section),
+                    _dumps(list(p.title_path)),
+                    p.text,
+                    _dumps(dict(p.meta)),
+                    _dumps(dict(p.extra)),
+                    _hash_text(p.embedding_text),
+                    int(v is not None),
+                    blob,
                 )
             )
         first = self._next_rowid()
@@ -844,8 +870,15 @@ class HierStore:
     def _update_passage_fields(self, rowid: int, p: Passage) -> None:
         self._db.execute(
             "UPDATE passages SET position=?, section=?, title_path=?, text=?, meta=?, extra=? WHERE id=?",
-            (p.position, p.section, _dumps(list(p.title_path)), p.text, _dumps(dict(p.meta)), _dumps(dict(p.extra)),
-             rowid),
+            (
+                p.position,
+                p.section,
+                _dumps(list(p.title_path)),
+                p.text,
+                _dumps(dict(p.meta)),
+                _dumps(dict(p.extra)),
+                rowid,
+            ),
         )
 
     def _existing_doc_ids(self, doc_ids: Sequence[str]) -> set[str]:
@@ -859,7 +892,8 @@ class HierStore:
         for i in range(0, len(values), 900):
             chunk = list(values[i : i + 900])
             out.update(
-                r for (r,) in self._db.execute(
+                r
+                for (r,) in self._db.execute(
                     f"SELECT {column} FROM {table} WHERE {column} IN ({','.join('?' * len(chunk))})", chunk
                 )
             )
@@ -898,7 +932,8 @@ class HierStore:
             for i in range(0, len(ids), 900):
                 chunk = ids[i : i + 900]
                 rowids.extend(
-                    r for (r,) in self._db.execute(
+                    r
+                    for (r,) in self._db.execute(
                         f"SELECT id FROM passages WHERE passage_id IN ({','.join('?' * len(chunk))})", chunk
                     )
                 )
@@ -1018,10 +1053,19 @@ class HierStore:
         row = self._db.execute("SELECT doc_id, title, meta, toc FROM documents WHERE doc_id=?", (doc_id,)).fetchone()
         if row is None:
             return None
-        pids = [r for (r,) in self._db.execute(
-            "SELECT passage_id FROM passages WHERE doc_id=? ORDER BY position, id", (doc_id,))]
-        return {"doc_id": row[0], "title": row[1], "meta": json.loads(row[2]), "toc": json.loads(row[3]),
-                "passage_ids": pids}
+        pids = [
+            r
+            for (r,) in self._db.execute(
+                "SELECT passage_id FROM passages WHERE doc_id=? ORDER BY position, id", (doc_id,)
+            )
+        ]
+        return {
+            "doc_id": row[0],
+            "title": row[1],
+            "meta": json.loads(row[2]),
+            "toc": json.loads(row[3]),
+            "passage_ids": pids,
+        }
 
     def get_embeddings(self, passage_ids: Sequence[str]) -> list[np.ndarray | None]:
         """Vectors of passages as written (float64 when float32 could not hold them), ``None`` if absent."""
@@ -1031,7 +1075,8 @@ class HierStore:
             chunk = ids[i : i + 900]
             for pid, rowid, has, blob in self._db.execute(
                 "SELECT passage_id, id, has_vector, exact_embedding FROM passages WHERE passage_id IN "
-                f"({','.join('?' * len(chunk))})", chunk
+                f"({','.join('?' * len(chunk))})",
+                chunk,
             ):
                 rows[pid] = (rowid, has, blob)
         need = [rows[p][0] for p in ids if p in rows and rows[p][1] and rows[p][2] is None]
@@ -1044,8 +1089,8 @@ class HierStore:
         for p in ids:
             if p not in rows or not rows[p][1]:
                 out.append(None)
-            elif rows[p][2] is not None:
-                out.append(np.frombuffer(rows[p][2], dtype="<f8").copy())
+            elif (blob := rows[p][2]) is not None:
+                out.append(np.frombuffer(blob, dtype="<f8").copy())
             else:
                 out.append(recon[rows[p][0]])
         return out
@@ -1067,7 +1112,8 @@ class HierStore:
 
     def _vector_rowids(self) -> np.ndarray:
         return np.fromiter(
-            (r for (r,) in self._db.execute("SELECT id FROM passages WHERE has_vector=1 ORDER BY id")), dtype=np.int64
+            (r for (r,) in self._db.execute("SELECT id FROM passages WHERE has_vector=1 ORDER BY id")),
+            dtype=np.int64,
         )
 
     def allowed_rowids(self, filters: Mapping[str, Any] | Predicate | None) -> np.ndarray | None:
@@ -1088,6 +1134,34 @@ class HierStore:
                 out[rec["_rowid"]] = rec
         return out
 
+    def rowids_of(
+        self, *, passage_ids: Iterable[str] | None = None, doc_ids: Iterable[str] | None = None
+    ) -> np.ndarray:
+        """FAISS ids of the passages with vectors among ``passage_ids`` and in documents ``doc_ids``.
+
+        Looked up through the SQLite indexes (no scan); ``None`` leaves that side unrestricted, and both
+        ``None`` gives every passage with a vector. Sorted ascending (insertion order).
+        """
+        sides: list[set[int]] = []
+        for column, values in (("passage_id", passage_ids), ("doc_id", doc_ids)):
+            if values is None:
+                continue
+            vals = list(dict.fromkeys(values))
+            found: set[int] = set()
+            for i in range(0, len(vals), 900):
+                chunk = vals[i : i + 900]
+                found.update(
+                    r
+                    for (r,) in self._db.execute(
+                        f"SELECT id FROM passages WHERE has_vector=1 AND {column} IN ({','.join('?' * len(chunk))})",
+                        chunk,
+                    )
+                )
+            sides.append(found)
+        if not sides:
+            return self._vector_rowids()
+        return np.asarray(sorted(set.intersection(*sides)), dtype=np.int64)
+
     # ------------------------------------------------------------------------------------------------
     # search (dense); richer strategies live in rag_hier.retrieval
     # ------------------------------------------------------------------------------------------------
@@ -1096,19 +1170,19 @@ class HierStore:
         return self._require_encoder("text search").encode_queries(queries)
 
     @overload
-    def search(
+    def search(  # type: ignore[overload-overlap]  # str is also a Sequence[str]; str wins
         self, query: str, top_k: int = 10, filters: Mapping[str, Any] | Predicate | None = None
-    ) -> list[Any]: ...
+    ) -> list[Hit]: ...
     @overload
     def search(
         self, query: Sequence[str], top_k: int = 10, filters: Mapping[str, Any] | Predicate | None = None
-    ) -> list[list[Any]]: ...
+    ) -> list[list[Hit]]: ...
     def search(
         self,
         query: str | Sequence[str],
         top_k: int = 10,
         filters: Mapping[str, Any] | Predicate | None = None,
-    ) -> list[Any] | list[list[Any]]:
+    ) -> list[Hit] | list[list[Hit]]:
         """Dense search: one query gives a ranked ``list[Hit]``, a list of queries a list of those."""
         from rag_hier.retrieval.dense import DenseRetriever
 
@@ -1121,4 +1195,3 @@ class HierStore:
         fresh = type(self).open(self.path, encoder=encoder, read_only=self.read_only)
         self.__dict__.update(fresh.__dict__)
         return self
-

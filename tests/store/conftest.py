@@ -16,17 +16,31 @@ def tiny_encoder(tiny_model_path: str) -> DenseEncoder:
 @pytest.fixture()
 def docs() -> list[Document]:
     return [
-        Document("tides", "Tides", ("The moon pulls the oceans and makes tides.",), metadata={"topic": "sea", "year": 2001}),
+        Document(
+            "tides",
+            "Tides",
+            ("The moon pulls the oceans and makes tides.",),
+            metadata={"topic": "sea", "year": 2001},
+        ),
         Document(
             "bees",
             "Honeybees",
             ("Honeybees live in colonies.",),
             sections=(
-                Section("Honey", ("Bees turn nectar into honey.",), (Section("Storage", ("Honey is stored in wax cells.",)),)),
+                Section(
+                    "Honey",
+                    ("Bees turn nectar into honey.",),
+                    (Section("Storage", ("Honey is stored in wax cells.",)),),
+                ),
             ),
             metadata={"topic": "animals", "year": 2010},
         ),
-        Document("volcano", "Volcanoes", ("Magma rises through the crust.", "Eruptions can be explosive."), metadata={"topic": "earth", "year": 1999}),
+        Document(
+            "volcano",
+            "Volcanoes",
+            ("Magma rises through the crust.", "Eruptions can be explosive."),
+            metadata={"topic": "earth", "year": 1999},
+        ),
     ]
 
 

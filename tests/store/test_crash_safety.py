@@ -13,7 +13,13 @@ import pytest
 
 from rag_hier import HierStore, Passage
 
-STEPS = ["index_files_written", "before_sqlite_commit", "after_sqlite_commit", "after_index_rename", "after_manifest"]
+STEPS = [
+    "index_files_written",
+    "before_sqlite_commit",
+    "after_sqlite_commit",
+    "after_index_rename",
+    "after_manifest",
+]
 COMMITTED = {"after_sqlite_commit", "after_index_rename", "after_manifest"}
 
 CHILD = textwrap.dedent(
@@ -43,8 +49,10 @@ CHILD = textwrap.dedent(
 def _make_store(path, kind: str = "flat") -> None:
     store = HierStore.create(path, model=None, index={"kind": kind, "nlist": 4, "train_min": 40})
     rng = np.random.default_rng(0)
-    store.add_passages([Passage(f"p{i}", f"d{i % 10}", i, f"old {i}") for i in range(100)],
-                       rng.standard_normal((100, 8)).astype("float32"))
+    store.add_passages(
+        [Passage(f"p{i}", f"d{i % 10}", i, f"old {i}") for i in range(100)],
+        rng.standard_normal((100, 8)).astype("float32"),
+    )
     store.close()
 
 
@@ -54,7 +62,9 @@ def _make_store(path, kind: str = "flat") -> None:
 def test_crash_at_each_step(tmp_path, crash_at: str, op: str, kind: str) -> None:
     path = tmp_path / "store"
     _make_store(path, kind)
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(path), crash_at, op], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(path), crash_at, op], capture_output=True, text=True
+    )
     assert proc.returncode == 77, proc.stderr
     store = HierStore.open(path)  # must load (rolling forward if the commit happened)
     committed = crash_at in COMMITTED
