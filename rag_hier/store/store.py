@@ -34,6 +34,7 @@ from rag_hier.encoders.dense import DEFAULT_MODEL, DenseEncoder
 from rag_hier.errors import DimensionMismatchError, DuplicateIdError, StoreCorruptedError, StoreError
 from rag_hier.index.dense import DenseIndex, IndexConfig
 from rag_hier.store._files import atomic_write_json, fsync_dir, fsync_file, sha256_file
+from rag_hier.store.extensions import StoreExtension, extension_class
 from rag_hier.store.filters import Predicate, compile_filter
 
 if TYPE_CHECKING:
@@ -141,6 +142,9 @@ class HierStore:
         self._depth = 0
         self._dirty: set[str] = set()
         self._encoder_checked = False
+        self._extensions: dict[str, StoreExtension] = {}
+        self._dirty_ext: set[str] = set()
+        self._changed_docs: set[str] = set()
 
     # ------------------------------------------------------------------------------------------------
     # creation and loading
@@ -356,6 +360,8 @@ class HierStore:
             )
         store = cls(root, db, state, indexes, encoder, read_only)
         store._verify_counts()
+        for name in state.get("extensions", {}):
+            store._extensions[name] = store._load_extension(name, verify=verify)
         if not read_only:
             store._remove_stray_files()
             if rewrite_manifest:
@@ -396,6 +402,19 @@ class HierStore:
         if not path.is_file():
             raise StoreCorruptedError(f"{path} is missing")
         raise StoreCorruptedError(f"{path}: size or checksum does not match the committed state")
+
+    def _load_extension(self, name: str, *, verify: bool = True) -> StoreExtension:
+        info = self._state["extensions"][name]
+        ext = extension_class(name, self.path / MANIFEST).from_config(info.get("config", {}))
+        paths = {}
+        for fname in info.get("files", []):
+            file_info = self._state.get("files", {}).get(fname)
+            if file_info is None:
+                raise StoreCorruptedError(f"{self.path / MANIFEST}: extension {name!r} file {fname} is not recorded")
+            paths[fname] = self._settle_index_file(self.path, fname, file_info, verify, self.read_only)
+        ext.load(self, paths)
+        ext.verify(self)
+        return ext
 
     def _verify_counts(self) -> None:
         counts = self._count_rows()
@@ -527,6 +546,15 @@ class HierStore:
                     live = self._vector_rowids()
                     self._indexes[name].mark_tombstones(np.setdiff1d(self._indexes[name].ids(), live))
         self._dirty.clear()
+        for name in self._dirty_ext | (set(self._extensions) - set(self._state.get("extensions", {}))):
+            if name in self._state.get("extensions", {}):
+                self._extensions[name] = self._load_extension(name, verify=False)
+            else:
+                self._extensions.pop(name, None)
+        for name in set(self._state.get("extensions", {})) - set(self._extensions):
+            self._extensions[name] = self._load_extension(name, verify=False)
+        self._dirty_ext.clear()
+        self._changed_docs.clear()
 
     def _count_rows(self) -> dict[str, int]:
         q = self._db.execute
@@ -537,9 +565,33 @@ class HierStore:
         }
 
     def _commit(self) -> None:
+        if self._changed_docs:
+            changed, self._changed_docs = self._changed_docs, set()
+            for name, ext in self._extensions.items():
+                ext.on_documents_changed(self, changed)
+                self._dirty_ext.add(name)
         gen = int(self._state["generation"]) + 1
         files = dict(self._state.get("files", {}))
         pending: list[tuple[Path, Path]] = []
+        extensions_state = {
+            name: {"config": ext.config(), "files": ext.files()} for name, ext in self._extensions.items()
+        }
+        owned = {f for info in extensions_state.values() for f in info["files"]}
+        dropped = [
+            f for info in self._state.get("extensions", {}).values() for f in info.get("files", []) if f not in owned
+        ]
+        for f in dropped:
+            files.pop(f, None)
+        for name in sorted(self._dirty_ext & set(self._extensions)):
+            ext = self._extensions[name]
+            tmps = {f: self.path / f"{f}.g{gen}.tmp" for f in ext.files()}
+            ext.write(tmps)
+            for f, tmp in tmps.items():
+                if not tmp.is_file():
+                    raise StoreError(f"extension {name!r} did not write {f}")
+                fsync_file(tmp)
+                files[f] = {"sha256": sha256_file(tmp), "bytes": tmp.stat().st_size, "pending": tmp.name}
+                pending.append((tmp, self.path / f))
         for name in sorted(self._dirty):
             index = self._indexes.get(name)
             if index is None:
@@ -555,15 +607,21 @@ class HierStore:
         state["generation"] = gen
         state["files"] = files
         state["counts"] = self._count_rows()
+        if extensions_state or "extensions" in state:
+            state["extensions"] = extensions_state
         self._db.execute("UPDATE state SET value=? WHERE key='manifest'", (_dumps(state),))
         _step("before_sqlite_commit")
         self._db.execute("COMMIT")
         self._state = state
         self._dirty.clear()
+        self._dirty_ext.clear()
         _step("after_sqlite_commit")
         for tmp, final in pending:
             tmp.replace(final)
-        if pending:
+        for f in dropped:
+            with contextlib.suppress(OSError):
+                (self.path / f).unlink()
+        if pending or dropped:
             fsync_dir(self.path)
         _step("after_index_rename")
         self._write_manifest()
@@ -659,6 +717,11 @@ class HierStore:
                     skipped += 1
                     continue
                 passages = split_document(d, max_passage_words)
+                before = self._db.execute(
+                    "SELECT title, meta, toc FROM documents WHERE doc_id=?", (d.doc_id,)
+                ).fetchone()
+                if before != (d.title, _dumps(dict(d.metadata)), _dumps(d.table_of_contents())):
+                    self._changed_docs.add(d.doc_id)
                 self._db.execute(
                     "INSERT INTO documents(doc_id, title, meta, toc) VALUES (?,?,?,?) ON CONFLICT(doc_id) DO "
                     "UPDATE SET title=excluded.title, meta=excluded.meta, toc=excluded.toc",
@@ -857,11 +920,16 @@ class HierStore:
         )
         rowids = np.arange(first, first + len(rows), dtype=np.int64)
         with_vec = [i for i, v in enumerate(vec_list) if v is not None]
+        mat: np.ndarray | None = None
         if with_vec:
             mat = np.stack([np.asarray(vec_list[i], dtype=np.float32) for i in with_vec])
             index = self._ensure_index(int(mat.shape[1]))
             index.add(rowids[with_vec], mat)
             self._dirty.add("dense")
+        self._changed_docs.update(p.doc_id for p in passages)
+        for name, ext in self._extensions.items():
+            ext.on_passages_added(self, rowids, passages, mat if len(with_vec) == len(passages) else None)
+            self._dirty_ext.add(name)
 
     def _next_rowid(self) -> int:
         row = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name='passages'").fetchone()
@@ -909,6 +977,9 @@ class HierStore:
         for i in range(0, len(rowids), 900):
             chunk = list(rowids[i : i + 900])
             marks = ",".join("?" * len(chunk))
+            self._changed_docs.update(
+                d for (d,) in self._db.execute(f"SELECT DISTINCT doc_id FROM passages WHERE id IN ({marks})", chunk)
+            )
             with_vec.extend(
                 r for (r,) in self._db.execute(f"SELECT id FROM passages WHERE has_vector=1 AND id IN ({marks})", chunk)
             )
@@ -917,6 +988,10 @@ class HierStore:
         if with_vec and index is not None:
             index.remove(np.asarray(with_vec, dtype=np.int64))
             self._dirty.add("dense")
+        removed = np.asarray(rowids, dtype=np.int64)
+        for name, ext in self._extensions.items():
+            ext.on_passages_removed(self, removed)
+            self._dirty_ext.add(name)
         if drop_empty_documents:
             self._drop_empty_documents()
         return len(rowids)
@@ -989,6 +1064,53 @@ class HierStore:
         with self.batch():
             ids = [r["id"] for r in self._records() if predicate is None or predicate(r)]
             return self.update_meta(ids, meta)
+
+    # ------------------------------------------------------------------------------------------------
+    # extensions
+    # ------------------------------------------------------------------------------------------------
+    @property
+    def extensions(self) -> dict[str, StoreExtension]:
+        """The store's extensions by name (document index, token index, tree, ...)."""
+        return dict(self._extensions)
+
+    def extension(self, name: str) -> StoreExtension | None:
+        """The extension registered as ``name``, or ``None``."""
+        return self._extensions.get(name)
+
+    def add_extension(self, extension: StoreExtension, *, replace: bool = False) -> None:
+        """Attach an extension, build it from the stored passages, and commit it with the store."""
+        if not extension.name:
+            raise StoreError(f"{type(extension).__name__} has no name")
+        extension_class(extension.name)  # must be registered, or the store could not be reopened
+        if extension.name in self._extensions and not replace:
+            raise StoreError(f"{self.path} already has a {extension.name!r} extension (pass replace=True)")
+        with self.batch():
+            extension.build(self)
+            self._extensions[extension.name] = extension
+            self._dirty_ext.add(extension.name)
+
+    def remove_extension(self, name: str) -> None:
+        """Detach an extension and delete its files at the next commit."""
+        with self.batch():
+            if self._extensions.pop(name, None) is None:
+                raise StoreError(f"{self.path} has no {name!r} extension")
+
+    def mark_extension_dirty(self, name: str) -> None:
+        """Tell the store an extension changed outside a hook, so it is written at the next commit."""
+        if name not in self._extensions:
+            raise StoreError(f"{self.path} has no {name!r} extension")
+        self._dirty_ext.add(name)
+
+    def doc_ids_for_rowids(self, rowids: Iterable[int]) -> dict[int, str]:
+        """Document id of each passage rowid (unknown rowids are left out)."""
+        ids = sorted({int(r) for r in rowids if r >= 0})
+        out: dict[int, str] = {}
+        for i in range(0, len(ids), 900):
+            chunk = ids[i : i + 900]
+            out.update(
+                self._db.execute(f"SELECT id, doc_id FROM passages WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+            )
+        return out
 
     # ------------------------------------------------------------------------------------------------
     # reading
