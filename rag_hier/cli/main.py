@@ -15,9 +15,6 @@ __all__ = ["build_parser", "main"]
 
 logger = logging.getLogger("rag_hier.cli")
 
-STRATEGIES = ("dense",)
-"""Search strategies the CLI knows; later modules add hierarchical, tree and svdr-* strategies."""
-
 
 class CliError(Exception):
     """An error reported as one line on stderr with a non-zero exit status."""
@@ -29,8 +26,12 @@ class CliError(Exception):
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for documentation and tests)."""
     from rag_hier import __version__
+    from rag_hier.cli.plugins import plugins, strategies
     from rag_hier.corpus.readers import CORPUS_FORMATS
     from rag_hier.index.dense import INDEX_KINDS
+
+    mods = plugins()
+    strategy_names = list(strategies(mods))
 
     parser = argparse.ArgumentParser(
         prog="rag-hier",
@@ -66,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: 0 for BEIR corpora, whose documents are kept whole, else 100)",
     )
     p.add_argument("--prune", action="store_true", help="also delete stored documents absent from the corpus")
+    for mod in mods:
+        if hasattr(mod, "add_index_arguments"):
+            mod.add_index_arguments(p)
     _add_runtime_args(p)
 
     s = sub.add_parser(
@@ -80,8 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--queries", help="queries file: BEIR queries.jsonl, QA questions.jsonl, or qid<TAB>text")
     s.add_argument("--top-k", type=int, default=10, help="results per query (default 10)")
     s.add_argument("--output", help="write the TREC run here (default: stdout)")
-    s.add_argument("--strategy", choices=STRATEGIES, default="dense", help="retrieval strategy (default dense)")
-    _add_search_args(s)
+    s.add_argument("--strategy", choices=strategy_names, default="dense", help="retrieval strategy (default dense)")
+    _add_search_args(s, mods)
     _add_runtime_args(s)
 
     e = sub.add_parser(
@@ -102,20 +106,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated metrics (ndcg@K, recall@K, mrr@K, map@K, precision@K, success@K)",
     )
     e.add_argument("--top-k", type=int, default=None, help="results per query (default: the largest metric cut-off)")
-    e.add_argument("--strategy", choices=STRATEGIES, default="dense", help="retrieval strategy (default dense)")
+    e.add_argument("--strategy", choices=strategy_names, default="dense", help="retrieval strategy (default dense)")
     e.add_argument("--output", help="write the metrics as JSON here")
     e.add_argument("--run-output", help="also write the TREC run here")
-    _add_search_args(e)
+    _add_search_args(e, mods)
     _add_runtime_args(e)
 
     i = sub.add_parser("info", help="describe a store (counts, encoder, index, files)")
     i.add_argument("--store", required=True, help="store directory")
     i.add_argument("--json", action="store_true", help="print the full manifest as JSON")
     i.add_argument("--no-verify", action="store_true", help="skip checksum verification")
+
+    t = sub.add_parser("train", help="train or fine-tune a model with one of the methods")
+    train_sub = t.add_subparsers(dest="method", required=True, metavar="METHOD")
+    for mod in mods:
+        if hasattr(mod, "add_train_parser"):
+            mod.add_train_parser(train_sub)
     return parser
 
 
-def _add_search_args(p: argparse.ArgumentParser) -> None:
+def _add_search_args(p: argparse.ArgumentParser, mods: Sequence[Any] = ()) -> None:
+    for mod in mods:
+        if hasattr(mod, "add_search_arguments"):
+            mod.add_search_arguments(p)
     p.add_argument(
         "--aggregate",
         choices=("passage", "doc"),
@@ -217,6 +230,11 @@ def cmd_index(args: argparse.Namespace) -> int:
                 stale = [d for d in store.document_ids() if d not in wanted]
                 pruned = len(stale)
                 store.delete_documents(stale)
+            from rag_hier.cli.plugins import plugins
+
+            extra_lines = [
+                line for mod in plugins() if hasattr(mod, "after_index") and (line := mod.after_index(store, args))
+            ]
         t_write = time.perf_counter() - t1
         counts = store.manifest["counts"]
     finally:
@@ -229,7 +247,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         f"  passages:  {summary.passages_added} encoded and written, {summary.passages_unchanged} unchanged, "
         f"{summary.passages_removed} removed\n"
         f"  store now holds {counts['documents']} documents, {counts['passages']} passages, "
-        f"{counts['vectors']} vectors"
+        f"{counts['vectors']} vectors" + "".join(f"\n  {line}" for line in extra_lines)
     )
     return 0
 
@@ -253,13 +271,12 @@ def _parse_filters(text: str | None) -> dict[str, Any] | None:
 
 
 def _search(store: Any, args: argparse.Namespace, queries: list[str], top_k: int, aggregate: Any) -> list[Any]:
-    from rag_hier.retrieval.dense import DenseRetriever
+    from rag_hier.cli.plugins import strategies
 
     if top_k < 1:
         raise CliError(f"--top-k must be >= 1, got {top_k}")
-    retriever = DenseRetriever(store)
-    vectors = store.encode_queries(queries)
-    return retriever.search_vectors(vectors, top_k=top_k, filters=_parse_filters(args.filters), aggregate=aggregate)
+    strategy = strategies()[args.strategy]
+    return strategy.search(store, args, queries, top_k, _parse_filters(args.filters), aggregate)
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -412,7 +429,15 @@ def _quiet_transformers() -> None:
         pass
 
 
-COMMANDS = {"index": cmd_index, "search": cmd_search, "eval": cmd_eval, "info": cmd_info}
+def cmd_train(args: argparse.Namespace) -> int:
+    """``rag-hier train <method>``: dispatch to the method's plugin."""
+    func = getattr(args, "func", None)
+    if func is None:  # pragma: no cover - argparse requires a method
+        raise CliError("no training method given")
+    return int(func(args))
+
+
+COMMANDS = {"index": cmd_index, "search": cmd_search, "eval": cmd_eval, "info": cmd_info, "train": cmd_train}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -179,6 +179,8 @@ class HierStore:
             if exist_ok:
                 return cls.open(root, encoder=encoder)
             raise StoreError(f"{root} already holds a rag-hier store; open it with HierStore.open()")
+        if (root / DATABASE).is_file():
+            raise StoreCorruptedError(f"{root / MANIFEST} is missing but {DATABASE} is there: a damaged store")
         if root.exists() and (not root.is_dir() or any(root.iterdir())):
             raise StoreError(f"{root} exists and is not an empty directory; choose a new path for the store")
         config = cls._index_config(index)
