@@ -238,9 +238,7 @@ def _sparse(extra: Mapping[str, Any]) -> SparseEmbedding | None:
     return SparseEmbedding(indices=list(data["indices"]), values=list(data["values"]))
 
 
-def passage_to_document(
-    passage: Passage, embedding: Any = None, score: float | None = None
-) -> Document:
+def passage_to_document(passage: Passage, embedding: Any = None, score: float | None = None) -> Document:
     """The Haystack Document for a stored passage (``embedding``: a numpy vector or ``None``)."""
     return Document(
         id=passage.id,

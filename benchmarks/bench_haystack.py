@@ -1,0 +1,173 @@
+"""Query latency of Haystack embedding retrievers: RagHierEmbeddingRetriever vs InMemoryEmbeddingRetriever.
+
+Usage::
+
+    python benchmarks/bench_haystack.py                       # 100k documents, 384-d, 30 queries
+    python benchmarks/bench_haystack.py --n 20000 --queries 50
+    python benchmarks/bench_haystack.py --faiss-haystack DIR  # also faiss-haystack, importable from DIR
+
+Both stores receive the same N documents (short text, random unit vectors held as float32 values, as an
+embedder produces) in one ``write_documents`` call; every retriever then answers the same queries
+(fresh random unit vectors) through its component's ``run(query_embedding=..., top_k=...)``, one query per
+call, the retrievers interleaved per query so that machine noise hits all alike. One warm-up query each
+is not timed. ``--threads`` sets FAISS's OpenMP threads (both FAISS-based retrievers); on a shared,
+loaded machine one thread avoids OpenMP spin-waiting, which can cost more than the search itself.
+Reported: write time, median and p95 latency per query, the ratio to rag-hier's median, and the overlap
+of each top-k with rag-hier's (exact search everywhere, so it should be 1.0).
+
+faiss-haystack pins numpy<2; to include it without touching your environment, install it without its
+dependencies into a separate folder (``pip install --no-deps --target DIR faiss-haystack``) and pass
+``--faiss-haystack DIR`` (its runtime works with numpy 2). It uses an L2 ``Flat`` index, which ranks unit
+vectors like inner product.
+
+The markdown table goes to stdout; progress goes to stderr. The rag-hier store lives in a temporary
+directory removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def unit_vectors(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
+    x = rng.standard_normal((n, dim), dtype=np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return x
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=100_000, help="documents")
+    parser.add_argument("--dim", type=int, default=384, help="embedding dimension")
+    parser.add_argument("--queries", type=int, default=30, help="timed queries (same for every retriever)")
+    parser.add_argument("--top-k", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, help="FAISS OpenMP threads (default: FAISS's own choice)")
+    parser.add_argument("--faiss-haystack", metavar="DIR", help="folder holding faiss-haystack (installed --no-deps)")
+    args = parser.parse_args()
+
+    if args.faiss_haystack:
+        sys.path.append(str(Path(args.faiss_haystack).resolve()))
+    import faiss
+    import haystack
+
+    if args.threads:
+        faiss.omp_set_num_threads(args.threads)
+    from haystack import Document
+    from haystack.components.retrievers.in_memory import InMemoryEmbeddingRetriever
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+    from haystack_integrations.components.retrievers.rag_hier import RagHierEmbeddingRetriever
+    from haystack_integrations.document_stores.rag_hier import RagHierDocumentStore
+
+    rng = np.random.default_rng(args.seed)
+    vectors = unit_vectors(rng, args.n, args.dim)
+    queries = unit_vectors(rng, args.queries + 1, args.dim)
+    log(f"building {args.n} documents ({args.dim}-d)")
+    documents = [
+        Document(
+            id=f"p{i}",
+            content=f"passage {i} of document {i // 10}",
+            meta={"doc": i // 10},
+            embedding=vectors[i].tolist(),
+        )
+        for i in range(args.n)
+    ]
+    del vectors
+    gc.collect()
+
+    retrievers: dict[str, Callable[[list[float]], list[Any]]] = {}
+    write_seconds: dict[str, float] = {}
+    tmp = tempfile.TemporaryDirectory()
+
+    def build(name: str, store: Any, retriever: Any) -> None:
+        log(f"writing to {name}")
+        started = time.perf_counter()
+        store.write_documents(documents)
+        write_seconds[name] = time.perf_counter() - started
+        retrievers[name] = lambda q: retriever.run(query_embedding=q, top_k=args.top_k)["documents"]
+
+    ours = RagHierDocumentStore(path=str(Path(tmp.name) / "store"))
+    build("RagHierEmbeddingRetriever (flat)", ours, RagHierEmbeddingRetriever(document_store=ours))
+    in_memory = InMemoryDocumentStore(shared=False, embedding_similarity_function="dot_product")
+    build("InMemoryEmbeddingRetriever", in_memory, InMemoryEmbeddingRetriever(document_store=in_memory))
+    fh_version = None
+    try:
+        from importlib.metadata import version
+
+        from haystack_integrations.components.retrievers.faiss import FAISSEmbeddingRetriever
+        from haystack_integrations.document_stores.faiss import FAISSDocumentStore
+
+        try:
+            fh_version = version("faiss-haystack")
+        except Exception:
+            fh_version = "installed"
+        fh_store = FAISSDocumentStore(embedding_dim=args.dim)
+        build(
+            "FAISSEmbeddingRetriever (faiss-haystack, Flat)", fh_store, FAISSEmbeddingRetriever(document_store=fh_store)
+        )
+    except ImportError:
+        log("faiss-haystack not importable; skipping it (see --faiss-haystack)")
+
+    names = list(retrievers)
+    query_lists = [q.tolist() for q in queries]
+    for name in names:  # warm-up
+        retrievers[name](query_lists[0])
+    times: dict[str, list[float]] = {name: [] for name in names}
+    overlap: dict[str, list[float]] = {name: [] for name in names}
+    for i, q in enumerate(query_lists[1:], start=1):
+        results: dict[str, list[Any]] = {}
+        for name in names:
+            started = time.perf_counter()
+            results[name] = retrievers[name](q)
+            times[name].append((time.perf_counter() - started) * 1000)
+        reference = {d.id for d in results[names[0]]}
+        for name in names:
+            overlap[name].append(len(reference & {d.id for d in results[name]}) / args.top_k)
+        if i % 10 == 0:
+            log(f"{i}/{args.queries} queries")
+
+    base = statistics.median(times[names[0]])
+    print(
+        f"Haystack embedding retrievers, {args.n:,} documents, {args.dim}-d random unit vectors, "
+        f"top_k={args.top_k}, {args.queries} queries (one per call), same run; "
+        f"haystack-ai {haystack.__version__}, faiss {faiss.__version__}"
+        + (f", faiss-haystack {fh_version}" if fh_version else "")
+        + f"; {platform.processor() or platform.machine()}, {faiss.omp_get_max_threads()} FAISS threads."
+    )
+    print()
+    print(
+        "| retriever | write N docs (s) | median ms/query | p95 ms/query | median vs rag-hier "
+        "| top-k overlap with rag-hier |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    for name in names:
+        median = statistics.median(times[name])
+        print(
+            f"| {name} | {write_seconds[name]:.1f} | {median:.2f} | {percentile(times[name], 95):.2f} | "
+            f"{median / base:.1f}x | {statistics.mean(overlap[name]):.2f} |"
+        )
+    ours.close()
+    tmp.cleanup()
+
+
+if __name__ == "__main__":
+    main()

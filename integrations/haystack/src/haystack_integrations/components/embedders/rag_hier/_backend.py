@@ -1,0 +1,93 @@
+"""What the rag-hier embedders share: device resolution and the lazily built encoder."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from haystack.utils import ComponentDevice
+
+from rag_hier.encoders.dense import DenseEncoder
+from rag_hier.encoders.device import Precision
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["EncoderConfig", "resolve_device", "serialize_device"]
+
+
+def _available(device: str) -> bool:
+    import torch
+
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            return False
+        index = device.partition(":")[2]
+        return not index or int(index) < torch.cuda.device_count()
+    if device == "mps":
+        return bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
+    if device.startswith("xpu"):
+        return bool(getattr(torch, "xpu", None) and torch.xpu.is_available())
+    return True
+
+
+def resolve_device(device: ComponentDevice | None) -> str | None:
+    """The torch device string to load the model on; ``None`` lets rag-hier pick (CUDA when available).
+
+    A device this machine lacks (a pipeline saved with ``cuda:0`` loaded on a CPU-only machine) falls
+    back to the CPU with a warning instead of failing. With several devices, the first one is used.
+    """
+    if device is None:
+        return None
+    single = device.first_device if device.has_multiple_devices else device
+    if single is None:
+        return None
+    name = single.to_torch_str()
+    if not _available(name):
+        logger.warning("device %s is not available on this machine; using the CPU instead", name)
+        return "cpu"
+    return name
+
+
+def serialize_device(device: ComponentDevice | None) -> dict[str, Any] | None:
+    """The device as the user gave it (``None`` stays ``None``, so a saved pipeline picks the device where it loads)."""
+    return None if device is None else device.to_dict()
+
+
+class EncoderConfig:
+    """The encoder settings of an embedder, and the :class:`DenseEncoder` built from them on warm-up."""
+
+    def __init__(
+        self,
+        model: str,
+        device: ComponentDevice | None,
+        batch_size: int,
+        progress_bar: bool,
+        normalize_embeddings: bool | None,
+        precision: Precision,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if precision not in ("auto", "float32", "float16", "bfloat16"):
+            raise ValueError(f"precision must be one of auto, float32, float16, bfloat16; got {precision!r}")
+        self.model = model
+        self.device = device
+        self.batch_size = batch_size
+        self.progress_bar = progress_bar
+        self.normalize_embeddings = normalize_embeddings
+        self.precision: Precision = precision
+        self.encoder: DenseEncoder | None = None
+
+    def warm_up(self) -> DenseEncoder:
+        """Build the encoder and load its model once; later calls return it at once."""
+        if self.encoder is None:
+            encoder = DenseEncoder(
+                self.model,
+                device=resolve_device(self.device),
+                precision=self.precision,
+                batch_size=self.batch_size,
+                normalize_embeddings=self.normalize_embeddings,
+                show_progress_bar=self.progress_bar,
+            )
+            _ = encoder.model  # load now, not in the first run
+            self.encoder = encoder
+        return self.encoder

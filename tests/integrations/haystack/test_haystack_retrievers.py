@@ -1,0 +1,291 @@
+"""RagHierEmbeddingRetriever and HierarchicalRetriever: InMemory-style conventions, async, interoperability."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+
+import numpy as np
+import pytest
+from haystack import Document, Pipeline
+from haystack.components.preprocessors import DocumentSplitter, HierarchicalDocumentSplitter
+from haystack.components.retrievers import AutoMergingRetriever, SentenceWindowRetriever
+from haystack.components.retrievers.in_memory import InMemoryEmbeddingRetriever
+from haystack.document_stores.errors import DocumentStoreError
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+from haystack.document_stores.types import FilterPolicy
+from haystack_integrations.components.embedders.rag_hier import RagHierDocumentEmbedder, RagHierTextEmbedder
+from haystack_integrations.components.retrievers.rag_hier import HierarchicalRetriever, RagHierEmbeddingRetriever
+from haystack_integrations.document_stores.rag_hier import RagHierDocumentStore
+
+from rag_hier import HierStore
+from rag_hier.corpus import Document as CorpusDocument
+from rag_hier.encoders.dense import DenseEncoder
+
+STORE_TYPE = "haystack_integrations.document_stores.rag_hier.document_store.RagHierDocumentStore"
+RETRIEVERS = (RagHierEmbeddingRetriever, HierarchicalRetriever)
+
+
+@pytest.fixture
+def vector_store(store_path):
+    store = RagHierDocumentStore(path=store_path)
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((40, 8)).astype(np.float32)
+    store.write_documents(
+        [
+            Document(
+                id=f"d{i}",
+                content=f"doc {i}",
+                meta={"group": "even" if i % 2 == 0 else "odd", "i": i},
+                embedding=vectors[i].tolist(),
+            )
+            for i in range(40)
+        ]
+    )
+    yield store, vectors
+    store.close()
+
+
+@pytest.fixture
+def text_store(store_path, tiny_model_path):
+    store = RagHierDocumentStore(path=store_path, model=tiny_model_path, device="cpu")
+    store.write_documents(
+        [
+            Document(id="tides", content="The moon pulls the oceans into two bulges.", meta={"topic": "sea"}),
+            Document(id="bees", content="Honeybees dance to tell where the flowers are.", meta={"topic": "bees"}),
+            Document(id="lava", content="Magma rises through the crust and erupts.", meta={"topic": "earth"}),
+        ]
+    )
+    yield store
+    store.close()
+
+
+# ------------------------------------------------------------------------------------------------------
+# conventions shared with InMemoryEmbeddingRetriever
+# ------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("cls", RETRIEVERS)
+def test_init_validation(cls, store_path):
+    with pytest.raises(TypeError):
+        cls(document_store=InMemoryDocumentStore())
+    with pytest.raises(ValueError):
+        cls(document_store=RagHierDocumentStore(path=store_path), top_k=0)
+
+
+@pytest.mark.parametrize("cls", RETRIEVERS)
+def test_run_and_run_async_have_identical_signatures(cls):
+    assert inspect.signature(cls.run) == inspect.signature(cls.run_async)
+    assert inspect.iscoroutinefunction(cls.run_async)
+    reference = inspect.signature(InMemoryEmbeddingRetriever.run).parameters
+    ours = inspect.signature(cls.run).parameters
+    assert list(ours)[2:] == list(reference)[2:]  # self, query or query_embedding, then filters, top_k, ...
+    for name in list(reference)[2:]:
+        assert ours[name].default == reference[name].default
+
+
+@pytest.mark.parametrize("cls", RETRIEVERS)
+def test_to_dict_from_dict(cls, store_path):
+    store = RagHierDocumentStore(path=store_path, model="some/model")
+    retriever = cls(
+        document_store=store,
+        filters={"field": "meta.group", "operator": "==", "value": "even"},
+        top_k=5,
+        scale_score=True,
+        return_embedding=True,
+        filter_policy=FilterPolicy.MERGE,
+    )
+    data = retriever.to_dict()
+    assert data == {
+        "type": f"{cls.__module__}.{cls.__name__}",
+        "init_parameters": {
+            "document_store": {
+                "type": STORE_TYPE,
+                "init_parameters": {
+                    "path": store_path,
+                    "index": "flat",
+                    "model": "some/model",
+                    "device": None,
+                    "strict_datetime_comparison": False,
+                },
+            },
+            "filters": {"field": "meta.group", "operator": "==", "value": "even"},
+            "top_k": 5,
+            "scale_score": True,
+            "return_embedding": True,
+            "filter_policy": "merge",
+        },
+    }
+    again = cls.from_dict(data)
+    assert isinstance(again.document_store, RagHierDocumentStore)
+    assert again.document_store.path == store_path
+    assert again.filter_policy == FilterPolicy.MERGE
+    assert again.to_dict() == data
+    default = cls(document_store=store).to_dict()
+    assert cls.from_dict(default).filter_policy == FilterPolicy.REPLACE
+
+
+def test_embedding_retriever_filters_top_k_and_policies(vector_store):
+    store, vectors = vector_store
+    query = vectors[4].tolist()
+    init_filter = {"field": "meta.group", "operator": "==", "value": "even"}
+    runtime_filter = {"field": "meta.i", "operator": "<", "value": 10}
+
+    replace = RagHierEmbeddingRetriever(document_store=store, filters=init_filter, top_k=3)
+    docs = replace.run(query_embedding=query)["documents"]
+    assert len(docs) == 3 and all(d.meta["group"] == "even" for d in docs)
+    assert docs[0].id == "d4"
+    docs = replace.run(query_embedding=query, filters=runtime_filter, top_k=20)["documents"]
+    assert sorted(d.meta["i"] for d in docs) == list(range(10))  # runtime filter replaced the init one
+
+    merge = RagHierEmbeddingRetriever(document_store=store, filters=init_filter, filter_policy=FilterPolicy.MERGE)
+    docs = merge.run(query_embedding=query, filters=runtime_filter, top_k=20)["documents"]
+    assert sorted(d.meta["i"] for d in docs) == [0, 2, 4, 6, 8]
+
+    assert replace.run(query_embedding=query, top_k=0)["documents"] == []
+    with pytest.raises(ValueError):
+        replace.run(query_embedding=query, top_k=-1)
+
+
+def test_embedding_retriever_scores_like_in_memory(vector_store):
+    store, vectors = vector_store
+    reference_store = InMemoryDocumentStore(shared=False)  # dot_product, as the rag-hier store for outside vectors
+    reference_store.write_documents(store.filter_documents())
+    ours = RagHierEmbeddingRetriever(document_store=store, top_k=5)
+    reference = InMemoryEmbeddingRetriever(document_store=reference_store, top_k=5)
+    query = (vectors[7] + 0.1).tolist()
+    for kwargs in ({}, {"scale_score": True}):
+        got = ours.run(query_embedding=query, **kwargs)["documents"]
+        want = reference.run(query_embedding=query, **kwargs)["documents"]
+        assert [d.id for d in got] == [d.id for d in want]
+        np.testing.assert_allclose([d.score for d in got], [d.score for d in want], rtol=1e-5)
+        assert all(d.embedding is None for d in got)
+    got = ours.run(query_embedding=query, return_embedding=True)["documents"]
+    want = reference.run(query_embedding=query, return_embedding=True)["documents"]
+    assert [d.embedding for d in got] == [d.embedding for d in want]
+
+
+def test_embedding_retriever_run_async(vector_store):
+    store, vectors = vector_store
+    retriever = RagHierEmbeddingRetriever(document_store=store, top_k=4, scale_score=True)
+    query = vectors[1].tolist()
+    sync = retriever.run(query_embedding=query, filters={"field": "meta.group", "operator": "==", "value": "odd"})
+    result = asyncio.run(
+        retriever.run_async(query_embedding=query, filters={"field": "meta.group", "operator": "==", "value": "odd"})
+    )
+    assert result == sync
+
+
+def test_hierarchical_retriever_text_in(text_store):
+    retriever = HierarchicalRetriever(document_store=text_store, top_k=2, scale_score=True)
+    docs = retriever.run(query="Honeybees dance to tell where the flowers are.")["documents"]
+    assert [d.id for d in docs][:1] == ["bees"]
+    assert docs[0].score == pytest.approx(1.0, abs=1e-5)
+    assert docs[0].meta == {"topic": "bees"}
+    filtered = retriever.run(query="bees", filters={"field": "meta.topic", "operator": "==", "value": "sea"})
+    assert [d.id for d in filtered["documents"]] == ["tides"]
+    assert asyncio.run(retriever.run_async(query="bees", top_k=3)) == retriever.run(query="bees", top_k=3)
+    with_embedding = retriever.run(query="bees", top_k=1, return_embedding=True)["documents"][0]
+    assert len(with_embedding.embedding) == 32
+
+
+def test_hierarchical_retriever_needs_a_store_with_a_model(store_path):
+    store = RagHierDocumentStore(path=store_path)
+    store.write_documents([Document(content="x", embedding=[1.0, 0.0])])
+    with pytest.raises(DocumentStoreError, match="model"):
+        HierarchicalRetriever(document_store=store).run(query="x")
+
+
+def test_warm_up_is_idempotent_and_loads_the_model_once(text_store, monkeypatch):
+    loads = []
+    original = DenseEncoder._load
+
+    def counting_load(self):
+        loads.append(self.model_name)
+        return original(self)
+
+    monkeypatch.setattr(DenseEncoder, "_load", counting_load)
+    path = text_store.path
+    text_store.close()
+    store = RagHierDocumentStore(path=path)  # the model comes from the store's manifest
+    retriever = HierarchicalRetriever(document_store=store, top_k=1)
+    pipeline = Pipeline()
+    pipeline.add_component("retriever", retriever)
+    for _ in range(3):
+        retriever.warm_up()
+        assert pipeline.run({"retriever": {"query": "moon and oceans"}})["retriever"]["documents"][0].id == "tides"
+    assert len(loads) == 1
+    store.close()
+
+
+# ------------------------------------------------------------------------------------------------------
+# interoperability with Haystack's window and merging retrievers
+# ------------------------------------------------------------------------------------------------------
+TEXT = (
+    "Tides are the rise and fall of the sea. The Moon pulls the near side of the Earth hardest. "
+    "Two bulges of water follow the Moon around. Spring tides come at new and full moon. "
+    "Neap tides come at the quarter moons. Funnel-shaped bays make the range larger."
+)
+
+
+def test_sentence_window_retriever_after_embedding_retriever(store_path, tiny_model_path):
+    store = RagHierDocumentStore(path=store_path)
+    chunks = DocumentSplitter(split_by="period", split_length=1).run([Document(id="tides", content=TEXT)])["documents"]
+    embedded = RagHierDocumentEmbedder(model=tiny_model_path, progress_bar=False).run(chunks)["documents"]
+    store.write_documents(embedded)
+    assert store.filter_documents() == embedded  # meta (source_id, split_id, _split_overlap) exactly as written
+
+    pipeline = Pipeline()
+    pipeline.add_component("embedder", RagHierTextEmbedder(model=tiny_model_path, progress_bar=False))
+    pipeline.add_component("retriever", RagHierEmbeddingRetriever(document_store=store, top_k=1))
+    pipeline.add_component("window", SentenceWindowRetriever(document_store=store, window_size=1))
+    pipeline.connect("embedder.embedding", "retriever.query_embedding")
+    pipeline.connect("retriever.documents", "window.retrieved_documents")
+    out = pipeline.run({"embedder": {"text": chunks[2].content}})
+    assert [d.id for d in out["window"]["context_documents"]] == [c.id for c in chunks[1:4]]
+    windows = out["window"]["context_windows"]
+    assert windows == ["".join(c.content for c in chunks[1:4])]
+    async_out = asyncio.run(pipeline.run_async({"embedder": {"text": chunks[2].content}}))
+    assert async_out["window"]["context_windows"] == windows
+
+
+def test_sentence_window_retriever_after_hierarchical_retriever_on_an_engine_built_store(store_path, tiny_model_path):
+    corpus = [
+        CorpusDocument("tides", "Tides", tuple(s.strip() + "." for s in TEXT.split(".") if s.strip())),
+        CorpusDocument("bees", "Honeybees", ("Bees live in colonies.", "Bees dance.")),
+    ]
+    hier = HierStore.create(store_path, model=tiny_model_path)
+    hier.add_documents(corpus, max_passage_words=0)
+    hier.close()
+    store = RagHierDocumentStore(path=store_path)
+    hits = HierarchicalRetriever(document_store=store, top_k=1).run(query=corpus[0].paragraphs[3])["documents"]
+    assert [d.id for d in hits] == ["tides#3"]
+    assert (hits[0].meta["source_id"], hits[0].meta["split_id"]) == ("tides", 3)
+    out = SentenceWindowRetriever(document_store=store, window_size=1).run(retrieved_documents=hits)
+    assert [d.id for d in out["context_documents"]] == ["tides#2", "tides#3", "tides#4"]
+    store.close()
+
+
+def test_auto_merging_retriever_after_embedding_retriever(store_path, tiny_model_path):
+    store = RagHierDocumentStore(path=store_path)
+    docs = HierarchicalDocumentSplitter(block_sizes={12, 4}, split_by="word").run([Document(content=TEXT)])["documents"]
+    leaves = [d for d in docs if not d.meta["__children_ids"]]
+    parents = [d for d in docs if d.meta["__children_ids"]]
+    embedder = RagHierDocumentEmbedder(model=tiny_model_path, progress_bar=False)
+    store.write_documents(embedder.run(leaves)["documents"] + parents)  # parents stored without vectors
+
+    parent = next(p for p in parents if p.meta["__level"] == 1 and len(p.meta["__children_ids"]) >= 2)
+    children = [leaf for leaf in leaves if leaf.meta["__parent_id"] == parent.id]
+    query = embedder.run([children[0]])["documents"][0].embedding
+    retriever = RagHierEmbeddingRetriever(
+        document_store=store,
+        top_k=len(children),
+        filters={"field": "meta.__parent_id", "operator": "==", "value": parent.id},
+    )
+    hits = retriever.run(query_embedding=query)["documents"]
+    assert {d.id for d in hits} == {c.id for c in children}
+    assert all(d.meta["__parent_id"] == parent.id for d in hits)
+    merged = AutoMergingRetriever(document_store=store, threshold=0.5).run(documents=hits)["documents"]
+    assert [d.id for d in merged] == [parent.id]
+    assert merged[0] == store.filter_documents({"field": "id", "operator": "==", "value": parent.id})[0]
+    merged_async = asyncio.run(AutoMergingRetriever(document_store=store, threshold=0.5).run_async(documents=hits))
+    assert [d.id for d in merged_async["documents"]] == [parent.id]
+    store.close()
