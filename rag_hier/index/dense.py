@@ -165,7 +165,7 @@ class DenseIndex:
             raise ValueError(f"got {id_arr.shape[0]} ids for {arr.shape[0]} vectors")
         if arr.shape[0] == 0:
             return
-        self._gpu_index = None
+        self._invalidate()
         self._index.add_with_ids(arr, id_arr)
         if self.config.kind == "ivf" and not self.is_ivf_trained:
             self._maybe_train_ivf()
@@ -208,14 +208,14 @@ class DenseIndex:
         if n:
             ivf.add_with_ids(vectors, ids)
         self._index = ivf
-        self._gpu_index = None
+        self._invalidate()
 
     def remove(self, ids: np.ndarray) -> int:
         """Remove ``ids``; returns how many were present. HNSW marks them as tombstones."""
         id_arr = np.ascontiguousarray(ids, dtype=np.int64)
         if id_arr.size == 0:
             return 0
-        self._gpu_index = None
+        self._invalidate()
         if self.config.kind == "hnsw":
             present = set(self.ids().tolist())
             newly = {int(i) for i in id_arr} & present - self._tombstones
@@ -239,7 +239,7 @@ class DenseIndex:
         logger.info("compacting HNSW index: %d live vectors, %d tombstones", len(ids), len(self._tombstones))
         self._index = self._new_base_index()
         self._tombstones = set()
-        self._gpu_index = None
+        self._invalidate()
         if len(ids):
             self._index.add_with_ids(vectors, ids)
 
@@ -271,8 +271,34 @@ class DenseIndex:
             return faiss.SearchParametersIVF(sel=selector, nprobe=self.config.nprobe)
         return faiss.SearchParameters(sel=selector) if selector is not None else None
 
-    def _selector(self, allowed: np.ndarray | None) -> tuple[faiss.IDSelector | None, list[Any]]:
-        """An id selector for ``allowed`` minus tombstones; also returns objects to keep alive."""
+    def _invalidate(self) -> None:
+        """Forget caches derived from the FAISS index (after any change to it)."""
+        self._gpu_index = None
+        self._id_cache: tuple[np.ndarray, np.ndarray] | None = None
+
+    def _mapped(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """For ``IndexIDMap2`` kinds: (external id of each internal position, argsort of those ids)."""
+        if not isinstance(faiss.downcast_index(self._index), faiss.IndexIDMap2):
+            return None
+        if getattr(self, "_id_cache", None) is None:
+            ext = faiss.vector_to_array(self._index.id_map).astype(np.int64, copy=False)
+            self._id_cache = (ext, np.argsort(ext, kind="stable"))
+        return self._id_cache
+
+    def _positions(self, ids: np.ndarray, mapped: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        """Internal positions of external ``ids`` (ids not held are dropped)."""
+        ext, order = mapped
+        if ext.size == 0:
+            return np.zeros(0, np.int64)
+        where = np.searchsorted(ext, ids, sorter=order)
+        where = np.clip(where, 0, ext.size - 1)
+        pos = order[where]
+        return pos[ext[pos] == ids].astype(np.int64)
+
+    def _selector(
+        self, allowed: np.ndarray | None, dead: np.ndarray | None
+    ) -> tuple[faiss.IDSelector | None, list[Any]]:
+        """An id selector for ``allowed`` minus ``dead``; also returns the objects it needs kept alive."""
         keep: list[Any] = []
         sel: faiss.IDSelector | None = None
         if allowed is not None:
@@ -285,8 +311,7 @@ class DenseIndex:
             else:
                 keep.append(allowed)
                 sel = faiss.IDSelectorBatch(allowed.size, faiss.swig_ptr(allowed))
-        if self._tombstones:
-            dead = np.fromiter(self._tombstones, dtype=np.int64, count=len(self._tombstones))
+        if dead is not None and dead.size:
             keep.append(dead)
             not_dead = faiss.IDSelectorNot(faiss.IDSelectorBatch(dead.size, faiss.swig_ptr(dead)))
             keep.append(not_dead)
@@ -321,13 +346,24 @@ class DenseIndex:
             return np.full((n_q, top_k), -np.inf, np.float32), np.full((n_q, top_k), -1, np.int64)
         if allowed is not None and allowed.size <= self.config.exact_filter_max:
             return self._exact_search(q, top_k, allowed)
-        sel, _keep = self._selector(allowed)
-        index = self._index
-        if sel is None and self._use_gpu():
-            index = self._gpu()
         k = min(top_k, self.ntotal)
-        params = self._search_params(sel)
-        scores, ids = index.search(q, k, params=params) if params is not None else index.search(q, k)
+        mapped = self._mapped()
+        if allowed is None and not self._tombstones and self._use_gpu():
+            scores, ids = self._gpu().search(q, k)
+        elif mapped is not None:
+            # Search the wrapped index directly and map positions to ids ourselves: IndexIDMap's own
+            # label translation opens an OpenMP region per call, which costs milliseconds per query on a
+            # busy machine, and its selector translation is slower than selecting positions.
+            dead = self._positions(np.fromiter(self._tombstones, np.int64), mapped) if self._tombstones else None
+            sel, _keep = self._selector(None if allowed is None else self._positions(allowed, mapped), dead)
+            params = self._search_params(sel)
+            base = faiss.downcast_index(self._index.index)
+            scores, pos = base.search(q, k, params=params) if params is not None else base.search(q, k)
+            ids = np.where(pos >= 0, mapped[0][np.clip(pos, 0, None)], -1)
+        else:
+            sel, _keep = self._selector(allowed, None)
+            params = self._search_params(sel)
+            scores, ids = self._index.search(q, k, params=params) if params is not None else self._index.search(q, k)
         expected = min(top_k, n_live if allowed is None else allowed.size)
         found = (ids >= 0).sum(axis=1)
         short = np.nonzero(found < expected)[0]
@@ -400,5 +436,5 @@ class DenseIndex:
         out.config = config
         out._index = index
         out._tombstones = set()
-        out._gpu_index = None
+        out._invalidate()
         return out
