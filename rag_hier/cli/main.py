@@ -189,12 +189,18 @@ def cmd_index(args: argparse.Namespace) -> int:
     documents = read_corpus(corpus_path, fmt)
     t_read = time.perf_counter() - t0
     store_dir = Path(args.store)
+    model = args.model
+    if model and Path(model).exists():
+        # a local model is recorded by its absolute path, so the store works from any directory
+        model = str(Path(model).absolute())
     if (store_dir / MANIFEST).exists():
         store = _open_store(args, read_only=False)
         recorded = (store.manifest.get("encoder") or {}).get("model")
-        if args.model and recorded and args.model != recorded:
+        if model and recorded and model != recorded:
+            store.close()
             raise CliError(f"store {store_dir} was built with model {recorded!r}; got --model {args.model!r}")
         if args.index and args.index != store.index_config.kind:
+            store.close()
             raise CliError(f"store {store_dir} uses a {store.index_config.kind!r} index; got --index {args.index}")
         max_words = args.max_passage_words
         if max_words is None:
@@ -211,19 +217,27 @@ def cmd_index(args: argparse.Namespace) -> int:
             options["nlist"] = args.nlist
         if args.nprobe:
             options["nprobe"] = args.nprobe
+        no_dense = bool(getattr(args, "no_dense", False))  # SVDR plugin: a store with no dense vectors
         store = HierStore.create(
             store_dir,
-            encoder=_encoder_for(args, args.model or DEFAULT_MODEL),
+            model=None,
+            encoder=None if no_dense else _encoder_for(args, model or DEFAULT_MODEL),
             index=IndexConfig(**options),
-            corpus={"format": fmt, "max_passage_words": max_words, "source": str(corpus_path)},
+            corpus={"format": fmt, "max_passage_words": max_words, "source": str(corpus_path)}
+            | ({"dense": False} if no_dense else {}),
         )
         created = True
     try:
         t1 = time.perf_counter()
         with store.batch():
             summary = store.add_documents(
-                documents, max_passage_words=max_words, show_progress_bar=not args.no_progress
+                documents,
+                max_passage_words=max_words,
+                show_progress_bar=not args.no_progress,
+                encode=store.corpus_info.get("dense", True) is not False,
             )
+            if store.corpus_info.get("max_passage_words") != max_words:
+                store.update_corpus_info(max_passage_words=max_words)
             pruned = 0
             if args.prune:
                 wanted = {d.doc_id for d in documents}
@@ -448,7 +462,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     if args.verbose < 2:
         _quiet_transformers()
-        for noisy in ("sentence_transformers", "transformers", "httpx", "faiss"):
+        for noisy in ("sentence_transformers", "transformers", "huggingface_hub", "httpx", "faiss"):
             logging.getLogger(noisy).setLevel(logging.ERROR)
     from rag_hier.errors import RagHierError
 

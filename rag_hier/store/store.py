@@ -480,6 +480,11 @@ class HierStore:
         """Facts recorded about the corpus (format, passage length, ...)."""
         return dict(self._state.get("corpus", {}))
 
+    def update_corpus_info(self, **changes: Any) -> None:
+        """Record facts about the corpus (format, passage length, ...) in the committed state."""
+        with self.batch():
+            self._state["corpus"] = {**self._state.get("corpus", {}), **changes}
+
     def info(self) -> dict[str, Any]:
         """A summary for ``rag-hier info``."""
         out = self.manifest
@@ -689,12 +694,15 @@ class HierStore:
         max_passage_words: int | None = None,
         policy: WritePolicy = "upsert",
         show_progress_bar: bool = False,
+        encode: bool = True,
     ) -> WriteSummary:
         """Split documents into passages, encode what changed, and store them.
 
         Re-adding a document (``policy="upsert"``) replaces its passages; passages whose text and title
         path are unchanged keep their vectors and are not re-encoded. ``"skip"`` leaves stored documents
-        alone; ``"fail"`` raises :class:`DuplicateIdError` before writing anything.
+        alone; ``"fail"`` raises :class:`DuplicateIdError` before writing anything. ``encode=False``
+        stores passages without dense vectors (a store searched through an extension such as SVDR's
+        token index; it needs no encoder).
         """
         if policy not in _POLICIES:
             raise ValueError(f"policy must be one of {', '.join(_POLICIES)}; got {policy!r}")
@@ -732,7 +740,8 @@ class HierStore:
                 old = {
                     pid: (rowid, h)
                     for rowid, pid, h in self._db.execute(
-                        "SELECT id, passage_id, content_hash FROM passages WHERE doc_id=? AND has_vector=1",
+                        "SELECT id, passage_id, content_hash FROM passages WHERE doc_id=?"
+                        + (" AND has_vector=1" if encode else ""),
                         (d.doc_id,),
                     )
                 }
@@ -757,7 +766,7 @@ class HierStore:
                 else:
                     unchanged += 1
             vectors = None
-            if new_passages:
+            if new_passages and encode:
                 encoder = self._require_encoder("add_documents()")
                 vectors = encoder.encode_documents(
                     [p.embedding_text for p in new_passages], show_progress_bar=show_progress_bar
@@ -1239,6 +1248,10 @@ class HierStore:
             (r for (r,) in self._db.execute("SELECT id FROM passages WHERE has_vector=1 ORDER BY id")),
             dtype=np.int64,
         )
+
+    def passage_rowids(self) -> np.ndarray:
+        """Rowids of every passage, with or without a dense vector, ascending (insertion order)."""
+        return np.fromiter((r for (r,) in self._db.execute("SELECT id FROM passages ORDER BY id")), dtype=np.int64)
 
     def allowed_rowids(self, filters: Mapping[str, Any] | Predicate | None) -> np.ndarray | None:
         """FAISS ids of the passages with vectors that match ``filters`` (``None``: no filter)."""
