@@ -307,7 +307,8 @@ class DenseIndex:
                 bitmap = np.zeros((n_bits + 7) // 8, dtype=np.uint8)
                 np.bitwise_or.at(bitmap, allowed >> 3, (1 << (allowed & 7)).astype(np.uint8))
                 keep.append(bitmap)
-                sel = faiss.IDSelectorBitmap(n_bits, faiss.swig_ptr(bitmap))
+                # FAISS takes the bitmap's size in BYTES (an id i is checked iff i // 8 < n)
+                sel = faiss.IDSelectorBitmap(bitmap.size, faiss.swig_ptr(bitmap))
             else:
                 keep.append(allowed)
                 sel = faiss.IDSelectorBatch(allowed.size, faiss.swig_ptr(allowed))
