@@ -33,7 +33,6 @@ NODE_KEY = "llama_index"
 """Key of the LlamaIndex payload in a passage's ``extra`` (node JSON, class name, SOURCE id)."""
 
 _REF_DOC_KEYS = frozenset({"doc_id", "ref_doc_id", "document_id"})
-_MISSING = object()
 
 
 def record_value(record: Mapping[str, Any], key: str) -> Any:
@@ -49,49 +48,63 @@ def record_value(record: Mapping[str, Any], key: str) -> Any:
     return record.get("meta", {}).get(key)
 
 
-def _match(op: FilterOperator, value: Any, actual: Any, key: str) -> bool:
+def _type_error(key: str, op: FilterOperator, actual: Any, value: Any, exc: Exception) -> FilterError:
+    return FilterError(
+        f"metadata filter on {key!r}: cannot apply {op.value!r} to the stored value {actual!r} "
+        f"and the filter value {value!r} ({exc})"
+    )
+
+
+def _test(op: FilterOperator, value: Any, key: str) -> Callable[[Any], bool]:
+    """``actual -> bool`` for one operator and value, with the reference's handling of ``None``."""
     if op == FilterOperator.IS_EMPTY:
-        return actual is None or actual == "" or actual == []
-    if actual is None:
-        return op in (FilterOperator.NE, FilterOperator.NIN)
-    try:
-        if op == FilterOperator.EQ:
-            return bool(actual == value)
-        if op == FilterOperator.NE:
-            return bool(actual != value)
-        if op == FilterOperator.GT:
-            return bool(actual > value)
-        if op == FilterOperator.GTE:
-            return bool(actual >= value)
-        if op == FilterOperator.LT:
-            return bool(actual < value)
-        if op == FilterOperator.LTE:
-            return bool(actual <= value)
-        if op == FilterOperator.IN:
-            return actual in value
-        if op == FilterOperator.NIN:
-            return actual not in value
-        if op == FilterOperator.CONTAINS:
-            return value in actual
-        if op == FilterOperator.ANY:
-            return any(v in actual for v in value)
-        if op == FilterOperator.ALL:
-            return all(v in actual for v in value)
-    except TypeError as exc:
-        raise FilterError(
-            f"metadata filter on {key!r}: cannot apply {op.value!r} to the stored value {actual!r} "
-            f"and the filter value {value!r} ({exc})"
-        ) from exc
+        return lambda actual: actual is None or actual == "" or actual == []
     if op in (FilterOperator.TEXT_MATCH, FilterOperator.TEXT_MATCH_INSENSITIVE):
-        if not isinstance(value, str) or not isinstance(actual, str):
-            raise FilterError(
-                f"metadata filter on {key!r}: {op.value!r} needs strings, got the stored value {actual!r} "
-                f"and the filter value {value!r}"
-            )
-        if op == FilterOperator.TEXT_MATCH:
-            return value in actual
-        return value.lower() in actual.lower()
-    raise FilterError(f"metadata filter on {key!r}: unsupported operator {op!r}")
+        insensitive = op == FilterOperator.TEXT_MATCH_INSENSITIVE
+        needle = value.lower() if insensitive and isinstance(value, str) else value
+
+        def text_match(actual: Any) -> bool:
+            if actual is None:
+                return False
+            if not isinstance(value, str) or not isinstance(actual, str):
+                raise FilterError(
+                    f"metadata filter on {key!r}: {op.value!r} needs strings, got the stored value {actual!r} "
+                    f"and the filter value {value!r}"
+                )
+            return needle in (actual.lower() if insensitive else actual)
+
+        return text_match
+    if op == FilterOperator.EQ:  # the common cases, without the TypeError guard (== never raises it)
+        return lambda actual: actual is not None and bool(actual == value)
+    if op == FilterOperator.NE:
+        return lambda actual: actual is None or bool(actual != value)
+    compare: dict[FilterOperator, Callable[[Any], bool]] = {
+        FilterOperator.EQ: lambda a: bool(a == value),
+        FilterOperator.NE: lambda a: bool(a != value),
+        FilterOperator.GT: lambda a: bool(a > value),
+        FilterOperator.GTE: lambda a: bool(a >= value),
+        FilterOperator.LT: lambda a: bool(a < value),
+        FilterOperator.LTE: lambda a: bool(a <= value),
+        FilterOperator.IN: lambda a: a in value,
+        FilterOperator.NIN: lambda a: a not in value,
+        FilterOperator.CONTAINS: lambda a: value in a,
+        FilterOperator.ANY: lambda a: any(v in a for v in value),
+        FilterOperator.ALL: lambda a: all(v in a for v in value),
+    }
+    if op not in compare:
+        raise FilterError(f"metadata filter on {key!r}: unsupported operator {op!r}")
+    fn = compare[op]
+    on_missing = op in (FilterOperator.NE, FilterOperator.NIN)
+
+    def check(actual: Any) -> bool:
+        if actual is None:
+            return on_missing
+        try:
+            return fn(actual)
+        except TypeError as exc:
+            raise _type_error(key, op, actual, value, exc) from exc
+
+    return check
 
 
 def _compile(filters: MetadataFilters) -> Predicate:
@@ -106,6 +119,8 @@ def _compile(filters: MetadataFilters) -> Predicate:
     if not parts:
         return lambda rec: True
     condition = filters.condition or FilterCondition.AND
+    if len(parts) == 1 and condition in (FilterCondition.AND, FilterCondition.OR):
+        return parts[0]
     if condition == FilterCondition.AND:
         return lambda rec: all(p(rec) for p in parts)
     if condition == FilterCondition.OR:
@@ -116,8 +131,11 @@ def _compile(filters: MetadataFilters) -> Predicate:
 
 
 def _compile_one(f: MetadataFilter) -> Predicate:
-    key, op, value = f.key, FilterOperator(f.operator), f.value
-    return lambda rec: _match(op, value, record_value(rec, key), key)
+    key = f.key
+    test = _test(FilterOperator(f.operator), f.value, key)
+    if key in _REF_DOC_KEYS or key == "_node_type":
+        return lambda rec: test(record_value(rec, key))
+    return lambda rec: test(rec["meta"].get(key))
 
 
 def build_predicate(

@@ -8,7 +8,8 @@ A node becomes one passage:
   filters see);
 - ``extra["llama_index"]`` = ``{"type": class name, "ref_doc_id": SOURCE id or None, "node": JSON dump}``,
   where the dump is the node's own pydantic JSON serialization (the one ``node_to_metadata_dict`` stores
-  as ``_node_content``) without its text, metadata and embedding, which live in the passage already.
+  as ``_node_content``) without its text, metadata and embedding, which live in the passage already, and
+  without fields left at their defaults (a third of the size; defaults are filled in again on reading).
 
 Reading a passage back gives the same node class with the same id, relationships (SOURCE, PREVIOUS, NEXT,
 PARENT, CHILD), metadata, templates and exclusion lists. A passage written by the engine itself (no
@@ -46,7 +47,7 @@ _NODE_CLASSES: dict[str, type[BaseNode]] = {
 
 def node_to_passage(node: BaseNode, position: int) -> Passage:
     """The passage that stores ``node`` (its vector is written separately)."""
-    dump = node.model_dump(mode="json", exclude={"embedding", "metadata"})
+    dump = node.model_dump(mode="json", exclude={"embedding", "metadata"}, exclude_defaults=True)
     dump.pop("class_name", None)
     if "text" in dump:
         dump["text"] = ""

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import shutil
 import tempfile
 import threading
 import uuid
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,12 +27,11 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryMode,
     VectorStoreQueryResult,
 )
-from llama_index.vector_stores.rag_hier._filters import build_predicate
+from llama_index.vector_stores.rag_hier._filters import NODE_KEY, build_predicate
 from llama_index.vector_stores.rag_hier._nodes import node_to_passage, record_to_node
 
 from rag_hier.encoders.dense import DenseEncoder
 from rag_hier.errors import StoreError
-from rag_hier.retrieval.dense import DenseRetriever
 from rag_hier.store.store import MANIFEST, HierStore
 
 logger = logging.getLogger(__name__)
@@ -51,9 +51,13 @@ def _normalize_rows(mat: np.ndarray) -> np.ndarray:
 
 
 def _store_dir_for(persist_path: str | Path) -> Path:
-    """``<dir>/default__vector_store.json`` (what ``StorageContext.persist`` passes) → ``<dir>/default__vector_store``."""
+    """The store directory for a persist path: ``d/default__vector_store.json`` → ``d/default__vector_store``."""
     p = Path(persist_path)
     return p.with_suffix("") if p.suffix == ".json" else p
+
+
+def _payload_for_filters(payload: Mapping[str, Any]) -> dict[str, Any]:
+    return {"type": payload.get("type"), "ref_doc_id": payload.get("ref_doc_id")}
 
 
 def _close_and_remove(store: HierStore, tmpdir: str | None) -> None:
@@ -80,8 +84,8 @@ class RagHierVectorStore(BasePydanticVectorStore):
             uses the recorded choice (``"cosine"`` for a new store).
         model: A sentence-transformers model for the store's own encoder, used for nodes that arrive
             without an embedding and for text queries (e.g. by ``HierarchicalRetriever``); ``None`` for a
-            store fed only with vectors from a LlamaIndex embedding model. An existing store keeps the
-            encoder it was created with.
+            store fed only with vectors from a LlamaIndex embedding model. An existing store uses the encoder
+            it was created with unless ``model`` (or ``encoder``) names another one of the same dimension.
         index: FAISS index kind for a new store: ``"flat"`` (exact), ``"ivf"``, ``"hnsw"``, or an index
             configuration dict (see ``rag_hier.IndexConfig``).
         store: Wrap an already open :class:`rag_hier.HierStore` instead (``path`` and ``model`` are then
@@ -94,6 +98,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
         >>> index = VectorStoreIndex.from_documents(  # doctest: +SKIP
         ...     docs, storage_context=StorageContext.from_defaults(vector_store=store)
         ... )
+
     """
 
     stores_text: bool = True
@@ -105,7 +110,8 @@ class RagHierVectorStore(BasePydanticVectorStore):
 
     _store: HierStore = PrivateAttr()
     _lock: threading.RLock = PrivateAttr(default_factory=threading.RLock)
-    _finalizer: weakref.finalize = PrivateAttr()  # type: ignore[type-arg]
+    _view: tuple[int, np.ndarray, list[dict[str, Any]]] | None = PrivateAttr(default=None)
+    _finalizer: weakref.finalize = PrivateAttr()
 
     def __init__(
         self,
@@ -128,6 +134,8 @@ class RagHierVectorStore(BasePydanticVectorStore):
             else:
                 root = Path(path)
             if (root / MANIFEST).exists():
+                if encoder is None and model is not None:  # e.g. text queries on a store fed with vectors
+                    encoder = DenseEncoder(model)
                 store = HierStore.open(root, encoder=encoder)
             else:
                 store = HierStore.create(
@@ -139,12 +147,10 @@ class RagHierVectorStore(BasePydanticVectorStore):
                 )
         recorded = store.corpus_info.get(_CONFIG_KEY, {}).get("similarity")
         if similarity is not None and recorded is not None and similarity != recorded:
-            raise StoreError(
-                f"similarity={similarity!r} but the store at {store.path} was created with {recorded!r}"
-            )
+            raise StoreError(f"similarity={similarity!r} but the store at {store.path} was created with {recorded!r}")
         # A store built by the engine itself records nothing: its vectors are searched as they are.
         resolved = similarity or recorded or "dot_product"
-        super().__init__(
+        super().__init__(  # type: ignore[call-arg]  # pydantic fields of this class
             path=None if tmpdir is not None else str(store.path),
             similarity=resolved,
             model=store.encoder.model_name if store.encoder is not None else None,
@@ -153,6 +159,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
         )
         self._store = store
         self._lock = threading.RLock()
+        self._view = None
         self._finalizer = weakref.finalize(self, _close_and_remove, store, tmpdir)
 
     @classmethod
@@ -316,7 +323,8 @@ class RagHierVectorStore(BasePydanticVectorStore):
         """Nearest nodes to the query embedding, after the filters, ``doc_ids`` and ``node_ids`` restrictions.
 
         Only ``VectorStoreQueryMode.DEFAULT`` is supported. Similarities are inner products (cosine
-        similarities for a ``"cosine"`` store), higher is better.
+        similarities for a ``"cosine"`` store), higher is better. An empty ``node_ids`` or ``doc_ids``
+        list means no restriction (``VectorStoreIndex.as_retriever()`` sends ``node_ids=[]``).
         """
         if query.mode != VectorStoreQueryMode.DEFAULT:
             raise ValueError(f"RagHierVectorStore supports the 'default' query mode only; got {query.mode.value!r}")
@@ -324,24 +332,61 @@ class RagHierVectorStore(BasePydanticVectorStore):
         if top_k < 1:
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
         vec = self._query_vector(query)
-        predicate = build_predicate(query.filters, doc_ids=query.doc_ids, node_ids=query.node_ids)
-        return self._search(vec, top_k, predicate)
-
-    def _search(
-        self, vec: np.ndarray, top_k: int, predicate: Callable[[Mapping[str, Any]], bool] | None
-    ) -> VectorStoreQueryResult:
         with self._lock:
-            hits = DenseRetriever(self._store).search_vectors(vec, top_k=top_k, filters=predicate)[0]
-            records = {r["id"]: r for r in self._records_of([h.passage_id for h in hits])}
+            index = self._store.index
+            if index is None:  # nothing written yet
+                return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
+            allowed = self._allowed_rowids(query.filters, query.doc_ids, query.node_ids)
+            scores, rowids = index.search(vec, top_k, allowed_ids=allowed)
+            records = self._store.records_by_rowid(rowids[0].tolist())
         nodes, sims, ids = [], [], []
-        for h in hits:
-            rec = records.get(h.passage_id)
-            if rec is None:  # pragma: no cover - deleted between search and fetch (impossible under the lock)
+        for score, rowid in zip(scores[0].tolist(), rowids[0].tolist(), strict=True):
+            rec = records.get(rowid)
+            if rec is None:  # -1 padding: fewer matches than top_k
                 continue
             nodes.append(record_to_node(rec))
-            sims.append(h.score)
-            ids.append(h.passage_id)
+            sims.append(score)
+            ids.append(rec["id"])
         return VectorStoreQueryResult(nodes=nodes, similarities=sims, ids=ids)
+
+    def _allowed_rowids(
+        self, filters: MetadataFilters | None, doc_ids: list[str] | None, node_ids: list[str] | None
+    ) -> np.ndarray | None:
+        """FAISS ids the search may return (``None``: all); id restrictions go through SQLite indexes."""
+        predicate = build_predicate(filters)
+        if node_ids or doc_ids:
+            candidates = self._store.rowids_of(passage_ids=node_ids or None, doc_ids=doc_ids or None)
+            if predicate is None:
+                return candidates
+            by_rowid = self._store.records_by_rowid(candidates.tolist())
+            return np.asarray([r for r in candidates.tolist() if predicate(by_rowid[r])], dtype=np.int64)
+        if predicate is None:
+            return None
+        rowids, records = self._filter_view()
+        mask = np.fromiter((predicate(r) for r in records), dtype=np.bool_, count=len(records))
+        return rowids[mask]
+
+    def _filter_view(self) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        """What metadata filters look at, for every passage with a vector, kept while the store is unchanged.
+
+        Parsing every stored row for each filtered query costs seconds at 100k nodes; this view (ids,
+        document, metadata, node class and SOURCE id: no text, no node JSON) is read once per store
+        generation, so repeated filtered queries only run the predicate. Any write makes a new generation.
+        """
+        generation = self._store.manifest["generation"]
+        if self._view is None or self._view[0] != generation:
+            records: list[dict[str, Any]] = []
+
+            def collect(rec: Mapping[str, Any]) -> bool:  # one pass over the rows, keeping what filters need
+                payload = rec["extra"].get(NODE_KEY)
+                extra = {} if payload is None else {NODE_KEY: _payload_for_filters(payload)}
+                records.append({"id": rec["id"], "doc_id": rec["doc_id"], "meta": rec["meta"], "extra": extra})
+                return True
+
+            rowids = self._store.allowed_rowids(collect)
+            assert rowids is not None and len(rowids) == len(records)
+            self._view = (generation, rowids, records)
+        return self._view[1], self._view[2]
 
     # -- persistence ----------------------------------------------------------------------------------
     def persist(self, persist_path: str, fs: fsspec.AbstractFileSystem | None = None) -> None:
@@ -354,25 +399,26 @@ class RagHierVectorStore(BasePydanticVectorStore):
         """
         _check_local(fs)
         target = _store_dir_for(persist_path)
+        if target.exists() and (not target.is_dir() or (not (target / MANIFEST).exists() and any(target.iterdir()))):
+            raise StoreError(f"cannot persist to {target}: it exists and does not hold a rag-hier store")
         with self._lock:
-            if target.exists() and target.resolve() == self._store.path.resolve():
+            source = self._store.path
+            if target.exists() and target.resolve() == source.resolve():
                 return
             target.parent.mkdir(parents=True, exist_ok=True)
             staging = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
             staging.mkdir()
             try:
-                names = [*self._store.manifest.get("files", {}), MANIFEST]
-                for name in names:
-                    shutil.copy2(self._store.path / name, staging / name)
+                # every file the committed manifest lists (SQLite, FAISS), then the manifest itself
+                listed = json.loads((source / MANIFEST).read_text(encoding="utf-8")).get("files", {})
+                for name in [*listed, MANIFEST]:
+                    shutil.copy2(source / name, staging / name)
                 HierStore.open(staging, read_only=True).close()  # verify counts and checksums
             except BaseException:
                 shutil.rmtree(staging, ignore_errors=True)
                 raise
         old = None
         if target.exists():
-            if not target.is_dir() or (not (target / MANIFEST).exists() and any(target.iterdir())):
-                shutil.rmtree(staging, ignore_errors=True)
-                raise StoreError(f"cannot persist to {target}: it exists and does not hold a rag-hier store")
             old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
             target.replace(old)
         staging.replace(target)

@@ -1,0 +1,226 @@
+"""Query latency of RagHierVectorStore vs LlamaIndex's SimpleVectorStore and FaissVectorStore.
+
+Usage::
+
+    python benchmarks/bench_llama_index.py [--n 100000] [--dim 384] [--queries 50] [--threads N]
+
+Setup (one run, one process): ``n`` synthetic random unit vectors of ``dim`` dimensions, each a short
+``TextNode`` (``"node <i>"``, metadata ``{"cat": i % 10}``, SOURCE = one of ``n/10`` documents), added to
+
+* ``RagHierVectorStore`` (flat index, cosine; a store directory on disk, every write committed) in
+  batches of 2,048 nodes, as ``VectorStoreIndex`` inserts them;
+* ``SimpleVectorStore`` (llama-index-core; in memory, a Python loop per query);
+* ``FaissVectorStore`` (llama-index-vector-stores-faiss; a bare ``faiss.IndexFlatIP``, in memory).
+
+The same query vectors (random unit vectors) go to every store through ``store.query(VectorStoreQuery(
+query_embedding=..., similarity_top_k=10))``, after 3 warm-up queries. Latency is wall time per query,
+median and p95 in milliseconds, and the ratio to RagHierVectorStore. Note what each store returns:
+RagHierVectorStore returns the nodes themselves (``stores_text=True``: SQLite fetch + node rebuild
+included); the other two return ids only, which ``VectorStoreIndex`` then looks up in its docstore.
+
+Filtered rows: a metadata filter ``cat == 3`` (10% of the nodes; FaissVectorStore has no filters) and a
+``doc_ids`` restriction to 10 documents (100 nodes; SimpleVectorStore ignores ``doc_ids``).
+RagHierVectorStore evaluates metadata filters over an in-memory view of the metadata that it reads once
+per store generation; the last row times a filtered query right after a write (one node added, not
+timed), which pays that read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+
+
+def _percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q))
+
+
+def _time_queries(query: Callable[[list[float]], object], queries: np.ndarray, warmup: int = 3) -> list[float]:
+    for q in queries[:warmup]:
+        query(q.tolist())
+    times = []
+    for q in queries:
+        vec = q.tolist()
+        t0 = time.perf_counter()
+        query(vec)
+        times.append((time.perf_counter() - t0) * 1000.0)
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=100_000, help="nodes")
+    parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--queries", type=int, default=50)
+    parser.add_argument("--top-k", type=int, default=10)
+    parser.add_argument("--after-write-queries", type=int, default=5, help="filtered queries each after a write")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=None, help="FAISS OpenMP threads (default: FAISS's)")
+    parser.add_argument("--out", type=Path, default=HERE / "out" / "llama_index.json", help="JSON results file")
+    args = parser.parse_args(argv)
+
+    import faiss
+    import llama_index.core
+    from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+    from llama_index.core.vector_stores import SimpleVectorStore
+    from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters, VectorStoreQuery
+    from llama_index.vector_stores.faiss import FaissVectorStore
+    from llama_index.vector_stores.rag_hier import RagHierVectorStore
+
+    if args.threads:
+        faiss.omp_set_num_threads(args.threads)
+    rng = np.random.default_rng(args.seed)
+    data = rng.standard_normal((args.n, args.dim)).astype(np.float32)
+    data /= np.linalg.norm(data, axis=1, keepdims=True)
+    queries = rng.standard_normal((args.queries, args.dim)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+
+    t0 = time.perf_counter()
+    nodes = [
+        TextNode(
+            text=f"node {i}",
+            id_=f"n{i}",
+            embedding=data[i].tolist(),
+            metadata={"cat": i % 10},
+            relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=f"d{i // 10}")},
+        )
+        for i in range(args.n)
+    ]
+    print(f"built {args.n} nodes in {time.perf_counter() - t0:.1f}s")
+
+    build: dict[str, float] = {}
+    tmp = tempfile.TemporaryDirectory(prefix="bench-llama-index-")
+    rag = RagHierVectorStore(Path(tmp.name) / "store")
+    t0 = time.perf_counter()
+    for i in range(0, args.n, 2048):
+        rag.add(nodes[i : i + 2048])
+    build["RagHierVectorStore"] = time.perf_counter() - t0
+
+    simple = SimpleVectorStore()
+    t0 = time.perf_counter()
+    simple.add(nodes)
+    build["SimpleVectorStore"] = time.perf_counter() - t0
+
+    fstore = FaissVectorStore(faiss_index=faiss.IndexFlatIP(args.dim))
+    t0 = time.perf_counter()
+    for i in range(0, args.n, 2048):
+        fstore.add(nodes[i : i + 2048])
+    build["FaissVectorStore"] = time.perf_counter() - t0
+    for name, secs in build.items():
+        print(f"add {name}: {secs:.1f}s")
+
+    k = args.top_k
+    cat3 = MetadataFilters(filters=[MetadataFilter(key="cat", value=3)])
+    docs10 = [f"d{j}" for j in range(0, args.n // 10, max(1, args.n // 100))][:10]
+
+    def q(store, **kw):
+        return lambda v: store.query(VectorStoreQuery(query_embedding=v, similarity_top_k=k, **kw))
+
+    # sanity: every store finds the same nearest node for the first query
+    first = [
+        s.query(VectorStoreQuery(query_embedding=queries[0].tolist(), similarity_top_k=k)).ids[0] for s in (rag, simple)
+    ]
+    faiss_first = fstore.query(VectorStoreQuery(query_embedding=queries[0].tolist(), similarity_top_k=k)).ids[0]
+    assert first[0] == first[1] == f"n{faiss_first}", (first, faiss_first)
+
+    cases: list[tuple[str, str, Callable[[list[float]], object]]] = [
+        ("unfiltered", "RagHierVectorStore", q(rag)),
+        ("unfiltered", "SimpleVectorStore", q(simple)),
+        ("unfiltered", "FaissVectorStore", q(fstore)),
+        ("filter cat == 3 (10%)", "RagHierVectorStore", q(rag, filters=cat3)),
+        ("filter cat == 3 (10%)", "SimpleVectorStore", q(simple, filters=cat3)),
+        ("doc_ids: 10 documents", "RagHierVectorStore", q(rag, doc_ids=docs10)),
+    ]
+
+    def after_a_write(v: list[float]) -> None:  # not timed: one write, so the filter view is stale
+        node = TextNode(text="x", id_=f"w{len(write_times)}", embedding=v, metadata={"cat": 99})
+        rag.add([node])
+        t0 = time.perf_counter()
+        rag.query(VectorStoreQuery(query_embedding=v, similarity_top_k=k, filters=cat3))
+        write_times.append((time.perf_counter() - t0) * 1000.0)
+
+    write_times: list[float] = []
+    rows = []
+    for case, name, fn in cases:
+        times = _time_queries(fn, queries)
+        row = {
+            "case": case,
+            "store": name,
+            "queries": len(times),
+            "median_ms": statistics.median(times),
+            "p95_ms": _percentile(times, 95),
+        }
+        rows.append(row)
+        print(f"{case:<24} {name:<20} median {row['median_ms']:9.2f} ms   p95 {row['p95_ms']:9.2f} ms")
+
+    for v in queries[: args.after_write_queries]:
+        after_a_write(v.tolist())
+    rows.append(
+        {
+            "case": "filter cat == 3, first query after a write",
+            "store": "RagHierVectorStore",
+            "queries": len(write_times),
+            "median_ms": statistics.median(write_times),
+            "p95_ms": _percentile(write_times, 95),
+        }
+    )
+    print(f"{rows[-1]['case']:<24} RagHierVectorStore   median {rows[-1]['median_ms']:9.2f} ms")
+
+    base = {r["case"]: r for r in rows if r["store"] == "RagHierVectorStore"}
+    lines = [
+        f"LlamaIndex vector stores, {args.n:,} nodes × {args.dim}-d, top_k={k}, {args.queries} queries "
+        f"(llama-index-core {llama_index.core.__version__}, faiss {faiss.__version__}, "
+        f"{os.cpu_count()} CPUs, {faiss.omp_get_max_threads()} FAISS threads, {platform.machine()})",
+        "",
+        "| query | store | median ms | p95 ms | median vs RagHier | add (s) |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        ratio = r["median_ms"] / base[r["case"]]["median_ms"]
+        added = f"{build[r['store']]:.1f}" if r["case"] == "unfiltered" else ""
+        ratio_txt = f"{ratio:.2f}×" if r["store"] != "RagHierVectorStore" else "1"
+        lines.append(
+            f"| {r['case']} | {r['store']} | {r['median_ms']:.2f} | {r['p95_ms']:.2f} | {ratio_txt} | {added} |"
+        )
+    table = "\n".join(lines)
+    print()
+    print(table)
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(
+        json.dumps(
+            {
+                "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                "n": args.n,
+                "dim": args.dim,
+                "top_k": k,
+                "queries": args.queries,
+                "cpus": os.cpu_count(),
+                "faiss_threads": faiss.omp_get_max_threads(),
+                "build_s": build,
+                "rows": rows,
+                "table_md": table,
+            },
+            indent=2,
+        ),
+        encoding="utf-8",
+    )
+    rag.close()
+    tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
