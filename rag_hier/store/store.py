@@ -76,7 +76,9 @@ CREATE TABLE IF NOT EXISTS passages (
 CREATE INDEX IF NOT EXISTS passages_by_doc ON passages(doc_id, position);
 CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
-_PASSAGE_COLUMNS = "id, passage_id, doc_id, position, section, title_path, text, meta, extra"
+_PASSAGE_COLUMNS = "id, passage_id, doc_id, position, section, title_path, text, meta, extra, has_vector"
+_RECORD_CACHE_MAX = 500_000
+"""Stores with at most this many passages keep their parsed records in memory for filtered reads."""
 
 
 def _step(name: str) -> None:
@@ -1128,9 +1130,10 @@ class HierStore:
     # ------------------------------------------------------------------------------------------------
     @staticmethod
     def _row_to_record(row: Sequence[Any]) -> dict[str, Any]:
-        rowid, pid, doc_id, position, section, title_path, text, meta, extra = row
+        rowid, pid, doc_id, position, section, title_path, text, meta, extra, has_vector = row
         return {
             "_rowid": rowid,
+            "_has_vector": bool(has_vector),
             "id": pid,
             "doc_id": doc_id,
             "position": position,
@@ -1150,8 +1153,8 @@ class HierStore:
             text=rec["content"],
             title_path=rec["title_path"],
             section=rec["section"],
-            meta=rec["meta"],
-            extra=rec["extra"],
+            meta=dict(rec["meta"]),
+            extra=dict(rec["extra"]),
         )
 
     def _records(self, where: str = "", params: Sequence[Any] = ()) -> Iterator[dict[str, Any]]:
@@ -1160,10 +1163,31 @@ class HierStore:
             for row in rows:
                 yield self._row_to_record(row)
 
+    def _scan(self) -> list[dict[str, Any]]:
+        """Every passage record, in insertion order, for filter evaluation.
+
+        Outside a write, the parsed records of stores up to ``_RECORD_CACHE_MAX`` passages are kept and
+        reused until the next commit, so repeated filtered searches do not re-parse every row.
+        Callers must not modify the records.
+        """
+        generation = self._state["generation"]
+        cached = getattr(self, "_record_cache", None)
+        if self._depth == 0 and cached is not None and cached[0] == generation:
+            return cached[1]
+        records = list(self._records())
+        if self._depth == 0 and len(records) <= _RECORD_CACHE_MAX:
+            self._record_cache = (generation, records)
+        return records
+
+    @property
+    def generation(self) -> int:
+        """The committed generation: it changes with every commit (cheap to poll)."""
+        return int(self._state["generation"])
+
     def iter_passages(self, filters: Mapping[str, Any] | Predicate | None = None) -> Iterator[Passage]:
         """Passages matching ``filters``, in insertion order."""
         predicate = compile_filter(filters)
-        for rec in list(self._records()):
+        for rec in self._scan():
             if predicate is None or predicate(rec):
                 yield self._record_to_passage(rec)
 
@@ -1233,7 +1257,7 @@ class HierStore:
         predicate = compile_filter(filters)
         if predicate is None:
             return int(self._db.execute("SELECT count(*) FROM passages").fetchone()[0])
-        return sum(1 for r in self._records() if predicate(r))
+        return sum(1 for r in self._scan() if predicate(r))
 
     def document_ids(self) -> list[str]:
         """Ids of all stored documents, in insertion order."""
@@ -1258,7 +1282,7 @@ class HierStore:
         predicate = compile_filter(filters)
         if predicate is None:
             return None
-        rows = [r["_rowid"] for r in self._records("WHERE has_vector=1") if predicate(r)]
+        rows = [r["_rowid"] for r in self._scan() if r["_has_vector"] and predicate(r)]
         return np.asarray(rows, dtype=np.int64)
 
     def records_by_rowid(self, rowids: Iterable[int]) -> dict[int, dict[str, Any]]:
