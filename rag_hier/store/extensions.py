@@ -41,7 +41,12 @@ __all__ = ["KNOWN_EXTENSIONS", "StoreExtension", "extension_class", "register_ex
 
 _REGISTRY: dict[str, type[StoreExtension]] = {}
 
-KNOWN_EXTENSIONS: dict[str, str] = {}
+KNOWN_EXTENSIONS: dict[str, str] = {
+    "doc-index": "rag_hier.index.document",
+    "tree": "rag_hier.store.tree",
+    "token-index": "rag_hier.index.token",
+    "svdr-vectors": "rag_hier.index.sparse",
+}
 """Registry key → rag-hier module that defines it (imported on demand when a store names the key)."""
 
 E = TypeVar("E", bound="type[StoreExtension]")

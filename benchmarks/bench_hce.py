@@ -1,0 +1,361 @@
+"""HCE on SciFact (BEIR): base vs +CT vs HCE-U/S/J at one step budget; the tree index vs FAISS IVF; tree build time.
+
+Usage (each stage writes ``benchmarks/out/hce/<stage>.json``; run them in the background with nohup)::
+
+    python benchmarks/bench_hce.py base            # encode the corpus with the base model (cached) + test metrics
+    python benchmarks/bench_hce.py ct              # +CT: MultipleNegativesRankingLoss (symmetric, scale 1/tau)
+    python benchmarks/bench_hce.py hce-u           # HCE unsupervised (ICT)
+    python benchmarks/bench_hce.py hce-s           # HCE supervised
+    python benchmarks/bench_hce.py hce-j           # HCE joint (supervised + alpha * ICT)
+    python benchmarks/bench_hce.py tree            # tree beam search vs FAISS IVF: Recall@100 by fraction scored
+    python benchmarks/bench_hce.py build --n 1000000 --dim 384   # ClusterTree build time on random unit vectors
+
+Protocol: corpus = SciFact ``corpus.jsonl.gz`` (5,183 documents kept whole, encoded as ``"<title>, <text>"``
+like the store), training pairs = ``qrels/train.tsv``, evaluation = the 300 queries of ``qrels/test.tsv``,
+nDCG@10 / Recall@100 through :func:`rag_hier.eval.evaluate` (pytrec_eval). Every model starts from the
+offline all-MiniLM-L6-v2 and gets the same budget (``--steps`` optimizer steps of ``--batch-size`` pairs,
+``--max-seq-length`` tokens, lr, tau); the budget is recorded in every JSON file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_DATA = HERE.parent.parent / "shared" / "data" / "scifact"
+OUT = HERE / "out" / "hce"
+BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+METRICS = ("ndcg@10", "recall@100", "recall@10", "mrr@10")
+
+
+def load_scifact(data: Path) -> tuple[list[Any], dict[str, str], dict, dict]:
+    from rag_hier.corpus import read_beir_corpus, read_qrels, read_queries, split_documents
+
+    passages = split_documents(read_beir_corpus(data), 0)
+    return (
+        passages,
+        read_queries(data / "queries.jsonl"),
+        read_qrels(data / "qrels" / "test.tsv"),
+        read_qrels(data / "qrels" / "train.tsv"),
+    )
+
+
+def encode(model: Any, texts: list[str], *, query: bool, batch_size: int = 32) -> np.ndarray:
+    fn = getattr(model, "encode_query" if query else "encode_document", model.encode)
+    emb = fn(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+    return np.ascontiguousarray(emb, dtype=np.float32)
+
+
+def evaluate_embeddings(q_emb: np.ndarray, qids: list[str], c_emb: np.ndarray, doc_ids: list[str], qrels: dict) -> dict:
+    from rag_hier.eval import evaluate
+
+    scores = q_emb @ c_emb.T
+    top = np.argsort(-scores, axis=1)[:, :100]
+    run = {q: {doc_ids[j]: float(scores[i, j]) for j in top[i]} for i, q in enumerate(qids)}
+    return {k: round(v, 4) for k, v in evaluate(run, qrels, METRICS).items()}
+
+
+def base_embeddings(args: argparse.Namespace, passages: list[Any]) -> np.ndarray:
+    path = OUT / f"base_corpus_len{args.max_seq_length}.npy"
+    if path.exists():
+        return np.load(path, allow_pickle=False)
+    from sentence_transformers import SentenceTransformer
+
+    from rag_hier.encoders.dense import resolve_model_path
+
+    model = SentenceTransformer(resolve_model_path(BASE_MODEL), device="cpu")
+    model.max_seq_length = args.max_seq_length
+    t = time.perf_counter()
+    emb = encode(model, [p.embedding_text for p in passages], query=False)
+    np.save(path, emb, allow_pickle=False)
+    logging.info("encoded the corpus with the base model in %.0fs", time.perf_counter() - t)
+    return emb
+
+
+def budget(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "steps": args.steps,
+        "batch_size": args.batch_size,
+        "max_seq_length": args.max_seq_length,
+        "learning_rate": args.lr,
+        "temperature": args.temperature,
+        "n_negatives": args.negatives,
+        "levels_m": args.levels_m,
+        "alpha": args.alpha,
+        "seed": args.seed,
+        "threads": args.threads,
+    }
+
+
+def stage_base(args: argparse.Namespace) -> dict[str, Any]:
+    from sentence_transformers import SentenceTransformer
+
+    from rag_hier.encoders.dense import resolve_model_path
+
+    passages, queries, test_qrels, _ = load_scifact(args.data)
+    t = time.perf_counter()
+    c_emb = base_embeddings(args, passages)
+    model = SentenceTransformer(resolve_model_path(BASE_MODEL), device="cpu")
+    model.max_seq_length = args.max_seq_length
+    qids = [q for q in test_qrels if q in queries]
+    q_emb = encode(model, [queries[q] for q in qids], query=True)
+    metrics = evaluate_embeddings(q_emb, qids, c_emb, [p.doc_id for p in passages], test_qrels)
+    return {"method": "base", "metrics": metrics, "eval_seconds": round(time.perf_counter() - t, 1)}
+
+
+def stage_train(args: argparse.Namespace, method: str) -> dict[str, Any]:
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from rag_hier.encoders.dense import resolve_model_path
+    from rag_hier.training.hce import HCEConfig, HCETrainer
+
+    passages, queries, test_qrels, train_qrels = load_scifact(args.data)
+    c_base = base_embeddings(args, passages)
+    out_dir = OUT / f"model-{method}"
+    torch.manual_seed(args.seed)
+    t0 = time.perf_counter()
+    info: dict[str, Any] = {}
+    if method == "ct":
+        from datasets import Dataset
+        from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+        from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+        from sentence_transformers.sentence_transformer.training_args import BatchSamplers
+
+        from rag_hier.training.hce import TrainingCorpus
+        from rag_hier.training.hce.data import resolve_pairs
+
+        corpus = TrainingCorpus.from_passages(passages)
+        pairs = resolve_pairs(corpus, queries, train_qrels)
+        rng = np.random.default_rng(args.seed)
+        order = rng.permutation(len(pairs))
+        ds = Dataset.from_dict(
+            {"anchor": [pairs[i].query for i in order], "positive": [corpus.texts[pairs[i].positive] for i in order]}
+        )
+        model = SentenceTransformer(resolve_model_path(BASE_MODEL), device="cpu")
+        model.max_seq_length = args.max_seq_length
+        loss = MultipleNegativesRankingLoss(
+            model,
+            scale=1.0 / args.temperature,
+            directions=("query_to_doc", "doc_to_query"),
+            partition_mode="per_direction",
+        )
+        targs = SentenceTransformerTrainingArguments(
+            output_dir=str(OUT / "scratch-ct"),
+            max_steps=args.steps,
+            per_device_train_batch_size=args.batch_size,
+            learning_rate=args.lr,
+            warmup_ratio=0.1,
+            seed=args.seed,
+            batch_sampler=BatchSamplers.NO_DUPLICATES,
+            save_strategy="no",
+            logging_steps=1,
+            report_to="none",
+            disable_tqdm=True,
+            use_cpu=True,
+        )
+        trainer = SentenceTransformerTrainer(model=model, args=targs, train_dataset=ds, loss=loss)
+        trainer.train()
+        model.save(str(out_dir))
+        info["steps_done"] = int(trainer.state.global_step)
+    else:
+        mode = {"hce-u": "unsupervised", "hce-s": "supervised", "hce-j": "joint"}[method]
+        cfg = HCEConfig(
+            mode=mode,  # type: ignore[arg-type]
+            unsupervised_task="ict",
+            levels_m=args.levels_m,
+            n_negatives=args.negatives,
+            temperature=args.temperature,
+            alpha=args.alpha,
+            learning_rate=args.lr,
+            batch_size=args.batch_size,
+            epochs=1,
+            max_steps=args.steps,
+            steps_per_epoch=args.steps,
+            recluster="never",
+            dev_fraction=0.0,
+            dev_size=0,
+            max_seq_length=args.max_seq_length,
+            seed=args.seed,
+            logging_steps=1,
+        )
+        trainer = HCETrainer(BASE_MODEL, cfg, device="cpu", show_progress_bar=False)
+        result = trainer.train(
+            passages,
+            out_dir,
+            queries=queries if mode != "unsupervised" else None,
+            qrels=train_qrels if mode != "unsupervised" else None,
+            corpus_embeddings=c_base,
+        )
+        info["steps_done"] = result.steps
+        info["tree"] = result.history[0].tree
+    train_seconds = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    model = SentenceTransformer(str(out_dir), device="cpu")
+    model.max_seq_length = args.max_seq_length
+    c_emb = encode(model, [p.embedding_text for p in passages], query=False)
+    qids = [q for q in test_qrels if q in queries]
+    q_emb = encode(model, [queries[q] for q in qids], query=True)
+    metrics = evaluate_embeddings(q_emb, qids, c_emb, [p.doc_id for p in passages], test_qrels)
+    return {
+        "method": method,
+        "metrics": metrics,
+        "train_seconds": round(train_seconds, 1),
+        "eval_seconds": round(time.perf_counter() - t1, 1),
+        "budget": budget(args),
+        **info,
+    }
+
+
+def stage_tree(args: argparse.Namespace) -> dict[str, Any]:
+    import faiss
+    from sentence_transformers import SentenceTransformer
+
+    from rag_hier.encoders.dense import resolve_model_path
+    from rag_hier.eval import evaluate
+    from rag_hier.index.tree import ClusterTree
+
+    passages, queries, test_qrels, _ = load_scifact(args.data)
+    c_emb = base_embeddings(args, passages)
+    doc_ids = [p.doc_id for p in passages]
+    model = SentenceTransformer(resolve_model_path(BASE_MODEL), device="cpu")
+    model.max_seq_length = args.max_seq_length
+    qids = [q for q in test_qrels if q in queries]
+    q_emb = encode(model, [queries[q] for q in qids], query=True)
+
+    def run_of(scores: np.ndarray, ids: np.ndarray) -> dict:
+        return {
+            q: {doc_ids[int(j)]: float(s) for s, j in zip(scores[i], ids[i], strict=True) if j >= 0}
+            for i, q in enumerate(qids)
+        }
+
+    exact = evaluate_embeddings(q_emb, qids, c_emb, doc_ids, test_qrels)
+    t = time.perf_counter()
+    tree = ClusterTree.build(c_emb, branching=args.branching)
+    build_s = time.perf_counter() - t
+    rows = []
+    for beam in args.beams:
+        t = time.perf_counter()
+        res = tree.search(q_emb, beam=beam, top_k=100, vectors_of=lambda pos: c_emb[pos])
+        m = evaluate(run_of(res.scores, res.ids), test_qrels, ("recall@100", "ndcg@10"))
+        rows.append(
+            {
+                "index": "tree",
+                "beam": beam,
+                "fraction_scored": round(float(res.fraction_scored.mean()), 4),
+                "recall@100": round(m["recall@100"], 4),
+                "ndcg@10": round(m["ndcg@10"], 4),
+                "ms_per_query": round(1000 * (time.perf_counter() - t) / len(qids), 2),
+            }
+        )
+    nlist = tree.n_leaves
+    quant = faiss.IndexFlatIP(c_emb.shape[1])
+    ivf = faiss.IndexIVFFlat(quant, c_emb.shape[1], nlist, faiss.METRIC_INNER_PRODUCT)
+    ivf.cp.seed = args.seed
+    ivf.train(c_emb)
+    ivf.add(c_emb)
+    list_sizes = np.array([ivf.invlists.list_size(i) for i in range(nlist)])
+    for nprobe in args.nprobes:
+        ivf.nprobe = nprobe
+        _, probed = quant.search(q_emb, nprobe)
+        frac = float(list_sizes[probed].sum(axis=1).mean() / len(c_emb))
+        scores, ids = ivf.search(q_emb, 100)
+        m = evaluate(run_of(scores, ids), test_qrels, ("recall@100", "ndcg@10"))
+        rows.append(
+            {
+                "index": "faiss-ivf",
+                "nprobe": nprobe,
+                "fraction_scored": round(frac, 4),
+                "recall@100": round(m["recall@100"], 4),
+                "ndcg@10": round(m["ndcg@10"], 4),
+            }
+        )
+    return {
+        "exact": exact,
+        "tree": tree.describe(),
+        "tree_build_seconds": round(build_s, 2),
+        "ivf_nlist": nlist,
+        "rows": rows,
+        "max_seq_length": args.max_seq_length,
+    }
+
+
+def stage_build(args: argparse.Namespace) -> dict[str, Any]:
+    from rag_hier.index.tree import ClusterTree, TreeBuildConfig
+
+    rng = np.random.default_rng(args.seed)
+    x = rng.standard_normal((args.n, args.dim), dtype=np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    cfg = TreeBuildConfig(
+        branching=args.branching, niter=args.niter, max_points_per_centroid=args.max_points_per_centroid, seed=args.seed
+    )
+    t = time.perf_counter()
+    tree = ClusterTree.build(x, config=cfg)
+    seconds = time.perf_counter() - t
+    return {
+        "n": args.n,
+        "dim": args.dim,
+        "config": cfg.to_dict(),
+        "seconds": round(seconds, 1),
+        "tree": tree.describe(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("stage", choices=("base", "ct", "hce-u", "hce-s", "hce-j", "tree", "build"))
+    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    p.add_argument("--max-seq-length", type=int, default=128)
+    p.add_argument("--steps", type=int, default=16)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--temperature", type=float, default=0.01)
+    p.add_argument("--negatives", type=int, default=1)
+    p.add_argument("--levels-m", type=int, default=2)
+    p.add_argument("--alpha", type=float, default=0.5)
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--branching", type=int, default=None)
+    p.add_argument("--beams", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
+    p.add_argument("--nprobes", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
+    p.add_argument("--n", type=int, default=1_000_000)
+    p.add_argument("--dim", type=int, default=384)
+    p.add_argument("--niter", type=int, default=20)
+    p.add_argument("--max-points-per-centroid", type=int, default=256)
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    for noisy in ("transformers", "sentence_transformers", "httpx", "datasets", "faiss"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    import faiss
+    import torch
+
+    torch.set_num_threads(args.threads)
+    faiss.omp_set_num_threads(args.threads)
+    OUT.mkdir(parents=True, exist_ok=True)
+    t = time.perf_counter()
+    if args.stage == "base":
+        result = stage_base(args)
+    elif args.stage == "tree":
+        result = stage_tree(args)
+    elif args.stage == "build":
+        result = stage_build(args)
+    else:
+        result = stage_train(args, args.stage)
+    result["total_seconds"] = round(time.perf_counter() - t, 1)
+    result["machine"] = f"{platform.processor() or platform.machine()}, {args.threads} threads (shared 2-core host)"
+    name = args.stage if args.stage != "build" else f"build-{args.n}"
+    (OUT / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

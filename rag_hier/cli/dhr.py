@@ -1,0 +1,269 @@
+"""CLI plugin: Dense Hierarchical Retrieval (DHR).
+
+- ``rag-hier index CORPUS --store S --hierarchical [--doc-representation mean|summary] [--doc-model M]``
+  builds the document-level index next to the passage index (it then follows every later write);
+- ``rag-hier search|eval --strategy hierarchical [--k1 K] [--lambda L] [--hierarchical-mode serial|parallel]``;
+- ``rag-hier train dhr CORPUS --qa QUESTIONS --output DIR [--base-model M] ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from rag_hier.cli.plugins import Strategy
+
+__all__ = ["STRATEGIES", "add_index_arguments", "add_search_arguments", "add_train_parser", "after_index"]
+
+
+def _cli_error(message: str) -> Exception:
+    from rag_hier.cli.main import CliError
+
+    return CliError(message)
+
+
+# ----------------------------------------------------------------------------------------------------
+# index
+# ----------------------------------------------------------------------------------------------------
+def add_index_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--hierarchical``, ``--doc-representation``, ``--doc-model``."""
+    from rag_hier.index.document import DOC_REPRESENTATIONS
+
+    parser.add_argument(
+        "--hierarchical",
+        action="store_true",
+        help="also build the document-level index for --strategy hierarchical (DHR); kept in sync afterwards",
+    )
+    parser.add_argument(
+        "--doc-representation",
+        choices=DOC_REPRESENTATIONS,
+        default=None,
+        help="how a document is represented in the document index: mean of its passage vectors (default) "
+        "or its DHR summary (title + abstract + table of contents) encoded",
+    )
+    parser.add_argument(
+        "--doc-model",
+        default=None,
+        help="a distinct document encoder for --doc-representation summary (e.g. `rag-hier train dhr "
+        "--separate-encoders` output DIR/document); default: the store's model",
+    )
+
+
+def after_index(store: Any, args: argparse.Namespace) -> str | None:
+    """Attach (or rebuild) the document index when asked; report it whenever the store has one."""
+    from rag_hier.index.document import DocumentIndex
+
+    ext = store.extension(DocumentIndex.name)
+    rep = getattr(args, "doc_representation", None)
+    model = getattr(args, "doc_model", None)
+    wanted = bool(getattr(args, "hierarchical", False) or rep or model)
+    if not wanted:
+        return None if ext is None else f"document index ({ext.representation}): follows this write"
+    if model and rep == "mean":
+        raise _cli_error("--doc-model applies to --doc-representation summary, not mean")
+    if rep is None:
+        rep = "summary" if model else (ext.representation if isinstance(ext, DocumentIndex) else "mean")
+    if model is None and isinstance(ext, DocumentIndex) and rep == "summary":
+        model = ext.model
+    if isinstance(ext, DocumentIndex) and ext.representation == rep and ext.model == model:
+        return f"document index ({rep}): follows this write"
+    encoder = None
+    if model is not None:
+        from rag_hier.encoders.dense import DenseEncoder
+
+        encoder = DenseEncoder(model, device=args.device, show_progress_bar=not args.no_progress)
+        if args.batch_size:
+            encoder.batch_size = args.batch_size
+    new = DocumentIndex(rep, encoder=encoder) if encoder is not None else DocumentIndex(rep)
+    store.add_extension(new, replace=ext is not None)
+    return f"document index: {len(new)} documents ({rep}{', ' + model if model else ''}), built"
+
+
+# ----------------------------------------------------------------------------------------------------
+# search
+# ----------------------------------------------------------------------------------------------------
+def add_search_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--k1``, ``--lambda``, ``--hierarchical-mode`` (used by ``--strategy hierarchical``)."""
+    from rag_hier.retrieval.hierarchical import DEFAULT_K1, DEFAULT_LAMBDA, HIERARCHICAL_MODES
+
+    parser.add_argument(
+        "--k1",
+        type=int,
+        default=None,
+        help=f"hierarchical: documents kept by the document-level search (default {DEFAULT_K1})",
+    )
+    parser.add_argument(
+        "--lambda",
+        dest="lambda_",
+        type=float,
+        default=None,
+        metavar="L",
+        help=f"hierarchical: weight of the document score in passage + L*document (default {DEFAULT_LAMBDA:g})",
+    )
+    parser.add_argument(
+        "--hierarchical-mode",
+        choices=HIERARCHICAL_MODES,
+        default="serial",
+        help="hierarchical: serial = passages of the top-k1 documents only (DHR, fast); parallel = all passages "
+        "fused with their document's score (default serial)",
+    )
+
+
+def _search(
+    store: Any, args: argparse.Namespace, queries: list[str], top_k: int, filters: Any, aggregate: str
+) -> list[list[Any]]:
+    from rag_hier.retrieval.hierarchical import DEFAULT_K1, DEFAULT_LAMBDA, HierarchicalRetriever
+
+    k1 = DEFAULT_K1 if args.k1 is None else args.k1
+    lam = DEFAULT_LAMBDA if args.lambda_ is None else args.lambda_
+    if k1 < 1:
+        raise _cli_error(f"--k1 must be >= 1, got {k1}")
+    if not math.isfinite(lam):
+        raise _cli_error(f"--lambda must be a finite number, got {lam}")
+    retriever = HierarchicalRetriever(store, k1=k1, lambda_=lam, mode=args.hierarchical_mode)
+    ext = retriever.document_index
+    if args.batch_size and not ext.shares_encoder:
+        ext.document_encoder(store).batch_size = args.batch_size
+    passage_q, doc_q = retriever.encode_queries(queries)
+    return retriever.search_vectors(passage_q, top_k=top_k, filters=filters, aggregate=aggregate, doc_vectors=doc_q)  # type: ignore[arg-type]
+
+
+STRATEGIES = {
+    "hierarchical": Strategy(
+        "hierarchical",
+        "DHR: top-k1 documents, then only their passages; score = passage + lambda * document "
+        "(needs `rag-hier index --hierarchical`)",
+        _search,
+    )
+}
+
+
+# ----------------------------------------------------------------------------------------------------
+# train
+# ----------------------------------------------------------------------------------------------------
+def add_train_parser(subparsers: Any) -> None:
+    """``rag-hier train dhr``."""
+    from rag_hier.corpus.readers import CORPUS_FORMATS
+    from rag_hier.encoders.dense import DEFAULT_MODEL
+    from rag_hier.training.dhr import DHRTrainingConfig
+
+    d = DHRTrainingConfig()
+    p = subparsers.add_parser(
+        "dhr",
+        help="train DHR document/passage encoders (In-Doc, In-Sec and BM25 negatives)",
+        description="Contrastive training of Dense Hierarchical Retrieval encoders on a corpus and training "
+        "questions: document level (question -> summary, BM25 negatives) and passage level (question -> "
+        "passage, BM25 + In-Doc + In-Sec negatives), in-batch negatives throughout. Saves "
+        "sentence-transformers model directories.",
+    )
+    p.add_argument("corpus", help="corpus file or directory (the documents the questions are about)")
+    p.add_argument(
+        "--qa",
+        required=True,
+        help="training questions: QA questions.jsonl (qid, question, doc_id, paragraph_index, answers) or "
+        'pairs JSONL ({"query", "passage_id"} or {"query", "doc_id"})',
+    )
+    p.add_argument("--output", required=True, help="output directory for the model(s)")
+    p.add_argument("--base-model", default=DEFAULT_MODEL, help=f"model to start from (default {DEFAULT_MODEL})")
+    p.add_argument("--format", choices=CORPUS_FORMATS, default=None, help="corpus format (default: detect)")
+    p.add_argument(
+        "--max-passage-words",
+        type=int,
+        default=d.max_passage_words,
+        help=f"cut passages as `rag-hier index` will (0 = whole paragraphs; default {d.max_passage_words})",
+    )
+    p.add_argument("--epochs", type=int, default=d.epochs, help=f"epochs per iteration (default {d.epochs})")
+    p.add_argument("--learning-rate", type=float, default=d.learning_rate, help=f"default {d.learning_rate}")
+    p.add_argument(
+        "--iterations", type=int, choices=(1, 2), default=d.iterations, help="2: retrain with mined negatives"
+    )
+    p.add_argument(
+        "--separate-encoders",
+        action="store_true",
+        help="train a document and a passage model (DIR/document, DIR/passage) instead of one shared model",
+    )
+    p.add_argument("--levels", default=",".join(d.levels), help="levels to train: document,passage (default both)")
+    p.add_argument("--bm25-negatives", type=int, default=d.bm25_negatives, help="per question (default 1)")
+    p.add_argument(
+        "--in-doc-negatives", type=int, default=d.in_doc_negatives, help="per question (default 0; In-Sec falls back)"
+    )
+    p.add_argument(
+        "--in-sec-negatives",
+        type=int,
+        default=d.in_sec_negatives,
+        help="per question, same section, else same document (default 1)",
+    )
+    p.add_argument(
+        "--negatives-model",
+        default=None,
+        help="mine negatives with this trained model instead of BM25 (DHR's second iteration on its own)",
+    )
+    p.add_argument(
+        "--mini-batch-size",
+        type=int,
+        default=None,
+        help="bound memory: cached (GradCache) loss over mini-batches of N texts (default: plain loss)",
+    )
+    p.add_argument("--doc-negatives", type=int, default=d.doc_negatives, help="document level (default 1)")
+    p.add_argument("--max-seq-length", type=int, default=None, help="override the model's sequence limit")
+    p.add_argument("--eval-qa", default=None, help="held-out questions over the same corpus, scored after training")
+    p.add_argument("--seed", type=int, default=d.seed, help=f"default {d.seed}")
+    p.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA when available)")
+    p.add_argument("--batch-size", type=int, default=d.batch_size, help=f"questions per batch (default {d.batch_size})")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.set_defaults(func=_train)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rag_hier.corpus.readers import detect_format, read_corpus
+    from rag_hier.training.dhr import DHRTrainer, DHRTrainingConfig, read_examples
+
+    corpus = Path(args.corpus)
+    if not corpus.exists():
+        raise _cli_error(f"corpus {corpus} does not exist")
+    levels = tuple(x.strip() for x in args.levels.split(",") if x.strip())
+    try:
+        config = DHRTrainingConfig(
+            base_model=args.base_model,
+            shared_encoder=not args.separate_encoders,
+            levels=levels,
+            max_passage_words=args.max_passage_words,
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            learning_rate=args.learning_rate,
+            bm25_negatives=args.bm25_negatives,
+            in_doc_negatives=args.in_doc_negatives,
+            in_sec_negatives=args.in_sec_negatives,
+            doc_negatives=args.doc_negatives,
+            iterations=args.iterations,
+            negatives_model=args.negatives_model,
+            mini_batch_size=args.mini_batch_size,
+            max_seq_length=args.max_seq_length,
+            device=args.device,
+            seed=args.seed,
+            show_progress_bar=not args.no_progress,
+        )
+    except ValueError as exc:
+        raise _cli_error(f"invalid training option: {exc}") from exc
+    documents = read_corpus(corpus, args.format or detect_format(corpus))
+    examples = read_examples(args.qa, documents, max_passage_words=args.max_passage_words)
+    held_out = read_examples(args.eval_qa, documents, max_passage_words=args.max_passage_words) if args.eval_qa else ()
+    result = DHRTrainer(config).train(documents, examples, args.output, eval_examples=held_out)
+    where = (
+        f"model: {result.passage_model}"
+        if result.passage_model == result.document_model
+        else f"document model: {result.document_model}\n  passage model:  {result.passage_model}"
+    )
+    losses = ", ".join("n/a" if v is None else f"{v:.4f}" for v in result.losses)
+    print(
+        f"trained DHR on {len(examples)} questions over {len(documents)} documents in {result.seconds:.0f}s\n"
+        f"  rows: {', '.join(f'{k} {v}' for k, v in result.rows.items())}; final loss per iteration: {losses}\n"
+        f"  {where}"
+    )
+    for name, value in sorted(result.metrics.items()):
+        if name.endswith(("accuracy@1", "accuracy@5", "accuracy@20", "ndcg@10")):
+            print(f"  held-out {name}: {value:.4f}")
+    return 0

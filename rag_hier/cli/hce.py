@@ -1,0 +1,326 @@
+"""CLI plugin: HCE (Hierarchical Corpus Encoder).
+
+- ``rag-hier index CORPUS --store S --tree [--branching B]`` builds the cluster tree of the passage vectors
+  (rebuilds it when given again); later writes route new passages to their nearest leaf;
+- ``rag-hier search|eval --strategy tree [--beam B]`` searches by beam search over the tree (``-v`` logs how
+  many passages were scored);
+- ``rag-hier train hce CORPUS --output DIR [--mode unsupervised|supervised|joint] [--queries Q --qrels R] ...``
+  fine-tunes a sentence-transformers model with HCE and saves it as a standard model directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from rag_hier.cli.plugins import Strategy
+
+__all__ = ["STRATEGIES", "add_index_arguments", "add_search_arguments", "add_train_parser", "after_index"]
+
+logger = logging.getLogger(__name__)
+
+
+def _cli_error(message: str) -> Exception:
+    from rag_hier.cli.main import CliError
+
+    return CliError(message)
+
+
+def _add(parser: argparse.ArgumentParser, flag: str, **kwargs: Any) -> None:
+    """Add ``flag`` unless another plugin already did (two tree methods may share ``--beam``)."""
+    if flag not in parser._option_string_actions:
+        parser.add_argument(flag, **kwargs)
+
+
+# ----------------------------------------------------------------------------------------------------
+# index
+# ----------------------------------------------------------------------------------------------------
+def add_index_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--tree`` and ``--branching``."""
+    _add(
+        parser,
+        "--tree",
+        action="store_true",
+        help="build (or rebuild) the HCE cluster tree of the passage vectors, for --strategy tree; "
+        "later writes route new passages to their nearest leaf",
+    )
+    _add(
+        parser,
+        "--branching",
+        type=int,
+        default=None,
+        help="tree branching factor b (default: smallest power of 2 >= N^(1/3), as in HCE)",
+    )
+
+
+def after_index(store: Any, args: argparse.Namespace) -> str | None:
+    """Build the tree when ``--tree`` is given; report it whenever the store has one."""
+    from rag_hier.store.tree import TreeExtension
+
+    ext = store.extension(TreeExtension.name)
+    branching = getattr(args, "branching", None)
+    if branching is not None and branching < 2:
+        raise _cli_error(f"--branching must be >= 2, got {branching}")
+    if not getattr(args, "tree", False):
+        if branching is not None and ext is None:
+            raise _cli_error("--branching needs --tree")
+        if not isinstance(ext, TreeExtension) or ext.tree is None:
+            return None
+        info = ext.tree.describe()
+        return (
+            f"tree: {info['items']} passages, {info['routed_since_build']} routed and "
+            f"{info['removed_since_build']} removed since it was built (rebuild with --tree)"
+        )
+    t0 = time.perf_counter()
+    new = TreeExtension(branching=branching)
+    store.add_extension(new, replace=ext is not None)
+    info = new.describe()
+    verb = "rebuilt" if ext is not None else "built"
+    return (
+        f"tree: {info['items']} passages, b={info['branching']}, levels {info['level_sizes']}, "
+        f"largest leaf {info['leaf_size_max']} ({verb} in {time.perf_counter() - t0:.1f}s)"
+    )
+
+
+# ----------------------------------------------------------------------------------------------------
+# search
+# ----------------------------------------------------------------------------------------------------
+def add_search_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--beam``."""
+    from rag_hier.retrieval.tree import DEFAULT_BEAM
+
+    _add(
+        parser,
+        "--beam",
+        type=int,
+        default=None,
+        help=f"--strategy tree: nodes kept per tree level (default {DEFAULT_BEAM}); a beam as wide as the "
+        "widest level scores every passage",
+    )
+
+
+def _search(
+    store: Any, args: argparse.Namespace, queries: list[str], top_k: int, filters: Any, aggregate: str
+) -> list[list[Any]]:
+    from rag_hier.errors import StoreError
+    from rag_hier.retrieval.tree import DEFAULT_BEAM, TreeRetriever
+
+    beam = getattr(args, "beam", None) or DEFAULT_BEAM
+    if beam < 1:
+        raise _cli_error(f"--beam must be >= 1, got {beam}")
+    try:
+        results = TreeRetriever(store, beam=beam).search_detailed(
+            store.encode_queries(queries),
+            top_k=top_k,
+            filters=filters,
+            aggregate=aggregate,  # type: ignore[arg-type]
+        )
+    except StoreError as exc:
+        raise _cli_error(str(exc)) from exc
+    if results:
+        scored = [r.passages_scored for r in results]
+        total = results[0].passages_total
+        logger.info(
+            "tree search (beam %d): scored %.1f passages per query on average (min %d, max %d) of %d = %.2f%%",
+            beam,
+            sum(scored) / len(scored),
+            min(scored),
+            max(scored),
+            total,
+            100.0 * sum(scored) / len(scored) / max(total, 1),
+        )
+    return [r.hits for r in results]
+
+
+STRATEGIES = {
+    "tree": Strategy("tree", "beam search over the HCE cluster tree (index with --tree); see --beam", _search)
+}
+
+
+# ----------------------------------------------------------------------------------------------------
+# train
+# ----------------------------------------------------------------------------------------------------
+def add_train_parser(subparsers: Any) -> None:
+    """``rag-hier train hce``."""
+    from rag_hier.corpus.readers import CORPUS_FORMATS
+    from rag_hier.training.hce.config import HCE_MODES, RECLUSTER_POLICIES, UNSUPERVISED_TASKS, HCEConfig
+
+    d = HCEConfig()
+    p = subparsers.add_parser(
+        "hce",
+        help="fine-tune an encoder with HCE (hierarchical corpus encoder): unsupervised, supervised or joint",
+        description="Fine-tune a sentence-transformers model on a corpus with HCE: a hierarchical spherical "
+        "k-means tree of the corpus supplies tiered sibling negatives; the tree is rebuilt after every epoch "
+        "that improves the dev metric (EM). The output is a standard sentence-transformers model directory "
+        "(use it with `rag-hier index --model DIR`).",
+    )
+    p.add_argument("corpus", help="corpus file or directory (the documents to adapt to)")
+    p.add_argument("--output", required=True, help="directory for the trained model")
+    p.add_argument("--format", choices=CORPUS_FORMATS, default=None, help="corpus format (default: detect)")
+    p.add_argument("--mode", choices=HCE_MODES, default=d.mode, help=f"training signal (default {d.mode})")
+    p.add_argument("--queries", default=None, help="training queries (supervised and joint modes)")
+    p.add_argument("--qrels", default=None, help="training judgements (BEIR TSV or TREC)")
+    p.add_argument("--base-model", default=None, help="model to start from (default: the offline all-MiniLM-L6-v2)")
+    p.add_argument("--epochs", type=int, default=d.epochs, help=f"maximum EM epochs (default {d.epochs})")
+    p.add_argument(
+        "--unsupervised-task",
+        choices=UNSUPERVISED_TASKS,
+        default=d.unsupervised_task,
+        help="pseudo-queries: ict = random span of the document, simcse = the document under other dropout",
+    )
+    p.add_argument(
+        "--branching", type=int, default=None, help="tree branching factor b (default: 2^ceil(log2 N^(1/3)))"
+    )
+    p.add_argument(
+        "--levels-m",
+        type=int,
+        default=d.levels_m,
+        help=f"M: top tree levels trained against sibling centroids (default {d.levels_m})",
+    )
+    p.add_argument(
+        "--negatives",
+        type=int,
+        default=d.n_negatives,
+        help=f"n_NS: negatives sampled per lower level (default {d.n_negatives})",
+    )
+    p.add_argument(
+        "--temperature", type=float, default=d.temperature, help=f"tau on cosine similarity (default {d.temperature})"
+    )
+    p.add_argument(
+        "--alpha",
+        type=float,
+        default=d.alpha,
+        help=f"weight of the unsupervised loss in joint mode (default {d.alpha})",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=d.batch_size,
+        help=f"training pairs per step and device (default {d.batch_size})",
+    )
+    p.add_argument("--lr", type=float, default=d.learning_rate, help=f"learning rate (default {d.learning_rate})")
+    p.add_argument("--max-steps", type=int, default=None, help="stop after this many steps in total")
+    p.add_argument(
+        "--steps-per-epoch", type=int, default=None, help="steps between EM checks (default: one pass over the data)"
+    )
+    p.add_argument("--seed", type=int, default=d.seed, help=f"seed (default {d.seed})")
+    p.add_argument(
+        "--dev-fraction",
+        type=float,
+        default=d.dev_fraction,
+        help=f"share of training queries held out for the dev metric (default {d.dev_fraction})",
+    )
+    p.add_argument("--dev-queries", default=None, help="explicit dev queries (instead of --dev-fraction)")
+    p.add_argument("--dev-qrels", default=None, help="judgements for --dev-queries")
+    p.add_argument(
+        "--dev-size",
+        type=int,
+        default=d.dev_size,
+        help=f"unsupervised mode: held-out ICT pseudo-queries for the dev metric (default {d.dev_size}; 0: none)",
+    )
+    p.add_argument(
+        "--recluster",
+        choices=RECLUSTER_POLICIES,
+        default=d.recluster,
+        help="rebuild the tree after an epoch that improved the dev metric (default), after every epoch, or never",
+    )
+    p.add_argument(
+        "--patience",
+        type=int,
+        default=d.patience,
+        help=f"stop after this many epochs without dev improvement (default {d.patience}; 0: never)",
+    )
+    p.add_argument(
+        "--max-seq-length", type=int, default=None, help="truncate texts to this many tokens (default: the model's)"
+    )
+    p.add_argument(
+        "--span-tokens",
+        type=int,
+        default=d.span_tokens,
+        help=f"ICT pseudo-query length in tokens (default {d.span_tokens})",
+    )
+    p.add_argument(
+        "--max-passage-words",
+        type=int,
+        default=None,
+        help="split documents like `rag-hier index` (default: 0 for BEIR, else 100)",
+    )
+    p.add_argument("--grad-accum", type=int, default=1, help="gradient accumulation steps (default 1)")
+    precision = p.add_mutually_exclusive_group()
+    precision.add_argument("--fp16", action="store_true", help="float16 mixed precision (GPU)")
+    precision.add_argument("--bf16", action="store_true", help="bfloat16 mixed precision")
+    p.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA when available)")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.set_defaults(func=_train)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from rag_hier.corpus.readers import detect_format, read_corpus, read_qrels, read_queries
+    from rag_hier.encoders.dense import DEFAULT_MODEL
+    from rag_hier.training.hce import HCEConfig, HCETrainer
+
+    corpus_path = Path(args.corpus)
+    if not corpus_path.exists():
+        raise _cli_error(f"corpus {corpus_path} does not exist")
+    if args.mode in ("supervised", "joint") and not (args.queries and args.qrels):
+        raise _cli_error(f"--mode {args.mode} needs --queries and --qrels")
+    if bool(args.dev_queries) != bool(args.dev_qrels):
+        raise _cli_error("--dev-queries and --dev-qrels go together")
+    fmt = args.format or detect_format(corpus_path)
+    max_words = args.max_passage_words if args.max_passage_words is not None else (0 if fmt == "beir" else 100)
+    if max_words < 0:
+        raise _cli_error(f"--max-passage-words must be >= 0, got {max_words}")
+    try:
+        config = HCEConfig(
+            mode=args.mode,
+            unsupervised_task=args.unsupervised_task,
+            branching=args.branching,
+            levels_m=args.levels_m,
+            n_negatives=args.negatives,
+            temperature=args.temperature,
+            alpha=args.alpha,
+            learning_rate=args.lr,
+            batch_size=args.batch_size,
+            epochs=args.epochs,
+            steps_per_epoch=args.steps_per_epoch,
+            max_steps=args.max_steps,
+            recluster=args.recluster,
+            patience=args.patience,
+            dev_fraction=args.dev_fraction,
+            dev_size=args.dev_size,
+            span_tokens=args.span_tokens,
+            max_seq_length=args.max_seq_length,
+            gradient_accumulation_steps=args.grad_accum,
+            fp16=args.fp16,
+            bf16=args.bf16,
+            seed=args.seed,
+        )
+    except ValueError as exc:
+        raise _cli_error(str(exc).replace("HCEConfig.", "--").replace("_", "-")) from exc
+    documents = read_corpus(corpus_path, fmt)
+    queries = read_queries(args.queries) if args.queries else None
+    qrels = read_qrels(args.qrels) if args.qrels else None
+    dev_queries = read_queries(args.dev_queries) if args.dev_queries else None
+    dev_qrels = read_qrels(args.dev_qrels) if args.dev_qrels else None
+    trainer = HCETrainer(
+        args.base_model or DEFAULT_MODEL, config, device=args.device, show_progress_bar=not args.no_progress
+    )
+    result = trainer.train(
+        documents,
+        args.output,
+        queries=queries if config.mode != "unsupervised" else None,
+        qrels=qrels if config.mode != "unsupervised" else None,
+        dev_queries=dev_queries,
+        dev_qrels=dev_qrels,
+        max_passage_words=max_words,
+    )
+    dev = f", best dev ndcg@10 {result.best_dev:.4f} (epoch {result.best_epoch})" if result.best_dev is not None else ""
+    print(
+        f"trained HCE ({config.mode}) on {len(documents)} {fmt} documents: {result.steps} steps in "
+        f"{result.seconds:.0f}s{dev}\n  model saved to {result.output_dir} "
+        f"(use it with: rag-hier index CORPUS --store DIR --model {result.output_dir})"
+    )
+    return 0

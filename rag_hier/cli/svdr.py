@@ -1,0 +1,295 @@
+"""CLI plugin: SVDR — the binary token index, its search strategies, and ``rag-hier train svdr``.
+
+- ``rag-hier index CORPUS --store DIR --token-index [--no-dense] [--svdr-vectors]``
+- ``rag-hier search|eval --strategy svdr-full|svdr-alpha|svdr-beta|svdr-beta-rerank|svdr-lexical
+  [--rerank-m M] [--vocab-model M] [--no-cache]``
+- ``rag-hier train svdr CORPUS --queries FILE --qrels FILE --output DIR``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rag_hier.cli.plugins import SearchFn, Strategy
+
+logger = logging.getLogger("rag_hier.cli")
+
+
+def _vocab_encoder(store: Any, args: argparse.Namespace) -> Any:
+    from rag_hier.encoders.vocab import VocabEncoder
+    from rag_hier.retrieval.svdr import default_vocab_model
+
+    kwargs: dict[str, Any] = {
+        "device": getattr(args, "device", None),
+        "show_progress_bar": not getattr(args, "no_progress", True),
+    }
+    if getattr(args, "batch_size", None):
+        kwargs["batch_size"] = args.batch_size
+    return VocabEncoder(getattr(args, "vocab_model", None) or default_vocab_model(store), **kwargs)
+
+
+def _persist_unsaved(store: Any, retriever: Any) -> None:
+    """Write the E(d) that search computed into the store through a short-lived writable handle."""
+    from rag_hier.errors import RagHierError
+    from rag_hier.retrieval.svdr import save_vectors
+    from rag_hier.store.store import HierStore
+
+    pending = retriever.take_unsaved()
+    if pending is None:
+        return
+    ids, rows = pending
+    try:
+        with HierStore.open(store.path, encoder=store.encoder) as writable:
+            n = save_vectors(writable, retriever.encoder, ids, rows)
+    except (RagHierError, OSError) as exc:
+        logger.warning("could not cache %d SVDR passage vectors in %s: %s", ids.shape[0], store.path, exc)
+        return
+    if n:
+        logger.info("cached %d SVDR passage vectors in %s", n, store.path)
+
+
+def _strategy(mode: str) -> SearchFn:
+    def search(
+        store: Any, args: argparse.Namespace, queries: list[str], top_k: int, filters: Any, aggregate: str
+    ) -> list[list[Any]]:
+        from rag_hier.retrieval.svdr import SvdrRetriever
+
+        needs_model = mode in ("full", "beta", "beta-rerank") or getattr(args, "vocab_model", None)
+        retriever = SvdrRetriever(
+            store,
+            mode,  # type: ignore[arg-type]
+            encoder=_vocab_encoder(store, args) if needs_model else None,
+            rerank_m=getattr(args, "rerank_m", 100),
+            cache=not getattr(args, "no_cache", False),
+        )
+        results = retriever.search_vectors(
+            retriever.query_vectors(queries),
+            top_k=top_k,
+            filters=filters,
+            aggregate=aggregate,  # type: ignore[arg-type]
+        )
+        if not getattr(args, "no_cache", False) and store.read_only:
+            _persist_unsaved(store, retriever)
+        return results
+
+    return search
+
+
+STRATEGIES = {
+    "svdr-full": Strategy(
+        "svdr-full",
+        "SVDR full search <E(q),E(d)>: sparse vocabulary vectors on both sides (missing E(d) are encoded first)",
+        _strategy("full"),
+    ),
+    "svdr-alpha": Strategy(
+        "svdr-alpha",
+        "SVDR alpha search <T(q),E(d)>: the query's tokens against the passages' E(d) (no query encoding)",
+        _strategy("alpha"),
+    ),
+    "svdr-beta": Strategy(
+        "svdr-beta",
+        "SVDR beta search <E(q),T(d)>: the encoded query against the binary token index (no passage encoding)",
+        _strategy("beta"),
+    ),
+    "svdr-beta-rerank": Strategy(
+        "svdr-beta-rerank",
+        "SVDR beta search, top --rerank-m re-ranked by <E(q),E(d)> (E(d) encoded on the fly and cached)",
+        _strategy("beta-rerank"),
+    ),
+    "svdr-lexical": Strategy(
+        "svdr-lexical",
+        "idf-weighted token overlap over the binary token index (no model at all)",
+        _strategy("lexical"),
+    ),
+}
+
+
+def add_search_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--rerank-m``, ``--vocab-model``, ``--no-cache``."""
+    g = parser.add_argument_group("SVDR (--strategy svdr-*)")
+    g.add_argument(
+        "--rerank-m", type=int, default=100, help="svdr-beta-rerank: beta candidates re-ranked per query (default 100)"
+    )
+    g.add_argument(
+        "--vocab-model",
+        default=None,
+        help="vocabulary encoder: a `rag-hier train svdr` output or any BERT-family model "
+        "(default: the store's model, else its token index's)",
+    )
+    g.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="do not write the passage vectors E(d) computed during search into the store",
+    )
+
+
+def add_index_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--token-index``, ``--no-dense``, ``--token-max-length``, ``--svdr-vectors``, ``--vocab-model``."""
+    g = parser.add_argument_group("SVDR")
+    g.add_argument(
+        "--token-index",
+        action="store_true",
+        help="keep a binary token index of the passages (tokenization only, no model) for SVDR search",
+    )
+    g.add_argument(
+        "--no-dense",
+        action="store_true",
+        help="new store without dense vectors (nothing encoded; needs --token-index; --model names the tokenizer)",
+    )
+    g.add_argument(
+        "--token-max-length",
+        type=int,
+        default=256,
+        help="tokens per passage in the token index, special tokens included; 0 = no limit (default 256, "
+        "the SVDR encoder's passage length)",
+    )
+    g.add_argument(
+        "--svdr-vectors",
+        action="store_true",
+        help="also encode every passage's SVDR vector E(d) (needed by svdr-full/svdr-alpha; slow on CPU)",
+    )
+    g.add_argument(
+        "--vocab-model",
+        default=None,
+        help="vocabulary encoder for --svdr-vectors (default: the store's model)",
+    )
+
+
+def after_index(store: Any, args: argparse.Namespace) -> str | None:
+    """Attach or check the token index; encode E(d) with ``--svdr-vectors``."""
+    from rag_hier.encoders.dense import DEFAULT_MODEL
+    from rag_hier.index.sparse import SparseVectorExtension
+    from rag_hier.index.token import TokenIndexExtension
+    from rag_hier.retrieval.svdr import encode_missing_vectors
+
+    lines: list[str] = []
+    has_tokens = isinstance(store.extension(TokenIndexExtension.name), TokenIndexExtension)
+    if getattr(args, "no_dense", False):
+        if store.manifest["counts"]["vectors"] or store.encoder is not None:
+            raise ValueError(f"--no-dense: the store at {store.path} already holds dense vectors")
+        if not (args.token_index or has_tokens):
+            raise ValueError("--no-dense needs --token-index (a store with neither could not be searched)")
+    if args.token_index and not has_tokens:
+        max_length = args.token_max_length or None
+        if max_length is not None and max_length < 2:
+            raise ValueError(f"--token-max-length must be 0 or >= 2, got {args.token_max_length}")
+        model = store.encoder.model_name if store.encoder is not None else (args.model or DEFAULT_MODEL)
+        if Path(model).exists():  # a local model is recorded by its absolute path
+            model = str(Path(model).absolute())
+        t0 = time.perf_counter()
+        ext = TokenIndexExtension(model=model, max_length=max_length)
+        store.add_extension(ext)
+        lines.append(
+            f"token index: {len(ext.index)} passages, {ext.index.rows.nnz} tokens "
+            f"({time.perf_counter() - t0:.1f}s, tokenizer of {model})"
+        )
+    elif has_tokens:
+        ext = TokenIndexExtension.of(store)
+        lines.append(f"token index: {len(ext.index)} passages")
+    if getattr(args, "svdr_vectors", False):
+        encoder = _vocab_encoder(store, args)
+        t0 = time.perf_counter()
+        n = encode_missing_vectors(store, encoder, show_progress_bar=not args.no_progress)
+        vec = store.extension(SparseVectorExtension.name)
+        total = len(vec.index) if isinstance(vec, SparseVectorExtension) else 0
+        lines.append(f"SVDR vectors: {n} encoded ({time.perf_counter() - t0:.1f}s), {total} stored")
+    return "\n  ".join(lines) if lines else None
+
+
+# ----------------------------------------------------------------------------------------------------
+# rag-hier train svdr
+# ----------------------------------------------------------------------------------------------------
+def add_train_parser(subparsers: Any) -> None:
+    """``rag-hier train svdr``."""
+    p = subparsers.add_parser(
+        "svdr",
+        help="train an SVDR vocabulary encoder (L_p + L_sp, beta-mined hard negatives)",
+        description="Fine-tune a BERT-family model into an SVDR vocabulary encoder: L = L(E(q),E(p)) + "
+        "1/2 L(E(q),T(p)) + 1/2 L(T(q),E(p)), bidirectional contrastive with in-batch negatives and hard "
+        "negatives retrieved by beta search over a binary token index of the corpus. Writes a directory "
+        "that --vocab-model accepts.",
+    )
+    p.add_argument("corpus", help="corpus file or directory (documents are kept whole unless --max-passage-words)")
+    p.add_argument("--queries", required=True, help="training queries (BEIR queries.jsonl, ...)")
+    p.add_argument("--qrels", required=True, help="training judgements (BEIR TSV or TREC), at the document level")
+    p.add_argument("--output", required=True, help="directory to write the trained encoder to")
+    p.add_argument("--model", default=None, help="starting model (default: the offline all-MiniLM-L6-v2)")
+    p.add_argument("--format", default=None, help="corpus format (default: detect)")
+    p.add_argument("--max-passage-words", type=int, default=0, help="split documents into passages (default 0: whole)")
+    p.add_argument("--epochs", type=int, default=1, help="passes over the training pairs (default 1)")
+    p.add_argument("--batch-size", type=int, default=16, help="queries per step (default 16)")
+    p.add_argument("--lr", type=float, default=2e-5, help="AdamW learning rate (default 2e-5)")
+    p.add_argument("--hard-negatives", type=int, default=1, help="beta-mined hard negatives per query (default 1)")
+    p.add_argument("--negative-depth", type=int, default=30, help="sample them from the beta top-N (default 30)")
+    p.add_argument("--temperature", type=float, default=1.0, help="contrastive temperature (default 1)")
+    p.add_argument("--max-steps", type=int, default=None, help="stop after N steps")
+    p.add_argument("--max-minutes", type=float, default=None, help="stop after this much training time")
+    p.add_argument("--top-k", type=int, default=None, help="kept dimensions per text (default 768)")
+    p.add_argument(
+        "--selection-precision",
+        choices=("float32", "bfloat16"),
+        default=None,
+        help="precision of the projection that picks the kept dimensions (default float32)",
+    )
+    p.add_argument(
+        "--gradient-checkpointing", action="store_true", help="less memory, ~30%% more compute (recompute activations)"
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA when available)")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.set_defaults(func=_cmd_train)
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from rag_hier.corpus.readers import detect_format, read_corpus, read_qrels, read_queries
+    from rag_hier.encoders.dense import DEFAULT_MODEL
+    from rag_hier.encoders.vocab import VocabEncoder
+    from rag_hier.training.svdr import SvdrTrainer, SvdrTrainingConfig
+
+    corpus = Path(args.corpus)
+    if not corpus.exists():
+        raise ValueError(f"corpus {corpus} does not exist")
+    documents = read_corpus(corpus, args.format or detect_format(corpus))
+    queries = read_queries(args.queries)
+    qrels = read_qrels(args.qrels)
+    overrides: dict[str, Any] = {}
+    if args.top_k is not None:
+        overrides["top_k"] = args.top_k
+    encoder = VocabEncoder(
+        args.model or DEFAULT_MODEL,
+        device=args.device,
+        selection_precision=args.selection_precision,
+        **overrides,
+    )
+    config = SvdrTrainingConfig(
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        learning_rate=args.lr,
+        hard_negatives=args.hard_negatives,
+        negative_depth=args.negative_depth,
+        temperature=args.temperature,
+        max_steps=args.max_steps,
+        max_seconds=args.max_minutes * 60 if args.max_minutes is not None else None,
+        seed=args.seed,
+        gradient_checkpointing=args.gradient_checkpointing,
+        show_progress_bar=not args.no_progress,
+    )
+    trainer = SvdrTrainer.from_documents(
+        encoder, documents, queries, qrels, config=config, max_passage_words=args.max_passage_words
+    )
+    result = trainer.train()
+    out = trainer.save(args.output)
+    print(
+        f"trained SVDR encoder from {args.model or DEFAULT_MODEL}: {result.steps} steps "
+        f"({result.epochs_completed:.2f} epochs, {result.seconds:.0f}s, stopped by {result.stopped_by}), "
+        f"mean loss of the last 10 steps {result.last_loss:.4f}\n  saved to {out}"
+    )
+    if args.verbose:
+        print(json.dumps(result.to_dict()), file=sys.stderr)
+    return 0

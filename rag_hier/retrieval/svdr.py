@@ -1,0 +1,472 @@
+"""SvdrRetriever: SVDR's search modes over a store — full, α, β, β+rerank — plus plain token search.
+
+SVDR (Zhou, Dong, Wei, Chen, "Semi-Parametric Retrieval via Binary Token Index", arXiv 2405.01924)
+scores a query q against a passage d in the vocabulary space with either side parametric (E, a
+:class:`~rag_hier.encoders.vocab.VocabEncoder`) or non-parametric (T, the binary bag of tokens):
+
+====================  =====================  =======================================================
+mode                  score                  needs
+====================  =====================  =======================================================
+``"full"``            ⟨E(q), E(d)⟩           every passage's E(d) (``svdr-vectors`` extension)
+``"alpha"``           ⟨T(q), E(d)⟩           every E(d); no query encoding
+``"beta"``            ⟨E(q), T(d)⟩           the token index (``token-index``); no passage encoding
+``"beta-rerank"``     β, then the top ``m``  the token index; E(d) of the top m, encoded on the fly
+                      by ⟨E(q), E(d)⟩        and cached in the store
+``"lexical"``         ⟨idf·T(q), T(d)⟩       the token index only (no model at all)
+====================  =====================  =======================================================
+
+β+rerank caches every E(d) it computes: into the store's ``svdr-vectors`` extension (a commit per
+:meth:`SvdrRetriever.search` call, per 2,048 new vectors) when the store is writable and ``cache=True``,
+in this retriever's memory otherwise (:meth:`SvdrRetriever.take_unsaved` hands those over, which is how
+``rag-hier search`` persists them from its read-only handle), so the full representation fills in as
+queries arrive. Cached and freshly computed vectors are the same up to float rounding (pooling ignores
+padding), so results do not depend on the cache. Hits below the re-ranked top m keep their β order, with
+scores shifted just below the lowest re-ranked score; ``Hit.scores`` holds the raw ``beta`` and
+``rerank`` scores.
+
+Example:
+    >>> retriever = SvdrRetriever(store, mode="beta-rerank", rerank_m=100)  # doctest: +SKIP
+    >>> retriever.search("what pulls the tides?", top_k=5)  # doctest: +SKIP
+
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, overload
+
+import numpy as np
+import scipy.sparse as sp
+
+from rag_hier.encoders.dense import DEFAULT_MODEL
+from rag_hier.errors import StoreError
+from rag_hier.index.sparse import SearchMethod, SparseRowIndex, SparseVectorExtension
+from rag_hier.index.token import TokenIndexExtension, passage_texts
+from rag_hier.retrieval.dense import Aggregate, aggregate_max_passage
+from rag_hier.retrieval.hit import Hit
+from rag_hier.store.filters import Predicate, compile_filter
+
+if TYPE_CHECKING:
+    from rag_hier.encoders.binarizer import TokenBinarizer
+    from rag_hier.encoders.vocab import VocabEncoder
+    from rag_hier.store.store import HierStore
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "SVDR_MODES",
+    "SvdrMode",
+    "SvdrRetriever",
+    "default_vocab_model",
+    "encode_missing_vectors",
+    "save_vectors",
+]
+
+SvdrMode = Literal["full", "alpha", "beta", "beta-rerank", "lexical"]
+SVDR_MODES: tuple[str, ...] = ("full", "alpha", "beta", "beta-rerank", "lexical")
+Filters = Mapping[str, Any] | Predicate | None
+
+
+def default_vocab_model(store: HierStore) -> str:
+    """The vocabulary encoder a store implies: its dense model, else its token index's, else the default."""
+    if store.encoder is not None:
+        return store.encoder.model_name
+    tok = store.extension(TokenIndexExtension.name)
+    if isinstance(tok, TokenIndexExtension):
+        return tok.model
+    vec = store.extension(SparseVectorExtension.name)
+    if isinstance(vec, SparseVectorExtension) and vec.model:
+        return vec.model
+    return DEFAULT_MODEL
+
+
+def save_vectors(store: HierStore, encoder: VocabEncoder, ids: np.ndarray, rows: sp.csr_matrix) -> int:
+    """Add E(d) rows to the store's ``svdr-vectors`` extension (created if absent) and commit.
+
+    Rows of passages no longer in the store are dropped. If the extension holds vectors of another
+    encoder (different fingerprint), nothing is written and 0 is returned. Returns the rows written.
+    """
+    fingerprint = encoder.fingerprint
+    ext = store.extension(SparseVectorExtension.name)
+    if isinstance(ext, SparseVectorExtension) and ext.fingerprint != fingerprint:
+        logger.warning(
+            "%s holds SVDR vectors of another encoder (%s); not caching vectors of %s",
+            store.path,
+            ext.model,
+            encoder.model_name,
+        )
+        return 0
+    id_arr = np.asarray(ids, dtype=np.int64)
+    live = np.isin(id_arr, store.passage_rowids())
+    id_arr, mat = id_arr[live], sp.csr_matrix(rows)[np.flatnonzero(live)]
+    with store.batch():
+        ext = store.extension(SparseVectorExtension.name)
+        if ext is None:
+            ext = SparseVectorExtension(
+                model=encoder.model_name, fingerprint=fingerprint, vocab_size=encoder.vocab_size
+            )
+            ext.index.add(id_arr, mat)
+            store.add_extension(ext)
+        else:
+            assert isinstance(ext, SparseVectorExtension)
+            ext.index.add(id_arr, mat)
+            store.mark_extension_dirty(ext.name)
+    return int(id_arr.shape[0])
+
+
+def encode_missing_vectors(
+    store: HierStore,
+    encoder: VocabEncoder,
+    *,
+    batch_passages: int = 2048,
+    show_progress_bar: bool = False,
+) -> int:
+    """Encode E(d) of every passage that lacks one and store them (full and α search need them all).
+
+    Commits every ``batch_passages`` passages, so an interrupted run keeps what it finished.
+    Returns how many passages were encoded.
+    """
+    ext = store.extension(SparseVectorExtension.name)
+    have = np.zeros(0, dtype=np.int64)
+    if isinstance(ext, SparseVectorExtension):
+        if ext.fingerprint != encoder.fingerprint:
+            raise StoreError(
+                f"{store.path} holds SVDR vectors of another encoder ({ext.model}); remove the "
+                f"'{SparseVectorExtension.name}' extension first to encode with {encoder.model_name}"
+            )
+        have = ext.index.ids()
+    missing = np.setdiff1d(store.passage_rowids(), have)
+    done = 0
+    for start in range(0, missing.shape[0], batch_passages):
+        part = missing[start : start + batch_passages]
+        rows = encoder.encode_documents(passage_texts(store, part), show_progress_bar=show_progress_bar)
+        done += save_vectors(store, encoder, part, rows)
+    return done
+
+
+class SvdrRetriever:
+    """SVDR retrieval over a :class:`~rag_hier.store.HierStore` (see the module docstring for the modes).
+
+    Args:
+        store: The store; β, β+rerank and lexical need its ``token-index`` extension.
+        mode: ``"full"``, ``"alpha"``, ``"beta"``, ``"beta-rerank"`` or ``"lexical"``.
+        encoder: A :class:`VocabEncoder`, or a model name/path for one; default: the store's model
+            (:func:`default_vocab_model`). Loaded only when the mode needs it.
+        rerank_m: Candidates re-ranked by β+rerank (default 100, the paper's setting).
+        cache: Keep the E(d) computed by β+rerank (and full/α filling in missing ones) in the store
+            when it is writable (always in memory).
+        encode_missing: Full and α search need E(d) of every passage: encode the missing ones
+            (``True``, default) or raise.
+        method: Sparse product strategy (``"auto"``, ``"matmul"``, ``"inverted"``; same results).
+
+    """
+
+    def __init__(
+        self,
+        store: HierStore,
+        mode: SvdrMode = "beta-rerank",
+        *,
+        encoder: VocabEncoder | str | None = None,
+        rerank_m: int = 100,
+        cache: bool = True,
+        encode_missing: bool = True,
+        method: SearchMethod = "auto",
+    ) -> None:
+        if mode not in SVDR_MODES:
+            raise ValueError(f"mode must be one of {', '.join(SVDR_MODES)}; got {mode!r}")
+        if rerank_m < 1:
+            raise ValueError(f"rerank_m must be >= 1, got {rerank_m}")
+        self.store = store
+        self.mode: SvdrMode = mode
+        self.rerank_m = rerank_m
+        self.cache = cache
+        self.encode_missing = encode_missing
+        self.method: SearchMethod = method
+        self._encoder_arg = encoder
+        self._encoder: VocabEncoder | None = None
+        self._memory: dict[str, SparseRowIndex] = {}
+        self.unsaved: dict[str, tuple[list[np.ndarray], list[sp.csr_matrix]]] = {}
+        """Vectors computed but not written to the store (read-only store or ``cache=False``), by fingerprint."""
+
+    # -- components ---------------------------------------------------------------------------------
+    @property
+    def encoder(self) -> VocabEncoder:
+        """The vocabulary encoder (created on first use)."""
+        if self._encoder is None:
+            from rag_hier.encoders.vocab import VocabEncoder
+
+            arg = self._encoder_arg
+            self._encoder = (
+                arg if isinstance(arg, VocabEncoder) else VocabEncoder(arg or default_vocab_model(self.store))
+            )
+        return self._encoder
+
+    def _token_index(self) -> TokenIndexExtension:
+        return TokenIndexExtension.of(self.store)
+
+    def _check_vocabulary(self, tok: TokenIndexExtension) -> None:
+        if self.encoder.binarizer.fingerprint != tok.index.fingerprint:
+            raise StoreError(
+                f"the vocabulary encoder {self.encoder.model_name!r} tokenizes differently from the store's "
+                f"token index (built with {tok.model!r}); use a model with the same tokenizer"
+            )
+
+    def _store_vectors(self) -> SparseVectorExtension | None:
+        ext = self.store.extension(SparseVectorExtension.name)
+        return ext if isinstance(ext, SparseVectorExtension) else None
+
+    def _binarizer(self) -> TokenBinarizer:
+        if self._encoder is not None or self._encoder_arg is not None:
+            return self.encoder.binarizer
+        tok = self.store.extension(TokenIndexExtension.name)
+        if isinstance(tok, TokenIndexExtension):
+            return tok.index.binarizer
+        return self.encoder.binarizer
+
+    # -- E(d) vectors: the store's extension, or a private in-memory copy -----------------------------
+    def _persisting(self, fingerprint: str) -> bool:
+        """Whether new vectors of this encoder go to the store (writable, caching, no other encoder's)."""
+        ext = self._store_vectors()
+        return (
+            fingerprint not in self._memory
+            and self.cache
+            and not self.store.read_only
+            and (ext is None or ext.fingerprint == fingerprint)
+        )
+
+    def _memory_index(self, fingerprint: str) -> SparseRowIndex:
+        """The retriever's own vectors of the encoder, starting from the store's when they match."""
+        if fingerprint not in self._memory:
+            mem = SparseRowIndex(self.encoder.vocab_size, binary=False)
+            ext = self._store_vectors()
+            if ext is not None and ext.fingerprint == fingerprint:
+                ids, rows = ext.index.matrix()
+                mem.add(ids, rows)
+            elif ext is not None:
+                logger.warning(
+                    "%s holds SVDR vectors of another encoder (%s); %s keeps its own in memory",
+                    self.store.path,
+                    ext.model,
+                    self.encoder.model_name,
+                )
+            self._memory[fingerprint] = mem
+        return self._memory[fingerprint]
+
+    def _index_for(self, fingerprint: str) -> SparseRowIndex:
+        if fingerprint in self._memory:
+            return self._memory[fingerprint]
+        ext = self._store_vectors()
+        if ext is not None and ext.fingerprint == fingerprint:
+            return ext.index
+        if self._persisting(fingerprint):
+            return SparseRowIndex(self.encoder.vocab_size, binary=False)  # empty until the first save
+        return self._memory_index(fingerprint)
+
+    def _remember(self, fingerprint: str, ids: np.ndarray, rows: sp.csr_matrix) -> None:
+        """Keep new E(d) rows: in the store when possible, else in memory (and in :attr:`unsaved`)."""
+        if ids.size == 0:
+            return
+        if self._persisting(fingerprint):
+            try:
+                if save_vectors(self.store, self.encoder, ids, rows):
+                    return
+            except StoreError as exc:
+                logger.warning("could not cache SVDR vectors in %s: %s", self.store.path, exc)
+        self._memory_index(fingerprint).add(ids, rows)
+        pending = self.unsaved.setdefault(fingerprint, ([], []))
+        pending[0].append(np.asarray(ids, dtype=np.int64))
+        pending[1].append(sp.csr_matrix(rows))
+
+    def take_unsaved(self) -> tuple[np.ndarray, sp.csr_matrix] | None:
+        """Vectors of the current encoder computed but not stored (then forgotten here); ``None`` if none."""
+        if self._encoder is None:
+            return None
+        ids, rows = self.unsaved.pop(self.encoder.fingerprint, ([], []))
+        if not ids:
+            return None
+        return np.concatenate(ids), sp.csr_matrix(sp.vstack(rows, format="csr"))
+
+    def _vectors_of(self, rowids: np.ndarray) -> SparseRowIndex:
+        """An index holding E(d) of every rowid (missing ones encoded and remembered)."""
+        fp = self.encoder.fingerprint
+        index = self._index_for(fp)
+        missing = rowids[~index.contains(rowids)]
+        if missing.size:
+            if self.mode in ("full", "alpha") and not self.encode_missing:
+                raise StoreError(
+                    f"{self.mode} search needs E(d) of every passage; {missing.size} of {rowids.size} are missing "
+                    f"in {self.store.path} (encode them with `rag-hier index ... --svdr-vectors` or "
+                    "encode_missing_vectors(), or pass encode_missing=True)"
+                )
+            if self.mode in ("full", "alpha"):
+                logger.info("encoding E(d) of %d passages for %s search", missing.size, self.mode)
+            for start in range(0, missing.size, 2048):
+                part = missing[start : start + 2048]
+                self._remember(fp, part, self.encoder.encode_documents(passage_texts(self.store, part)))
+            index = self._index_for(fp)
+        return index
+
+    def _complete_vectors(self, allowed: np.ndarray | None) -> SparseRowIndex:
+        """E(d) of every (allowed) passage, for full and α search."""
+        wanted = self.store.passage_rowids() if allowed is None else allowed
+        ext = self._store_vectors()
+        model_free = self.mode == "alpha" and self._encoder is None and self._encoder_arg is None
+        if model_free and ext is not None and ext.index.contains(wanted).all():
+            return ext.index  # α with complete vectors: no model needed
+        return self._vectors_of(wanted)
+
+    # -- search -------------------------------------------------------------------------------------
+    def query_vectors(self, queries: Sequence[str]) -> sp.csr_matrix:
+        """The query side this mode uses: E(q), T(q) (α) or idf-weighted T(q) (lexical)."""
+        if self.mode == "lexical":
+            return self._token_index().index.query_vectors(queries, weighting="idf")
+        if self.mode == "alpha":
+            return self._binarizer().transform(queries, max_length=self._query_length())
+        return self.encoder.encode_queries(queries)
+
+    def _query_length(self) -> int:
+        if self._encoder is not None or self._encoder_arg is not None:
+            return self.encoder.config.query_max_length
+        from rag_hier.encoders.vocab import VocabEncoderConfig
+
+        return VocabEncoderConfig().query_max_length
+
+    @overload
+    def search(  # type: ignore[overload-overlap]  # str is also a Sequence[str]; str wins
+        self, query: str, top_k: int = 10, filters: Filters = None, aggregate: Aggregate = "passage"
+    ) -> list[Hit]: ...
+    @overload
+    def search(
+        self, query: Sequence[str], top_k: int = 10, filters: Filters = None, aggregate: Aggregate = "passage"
+    ) -> list[list[Hit]]: ...
+    def search(
+        self,
+        query: str | Sequence[str],
+        top_k: int = 10,
+        filters: Filters = None,
+        aggregate: Aggregate = "passage",
+    ) -> list[Hit] | list[list[Hit]]:
+        """Search with query text: ``str`` → ``list[Hit]``; a list of queries → one list per query."""
+        single = isinstance(query, str)
+        queries: list[str] = [query] if isinstance(query, str) else list(query)
+        if not queries:
+            return []
+        results = self.search_vectors(self.query_vectors(queries), top_k=top_k, filters=filters, aggregate=aggregate)
+        return results[0] if single else results
+
+    def search_vectors(
+        self,
+        query_vectors: sp.spmatrix | sp.sparray | np.ndarray,
+        top_k: int = 10,
+        filters: Filters = None,
+        aggregate: Aggregate = "passage",
+    ) -> list[list[Hit]]:
+        """Search with ready query vectors ``(n, vocab_size)`` (:meth:`query_vectors` gives them)."""
+        if top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {top_k}")
+        if aggregate not in ("passage", "doc"):
+            raise ValueError(f"aggregate must be 'passage' or 'doc', got {aggregate!r}")
+        q = sp.csr_matrix(query_vectors, dtype=np.float32)
+        if q.shape[0] == 0:
+            return []
+        allowed = self._allowed(filters)
+        if allowed is not None and allowed.size == 0:
+            return [[] for _ in range(q.shape[0])]
+        if aggregate == "passage":
+            return self._hits(self._rank(q, top_k, allowed))
+        n_live = self.store.count_passages() if allowed is None else int(allowed.size)
+        k = min(max(top_k * 4, 32), max(n_live, 1))
+        while True:
+            hits = self._hits(self._rank(q, k, allowed))
+            docs = [aggregate_max_passage(h, top_k) for h in hits]
+            if k >= n_live or all(len(d) >= top_k for d in docs):
+                return docs
+            k = min(k * 4, n_live)
+
+    def _allowed(self, filters: Filters) -> np.ndarray | None:
+        predicate = compile_filter(filters)
+        if predicate is None:
+            return None
+        rowids = self.store.passage_rowids()
+        out: list[int] = []
+        for start in range(0, rowids.shape[0], 4096):
+            records = self.store.records_by_rowid(rowids[start : start + 4096].tolist())
+            out.extend(r for r, rec in records.items() if predicate(rec))
+        return np.asarray(sorted(out), dtype=np.int64)
+
+    def _rank(
+        self, q: sp.csr_matrix, k: int, allowed: np.ndarray | None
+    ) -> list[list[tuple[int, float, dict[str, float]]]]:
+        """Per query: ``(rowid, score, component scores)``, best first."""
+        mode = self.mode
+        if mode in ("beta", "lexical", "beta-rerank"):
+            tok = self._token_index()
+            if mode != "lexical":
+                self._check_vocabulary(tok)
+            depth = max(k, self.rerank_m) if mode == "beta-rerank" else k
+            scores, ids = tok.index.search(q, depth, allowed_ids=allowed, method=self.method)
+            if mode == "beta-rerank":
+                return self._rerank(q, scores, ids, k)
+            name = "beta" if mode == "beta" else "lexical"
+            return [
+                [(int(i), float(s), {name: float(s)}) for s, i in zip(srow, irow, strict=True) if i >= 0]
+                for srow, irow in zip(scores, ids, strict=True)
+            ]
+        index = self._complete_vectors(allowed)
+        scores, ids = index.search(q, k, allowed_ids=allowed, method=self.method)
+        return [
+            [(int(i), float(s), {mode: float(s)}) for s, i in zip(srow, irow, strict=True) if i >= 0]
+            for srow, irow in zip(scores, ids, strict=True)
+        ]
+
+    def _rerank(
+        self, q: sp.csr_matrix, scores: np.ndarray, ids: np.ndarray, k: int
+    ) -> list[list[tuple[int, float, dict[str, float]]]]:
+        m = self.rerank_m
+        heads = [irow[:m][irow[:m] >= 0] for irow in ids]
+        needed = np.unique(np.concatenate(heads)) if heads else np.zeros(0, dtype=np.int64)
+        index = self._vectors_of(needed)
+        out: list[list[tuple[int, float, dict[str, float]]]] = []
+        for r, head in enumerate(heads):
+            rer = index.score(q[r], head)[0] if head.size else np.zeros(0, dtype=np.float32)
+            order = np.lexsort((head, -rer))
+            ranked = [
+                (int(head[o]), float(rer[o]), {"beta": float(scores[r, o]), "rerank": float(rer[o])}) for o in order
+            ]
+            tail_ids, tail_scores = ids[r, m:], scores[r, m:]
+            keep = tail_ids >= 0
+            tail_ids, tail_scores = tail_ids[keep], tail_scores[keep]
+            if tail_ids.size and ranked:
+                # below every re-ranked hit, in β order
+                shift = min(s for _, s, _ in ranked) - float(tail_scores[0]) - 1e-3
+                ranked.extend(
+                    (int(i), float(s) + shift, {"beta": float(s)}) for i, s in zip(tail_ids, tail_scores, strict=True)
+                )
+            out.append(ranked[:k])
+        return out
+
+    def _hits(self, ranked: list[list[tuple[int, float, dict[str, float]]]]) -> list[list[Hit]]:
+        records = self.store.records_by_rowid(r for row in ranked for r, _, _ in row)
+        out: list[list[Hit]] = []
+        for row in ranked:
+            hits: list[Hit] = []
+            for rowid, score, parts in row:
+                rec = records.get(rowid)
+                if rec is None:
+                    continue
+                hits.append(
+                    Hit(
+                        passage_id=rec["id"],
+                        doc_id=rec["doc_id"],
+                        text=rec["content"],
+                        title_path=rec["title_path"],
+                        meta=rec["meta"],
+                        score=score,
+                        rank=len(hits) + 1,
+                        position=rec["position"],
+                        scores=parts,
+                    )
+                )
+            out.append(hits)
+        return out

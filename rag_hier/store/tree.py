@@ -1,0 +1,148 @@
+"""TreeExtension: the HCE cluster tree of a store's passage vectors, kept with the collection.
+
+Attach with ``store.add_extension(TreeExtension(branching=...))`` (or ``rag-hier index ... --tree``):
+the tree is built from the passage vectors already stored and written in the store's atomic commit as
+``tree.safetensors`` + ``tree.json``. Afterwards it follows the store's writes without rebuilding: new
+passages are routed to their nearest leaf, deleted ones leave their leaf. Attach it again
+(``replace=True``, or ``--tree`` again) to re-cluster after many changes; ``describe()`` reports how many
+passages were routed or removed since the build. Search it with :class:`rag_hier.retrieval.tree.TreeRetriever`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from rag_hier.errors import StoreCorruptedError, StoreError
+from rag_hier.index.tree import ClusterTree, TreeBuildConfig
+from rag_hier.store.extensions import StoreExtension, register_extension
+
+if TYPE_CHECKING:
+    from rag_hier.corpus.model import Passage
+    from rag_hier.store.store import HierStore
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["TREE_FILES", "TreeExtension"]
+
+TREE_FILES = ("tree.safetensors", "tree.json")
+
+
+@register_extension
+class TreeExtension(StoreExtension):
+    """A :class:`~rag_hier.index.tree.ClusterTree` over the store's passage vectors (items = FAISS ids).
+
+    Args:
+        branching: Branching factor ``b``; ``None``: the smallest power of 2 >= N^(1/3) (HCE's choice).
+        niter: k-means iterations per level.
+        max_points_per_centroid: k-means training sample per centroid (assignment covers every vector).
+        seed: Clustering seed (same vectors and seed → same tree).
+
+    """
+
+    name = "tree"
+
+    def __init__(
+        self, branching: int | None = None, niter: int = 20, max_points_per_centroid: int = 256, seed: int = 1234
+    ) -> None:
+        self.build_config = TreeBuildConfig(
+            branching=branching, niter=niter, max_points_per_centroid=max_points_per_centroid, seed=seed
+        )
+        self.tree: ClusterTree | None = None
+        self._vectors: np.ndarray | None = None
+
+    # -- configuration and files ------------------------------------------------------------------
+    def config(self) -> dict[str, Any]:
+        """Build options (``use_gpu`` is a property of the machine, not of the store)."""
+        cfg = self.build_config.to_dict()
+        cfg.pop("use_gpu", None)
+        return cfg
+
+    def files(self) -> list[str]:
+        """``tree.safetensors`` (arrays) and ``tree.json`` (description)."""
+        return list(TREE_FILES)
+
+    def write(self, paths: Mapping[str, Path]) -> None:
+        """Write the tree's two files."""
+        self.require_tree().save(paths[TREE_FILES[0]], paths[TREE_FILES[1]])
+
+    def load(self, store: HierStore, paths: Mapping[str, Path]) -> None:
+        """Read the committed tree."""
+        self.tree = ClusterTree.load(paths[TREE_FILES[0]], paths[TREE_FILES[1]])
+        self._vectors = None
+
+    def require_tree(self) -> ClusterTree:
+        """The tree (an error if the extension was never built or loaded)."""
+        if self.tree is None:
+            raise StoreError("the tree extension has not been built; attach it with store.add_extension()")
+        return self.tree
+
+    # -- building and following writes ------------------------------------------------------------
+    def build(self, store: HierStore) -> None:
+        """Cluster every passage vector of ``store``."""
+        rowids, vectors = self._store_vectors(store)
+        self.tree = ClusterTree.build(vectors, rowids, config=self.build_config)
+        self._vectors = None
+
+    @staticmethod
+    def _store_vectors(store: HierStore, rowids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        dim = store.dimension
+        if dim is None:
+            raise StoreError(f"{store.path}: the tree needs passage vectors, and the store holds none yet")
+        ids = store.rowids_of() if rowids is None else rowids
+        index = store.index
+        if index is None or ids.size == 0:
+            return np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
+        return ids, index.reconstruct(ids)
+
+    def on_passages_added(
+        self, store: HierStore, rowids: np.ndarray, passages: Sequence[Passage], vectors: np.ndarray | None
+    ) -> None:
+        """Route the new passages to their nearest leaves (an empty tree is built from them instead)."""
+        tree = self.require_tree()
+        if vectors is not None:
+            ids, vecs = np.asarray(rowids, np.int64), vectors
+        else:
+            with_vec = store.rowids_of(passage_ids=[p.id for p in passages])
+            ids, vecs = self._store_vectors(store, np.intersect1d(with_vec, np.asarray(rowids, np.int64)))
+        if ids.size == 0:
+            return
+        if len(tree) == 0 and tree.built_items == 0:
+            self.tree = ClusterTree.build(vecs, ids, config=self.build_config)
+        else:
+            tree.add(ids, vecs)
+        self._vectors = None
+
+    def on_passages_removed(self, store: HierStore, rowids: np.ndarray) -> None:
+        """Drop deleted passages from their leaves."""
+        if self.require_tree().remove(rowids):
+            self._vectors = None
+
+    def verify(self, store: HierStore) -> None:
+        """The tree must hold exactly the store's passages with vectors."""
+        tree = self.require_tree()
+        live = store.rowids_of()
+        if live.size != len(tree) or not np.array_equal(np.sort(tree.item_ids), live):
+            raise StoreCorruptedError(
+                f"{store.path / TREE_FILES[0]}: the tree holds {len(tree)} passages, the store {live.size}"
+            )
+        if store.dimension is not None and tree.dimension != store.dimension:
+            raise StoreCorruptedError(
+                f"{store.path / TREE_FILES[0]}: {tree.dimension}-d tree in a {store.dimension}-d store"
+            )
+
+    def describe(self) -> dict[str, Any]:
+        """Tree shape and balance (for ``rag-hier info``)."""
+        return self.tree.describe() if self.tree is not None else {"built": False}
+
+    # -- search support ---------------------------------------------------------------------------
+    def item_vectors(self, store: HierStore) -> np.ndarray:
+        """The passage vectors aligned with the tree's items (read from the dense index once, then cached)."""
+        tree = self.require_tree()
+        if self._vectors is None or self._vectors.shape[0] != len(tree):
+            _, self._vectors = self._store_vectors(store, tree.item_ids)
+        return self._vectors

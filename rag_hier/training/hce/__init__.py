@@ -1,0 +1,28 @@
+"""HCE — Hierarchical Corpus Encoder (Chen et al., 2025): hierarchy-aware fine-tuning of dense encoders.
+
+* :class:`HCEConfig` — hyper-parameters (modes, ``b``, ``M``, ``n_NS``, ``τ``, ``α``, EM policy, ...).
+* :class:`HierarchicalContrastiveLoss` — the loss, a sentence-transformers loss module.
+* :class:`HCETrainer` / :func:`train_hce` — EM training on sentence-transformers' trainer; the result is
+  a plain sentence-transformers model directory.
+* :mod:`rag_hier.training.hce.data` — training items, ICT pseudo-queries, tiered tree negatives.
+* :mod:`rag_hier.training.hce.distributed` — in-batch negatives gathered across processes.
+"""
+
+from rag_hier.training.hce.config import HCEConfig
+from rag_hier.training.hce.data import TrainingCorpus, ict_queries, sample_tree_negatives
+from rag_hier.training.hce.loss import HCE_CITATION, HierarchicalContrastiveLoss, ScaledLoss
+from rag_hier.training.hce.trainer import HCEEpoch, HCETrainer, HCETrainingResult, train_hce
+
+__all__ = [
+    "HCE_CITATION",
+    "HCEConfig",
+    "HCEEpoch",
+    "HCETrainer",
+    "HCETrainingResult",
+    "HierarchicalContrastiveLoss",
+    "ScaledLoss",
+    "TrainingCorpus",
+    "ict_queries",
+    "sample_tree_negatives",
+    "train_hce",
+]

@@ -1,0 +1,129 @@
+"""HCEConfig: every hyper-parameter of HCE training, validated at construction."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+__all__ = [
+    "HCE_MODES",
+    "RECLUSTER_POLICIES",
+    "UNSUPERVISED_TASKS",
+    "HCEConfig",
+    "Mode",
+    "Recluster",
+    "UnsupervisedTask",
+]
+
+Mode = Literal["unsupervised", "supervised", "joint"]
+UnsupervisedTask = Literal["ict", "simcse"]
+Recluster = Literal["improved", "always", "never"]
+HCE_MODES: tuple[str, ...] = ("unsupervised", "supervised", "joint")
+UNSUPERVISED_TASKS: tuple[str, ...] = ("ict", "simcse")
+RECLUSTER_POLICIES: tuple[str, ...] = ("improved", "always", "never")
+
+
+@dataclass(frozen=True)
+class HCEConfig:
+    """Hyper-parameters of HCE training (defaults follow the paper where it gives them).
+
+    Args:
+        mode: ``"supervised"`` (query, relevant document) pairs; ``"unsupervised"`` (pseudo-queries from
+            the corpus, see ``unsupervised_task``); ``"joint"``: supervised + ``alpha`` · unsupervised.
+        unsupervised_task: ``"ict"`` (Inverse Cloze Task: a random ``span_tokens`` span of the document is
+            the pseudo-query) or ``"simcse"`` (the document itself, encoded again under other dropout).
+        branching: Tree branching factor ``b``; ``None``: the smallest power of 2 >= N^(1/3) (paper).
+        levels_m: ``M``, the number of top tree levels trained against sibling centroids (trainable).
+        n_negatives: ``n_NS``, negatives sampled per lower level among the children of the positive's prefix.
+        temperature: ``τ`` applied to cosine similarities (paper: 0.01).
+        alpha: Weight of the unsupervised loss in ``joint`` mode (paper: 0.5).
+        symmetric: Add the document → query in-batch term to the lower-level loss (paper: yes).
+        learning_rate: AdamW learning rate for the encoder and the centroids (paper: 1e-4).
+        weight_decay: AdamW weight decay.
+        warmup_ratio: Linear warm-up over this fraction of the planned steps, then linear decay.
+        batch_size: Training pairs per device and step.
+        epochs: Maximum number of EM epochs.
+        steps_per_epoch: Steps between two EM checks (default: one pass over the training data).
+        max_steps: Stop after this many optimizer steps in total (``None``: no limit).
+        recluster: Re-embed the corpus and rebuild the tree after an epoch ``"improved"`` the dev metric
+            (Alg. 3), ``"always"``, or ``"never"``.
+        patience: Stop after this many consecutive epochs without dev improvement (``0``: never stop early).
+        dev_fraction: Share of the training queries held out as the dev set (supervised and joint modes).
+        dev_size: Number of held-out pseudo-queries forming the dev set in unsupervised mode (0: none).
+        span_tokens: ICT pseudo-query length in tokens.
+        max_seq_length: Truncate texts to this many tokens (``None``: the model's own limit).
+        gradient_accumulation_steps: Micro-batches per optimizer step (each has its own in-batch negatives).
+        fp16: Mixed precision (float16) training; GPU only.
+        bf16: Mixed precision (bfloat16) training; GPU or recent CPUs.
+        gather_across_devices: Gather in-batch negatives across processes under torch.distributed.
+        encode_batch_size: Batch size for re-embedding the corpus.
+        seed: Seed for sampling, data order and clustering.
+        tree_niter: k-means iterations per tree level.
+        logging_steps: Log the training loss every this many steps.
+
+    """
+
+    mode: Mode = "unsupervised"
+    unsupervised_task: UnsupervisedTask = "ict"
+    branching: int | None = None
+    levels_m: int = 2
+    n_negatives: int = 4
+    temperature: float = 0.01
+    alpha: float = 0.5
+    symmetric: bool = True
+    learning_rate: float = 1e-4
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    batch_size: int = 32
+    epochs: int = 3
+    steps_per_epoch: int | None = None
+    max_steps: int | None = None
+    recluster: Recluster = "improved"
+    patience: int = 1
+    dev_fraction: float = 0.1
+    dev_size: int = 200
+    span_tokens: int = 64
+    max_seq_length: int | None = None
+    gradient_accumulation_steps: int = 1
+    fp16: bool = False
+    bf16: bool = False
+    gather_across_devices: bool = True
+    encode_batch_size: int = 64
+    seed: int = 42
+    tree_niter: int = 20
+    logging_steps: int = 10
+
+    def __post_init__(self) -> None:
+        def need(cond: bool, name: str, allowed: str) -> None:
+            if not cond:
+                raise ValueError(f"HCEConfig.{name} must be {allowed}; got {getattr(self, name)!r}")
+
+        need(self.mode in HCE_MODES, "mode", " or ".join(HCE_MODES))
+        need(self.unsupervised_task in UNSUPERVISED_TASKS, "unsupervised_task", " or ".join(UNSUPERVISED_TASKS))
+        need(self.recluster in RECLUSTER_POLICIES, "recluster", " or ".join(RECLUSTER_POLICIES))
+        need(self.branching is None or self.branching >= 2, "branching", ">= 2 or None")
+        need(self.levels_m >= 0, "levels_m", ">= 0")
+        need(self.n_negatives >= 0, "n_negatives", ">= 0")
+        need(self.temperature > 0, "temperature", "> 0")
+        need(self.alpha >= 0, "alpha", ">= 0")
+        need(self.learning_rate > 0, "learning_rate", "> 0")
+        need(self.weight_decay >= 0, "weight_decay", ">= 0")
+        need(0 <= self.warmup_ratio < 1, "warmup_ratio", "in [0, 1)")
+        need(self.batch_size >= 1, "batch_size", ">= 1")
+        need(self.epochs >= 1, "epochs", ">= 1")
+        need(self.steps_per_epoch is None or self.steps_per_epoch >= 1, "steps_per_epoch", ">= 1 or None")
+        need(self.max_steps is None or self.max_steps >= 1, "max_steps", ">= 1 or None")
+        need(self.patience >= 0, "patience", ">= 0")
+        need(0 <= self.dev_fraction < 1, "dev_fraction", "in [0, 1)")
+        need(self.dev_size >= 0, "dev_size", ">= 0")
+        need(self.span_tokens >= 1, "span_tokens", ">= 1")
+        need(self.max_seq_length is None or self.max_seq_length >= 8, "max_seq_length", ">= 8 or None")
+        need(self.gradient_accumulation_steps >= 1, "gradient_accumulation_steps", ">= 1")
+        need(not (self.fp16 and self.bf16), "fp16", "False when bf16 is True")
+        need(self.encode_batch_size >= 1, "encode_batch_size", ">= 1")
+        need(self.tree_niter >= 1, "tree_niter", ">= 1")
+        need(self.logging_steps >= 1, "logging_steps", ">= 1")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (written next to the trained model)."""
+        return asdict(self)

@@ -1,0 +1,268 @@
+"""HierarchicalContrastiveLoss: HCE's tiered sibling-negative loss, as a sentence-transformers loss module."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from rag_hier.training.hce.distributed import gather_with_local_grad, is_distributed
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+    from rag_hier.index.tree import ClusterTree
+
+__all__ = ["HCE_CITATION", "HierarchicalContrastiveLoss", "ScaledLoss"]
+
+HCE_CITATION = """@article{chen2025hce,
+  title={Hierarchical Corpus Encoder: Fusing Generative Retrieval and Dense Indices},
+  author={Chen, Tongfei and Sharma, Ankita and Pauls, Adam and Van Durme, Benjamin},
+  journal={arXiv preprint arXiv:2502.18877},
+  year={2025}
+}"""
+
+
+def _embed(model: nn.Module, features: Iterable[dict[str, Tensor]]) -> list[Tensor]:
+    """Sentence embeddings of every input column (one merged forward pass when sentence-transformers can)."""
+    feats = list(features)
+    try:
+        from sentence_transformers.base.losses.merged_forward import embed_columns
+    except ImportError:  # older sentence-transformers: one forward per column
+        return [model(f)["sentence_embedding"] for f in feats]
+    return list(embed_columns(model, feats))
+
+
+class HierarchicalContrastiveLoss(nn.Module):
+    """HCE loss (Chen et al., 2025, Eq. 5–6): contrast each query against tiered sibling negatives of a cluster tree.
+
+    For a query ``q`` whose positive document ``d`` has tree path ``(n_1, …, n_H, d)``:
+
+    * **Top ``M`` levels** (``t = 1 .. M``): cross-entropy of ``cos(q, c_{n_t}) / τ`` against the
+      centroids of ``n_t``'s siblings (the children of ``n_{t-1}``). The centroids of these levels are
+      trainable parameters of this module, initialised from the tree (:meth:`set_tree`).
+    * **Lower levels**: a bidirectional contrastive loss. Query → document over the positive, the
+      sampled negatives of the input (``n_NS`` per lower level, drawn among the children of the
+      positive's prefix by :func:`~rag_hier.training.hce.data.sample_tree_negatives`) and every other
+      document of the batch; document → query over the batch's queries. The two directions are averaged.
+
+    Cosine similarities divided by ``temperature``. In-batch entries that are the query's own positive
+    document (same item label) are masked instead of being counted as negatives. Under torch.distributed
+    the batch is gathered across processes (:func:`~rag_hier.training.hce.distributed.gather_with_local_grad`):
+    every process computes the loss of the global batch.
+
+    Args:
+        model: The SentenceTransformer being trained.
+        tree: The cluster tree of the training corpus (items = corpus positions used as labels);
+            may be set later with :meth:`set_tree`.
+        levels_m: ``M``: tree levels trained against sibling centroids (capped at the tree's depth).
+        temperature: ``τ`` on cosine similarity (paper: 0.01).
+        symmetric: Add the document → query term.
+        gather_across_devices: Gather across processes when torch.distributed is initialised.
+
+    Requirements:
+        1. A :class:`~rag_hier.index.tree.ClusterTree` over the training corpus.
+        2. Inputs ``(anchor, positive, negative_1, …, negative_n)`` with labels holding, per row, the tree
+           item positions of ``positive, negative_1, …`` (``-1`` where unknown).
+
+    Inputs:
+        +--------------------------------------------------+----------------------------------------------+
+        | Texts                                            | Labels                                       |
+        +==================================================+==============================================+
+        | (anchor, positive) pairs                         | ``(batch,)`` or ``(batch, 1)`` item position |
+        +--------------------------------------------------+----------------------------------------------+
+        | (anchor, positive, negative_1, …, negative_n)    | ``(batch, 1 + n)`` item positions            |
+        +--------------------------------------------------+----------------------------------------------+
+
+    Returns:
+        A dict of loss components (``level_1`` … ``level_M``, ``documents``); sentence-transformers'
+        trainer sums them and logs each.
+
+    Example:
+        ::
+
+            tree = ClusterTree.build(model.encode(corpus_texts, normalize_embeddings=True))
+            loss = HierarchicalContrastiveLoss(model, tree, levels_m=2, temperature=0.01)
+            trainer = SentenceTransformerTrainer(model=model, train_dataset=dataset, loss=loss)
+
+    """
+
+    def __init__(
+        self,
+        model: SentenceTransformer,
+        tree: ClusterTree | None = None,
+        *,
+        levels_m: int = 2,
+        temperature: float = 0.01,
+        symmetric: bool = True,
+        gather_across_devices: bool = True,
+    ) -> None:
+        super().__init__()
+        if levels_m < 0:
+            raise ValueError(f"levels_m must be >= 0, got {levels_m}")
+        if temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
+        self.model = model
+        self.levels_m = levels_m
+        self.temperature = temperature
+        self.symmetric = symmetric
+        self.gather_across_devices = gather_across_devices
+        self.centroids = nn.ParameterList()
+        self._node_paths = torch.zeros((0, 0), dtype=torch.long)
+        self._parents: list[Tensor] = []
+        if tree is not None:
+            self.set_tree(tree)
+
+    # -- tree -------------------------------------------------------------------------------------
+    @property
+    def active_levels(self) -> int:
+        """Levels trained against sibling centroids: ``min(levels_m, tree depth)``."""
+        return len(self.centroids)
+
+    def set_tree(self, tree: ClusterTree) -> bool:
+        """Use ``tree`` (item positions = labels) and reset the trainable centroids to its centroids.
+
+        Returns ``True`` when the centroid parameters were replaced by new ones (their number or shapes
+        changed), so an optimizer holding the old ones must be rebuilt; ``False`` when they were
+        overwritten in place.
+        """
+        m = min(self.levels_m, tree.depth)
+        new = [torch.from_numpy(np.ascontiguousarray(c)) for c in tree.centroids[:m]]
+        device = next(self.model.parameters()).device if any(True for _ in self.model.parameters()) else None
+        same = len(new) == len(self.centroids) and all(
+            p.shape == c.shape for p, c in zip(self.centroids, new, strict=True)
+        )
+        if same:
+            with torch.no_grad():
+                for p, c in zip(self.centroids, new, strict=True):
+                    p.copy_(c.to(p.device, p.dtype))
+        else:
+            self.centroids = nn.ParameterList([nn.Parameter(c.to(device) if device else c) for c in new])
+        self._node_paths = torch.from_numpy(np.ascontiguousarray(tree.node_paths()))
+        self._parents = [torch.from_numpy(np.ascontiguousarray(p)) for p in tree.parents[:m]]
+        return not same
+
+    # -- loss -------------------------------------------------------------------------------------
+    def forward(
+        self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None
+    ) -> dict[str, Tensor]:
+        """Embed every input column with the model, then :meth:`compute_loss_from_embeddings`."""
+        return self.compute_loss_from_embeddings(_embed(self.model, sentence_features), labels)
+
+    def compute_loss_from_embeddings(self, embeddings: list[Tensor], labels: Tensor | None = None) -> dict[str, Tensor]:
+        """The loss components for ``[queries, positives, negatives_1, …]`` embeddings (each ``(batch, dim)``)."""
+        if len(embeddings) < 2:
+            raise ValueError(
+                f"HierarchicalContrastiveLoss needs (anchor, positive, ...) columns, got {len(embeddings)}"
+            )
+        q = embeddings[0]
+        docs = list(embeddings[1:])
+        batch = q.size(0)
+        device = q.device
+        if labels is None:
+            lab = torch.full((batch, len(docs)), -1, dtype=torch.long, device=device)
+        else:
+            lab = labels.to(device=device, dtype=torch.long).reshape(batch, -1)
+            if lab.size(1) < len(docs):
+                pad = torch.full((batch, len(docs) - lab.size(1)), -1, dtype=torch.long, device=device)
+                lab = torch.cat([lab, pad], dim=1)
+            lab = lab[:, : len(docs)]
+        if self.gather_across_devices and is_distributed():
+            q = gather_with_local_grad(q)
+            docs = [gather_with_local_grad(d) for d in docs]
+            lab = gather_with_local_grad(lab)
+        qn = F.normalize(q.float(), dim=-1)
+        dn = [F.normalize(d.float(), dim=-1) for d in docs]
+        n = qn.size(0)
+        pos_label = lab[:, 0]
+        known = pos_label >= 0
+        inv_t = 1.0 / self.temperature
+        out: dict[str, Tensor] = {}
+        if self.active_levels and (labels is not None):
+            if self._node_paths.numel() and int(pos_label.max().item()) >= self._node_paths.size(0):
+                raise ValueError(
+                    f"label {int(pos_label.max().item())} is not an item of the tree ({self._node_paths.size(0)} items)"
+                )
+            paths = self._node_paths.to(device)[pos_label.clamp(min=0)]
+            denom = known.sum().clamp(min=1)
+            for t in range(1, self.active_levels + 1):
+                cent = F.normalize(self.centroids[t - 1].float(), dim=-1)
+                logits = qn @ cent.T * inv_t
+                target = paths[:, t - 1]
+                parents = self._parents[t - 1].to(device)
+                siblings = parents[None, :] == parents[target][:, None]
+                logits = logits.masked_fill(~siblings, float("-inf"))
+                ce = F.cross_entropy(logits, target, reduction="none")
+                out[f"level_{t}"] = torch.where(known, ce, torch.zeros_like(ce)).sum() / denom
+        all_docs = torch.cat(dn, dim=0)  # column-major: all positives, then each negatives column
+        doc_labels = lab.T.reshape(-1)
+        target = torch.arange(n, device=device)
+        scores = qn @ all_docs.T * inv_t
+        same = (doc_labels[None, :] == pos_label[:, None]) & known[:, None]
+        same[target, target] = False
+        loss_qd = F.cross_entropy(scores.masked_fill(same, float("-inf")), target)
+        if self.symmetric:
+            back = dn[0] @ qn.T * inv_t
+            same_q = (pos_label[None, :] == pos_label[:, None]) & known[:, None]
+            same_q[target, target] = False
+            loss_dq = F.cross_entropy(back.masked_fill(same_q, float("-inf")), target)
+            out["documents"] = (loss_qd + loss_dq) / 2
+        else:
+            out["documents"] = loss_qd
+        return out
+
+    # -- sentence-transformers conventions --------------------------------------------------------
+    def get_config_dict(self) -> dict[str, Any]:
+        """Hyper-parameters for the model card."""
+        return {
+            "levels_m": self.levels_m,
+            "temperature": self.temperature,
+            "symmetric": self.symmetric,
+            "gather_across_devices": self.gather_across_devices,
+            "active_levels": self.active_levels,
+        }
+
+    @property
+    def citation(self) -> str:
+        """BibTeX of the HCE paper."""
+        return HCE_CITATION
+
+
+class ScaledLoss(nn.Module):
+    """Multiply every component of another loss by ``weight`` (HCE-J's ``α`` on the unsupervised loss).
+
+    Args:
+        loss: The wrapped loss (returns a tensor or a dict of tensors).
+        weight: The factor.
+        prefix: Prepended to the component names, so both losses are logged apart.
+
+    """
+
+    def __init__(self, loss: nn.Module, weight: float, prefix: str = "") -> None:
+        super().__init__()
+        self.loss = loss
+        self.weight = weight
+        self.prefix = prefix
+
+    @property
+    def model(self) -> Any:
+        """The wrapped loss's model (the trainer swaps in its DDP-wrapped model through this)."""
+        return self.loss.model
+
+    def forward(
+        self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None
+    ) -> dict[str, Tensor]:
+        """The wrapped loss, scaled."""
+        value = self.loss(sentence_features, labels)
+        if isinstance(value, dict):
+            return {f"{self.prefix}{k}": v * self.weight for k, v in value.items()}
+        return {f"{self.prefix}loss": value * self.weight}
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """The weight and the wrapped loss's configuration."""
+        inner: dict[str, Any] = getattr(self.loss, "get_config_dict", dict)()
+        return {"weight": self.weight, **inner}

@@ -1,0 +1,141 @@
+"""HierarchicalContrastiveLoss against hand-computed values, masking, and the data helpers it relies on."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from rag_hier.index.tree import ClusterTree
+from rag_hier.training.hce import HierarchicalContrastiveLoss, ScaledLoss, ict_queries, sample_tree_negatives
+
+
+def _toy_tree() -> ClusterTree:
+    """Two top nodes, four leaves (parents 0,0,1,1), one 2-d item per leaf."""
+    top = np.array([[1.0, 0.0], [0.0, 1.0]], np.float32)
+    leaves = np.array([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0], [0.8, 0.6]], np.float32)
+    return ClusterTree(2, 2, [top, leaves], [np.zeros(2, np.int64), np.array([0, 0, 1, 1])], np.arange(4), np.arange(4))
+
+
+def _loss(levels_m: int, temperature: float = 1.0) -> HierarchicalContrastiveLoss:
+    return HierarchicalContrastiveLoss(torch.nn.Linear(1, 1), _toy_tree(), levels_m=levels_m, temperature=temperature)
+
+
+def test_hand_computed_example() -> None:
+    q = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    pos = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    neg = torch.tensor([[0.6, 0.8], [1.0, 0.0]])  # row 2's negative is row 1's positive document
+    labels = torch.tensor([[0, 1], [2, 0]])
+    out = _loss(levels_m=2).compute_loss_from_embeddings([q, pos, neg], labels)
+    e = math.e
+    # level 1: both top nodes are siblings (children of the root); q is one of them exactly
+    assert out["level_1"].item() == pytest.approx(math.log(1 + e**-1), rel=1e-5)
+    # level 2: leaf 0 against its sibling leaf 1 (cos 0.6); leaf 2 against leaf 3 (cos 0.6)
+    assert out["level_2"].item() == pytest.approx(math.log(1 + e**-0.4), rel=1e-5)
+    # query 1 -> docs: [d1=1, d2=0, n1=0.6, n2 masked (it is query 1's own positive)]
+    qd1 = -math.log(e / (e + 1 + e**0.6))
+    # query 2 -> docs: [d1=0, d2=1, n1=0.8, n2=0]
+    qd2 = -math.log(e / (1 + e + e**0.8 + 1))
+    dq = math.log(1 + e**-1)
+    assert out["documents"].item() == pytest.approx(((qd1 + qd2) / 2 + dq) / 2, rel=1e-5)
+
+
+def test_levels_m_and_asymmetric_variant() -> None:
+    q = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    out = _loss(levels_m=1).compute_loss_from_embeddings([q, q.clone()], torch.tensor([0, 2]))
+    assert set(out) == {"level_1", "documents"}
+    loss0 = HierarchicalContrastiveLoss(
+        torch.nn.Linear(1, 1), _toy_tree(), levels_m=0, temperature=1.0, symmetric=False
+    )
+    only = loss0.compute_loss_from_embeddings([q, q.clone()], None)
+    assert set(only) == {"documents"}
+    assert only["documents"].item() == pytest.approx(math.log(1 + math.e**-1), rel=1e-5)
+
+
+def test_matches_a_numpy_oracle_at_tau_001() -> None:
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((40, 8)).astype(np.float32)
+    tree = ClusterTree.build(x, branching=4)
+    loss = HierarchicalContrastiveLoss(torch.nn.Linear(1, 1), tree, levels_m=2, temperature=0.01)
+    q = rng.standard_normal((6, 8)).astype(np.float32)
+    items = np.array([0, 5, 9, 13, 21, 30])
+    out = loss.compute_loss_from_embeddings([torch.from_numpy(q), torch.from_numpy(x[items])], torch.from_numpy(items))
+
+    def ce(logits: np.ndarray, target: int) -> float:
+        m = logits.max()
+        return float(-(logits[target] - m - np.log(np.exp(logits - m).sum())))
+
+    qn = q / np.linalg.norm(q, axis=1, keepdims=True)
+    paths = tree.node_paths()
+    for t in (1, 2):
+        c = tree.centroids[t - 1]
+        vals = []
+        for i, item in enumerate(items):
+            node = paths[item, t - 1]
+            sib = np.nonzero(tree.parents[t - 1] == tree.parents[t - 1][node])[0]
+            vals.append(ce(qn[i] @ c[sib].T / 0.01, int(np.nonzero(sib == node)[0][0])))
+        assert out[f"level_{t}"].item() == pytest.approx(np.mean(vals), rel=1e-4)
+    dn = x[items] / np.linalg.norm(x[items], axis=1, keepdims=True)
+    qd = np.mean([ce(qn[i] @ dn.T / 0.01, i) for i in range(6)])
+    dq = np.mean([ce(dn[i] @ qn.T / 0.01, i) for i in range(6)])
+    assert out["documents"].item() == pytest.approx((qd + dq) / 2, rel=1e-4)
+
+
+def test_centroids_are_trainable_and_reset_by_set_tree() -> None:
+    loss = _loss(levels_m=2)
+    assert [tuple(p.shape) for p in loss.centroids] == [(2, 2), (4, 2)]
+    q = torch.tensor([[0.9, 0.1]], requires_grad=True)
+    out = loss.compute_loss_from_embeddings([q, q.detach().clone()], torch.tensor([0]))
+    sum(out.values()).backward()
+    assert loss.centroids[1].grad is not None and loss.centroids[1].grad.abs().sum() > 0
+    with torch.no_grad():
+        loss.centroids[0].add_(1.0)
+    assert loss.set_tree(_toy_tree()) is False  # same shapes: overwritten in place
+    assert torch.equal(loss.centroids[0].detach(), torch.tensor([[1.0, 0.0], [0.0, 1.0]]))
+
+
+def test_scaled_loss_weights_every_component() -> None:
+    inner = _loss(levels_m=1)
+    feats_q = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    base = inner.compute_loss_from_embeddings([feats_q, feats_q.clone()], torch.tensor([0, 2]))
+    scaled = ScaledLoss(inner, 0.5, prefix="unsup_")
+    inner.forward = lambda feats, labels: inner.compute_loss_from_embeddings(list(feats), labels)  # type: ignore[method-assign]
+    got = scaled([feats_q, feats_q.clone()], torch.tensor([0, 2]))
+    assert got["unsup_documents"].item() == pytest.approx(0.5 * base["documents"].item())
+    assert scaled.model is inner.model
+
+
+def test_tree_negatives_are_siblings_of_the_positive(unit_vectors: np.ndarray) -> None:
+    tree = ClusterTree.build(unit_vectors, branching=4)
+    assert tree.depth == 4  # 300 -> 75 -> 19 -> 5 -> 2 -> root
+    pos = np.arange(0, 300, 7)
+    rng = np.random.default_rng(0)
+    neg = sample_tree_negatives(tree, pos, levels_m=2, n_negatives=3, rng=rng)
+    assert neg.shape == (pos.size, 3 * 3)  # levels 3, 4 and the item level
+    paths = tree.paths()
+    for row, item in enumerate(pos):
+        for li, level in enumerate((3, 4, 5)):
+            for j in neg[row, li * 3 : (li + 1) * 3]:
+                assert j != item
+                # same prefix down to level-1 ... unless the node had no sibling (fallback one level up)
+                assert np.array_equal(paths[j, : level - 2], paths[item, : level - 2])
+    banned = sample_tree_negatives(
+        tree,
+        pos[:1],
+        levels_m=4,
+        n_negatives=5,
+        rng=rng,
+        exclude=[frozenset(tree.members(4, tree.item_leaf[pos[0]]).tolist())],
+    )
+    assert not np.isin(banned, tree.members(4, tree.item_leaf[pos[0]])).any()
+
+
+def test_ict_spans_are_substrings() -> None:
+    rng = np.random.default_rng(0)
+    texts = [" ".join(f"w{i}" for i in range(200)), "short text here", ""]
+    spans = ict_queries(texts, rng, span_tokens=64)
+    assert len(spans[0].split()) == 64 and spans[0] in texts[0]
+    assert len(spans[1].split()) == 1 and spans[1] in texts[1]
+    assert spans[2] == ""

@@ -1,0 +1,84 @@
+"""HCETrainer: every mode trains a few steps and saves a loadable sentence-transformers model; EM bookkeeping."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from rag_hier.errors import RagHierError
+from rag_hier.training.hce import HCEConfig, HCETrainer
+
+
+def _config(mode: str, **kw) -> HCEConfig:
+    base = dict(
+        mode=mode,
+        batch_size=4,
+        epochs=1,
+        steps_per_epoch=2,
+        branching=4,
+        max_seq_length=24,
+        span_tokens=6,
+        dev_size=8,
+        encode_batch_size=64,
+        logging_steps=1,
+        tree_niter=5,
+    )
+    return HCEConfig(**{**base, **kw})
+
+
+@pytest.mark.parametrize("mode", ["unsupervised", "supervised", "joint"])
+def test_each_mode_trains_and_saves_a_loadable_model(tmp_path, tiny_model_path, small_corpus, small_queries, mode):
+    from sentence_transformers import SentenceTransformer
+
+    queries, qrels = small_queries
+    trainer = HCETrainer(tiny_model_path, _config(mode), device="cpu", show_progress_bar=False)
+    result = trainer.train(small_corpus, tmp_path / "out", queries=queries, qrels=qrels)
+    assert result.steps == 2 and result.history[0].epoch == 0 and result.history[0].tree["items"] == 48
+    assert result.best_dev is not None  # a dev set exists in every mode (held-out queries or ICT spans)
+    model = SentenceTransformer(str(tmp_path / "out"), device="cpu")
+    assert model.encode(["apple"]).shape == (1, 32)
+    report = json.loads((tmp_path / "out" / "hce_training.json").read_text())
+    assert report["config"]["mode"] == mode and report["steps"] == 2
+
+
+def test_em_rebuilds_the_tree_and_simcse_runs(tmp_path, tiny_model_path, small_corpus):
+    cfg = _config("unsupervised", unsupervised_task="simcse", epochs=2, recluster="always", dev_size=0)
+    result = HCETrainer(tiny_model_path, cfg, device="cpu", show_progress_bar=False).train(small_corpus, tmp_path / "o")
+    assert [e.epoch for e in result.history] == [0, 1, 2]
+    assert result.history[1].reclustered and not result.history[2].reclustered  # never after the last epoch
+    assert result.steps == 4 and result.best_dev is None
+
+
+def test_supervised_needs_queries_and_config_is_validated(tmp_path, tiny_model_path, small_corpus):
+    with pytest.raises(RagHierError, match="queries and qrels"):
+        HCETrainer(tiny_model_path, _config("supervised"), device="cpu").train(small_corpus, tmp_path / "x")
+    with pytest.raises(ValueError, match=r"HCEConfig\.mode"):
+        HCEConfig(mode="semi")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="temperature"):
+        HCEConfig(temperature=0)
+
+
+@pytest.mark.real_model
+def test_real_model_one_step_keeps_a_working_retriever(tmp_path, real_model_path):
+    """One ICT step on the real MiniLM saves a model that still matches a question to its passage."""
+    from sentence_transformers import SentenceTransformer
+
+    texts = {
+        "bees": "Bees turn nectar into honey and store it in wax cells.",
+        "tides": "The moon pulls the oceans and makes the tides rise and fall.",
+        "volcano": "Magma rises through cracks in the crust until the volcano erupts.",
+        "bread": "Sourdough rises because wild yeast ferments the flour.",
+        "press": "Movable type made printed books cheaper to produce.",
+        "compost": "Microbes turn kitchen scraps into dark, crumbly humus.",
+    }
+    cfg = HCEConfig(
+        mode="unsupervised", batch_size=4, epochs=1, max_steps=1, max_seq_length=32, span_tokens=6,
+        dev_size=0, recluster="never", n_negatives=1, branching=2, tree_niter=5,
+    )  # fmt: skip
+    result = HCETrainer(real_model_path, cfg, device="cpu", show_progress_bar=False).train(texts, tmp_path / "m")
+    assert result.steps == 1
+    model = SentenceTransformer(str(tmp_path / "m"), device="cpu")
+    emb = model.encode(["How do bees make honey?", *texts.values()], normalize_embeddings=True)
+    assert int(np.argmax(emb[1:] @ emb[0])) == 0

@@ -1,0 +1,95 @@
+"""SvdrTrainer: the loss, the batches, β-mined negatives, and a few real steps."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from rag_hier import Document
+from rag_hier.encoders.vocab import VocabEncoder
+from rag_hier.errors import RagHierError
+from rag_hier.training.svdr import SvdrTrainer, SvdrTrainingConfig, semi_parametric_loss
+
+from .conftest import TEXTS, make_docs
+
+QUERIES = {f"q{i}": f"{t.split()[1]} {t.split()[-1]}" for i, t in enumerate(TEXTS)}
+QRELS = {f"q{i}": {f"d{i}": 1} for i in range(len(TEXTS))}
+
+
+def test_semi_parametric_loss_matches_its_definition() -> None:
+    g = torch.Generator().manual_seed(0)
+    eq, ep = torch.rand(3, 6, generator=g), torch.rand(5, 6, generator=g)
+    tq, tp = (torch.rand(3, 6, generator=g) > 0.5).float(), (torch.rand(5, 6, generator=g) > 0.5).float()
+    mask = torch.zeros(3, 5, dtype=torch.bool)
+    mask[0, 4] = True
+
+    def contrastive(a: torch.Tensor, b: torch.Tensor, t: float) -> float:
+        s = (a @ b.T).numpy() / t
+        s[mask.numpy()] = -np.inf
+        q2p = np.mean([-s[i, i] + np.log(np.exp(s[i]).sum()) for i in range(3)])
+        sq = s[:, :3].T
+        p2q = np.mean([-sq[i, i] + np.log(np.exp(sq[i]).sum()) for i in range(3)])
+        return (q2p + p2q) / 2
+
+    loss, parts = semi_parametric_loss(eq, tq, ep, tp, mask, temperature=0.5)
+    expected = contrastive(eq, ep, 0.5) + 0.5 * contrastive(eq, tp, 0.5) + 0.5 * contrastive(tq, ep, 0.5)
+    assert float(loss) == pytest.approx(expected, rel=1e-5)
+    assert parts["l_p"] == pytest.approx(contrastive(eq, ep, 0.5), rel=1e-5)
+
+
+def test_batches_hold_no_duplicate_query_or_document(vocab_encoder: VocabEncoder) -> None:
+    qrels = {**QRELS, "q0": {"d0": 1, "d1": 1}, "q1": {"d1": 1}}
+    trainer = SvdrTrainer.from_documents(
+        vocab_encoder, make_docs(), QUERIES, qrels, config=SvdrTrainingConfig(batch_size=4)
+    )
+    assert len(trainer.examples) == 9
+    batches = trainer._batches(random.Random(0))
+    assert sorted((e.qid, e.doc) for b in batches for e in b) == sorted((e.qid, e.doc) for e in trainer.examples)
+    for b in batches:
+        assert len({e.qid for e in b}) == len(b) == len({e.doc for e in b}) <= 4
+    # q0 and q1 share d1: whichever is the other's positive is masked out of its negatives
+    trainer._negatives = {}
+    batch = [e for e in trainer.examples if e.qid in ("q0", "q1") and e.doc != "d1"] + [
+        e for e in trainer.examples if e.qid == "q1"
+    ]
+    _, _, mask = trainer._step_inputs(batch, random.Random(0))
+    assert mask.tolist() == [[False, True], [False, False]]
+
+
+def test_hard_negatives_come_from_beta_search_and_exclude_positives(vocab_encoder: VocabEncoder) -> None:
+    trainer = SvdrTrainer.from_documents(
+        vocab_encoder, make_docs(), QUERIES, QRELS, config=SvdrTrainingConfig(negative_depth=3)
+    )
+    negatives = trainer.mine_negatives()
+    vectors = vocab_encoder.encode_queries([QUERIES["q0"]])
+    _, ids = trainer.token_index.search(vectors, top_k=len(TEXTS))
+    assert negatives["q0"] == [int(i) for i in ids[0] if i != 0][:3]
+    assert all(trainer.passage_ids[i] != f"d{q[1:]}#0" for q, neg in negatives.items() for i in neg)
+
+
+def test_training_runs_saves_and_loads(tiny_model_path: str, tmp_path: Path) -> None:
+    encoder = VocabEncoder(tiny_model_path, device="cpu")
+    before = encoder.fingerprint
+    reference = encoder.encode_queries(["honey bees"])
+    config = SvdrTrainingConfig(batch_size=3, max_steps=2, learning_rate=1e-3, seed=1)
+    trainer = SvdrTrainer.from_documents(encoder, make_docs(), QUERIES, QRELS, config=config)
+    result = trainer.train()
+    assert result.steps == 2 and result.stopped_by == "max_steps" and np.isfinite(result.losses).all()
+    assert encoder.fingerprint != before and not encoder.module.training
+    out = trainer.save(tmp_path / "model")
+    assert (out / "training.json").is_file()
+    loaded = VocabEncoder(out, device="cpu")
+    assert loaded.fingerprint == encoder.fingerprint
+    assert abs(loaded.encode_queries(["honey bees"]) - encoder.encode_queries(["honey bees"])).max() == 0
+    assert abs(loaded.encode_queries(["honey bees"]) - reference).max() > 0
+
+
+def test_training_refuses_data_without_pairs(vocab_encoder: VocabEncoder) -> None:
+    with pytest.raises(RagHierError, match="no training pair"):
+        SvdrTrainer.from_documents(vocab_encoder, [Document("x", "X", ("text",))], QUERIES, QRELS)
+    with pytest.raises(ValueError, match="batch_size"):
+        SvdrTrainingConfig(batch_size=0)
