@@ -89,7 +89,7 @@ def rss_bytes() -> int:
 
         return int(psutil.Process().memory_info().rss)
     except ImportError:
-        with open("/proc/self/status", encoding="ascii") as f:
+        with Path("/proc/self/status").open(encoding="ascii") as f:
             for line in f:
                 if line.startswith("VmRSS:"):
                     return int(line.split()[1]) * 1024
@@ -103,7 +103,7 @@ def pct(values: list[float], q: float) -> float:
 # ---------------------------------------------------------------------------------------------------
 # raw FAISS
 # ---------------------------------------------------------------------------------------------------
-def build_raw(kind: str, x: np.ndarray, nlist: int, m: int, ef_c: int):
+def build_raw(kind: str, x: np.ndarray, nlist: int, m: int, ef_c: int, ivf_train: int | None = None):
     import faiss
 
     d = x.shape[1]
@@ -116,12 +116,13 @@ def build_raw(kind: str, x: np.ndarray, nlist: int, m: int, ef_c: int):
         index = faiss.IndexIVFFlat(quantizer, d, nlist, faiss.METRIC_INNER_PRODUCT)
         index.cp.seed = 1234
         train = x
-        if x.shape[0] > 256 * nlist:  # what FAISS (and the engine) would sample anyway
+        if ivf_train is not None and ivf_train < x.shape[0]:
+            train = x[:ivf_train]  # the store trains on the first vectors it receives (see build_store)
+        elif x.shape[0] > 256 * nlist:  # what FAISS (and the engine) would sample anyway
             rng = np.random.default_rng(1234)
             train = x[np.sort(rng.choice(x.shape[0], size=256 * nlist, replace=False))]
         index.train(train)
         index.add(x)
-        index._quantizer_ref = quantizer  # noqa: SLF001 - keep the quantizer alive
     elif kind == "hnsw":
         index = faiss.IndexHNSWFlat(d, m, faiss.METRIC_INNER_PRODUCT)
         index.hnsw.efConstruction = ef_c
@@ -181,8 +182,12 @@ def make_passages(n: int, per_doc: int = 10):
     from rag_hier.corpus import Passage
 
     return [
-        Passage(id=f"doc{i // per_doc}#{i % per_doc}", doc_id=f"doc{i // per_doc}", position=i % per_doc,
-                text=f"passage {i % per_doc} of doc {i // per_doc}")
+        Passage(
+            id=f"doc{i // per_doc}#{i % per_doc}",
+            doc_id=f"doc{i // per_doc}",
+            position=i % per_doc,
+            text=f"passage {i % per_doc} of doc {i // per_doc}",
+        )
         for i in range(n)
     ]
 
@@ -191,13 +196,21 @@ def hit_index(h, per_doc: int = 10) -> int:
     return int(h.doc_id[3:]) * per_doc + int(h.position)
 
 
-def build_store(path: Path, kind: str, x: np.ndarray, nlist: int, m: int, ef_c: int, param: int | None):
+def build_store(
+    path: Path, kind: str, x: np.ndarray, nlist: int, m: int, ef_c: int, param: int | None, ivf_train: int | None
+):
     from rag_hier.index import IndexConfig
     from rag_hier.store import HierStore
 
     cfg: dict[str, Any] = {"kind": kind, "hnsw_m": m, "ef_construction": ef_c}
+    chunk = x.shape[0] if x.shape[0] < 500_000 else 100_000  # big inputs: 100k passages per call, one commit
     if kind == "ivf":
-        cfg.update(nlist=nlist, nprobe=int(param), train_min=min(x.shape[0], 39 * nlist))
+        if ivf_train is not None and ivf_train < x.shape[0]:
+            # add in chunks inside one batch (one commit): the index trains itself on the first chunk
+            chunk = ivf_train
+            cfg.update(nlist=nlist, nprobe=int(param), train_min=ivf_train)
+        else:
+            cfg.update(nlist=nlist, nprobe=int(param), train_min=min(x.shape[0], 39 * nlist))
     if kind == "hnsw":
         cfg.update(ef_search=int(param))
     t0 = time.perf_counter()
@@ -205,7 +218,9 @@ def build_store(path: Path, kind: str, x: np.ndarray, nlist: int, m: int, ef_c: 
     t_passages = time.perf_counter() - t0
     t0 = time.perf_counter()
     store = HierStore.create(path, model=None, dimension=x.shape[1], index=IndexConfig(**cfg))
-    store.add_passages(passages, x)
+    with store.batch():
+        for start in range(0, x.shape[0], chunk):
+            store.add_passages(passages[start : start + chunk], x[start : start + chunk])
     t_build = time.perf_counter() - t0
     del passages
     if kind == "ivf":
@@ -339,8 +354,10 @@ def haystack_child(n: int, dim: int) -> None:
     before = rss_bytes()
     t0 = time.perf_counter()
     store = InMemoryDocumentStore(shared=False)
-    docs = [Document(id=f"doc{i // 10}#{i % 10}", content=f"passage {i % 10} of doc {i // 10}",
-                     embedding=x[i].tolist()) for i in range(n)]
+    docs = [
+        Document(id=f"doc{i // 10}#{i % 10}", content=f"passage {i % 10} of doc {i // 10}", embedding=x[i].tolist())
+        for i in range(n)
+    ]
     store.write_documents(docs)
     del docs
     t_write = time.perf_counter() - t0
@@ -373,12 +390,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--centers", type=int, default=1000)
     p.add_argument("--noise", type=float, default=0.05, help="per-dimension noise std around a centre")
     p.add_argument("--queries", type=int, default=1000)
-    p.add_argument("--flat-single-queries", type=int, default=300,
-                   help="single-query loop length for flat (each query scans everything)")
+    p.add_argument(
+        "--flat-single-queries",
+        type=int,
+        default=300,
+        help="single-query loop length for flat (each query scans everything)",
+    )
     p.add_argument("--target", type=float, default=0.99, help="recall@10 to reach when tuning")
     p.add_argument("--hnsw-m", type=int, default=32)
     p.add_argument("--ef-construction", type=int, default=80)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument(
+        "--ivf-train",
+        type=int,
+        default=None,
+        help="IVF training vectors (default: all, at most 256*nlist); the store gets them as its first chunk",
+    )
+    p.add_argument(
+        "--low-memory-from",
+        type=int,
+        default=500_000,
+        help="from this N on, the raw index waits on disk while the store builds",
+    )
     p.add_argument("--no-memory", action="store_true", help="skip the resident-memory subprocesses")
     p.add_argument("--haystack", action="store_true", help="also measure Haystack InMemoryDocumentStore memory")
     p.add_argument("--profile", action="store_true", help="cProfile the store single-query loop")
@@ -419,11 +452,19 @@ def run_size(a, n: int, kinds: list[str], tmp_root: Path) -> None:
     if out_file.exists():
         with contextlib.suppress(json.JSONDecodeError):
             result = json.loads(out_file.read_text())
-    result.update({
-        "n": n, "dim": a.dim, "centers": a.centers, "noise": a.noise, "queries": a.queries,
-        "target_recall@10": a.target, "threads": a.threads, "faiss": faiss.__version__,
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": sys.version.split()[0]},
-    })
+    result.update(
+        {
+            "n": n,
+            "dim": a.dim,
+            "centers": a.centers,
+            "noise": a.noise,
+            "queries": a.queries,
+            "target_recall@10": a.target,
+            "threads": a.threads,
+            "faiss": faiss.__version__,
+            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": sys.version.split()[0]},
+        }
+    )
     result.setdefault("kinds", {})
     raw_bytes = n * a.dim * 4
     print(f"== N={n}: generating data", flush=True)
@@ -447,56 +488,78 @@ def run_size(a, n: int, kinds: list[str], tmp_root: Path) -> None:
     for kind in kinds:
         rec: dict[str, Any] = {"date": _dt.datetime.now().astimezone().isoformat(timespec="seconds")}
         print(f"-- {kind} N={n}: raw build", flush=True)
-        raw, t_raw = build_raw(kind, x, nlist, a.hnsw_m, a.ef_construction)
+        raw, t_raw = build_raw(kind, x, nlist, a.hnsw_m, a.ef_construction, a.ivf_train)
         rec["raw_build_s"] = t_raw
         print(f"   raw build {t_raw:.1f}s", flush=True)
         param, sweep = tune(raw, kind, q, truth, a.target)
-        rec["param"] = {"ivf": {"nlist": nlist, "nprobe": param}, "hnsw": {"M": a.hnsw_m, "efConstruction":
-                        a.ef_construction, "efSearch": param}}.get(kind, {})
+        rec["ivf_train"] = a.ivf_train if kind == "ivf" else None
+        rec["param"] = {
+            "ivf": {"nlist": nlist, "nprobe": param},
+            "hnsw": {"M": a.hnsw_m, "efConstruction": a.ef_construction, "efSearch": param},
+        }.get(kind, {})
         rec["tuning"] = sweep
         gc.collect()
         print(f"   store build (param {param})", flush=True)
         path = tmp_root / f"store-{kind}-{n}"
-        store, t_store, t_passages = build_store(path, kind, x, nlist, a.hnsw_m, a.ef_construction, param)
+        raw_path = tmp_root / f"raw-{kind}-{n}.faiss"
+        low_memory = n >= a.low_memory_from
+        if low_memory:  # keep only one index in memory while the store builds
+            faiss.write_index(raw, str(raw_path))
+            del raw
+            gc.collect()
+        store, t_store, t_passages = build_store(path, kind, x, nlist, a.hnsw_m, a.ef_construction, param, a.ivf_train)
+        if low_memory:
+            raw = faiss.read_index(str(raw_path))
+            set_raw_param(raw, kind, param)
         rec["store_build_s"] = t_store
         rec["passage_objects_s"] = t_passages
         rec["build_ratio"] = t_store / t_raw
-        print(f"   store build {t_store:.1f}s (+{t_passages:.1f}s making Passage objects); ratio "
-              f"{t_store / t_raw:.2f}", flush=True)
+        print(
+            f"   store build {t_store:.1f}s (+{t_passages:.1f}s making Passage objects); ratio {t_store / t_raw:.2f}",
+            flush=True,
+        )
         n_single = min(a.queries, a.flat_single_queries) if kind == "flat" else a.queries
         lat, raw_ids, store_ids = latency(raw, store, kind, q, n_single)
         lat["raw_recall@10"] = recall_at(raw_ids, truth)
         lat["store_recall@10"] = recall_at(store_ids, truth)
         rec.update(lat)
-        print(f"   single: raw {lat['raw_median_ms']:.3f} ms (p95 {lat['raw_p95_ms']:.3f}), store "
-              f"{lat['store_median_ms']:.3f} ms (p95 {lat['store_p95_ms']:.3f}; index layer only "
-              f"{lat['store_index_median_ms']:.3f}), ratio {lat['ratio_median']:.2f}; batch qps raw "
-              f"{lat['raw_batch_qps']:.0f} store {lat['store_batch_qps']:.0f}; recall raw "
-              f"{lat['raw_recall@10']:.4f} store {lat['store_recall@10']:.4f}", flush=True)
+        print(
+            f"   single: raw {lat['raw_median_ms']:.3f} ms (p95 {lat['raw_p95_ms']:.3f}), store "
+            f"{lat['store_median_ms']:.3f} ms (p95 {lat['store_p95_ms']:.3f}; index layer only "
+            f"{lat['store_index_median_ms']:.3f}), ratio {lat['ratio_median']:.2f}; batch qps raw "
+            f"{lat['raw_batch_qps']:.0f} store {lat['store_batch_qps']:.0f}; recall raw "
+            f"{lat['raw_recall@10']:.4f} store {lat['store_recall@10']:.4f}",
+            flush=True,
+        )
         if a.profile:
             prof_path = a.out_dir / f"profile-{kind}-{n}.prof"
             rec["profile_top"] = profile_store(store, q, min(n_single, 500), prof_path)
             print(rec["profile_top"], flush=True)
         store.close()
         if not a.no_memory:
-            raw_path = tmp_root / f"raw-{kind}-{n}.faiss"
-            faiss.write_index(raw, str(raw_path))
+            if not raw_path.exists():
+                faiss.write_index(raw, str(raw_path))
             del raw
             gc.collect()
-            m_raw = run_child(["--memory-child", "raw", str(raw_path), "--dim", str(a.dim),
-                               "--threads", str(a.threads)])
-            m_store = run_child(["--memory-child", "store", str(path), "--dim", str(a.dim),
-                                 "--threads", str(a.threads)])
+            m_raw = run_child(
+                ["--memory-child", "raw", str(raw_path), "--dim", str(a.dim), "--threads", str(a.threads)]
+            )
+            m_store = run_child(
+                ["--memory-child", "store", str(path), "--dim", str(a.dim), "--threads", str(a.threads)]
+            )
             raw_path.unlink()
-            for name, m in (("raw", m_raw), ("store", m_store)):
+            for m in (m_raw, m_store):
                 m["delta_bytes"] = m["rss_after"] - m["rss_before"]
                 m["ratio_to_raw_f32"] = m["delta_bytes"] / raw_bytes
             rec["memory"] = {"raw": m_raw, "store": m_store, "raw_f32_bytes": raw_bytes}
-            print(f"   memory: raw {m_raw['ratio_to_raw_f32']:.3f}x, store {m_store['ratio_to_raw_f32']:.3f}x "
-                  f"of N*dim*4 = {raw_bytes / 2**20:.0f} MiB (store open+query {m_store['seconds']:.1f}s)",
-                  flush=True)
+            print(
+                f"   memory: raw {m_raw['ratio_to_raw_f32']:.3f}x, store {m_store['ratio_to_raw_f32']:.3f}x "
+                f"of N*dim*4 = {raw_bytes / 2**20:.0f} MiB (store open+query {m_store['seconds']:.1f}s)",
+                flush=True,
+            )
         else:
             del raw
+            raw_path.unlink(missing_ok=True)
         rec["store_disk_bytes"] = sum(f.stat().st_size for f in path.iterdir())
         shutil.rmtree(path, ignore_errors=True)
         gc.collect()

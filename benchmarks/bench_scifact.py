@@ -58,6 +58,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top-k", type=int, default=100)
     parser.add_argument("--threads", type=int, default=2, help="torch and FAISS threads")
     parser.add_argument("--skip-dense", action="store_true", help="BM25 only")
+    parser.add_argument("--text-only", action="store_true", help="also encode text without title (one more pass)")
+    parser.add_argument(
+        "--timing-only",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only time store indexing against raw encoding of the first N documents, interleaved (2 rounds)",
+    )
     args = parser.parse_args(argv)
 
     data: Path = args.data
@@ -90,8 +98,14 @@ def main(argv: list[str] | None = None) -> int:
     results: dict = {
         "benchmark": "scifact",
         "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": sys.version.split()[0],
-                    "torch_threads": args.threads, "faiss": faiss.__version__, "torch": torch.__version__},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": sys.version.split()[0],
+            "torch_threads": args.threads,
+            "faiss": faiss.__version__,
+            "torch": torch.__version__,
+        },
         "corpus_docs": len(docs),
         "queries": len(qids),
         "published_minilm_ndcg@10": PUBLISHED_NDCG10,
@@ -99,22 +113,33 @@ def main(argv: list[str] | None = None) -> int:
         "timings_s": {},
     }
 
+    if args.timing_only:
+        results["timing_subset"] = _timing_subset(docs[: args.timing_only], args.out.parent)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {args.out}")
+        return 0
+
     if not args.skip_dense:
         import sentence_transformers
 
         results["machine"]["sentence_transformers"] = sentence_transformers.__version__
         encoder = DenseEncoder(DEFAULT_MODEL, device="cpu")
         model = encoder.model  # load once, outside every timing
-        results["model"] = {"name": DEFAULT_MODEL, "max_seq_length": int(model.max_seq_length),
-                            "normalize": encoder.normalize_embeddings}
+        results["model"] = {
+            "name": DEFAULT_MODEL,
+            "max_seq_length": int(model.max_seq_length),
+            "normalize": encoder.normalize_embeddings,
+        }
         # warm-up (first forward passes allocate)
         encoder.encode_documents(["warm up"] * 8)
 
         # 1) through the store: encode + SQLite + FAISS + commit
         with tempfile.TemporaryDirectory(prefix="bench-scifact-") as tmp:
             t0 = time.perf_counter()
-            store = HierStore.create(Path(tmp) / "store", encoder=encoder, index="flat",
-                                     corpus={"format": "beir", "max_passage_words": 0})
+            store = HierStore.create(
+                Path(tmp) / "store", encoder=encoder, index="flat", corpus={"format": "beir", "max_passage_words": 0}
+            )
             summary = store.add_documents(docs, max_passage_words=0)
             t_index = time.perf_counter() - t0
             assert summary.passages_added == len(docs), summary
@@ -162,16 +187,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"raw BEIR join encode {t_enc2:.1f}s  {_fmt(m_space)}")
 
         # 4) text only (no title), to show how much the title carries
-        text_texts = [d.text for d in docs]
-        text_vecs = encoder.encode_documents(text_texts)
-        flat = faiss.IndexFlatIP(text_vecs.shape[1])
-        flat.add(text_vecs)
-        s, i = flat.search(qv, args.top_k)
-        m_text = evaluate(_run_from_scores(qids, doc_ids, s, i), qrels, METRICS)
-        results["runs"]["raw (text only)"] = m_text
-        print(f"raw text only  {_fmt(m_text)}")
+        if args.text_only:
+            _text_only(encoder, docs, doc_ids, qids, qv, qrels, args.top_k, results)
 
         results["tokens"] = _token_stats(model, comma_texts)
+        results["tokens_space_join"] = _token_stats(model, space_texts)
 
     # BM25 via bm25s
     import bm25s
@@ -182,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         import Stemmer
 
         stemmer = Stemmer.Stemmer("english")
-        stemmer_name = f"PyStemmer english (snowball), PyStemmer {getattr(Stemmer, '__version__', '?')}"
+        stemmer_name = f"PyStemmer english (snowball), PyStemmer {_dist_version('PyStemmer')}"
     except ImportError:
         pass
     corpus_texts = [(d.title + " " + d.text).strip() for d in docs]
@@ -197,8 +217,14 @@ def main(argv: list[str] | None = None) -> int:
     t_bm25_search = time.perf_counter() - t0
     m_bm25 = evaluate(_run_from_scores(qids, doc_ids, sc, res), qrels, METRICS)
     results["runs"]["bm25s"] = m_bm25
-    results["bm25"] = {"version": bm25s.__version__, "method": retriever.method, "k1": retriever.k1,
-                       "b": retriever.b, "stopwords": "en", "stemmer": stemmer_name}
+    results["bm25"] = {
+        "version": bm25s.__version__,
+        "method": retriever.method,
+        "k1": retriever.k1,
+        "b": retriever.b,
+        "stopwords": "en",
+        "stemmer": stemmer_name,
+    }
     results["timings_s"]["bm25_index"] = t_bm25_index
     results["timings_s"]["bm25_search_300"] = t_bm25_search
     print(f"bm25s ({stemmer_name}) index {t_bm25_index:.2f}s  {_fmt(m_bm25)}")
@@ -209,13 +235,72 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _timing_subset(docs, out_dir: Path, rounds: int = 2) -> dict:
+    """Store indexing (encode + SQLite + FAISS + commit) vs raw encoding of the same texts, interleaved."""
+    from rag_hier.corpus.model import split_document
+    from rag_hier.encoders import DEFAULT_MODEL, DenseEncoder
+    from rag_hier.store import HierStore
+
+    encoder = DenseEncoder(DEFAULT_MODEL, device="cpu")
+    encoder.encode_documents(["warm up"] * 8)
+    texts = [split_document(d, 0)[0].embedding_text for d in docs]
+    raw_t, store_t = [], []
+    for r in range(rounds):
+        for which in ("raw", "store") if r % 2 == 0 else ("store", "raw"):
+            t0 = time.perf_counter()
+            if which == "raw":
+                encoder.encode_documents(texts)
+                raw_t.append(time.perf_counter() - t0)
+            else:
+                with tempfile.TemporaryDirectory(prefix="bench-scifact-") as tmp:
+                    store = HierStore.create(Path(tmp) / "s", encoder=encoder, index="flat")
+                    store.add_documents(docs, max_passage_words=0)
+                    store.close()
+                store_t.append(time.perf_counter() - t0)
+            print(f"  round {r} {which}: {(raw_t if which == 'raw' else store_t)[-1]:.1f}s", flush=True)
+    out = {
+        "docs": len(docs),
+        "raw_encode_s": raw_t,
+        "store_index_s": store_t,
+        "ratio_store_over_raw": [s / r for s, r in zip(store_t, raw_t, strict=True)],
+    }
+    print(f"timing subset: {out}")
+    return out
+
+
+def _text_only(encoder, docs, doc_ids, qids, qv, qrels, top_k, results) -> None:
+    import faiss
+
+    from rag_hier.eval import evaluate
+
+    text_vecs = encoder.encode_documents([d.text for d in docs])
+    flat = faiss.IndexFlatIP(text_vecs.shape[1])
+    flat.add(text_vecs)
+    s, i = flat.search(qv, top_k)
+    m_text = evaluate(_run_from_scores(qids, doc_ids, s, i), qrels, METRICS)
+    results["runs"]["raw (text only)"] = m_text
+    print(f"raw text only  {_fmt(m_text)}")
+
+
+def _dist_version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "?"
+
+
 def _token_stats(model, texts: list[str]) -> dict:
     """How many documents the model's max_seq_length truncates."""
     tok = model.tokenizer
     lengths = np.array([len(ids) for ids in tok(texts, add_special_tokens=True)["input_ids"]])
     limit = int(model.max_seq_length)
-    return {"median_tokens": float(np.median(lengths)), "truncated_fraction": float((lengths > limit).mean()),
-            "max_seq_length": limit}
+    return {
+        "median_tokens": float(np.median(lengths)),
+        "truncated_fraction": float((lengths > limit).mean()),
+        "max_seq_length": limit,
+    }
 
 
 if __name__ == "__main__":
