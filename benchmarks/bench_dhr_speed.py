@@ -87,7 +87,8 @@ def build(args, root: Path) -> tuple[HierStore, np.ndarray, np.ndarray]:
                 "wrote %d/%d documents (%.0fs, max RSS %.1f GB)", stop, args.docs, time.perf_counter() - t0, rss_gb()
             )
         t1 = time.perf_counter()
-        store.add_extension(DocumentIndex("mean"))
+        doc_index = {"kind": args.doc_index, "ef_search": args.doc_ef_search}
+        store.add_extension(DocumentIndex("mean", index=doc_index))
         log.info("document index built in %.1fs", time.perf_counter() - t1)
     log.info("store committed: %d passages, %d documents (%.0fs total)", n, args.docs, time.perf_counter() - t0)
     queries = unit(target_vecs + args.query_noise * unit(rng.standard_normal(target_vecs.shape, dtype=np.float32)))
@@ -135,6 +136,8 @@ def main() -> int:
     parser.add_argument("--top-k", type=int, default=10)
     parser.add_argument("--chunk", type=int, default=50_000, help="passages generated and written per step")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--doc-index", choices=("flat", "hnsw"), default="flat", help="document index kind")
+    parser.add_argument("--doc-ef-search", type=int, default=64, help="HNSW search beam of the document index")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -222,13 +225,16 @@ def main() -> int:
         "query_noise": args.query_noise,
         "faiss_threads": faiss.omp_get_max_threads(),
         "max_rss_gb": rss_gb(),
+        "doc_index": args.doc_index,
         "rows": rows,
     }
     flat_ms = rows[0]["ms_per_query"]
-    stem = args.out / f"dhr_speed_{n}"
+    kind = args.doc_index if args.doc_index == "flat" else f"hnsw_ef{args.doc_ef_search}"
+    stem = args.out / f"dhr_speed_{n}_{kind}"
     stem.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
     lines = [
-        f"{n} passages / {args.docs} documents, dim {args.dim}, {args.queries} queries, passage noise "
+        f"{n} passages / {args.docs} documents ({kind} document index), dim {args.dim}, "
+        f"{args.queries} queries, passage noise "
         f"{args.passage_noise}, query noise {args.query_noise}, faiss threads {faiss.omp_get_max_threads()}",
         "",
         "| method | k1 | λ | median ms/query (1 per call) | speed-up | mean ms/query | ms/query (batch 32) "

@@ -567,7 +567,8 @@ def _st_training() -> tuple[Any, Any, Any, Any]:
         from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     except ImportError as exc:  # pragma: no cover - depends on the installation
         raise MissingDependencyError(
-            f"DHR training needs sentence-transformers' training stack ({exc.name} is missing); install rag-hier[train]"
+            f"DHR training needs sentence-transformers' training stack ({exc.name} is missing): "
+            "pip install accelerate datasets (or: pip install 'rag-hier[train]')"
         ) from exc
     try:
         from sentence_transformers.sentence_transformer import losses

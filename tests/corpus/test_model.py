@@ -165,7 +165,5 @@ def test_embedding_text_prefixes_title_path() -> None:
 def test_section_dict_round_trip() -> None:
     section = Section("A", ("p1", "p2"), (Section("B", ("p3",)),))
     assert Section.from_dict(section.to_dict()) == section
-    assert Section.from_dict({"title": "X", "subsections": [{"title": "Y"}]}) == Section(
-        "X", (), (Section("Y"),)
-    )
+    assert Section.from_dict({"title": "X", "subsections": [{"title": "Y"}]}) == Section("X", (), (Section("Y"),))
     assert Section.from_dict({"title": None, "paragraphs": None}) == Section("")

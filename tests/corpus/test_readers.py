@@ -259,9 +259,7 @@ def test_qa_wrong_type(tmp_path: Path, record: dict[str, Any], fragment: str) ->
 
 
 def test_duplicate_doc_id_names_both_lines(tmp_path: Path) -> None:
-    path = write_jsonl(
-        tmp_path / "corpus.jsonl", [BEIR_RECORDS[0], "", {"_id": "x", "text": "t"}, BEIR_RECORDS[0]]
-    )
+    path = write_jsonl(tmp_path / "corpus.jsonl", [BEIR_RECORDS[0], "", {"_id": "x", "text": "t"}, BEIR_RECORDS[0]])
     with raises_at(path, 4, "duplicate doc_id 'd1'", "line 1", "line 4"):
         read_beir_corpus(path)
     path = write_jsonl(tmp_path / "documents.jsonl", [QA_RECORDS[0], {"doc_id": "flat", "paragraphs": []}])
@@ -371,9 +369,7 @@ def test_markdown_structure(tmp_path: Path) -> None:
     assert a.title == "Section A"
     assert a.paragraphs == ("Text of A.", "# not a heading\nx = 1\n\ny = 2")
     (a1,) = a.subsections
-    assert a1 == Section(
-        "Sub A1", ("Text of A1.", "After a thematic break."), (Section("Deep", ("Deep text.",)),)
-    )
+    assert a1 == Section("Sub A1", ("Text of A1.", "After a thematic break."), (Section("Deep", ("Deep text.",)),))
     assert b == Section("Section B", ("Text of B.\n#hashtag is not a heading",))
     assert h1 == Section("Second Level One", ("Text under a second H1.",))
     assert doc.table_of_contents() == ["Section A", "Sub A1", "Deep", "Section B", "Second Level One"]
@@ -389,9 +385,7 @@ def test_markdown_title_only_when_first(tmp_path: Path) -> None:
     assert doc.paragraphs == ("Some intro text.",)
     assert doc.sections == (Section("Not The Title", ("Body.",)),)
 
-    (doc,) = read_markdown(
-        write_lines(tmp_path / "x" / "heading_first.md", ["## Sub\n\ntext\n\n# Late H1\n"])
-    )
+    (doc,) = read_markdown(write_lines(tmp_path / "x" / "heading_first.md", ["## Sub\n\ntext\n\n# Late H1\n"]))
     assert doc.title == "heading first"
     assert doc.sections == (Section("Sub", ("text",)), Section("Late H1"))
 
@@ -414,9 +408,7 @@ def test_markdown_skipped_heading_levels_nest_relatively(tmp_path: Path) -> None
 
 
 def test_markdown_unclosed_front_matter_and_fence(tmp_path: Path) -> None:
-    (doc,) = read_markdown(
-        write_lines(tmp_path / "t.md", ["---\nnot: front matter\n\n~~~\ncode\n\n# inside"])
-    )
+    (doc,) = read_markdown(write_lines(tmp_path / "t.md", ["---\nnot: front matter\n\n~~~\ncode\n\n# inside"]))
     assert doc.metadata == {"source": "t.md"}
     assert doc.paragraphs == ("not: front matter", "code\n\n# inside")
 
@@ -465,9 +457,7 @@ def test_markdown_invalid_utf8_names_line(tmp_path: Path) -> None:
 def test_read_text(tmp_path: Path) -> None:
     root = tmp_path / "texts"
     (root / "sub").mkdir(parents=True)
-    (root / "sub" / "field_notes-2024.txt").write_bytes(
-        b"First para\r\nline two\r\n\r\n  \r\nSecond para\r\n"
-    )
+    (root / "sub" / "field_notes-2024.txt").write_bytes(b"First para\r\nline two\r\n\r\n  \r\nSecond para\r\n")
     write_lines(root / "a.txt", [""])
     write_lines(root / "b.md", ["# not text"])
     docs = read_text(root)
@@ -508,9 +498,7 @@ def test_read_text_empty_directory(tmp_path: Path) -> None:
         ({"a.txt": "a"}, "a.txt", "text"),
     ],
 )
-def test_detect_format_and_read_corpus(
-    tmp_path: Path, files: dict[str, Any], target: str, expected: str
-) -> None:
+def test_detect_format_and_read_corpus(tmp_path: Path, files: dict[str, Any], target: str, expected: str) -> None:
     for name, content in files.items():
         if isinstance(content, list):
             write_jsonl(tmp_path / name, content)

@@ -63,9 +63,11 @@ def test_fused_score_is_passage_plus_lambda_document_exactly(store: HierStore, l
         assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
 
+@pytest.mark.parametrize("gather_max", [65_536, 0])
 @pytest.mark.parametrize(("k1", "lam"), [(1, 0.0), (2, 1.0), (3, 0.5), (6, 2.0)])
-def test_serial_matches_brute_force(store: HierStore, k1: int, lam: float) -> None:
-    r = HierarchicalRetriever(store, k1=k1, lambda_=lam)
+def test_serial_matches_brute_force(store: HierStore, k1: int, lam: float, gather_max: int) -> None:
+    # gather_max=0: the pool goes through DenseIndex.search(allowed_ids=...) and the widening loop
+    r = HierarchicalRetriever(store, k1=k1, lambda_=lam, gather_max=gather_max)
     pq, _ = r.encode_queries(QUERIES)
     for q, hits in zip(pq, r.search_vectors(pq, top_k=7), strict=True):
         want = oracle(store, q, k1, lam, 7)
@@ -98,7 +100,7 @@ def test_large_pools_take_the_id_selector_path_and_stay_exact(tmp_path, dhr_enco
     store.add_documents(docs, max_passage_words=0)
     store.add_extension(DocumentIndex())
     for mode, k1 in (("serial", 3), ("parallel", 1)):
-        r = HierarchicalRetriever(store, k1=k1, lambda_=1.0, mode=mode)  # type: ignore[arg-type]
+        r = HierarchicalRetriever(store, k1=k1, lambda_=1.0, mode=mode, gather_max=0)  # type: ignore[arg-type]
         pq, _ = r.encode_queries(QUERIES)
         for q, hits in zip(pq, r.search_vectors(pq, top_k=2), strict=True):
             assert [h.passage_id for h in hits] == [

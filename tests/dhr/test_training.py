@@ -139,10 +139,10 @@ def test_trainer_separate_encoders_with_mined_negatives(tmp_path: Path, tiny_mod
     assert separate.document_model.name == "document" and separate.passage_model.name == "passage"
     for path in (separate.document_model, separate.passage_model):
         assert SentenceTransformer(str(path), device="cpu").encode(["x"]).shape == (1, 32)
-    # the second iteration on its own: negatives mined with the first run's models
-    mined = DHRTrainer(dataclasses.replace(cfg, negatives_model=str(tmp_path / "separate"))).train(
-        docs, examples, tmp_path / "mined"
-    )
+    # the second iteration on its own: negatives mined with the first run's document and passage models
+    mined = DHRTrainer(
+        dataclasses.replace(cfg, shared_encoder=False, negatives_model=str(tmp_path / "separate"), levels=("passage",))
+    ).train(docs, examples, tmp_path / "mined")
     assert (mined.passage_model / "modules.json").is_file()
 
 

@@ -93,7 +93,7 @@ def test_filtered_search_returns_exactly_top_k(kind: str, n_allowed: int) -> Non
     rng = np.random.default_rng(3)
     allowed = rng.choice(ids, size=n_allowed, replace=False)
     q = x[:8]
-    scores, got = index.search(q, 10, allowed_ids=allowed)
+    _scores, got = index.search(q, 10, allowed_ids=allowed)
     expected_n = min(10, n_allowed)
     assert ((got >= 0).sum(axis=1) == expected_n).all()
     assert np.isin(got[got >= 0], allowed).all()

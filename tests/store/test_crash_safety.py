@@ -62,9 +62,7 @@ def _make_store(path, kind: str = "flat") -> None:
 def test_crash_at_each_step(tmp_path, crash_at: str, op: str, kind: str) -> None:
     path = tmp_path / "store"
     _make_store(path, kind)
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(path), crash_at, op], capture_output=True, text=True
-    )
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(path), crash_at, op], capture_output=True, text=True)
     assert proc.returncode == 77, proc.stderr
     store = HierStore.open(path)  # must load (rolling forward if the commit happened)
     committed = crash_at in COMMITTED

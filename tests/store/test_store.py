@@ -102,10 +102,7 @@ def test_filters_are_prefilters_with_exact_top_k(store: HierStore) -> None:
 
 
 def test_update_meta(store: HierStore) -> None:
-    assert (
-        store.update_by_filter({"field": "doc_id", "operator": "==", "value": "bees"}, {"reviewed": True})
-        == 3
-    )
+    assert store.update_by_filter({"field": "doc_id", "operator": "==", "value": "bees"}, {"reviewed": True}) == 3
     assert store.get_passages(["bees#1"])[0].meta == {"topic": "animals", "year": 2010, "reviewed": True}
     store2 = HierStore.open(store.path)
     assert store2.count_passages({"field": "meta.reviewed", "operator": "==", "value": True}) == 3
@@ -132,12 +129,7 @@ def test_external_vectors_and_exact_embeddings(tmp_path) -> None:
     )
     assert store.dimension == 4
     emb = store.get_embeddings(["a", "b", "c", "zzz"])
-    assert (
-        emb[0].tolist() == exact
-        and emb[1] is None
-        and emb[2].tolist() == [1.0, 0.0, 0.0, 0.0]
-        and emb[3] is None
-    )
+    assert emb[0].tolist() == exact and emb[1] is None and emb[2].tolist() == [1.0, 0.0, 0.0, 0.0] and emb[3] is None
     from rag_hier.retrieval import DenseRetriever
 
     (hits,) = DenseRetriever(store).search_vectors(np.array([[1, 0, 0, 0]], np.float32), top_k=5)
