@@ -1138,10 +1138,11 @@ class HierStore:
             "doc_id": doc_id,
             "position": position,
             "section": section,
-            "title_path": tuple(json.loads(title_path)),
+            # most rows have no title path, metadata or extras: skip decoding the empty JSON literals
+            "title_path": () if title_path == "[]" else tuple(json.loads(title_path)),
             "content": text,
-            "meta": json.loads(meta),
-            "extra": json.loads(extra),
+            "meta": {} if meta == "{}" else json.loads(meta),
+            "extra": {} if extra == "{}" else json.loads(extra),
         }
 
     @staticmethod
@@ -1289,10 +1290,14 @@ class HierStore:
         """Passage records (``id``, ``doc_id``, ``content``, ``title_path``, ``meta``, ...) by FAISS id."""
         ids = sorted({int(r) for r in rowids if r >= 0})
         out: dict[int, dict[str, Any]] = {}
+        to_record = self._row_to_record
         for i in range(0, len(ids), 900):
             chunk = ids[i : i + 900]
-            for rec in self._records(f"WHERE id IN ({','.join('?' * len(chunk))})", chunk):
-                out[rec["_rowid"]] = rec
+            rows = self._db.execute(
+                f"SELECT {_PASSAGE_COLUMNS} FROM passages WHERE id IN ({','.join('?' * len(chunk))})", chunk
+            ).fetchall()
+            for row in rows:
+                out[row[0]] = to_record(row)
         return out
 
     def rowids_of(
