@@ -421,8 +421,13 @@ def cmd_info(args: argparse.Namespace) -> int:
     counts = info["counts"]
     idx = info.get("index_state") or {"kind": info["indexes"]["dense"]["config"]["kind"], "ntotal": 0}
     print(f"store      {info['path']}  (format v{info['format_version']}, generation {info['generation']})")
+    no_model = (
+        "(none: built with --no-dense, token index only)"
+        if (info.get("corpus") or {}).get("dense") is False
+        else "(none: vectors come from outside)"
+    )
     print(
-        f"encoder    {enc.get('model', '(none: vectors come from outside)')}  dim={info.get('dimension')}"
+        f"encoder    {enc.get('model', no_model)}  dim={info.get('dimension')}"
         f"  normalized={enc.get('normalize_embeddings')}"
     )
     print(f"index      {idx}")

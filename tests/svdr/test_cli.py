@@ -47,6 +47,10 @@ def test_no_dense_round_trip(beir: Path, tmp_path: Path, tiny_model_path: str) -
     assert code == 0, err
     assert "token index: 4 passages" in out and "0 vectors" in out
     assert {p.name for p in store.iterdir()} == {"manifest.json", "store.sqlite", "tokens.npz"}
+    code, out, err = run("info", "--store", store)
+    assert code == 0 and "built with --no-dense" in out, (out, err)
+    code, out, err = run("search", "--store", store, "--query", "bees", "--no-progress")  # default: dense
+    assert code != 0 and "--no-dense" in err and "svdr-lexical" in err, err
     for strategy in ("svdr-lexical", "svdr-beta", "svdr-beta-rerank", "svdr-alpha", "svdr-full"):
         code, out, err = run(
             "search",
@@ -84,7 +88,7 @@ def test_no_dense_round_trip(beir: Path, tmp_path: Path, tiny_model_path: str) -
     assert "ndcg@10     1.0000" in out
     # dense search on a store without vectors is a clear error; re-indexing keeps it text-only
     code, _, err = run("search", "--store", store, "--query", "bees", "--no-progress")
-    assert code == 2 and "encoder" in err
+    assert code == 2 and "--no-dense" in err
     code, out, err = run("index", beir, "--store", store, "--no-progress")
     assert code == 0, err
     assert "4 unchanged" in out and "token index: 4 passages" in out
