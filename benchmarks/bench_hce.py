@@ -90,6 +90,7 @@ def budget(args: argparse.Namespace) -> dict[str, Any]:
         "n_negatives": args.negatives,
         "levels_m": args.levels_m,
         "alpha": args.alpha,
+        "level_weight": args.level_weight,
         "seed": args.seed,
         "threads": args.threads,
     }
@@ -175,6 +176,7 @@ def stage_train(args: argparse.Namespace, method: str) -> dict[str, Any]:
             n_negatives=args.negatives,
             temperature=args.temperature,
             alpha=args.alpha,
+            level_weight=args.level_weight,
             learning_rate=args.lr,
             batch_size=args.batch_size,
             epochs=1,
@@ -321,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--negatives", type=int, default=1)
     p.add_argument("--levels-m", type=int, default=2)
     p.add_argument("--alpha", type=float, default=0.5)
+    p.add_argument("--level-weight", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--branching", type=int, default=None)

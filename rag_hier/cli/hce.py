@@ -196,6 +196,12 @@ def add_train_parser(subparsers: Any) -> None:
         help=f"weight of the unsupervised loss in joint mode (default {d.alpha})",
     )
     p.add_argument(
+        "--level-weight",
+        type=float,
+        default=d.level_weight,
+        help=f"factor on each sibling-centroid level term (default {d.level_weight}: the paper's plain sum)",
+    )
+    p.add_argument(
         "--batch-size",
         type=int,
         default=d.batch_size,
@@ -282,6 +288,7 @@ def _train(args: argparse.Namespace) -> int:
             n_negatives=args.negatives,
             temperature=args.temperature,
             alpha=args.alpha,
+            level_weight=args.level_weight,
             learning_rate=args.lr,
             batch_size=args.batch_size,
             epochs=args.epochs,

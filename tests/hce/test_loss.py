@@ -54,6 +54,30 @@ def test_levels_m_and_asymmetric_variant() -> None:
     assert only["documents"].item() == pytest.approx(math.log(1 + math.e**-1), rel=1e-5)
 
 
+def test_level_weight_scales_only_the_level_terms() -> None:
+    q = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    pos = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    neg = torch.tensor([[0.6, 0.8], [1.0, 0.0]])
+    labels = torch.tensor([[0, 1], [2, 0]])
+    full = _loss(levels_m=2).compute_loss_from_embeddings([q, pos, neg], labels)
+    weighted = HierarchicalContrastiveLoss(
+        torch.nn.Linear(1, 1), _toy_tree(), levels_m=2, temperature=1.0, level_weight=0.25
+    )
+    out = weighted.compute_loss_from_embeddings([q, pos, neg], labels)
+    assert out["level_1"].item() == pytest.approx(0.25 * full["level_1"].item(), rel=1e-6)
+    assert out["level_2"].item() == pytest.approx(0.25 * full["level_2"].item(), rel=1e-6)
+    assert out["documents"].item() == pytest.approx(full["documents"].item(), rel=1e-6)
+    assert weighted.get_config_dict()["level_weight"] == 0.25
+    # weight 0: the level terms vanish, so do the centroids' gradients
+    zero = HierarchicalContrastiveLoss(torch.nn.Linear(1, 1), _toy_tree(), levels_m=2, temperature=1.0, level_weight=0)
+    out0 = zero.compute_loss_from_embeddings([q.requires_grad_(), pos, neg], labels)
+    sum(out0.values()).backward()
+    assert out0["level_1"].item() == 0.0
+    assert all(p.grad is None or float(p.grad.abs().sum()) == 0.0 for p in zero.centroids)
+    with pytest.raises(ValueError, match="level_weight"):
+        HierarchicalContrastiveLoss(torch.nn.Linear(1, 1), _toy_tree(), level_weight=-1.0)
+
+
 def test_matches_a_numpy_oracle_at_tau_001() -> None:
     rng = np.random.default_rng(3)
     x = rng.standard_normal((40, 8)).astype(np.float32)

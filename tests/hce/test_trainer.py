@@ -58,6 +58,8 @@ def test_supervised_needs_queries_and_config_is_validated(tmp_path, tiny_model_p
         HCEConfig(mode="semi")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="temperature"):
         HCEConfig(temperature=0)
+    with pytest.raises(ValueError, match="level_weight"):
+        HCEConfig(level_weight=-0.1)
 
 
 @pytest.mark.real_model

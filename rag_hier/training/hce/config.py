@@ -38,6 +38,7 @@ class HCEConfig:
         temperature: ``τ`` applied to cosine similarities (paper: 0.01).
         alpha: Weight of the unsupervised loss in ``joint`` mode (paper: 0.5).
         symmetric: Add the document → query in-batch term to the lower-level loss (paper: yes).
+        level_weight: Factor on each of the ``M`` level (sibling-centroid) terms (paper: 1, a plain sum).
         learning_rate: AdamW learning rate for the encoder and the centroids (paper: 1e-4).
         weight_decay: AdamW weight decay.
         warmup_ratio: Linear warm-up over this fraction of the planned steps, then linear decay.
@@ -71,6 +72,7 @@ class HCEConfig:
     temperature: float = 0.01
     alpha: float = 0.5
     symmetric: bool = True
+    level_weight: float = 1.0
     learning_rate: float = 1e-4
     weight_decay: float = 0.01
     warmup_ratio: float = 0.1
@@ -106,6 +108,7 @@ class HCEConfig:
         need(self.n_negatives >= 0, "n_negatives", ">= 0")
         need(self.temperature > 0, "temperature", "> 0")
         need(self.alpha >= 0, "alpha", ">= 0")
+        need(self.level_weight >= 0, "level_weight", ">= 0")
         need(self.learning_rate > 0, "learning_rate", "> 0")
         need(self.weight_decay >= 0, "weight_decay", ">= 0")
         need(0 <= self.warmup_ratio < 1, "warmup_ratio", "in [0, 1)")

@@ -62,6 +62,8 @@ class HierarchicalContrastiveLoss(nn.Module):
         levels_m: ``M``: tree levels trained against sibling centroids (capped at the tree's depth).
         temperature: ``τ`` on cosine similarity (paper: 0.01).
         symmetric: Add the document → query term.
+        level_weight: Factor on each level term (``level_1`` … ``level_M``); 1.0 is the paper's plain sum,
+            0.0 keeps only the document term (the tree still supplies the sampled negatives).
         gather_across_devices: Gather across processes when torch.distributed is initialised.
 
     Requirements:
@@ -99,6 +101,7 @@ class HierarchicalContrastiveLoss(nn.Module):
         levels_m: int = 2,
         temperature: float = 0.01,
         symmetric: bool = True,
+        level_weight: float = 1.0,
         gather_across_devices: bool = True,
     ) -> None:
         super().__init__()
@@ -106,10 +109,13 @@ class HierarchicalContrastiveLoss(nn.Module):
             raise ValueError(f"levels_m must be >= 0, got {levels_m}")
         if temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {temperature}")
+        if level_weight < 0:
+            raise ValueError(f"level_weight must be >= 0, got {level_weight}")
         self.model = model
         self.levels_m = levels_m
         self.temperature = temperature
         self.symmetric = symmetric
+        self.level_weight = level_weight
         self.gather_across_devices = gather_across_devices
         self.centroids = nn.ParameterList()
         self._node_paths = torch.zeros((0, 0), dtype=torch.long)
@@ -197,7 +203,8 @@ class HierarchicalContrastiveLoss(nn.Module):
                 siblings = parents[None, :] == parents[target][:, None]
                 logits = logits.masked_fill(~siblings, float("-inf"))
                 ce = F.cross_entropy(logits, target, reduction="none")
-                out[f"level_{t}"] = torch.where(known, ce, torch.zeros_like(ce)).sum() / denom
+                level = torch.where(known, ce, torch.zeros_like(ce)).sum() / denom
+                out[f"level_{t}"] = level * self.level_weight if self.level_weight != 1.0 else level
         all_docs = torch.cat(dn, dim=0)  # column-major: all positives, then each negatives column
         doc_labels = lab.T.reshape(-1)
         target = torch.arange(n, device=device)
@@ -222,6 +229,7 @@ class HierarchicalContrastiveLoss(nn.Module):
             "levels_m": self.levels_m,
             "temperature": self.temperature,
             "symmetric": self.symmetric,
+            "level_weight": self.level_weight,
             "gather_across_devices": self.gather_across_devices,
             "active_levels": self.active_levels,
         }

@@ -292,6 +292,7 @@ class HCETrainer:
                 levels_m=cfg.levels_m,
                 temperature=cfg.temperature,
                 symmetric=cfg.symmetric,
+                level_weight=cfg.level_weight,
                 gather_across_devices=cfg.gather_across_devices,
             )
             n_sup = len(train_pairs)
