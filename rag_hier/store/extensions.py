@@ -46,6 +46,7 @@ KNOWN_EXTENSIONS: dict[str, str] = {
     "tree": "rag_hier.store.tree",
     "token-index": "rag_hier.index.token",
     "svdr-vectors": "rag_hier.index.sparse",
+    "sparse-embeddings": "rag_hier.index.sparse_embeddings",
 }
 """Registry key → rag-hier module that defines it (imported on demand when a store names the key)."""
 
