@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from haystack import Document, Pipeline
@@ -77,9 +78,10 @@ def indexing_pipeline(store: RagHierDocumentStore, model: str) -> Pipeline:
     return pipeline
 
 
-def query_pipeline(store: RagHierDocumentStore, top_k: int = 2) -> Pipeline:
+def query_pipeline(store: RagHierDocumentStore, top_k: int = 2, **dhr: Any) -> Pipeline:
     pipeline = Pipeline()
-    pipeline.add_component("retriever", HierarchicalRetriever(document_store=store, top_k=top_k))
+    retriever = HierarchicalRetriever(document_store=store, top_k=top_k, auto_document_index=True, **dhr)
+    pipeline.add_component("retriever", retriever)
     pipeline.add_component(
         "prompt_builder", PromptBuilder(template=TEMPLATE, required_variables=["query", "documents"])
     )
@@ -89,7 +91,7 @@ def query_pipeline(store: RagHierDocumentStore, top_k: int = 2) -> Pipeline:
 
 def test_yaml_round_trip_in_a_fresh_interpreter(tmp_path, store_path, tiny_model_path):
     indexing = indexing_pipeline(RagHierDocumentStore(path=store_path, model=tiny_model_path), tiny_model_path)
-    querying = query_pipeline(RagHierDocumentStore(path=store_path, model=tiny_model_path))
+    querying = query_pipeline(RagHierDocumentStore(path=store_path, model=tiny_model_path), k1=2, lambda_=0.5)
     files = {"indexing": tmp_path / "indexing.yaml", "query": tmp_path / "query.yaml", "docs": tmp_path / "docs.json"}
     files["indexing"].write_text(indexing.dumps())
     files["query"].write_text(querying.dumps())
@@ -131,6 +133,11 @@ def test_yaml_round_trip_in_a_fresh_interpreter(tmp_path, store_path, tiny_model
     assert here["retriever"]["documents"][0].content.strip() == QUERY
     assert "Question: " + QUERY in result["prompt"]
     assert all(d.meta["source_id"] in {"tides", "bees", "lava"} for d in here["retriever"]["documents"])
+    # DHR ran with the saved settings: the parent of every passage is its source document, scores fused
+    for d in here["retriever"]["documents"]:
+        assert d.meta["parent_document"]["id"] == d.meta["source_id"]
+        assert d.score == d.meta["scores"]["passage"] + 0.5 * d.meta["scores"]["document"]
+    assert "lambda_: 0.5" in files["query"].read_text() and "k1: 2" in files["query"].read_text()
 
 
 def test_pipelines_run_async(store_path, tiny_model_path):

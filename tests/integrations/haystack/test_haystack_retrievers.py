@@ -20,7 +20,10 @@ from haystack_integrations.document_stores.rag_hier import RagHierDocumentStore
 
 from rag_hier import HierStore
 from rag_hier.corpus import Document as CorpusDocument
+from rag_hier.corpus import Section
 from rag_hier.encoders.dense import DenseEncoder
+from rag_hier.index import DocumentIndex
+from rag_hier.retrieval import HierarchicalRetriever as EngineHierarchicalRetriever
 
 STORE_TYPE = "haystack_integrations.document_stores.rag_hier.document_store.RagHierDocumentStore"
 RETRIEVERS = (RagHierEmbeddingRetriever, HierarchicalRetriever)
@@ -94,6 +97,7 @@ def test_to_dict_from_dict(cls, store_path):
         filter_policy=FilterPolicy.MERGE,
     )
     data = retriever.to_dict()
+    dhr_defaults = {"k1": 500, "lambda_": 0.0, "mode": "serial", "auto_document_index": False}
     assert data == {
         "type": f"{cls.__module__}.{cls.__name__}",
         "init_parameters": {
@@ -112,6 +116,7 @@ def test_to_dict_from_dict(cls, store_path):
             "scale_score": True,
             "return_embedding": True,
             "filter_policy": "merge",
+            **(dhr_defaults if cls is HierarchicalRetriever else {}),
         },
     }
     again = cls.from_dict(data)
@@ -121,6 +126,46 @@ def test_to_dict_from_dict(cls, store_path):
     assert again.to_dict() == data
     default = cls(document_store=store).to_dict()
     assert cls.from_dict(default).filter_policy == FilterPolicy.REPLACE
+
+
+def test_hierarchical_retriever_dhr_parameters_round_trip(store_path):
+    store = RagHierDocumentStore(path=store_path, model="some/model")
+    retriever = HierarchicalRetriever(
+        document_store=store, top_k=3, k1=7, lambda_=0.25, mode="parallel", auto_document_index=True
+    )
+    data = retriever.to_dict()
+    params = data["init_parameters"]
+    assert (params["k1"], params["lambda_"], params["mode"], params["auto_document_index"]) == (
+        7,
+        0.25,
+        "parallel",
+        True,
+    )
+    again = HierarchicalRetriever.from_dict(data)
+    assert (again.k1, again.lambda_, again.mode, again.auto_document_index) == (7, 0.25, "parallel", True)
+    assert again.to_dict() == data
+    pipeline = Pipeline()
+    pipeline.add_component("retriever", retriever)
+    loaded = Pipeline.loads(pipeline.dumps()).get_component("retriever")
+    assert loaded.to_dict() == data
+    # a dict saved before the DHR parameters existed loads with the defaults
+    old = {**data, "init_parameters": {k: v for k, v in params.items() if k not in ("k1", "lambda_", "mode")}}
+    assert HierarchicalRetriever.from_dict(old).mode == "serial"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"k1": 0}, "k1"),
+        ({"k1": 2.5}, "k1"),
+        ({"lambda_": float("nan")}, "lambda_"),
+        ({"lambda_": "1"}, "lambda_"),
+        ({"mode": "tree"}, "mode"),
+    ],
+)
+def test_hierarchical_retriever_rejects_bad_dhr_parameters(store_path, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        HierarchicalRetriever(document_store=RagHierDocumentStore(path=store_path), **kwargs)
 
 
 def test_embedding_retriever_filters_top_k_and_policies(vector_store):
@@ -174,17 +219,26 @@ def test_embedding_retriever_run_async(vector_store):
     assert result == sync
 
 
-def test_hierarchical_retriever_text_in(text_store):
-    retriever = HierarchicalRetriever(document_store=text_store, top_k=2, scale_score=True)
+@pytest.mark.parametrize("mode", ["flat", "serial"])
+def test_hierarchical_retriever_text_in(text_store, mode):
+    retriever = HierarchicalRetriever(
+        document_store=text_store, top_k=2, scale_score=True, mode=mode, auto_document_index=True
+    )
     docs = retriever.run(query="Honeybees dance to tell where the flowers are.")["documents"]
     assert [d.id for d in docs][:1] == ["bees"]
     assert docs[0].score == pytest.approx(1.0, abs=1e-5)
-    assert docs[0].meta == {"topic": "bees"}
+    meta = dict(docs[0].meta)
+    if mode != "flat":  # every Document is its own document: the document score is the passage score
+        scores, parent = meta.pop("scores"), meta.pop("parent_document")
+        assert scores["document"] == pytest.approx(scores["passage"], abs=1e-6)
+        assert parent == {"id": "bees", "title": "", "title_path": [], "meta": {}}
+    assert meta == {"topic": "bees"}
     filtered = retriever.run(query="bees", filters={"field": "meta.topic", "operator": "==", "value": "sea"})
     assert [d.id for d in filtered["documents"]] == ["tides"]
     assert asyncio.run(retriever.run_async(query="bees", top_k=3)) == retriever.run(query="bees", top_k=3)
     with_embedding = retriever.run(query="bees", top_k=1, return_embedding=True)["documents"][0]
     assert len(with_embedding.embedding) == 32
+    assert retriever.run(query="bees", top_k=0)["documents"] == []
 
 
 def test_hierarchical_retriever_needs_a_store_with_a_model(store_path):
@@ -206,13 +260,171 @@ def test_warm_up_is_idempotent_and_loads_the_model_once(text_store, monkeypatch)
     path = text_store.path
     text_store.close()
     store = RagHierDocumentStore(path=path)  # the model comes from the store's manifest
-    retriever = HierarchicalRetriever(document_store=store, top_k=1)
+    retriever = HierarchicalRetriever(document_store=store, top_k=1, auto_document_index=True)
     pipeline = Pipeline()
     pipeline.add_component("retriever", retriever)
     for _ in range(3):
         retriever.warm_up()
         assert pipeline.run({"retriever": {"query": "moon and oceans"}})["retriever"]["documents"][0].id == "tides"
     assert len(loads) == 1
+    store.close()
+
+
+# ------------------------------------------------------------------------------------------------------
+# DHR: the engine's hierarchical strategy behind the component
+# ------------------------------------------------------------------------------------------------------
+def _corpus() -> list[CorpusDocument]:
+    topics = [
+        ("rivers", "Rivers", "Rivers carry sediment to the sea.", "Deltas", "Deltas form where rivers slow."),
+        ("glaciers", "Glaciers", "Glaciers are rivers of ice.", "Valleys", "They carve U-shaped valleys."),
+        ("volcano", "Volcanoes", "Magma rises through the crust.", "Eruptions", "Ash clouds block the sun."),
+        ("bees", "Honeybees", "Honeybees live in colonies.", "Honey", "Bees turn nectar into honey."),
+        ("tides", "Tides", "The moon pulls the oceans.", "Spring tides", "Spring tides follow full moons."),
+    ]
+    return [
+        CorpusDocument(
+            doc_id,
+            title,
+            (lead, f"{title} are studied by scientists."),
+            (Section(section, (text,), (Section("Details", (f"More about {section.lower()}.",)),)),),
+            metadata={"topic": doc_id, "year": 2000 + len(doc_id)},
+        )
+        for doc_id, title, lead, section, text in topics
+    ]
+
+
+DHR_QUERIES = ["Deltas form where rivers slow.", "honey from nectar", "What do glaciers carve?", "magma and ash"]
+
+
+@pytest.fixture
+def dhr_store(store_path, tiny_model_path):
+    """An engine-built corpus (5 documents x 4 passages in sections) with a document index."""
+    store = RagHierDocumentStore(path=store_path, model=tiny_model_path, device="cpu")
+    store.write_corpus(_corpus(), max_passage_words=0)
+    store.hier_store.add_extension(DocumentIndex())
+    yield store
+    store.close()
+
+
+@pytest.mark.parametrize(
+    ("mode", "k1", "lambda_"),
+    [("serial", 1, 0.0), ("serial", 2, 0.5), ("serial", 3, 1.0), ("serial", 500, 0.0), ("parallel", 500, 0.5)],
+)
+def test_dhr_results_equal_the_engine_strategy(dhr_store, mode, k1, lambda_):
+    retriever = HierarchicalRetriever(document_store=dhr_store, top_k=6, k1=k1, lambda_=lambda_, mode=mode)
+    engine = EngineHierarchicalRetriever(dhr_store.hier_store, k1=k1, lambda_=lambda_, mode=mode)
+    for query in DHR_QUERIES:
+        docs = retriever.run(query=query)["documents"]
+        hits = engine.search(query, top_k=6)
+        assert [d.id for d in docs] == [h.passage_id for h in hits]
+        assert [d.score for d in docs] == [h.score for h in hits]
+        assert [d.meta["scores"] for d in docs] == [dict(h.scores) for h in hits]
+        assert [d.meta["parent_document"]["id"] for d in docs] == [h.doc_id for h in hits]
+
+
+@pytest.mark.parametrize("lambda_", [0.0, 0.5, -0.25])
+def test_dhr_fused_scores_and_parent_document(dhr_store, lambda_):
+    corpus = {d.doc_id: d for d in _corpus()}
+    retriever = HierarchicalRetriever(document_store=dhr_store, top_k=8, k1=3, lambda_=lambda_)
+    query_vector = dhr_store.hier_store.encode_queries(["Spring tides follow full moons."])[0]
+    ext = dhr_store.hier_store.extension("doc-index")
+    docs = retriever.run(query="Spring tides follow full moons.")["documents"]
+    assert docs and [d.score for d in docs] == sorted((d.score for d in docs), reverse=True)
+    for doc in docs:
+        scores = doc.meta["scores"]
+        assert scores["fused"] == scores["passage"] + lambda_ * scores["document"]
+        assert doc.score == scores["fused"]
+        (vector,) = dhr_store.hier_store.get_embeddings([doc.id])
+        assert scores["passage"] == pytest.approx(float(vector @ query_vector), abs=1e-5)
+        parent = doc.meta["parent_document"]
+        doc_vector = ext._index.reconstruct(np.array([ext._ids[parent["id"]]]))[0]
+        assert scores["document"] == pytest.approx(float(doc_vector @ query_vector), abs=1e-5)
+        source = corpus[parent["id"]]
+        assert parent == {
+            "id": source.doc_id,
+            "title": source.title,
+            "title_path": doc.meta["title_path"],
+            "meta": dict(source.metadata),
+        }
+        assert parent["title_path"][0] == source.title
+        assert doc.meta["source_id"] == parent["id"] and doc.meta["topic"] == parent["id"]
+    scaled = retriever.run(query="Spring tides follow full moons.", scale_score=True)["documents"]
+    if lambda_ == 0.0:
+        assert [d.score for d in scaled] == pytest.approx([(d.score + 1) / 2 for d in docs])
+    assert [d.meta["scores"] for d in scaled] == [d.meta["scores"] for d in docs]  # raw scores stay raw
+
+
+def test_dhr_k1_restricts_the_passage_pool(dhr_store):
+    ext = dhr_store.hier_store.extension("doc-index")
+    query = "honey from nectar"
+    query_vector = dhr_store.hier_store.encode_queries([query])
+    _, top_docs = ext.search(query_vector, 5)
+    ranked = [ext.doc_id(f) for f in top_docs[0].tolist()]
+    flat = HierarchicalRetriever(document_store=dhr_store, top_k=100, mode="flat").run(query=query)["documents"]
+    assert len(flat) == 20
+    for k1 in (1, 2, 3):
+        docs = HierarchicalRetriever(document_store=dhr_store, top_k=100, k1=k1).run(query=query)["documents"]
+        parents = {d.meta["parent_document"]["id"] for d in docs}
+        assert parents == set(ranked[:k1])  # every passage of the top-k1 documents competes, nothing else
+        assert len(docs) == 4 * k1
+    parallel = HierarchicalRetriever(document_store=dhr_store, top_k=100, k1=1, mode="parallel")
+    docs = parallel.run(query=query)["documents"]
+    assert len(docs) == 20 and len({d.meta["parent_document"]["id"] for d in docs}) == 5  # k1 is not used
+
+
+def test_dhr_filters_restrict_passages_and_documents(dhr_store):
+    allowed = ["bees", "tides"]
+    filters = {"field": "meta.source_id", "operator": "in", "value": allowed}
+    retriever = HierarchicalRetriever(document_store=dhr_store, top_k=5, k1=1, filters=filters)
+    engine = EngineHierarchicalRetriever(dhr_store.hier_store, k1=1)
+    for query in DHR_QUERIES:
+        docs = retriever.run(query=query)["documents"]
+        hits = engine.search(query, top_k=5, filters=lambda record: record["doc_id"] in allowed)
+        assert [d.id for d in docs] == [h.passage_id for h in hits]
+        assert len({d.meta["parent_document"]["id"] for d in docs}) == 1  # k1=1 among the allowed documents
+        assert docs[0].meta["parent_document"]["id"] in allowed
+    runtime = {"field": "meta.split_id", "operator": "==", "value": 0}  # replaces the init filter
+    docs = retriever.run(query="rivers", filters=runtime, top_k=10)["documents"]
+    assert all(d.meta["split_id"] == 0 for d in docs) and len(docs) == 1
+
+
+def test_dhr_without_a_document_index_says_how_to_add_one(text_store):
+    retriever = HierarchicalRetriever(document_store=text_store)
+    for run in (lambda: retriever.run(query="bees"), lambda: asyncio.run(retriever.run_async(query="bees"))):
+        with pytest.raises(DocumentStoreError, match="no document index") as info:
+            run()
+        assert "auto_document_index=True" in str(info.value)
+        assert "add_extension(rag_hier.index.DocumentIndex())" in str(info.value)
+        assert "--hierarchical" in str(info.value)
+    assert text_store.hier_store.extension("doc-index") is None  # nothing was written
+    flat = HierarchicalRetriever(document_store=text_store, mode="flat", top_k=1).run(query="bees")
+    assert len(flat["documents"]) == 1
+
+
+def test_dhr_auto_document_index_groups_by_source_id_and_follows_writes(store_path, tiny_model_path):
+    store = RagHierDocumentStore(path=store_path, model=tiny_model_path, device="cpu")
+    splitter = DocumentSplitter(split_by="period", split_length=1)
+    sources = [
+        Document(id="tides", content="The moon pulls the oceans. Tides rise twice a day. Spring tides are large."),
+        Document(id="bees", content="Bees live in colonies. Bees dance to show flowers. Honey is stored in wax."),
+        Document(id="lava", content="Magma rises through the crust. Volcanoes erupt lava. Ash travels far."),
+    ]
+    store.write_documents(splitter.run(sources)["documents"])
+    retriever = HierarchicalRetriever(document_store=store, top_k=10, k1=1, auto_document_index=True)
+    docs = retriever.run(query="Bees dance to show flowers.")["documents"]
+    ext = store.hier_store.extension("doc-index")
+    assert isinstance(ext, DocumentIndex) and sorted(ext.doc_ids()) == ["bees", "lava", "tides"]
+    assert [d.meta["parent_document"]["id"] for d in docs] == ["bees"] * 3
+    assert all(d.meta["source_id"] == "bees" for d in docs)
+    engine = EngineHierarchicalRetriever(store.hier_store, k1=1).search("Bees dance to show flowers.", top_k=10)
+    assert [(d.id, d.score) for d in docs] == [(h.passage_id, h.score) for h in engine]
+    # the document index follows later writes through the store
+    store.write_documents(
+        splitter.run([Document(id="comets", content="Comets have icy cores. Tails glow.")])["documents"]
+    )
+    assert sorted(ext.doc_ids()) == ["bees", "comets", "lava", "tides"]
+    docs = retriever.run(query="Comets have icy cores.")["documents"]
+    assert {d.meta["parent_document"]["id"] for d in docs} == {"comets"} and len(docs) == 2
     store.close()
 
 
@@ -254,6 +466,7 @@ def test_sentence_window_retriever_after_hierarchical_retriever_on_an_engine_bui
     ]
     hier = HierStore.create(store_path, model=tiny_model_path)
     hier.add_documents(corpus, max_passage_words=0)
+    hier.add_extension(DocumentIndex())  # what `rag-hier index --hierarchical` does
     hier.close()
     store = RagHierDocumentStore(path=store_path)
     hits = HierarchicalRetriever(document_store=store, top_k=1).run(query=corpus[0].paragraphs[3])["documents"]

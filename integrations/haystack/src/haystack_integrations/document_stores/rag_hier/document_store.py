@@ -814,3 +814,149 @@ class RagHierDocumentStore:
     ) -> list[Document]:
         """Asynchronous :meth:`text_retrieval`."""
         return await self._in_worker(self.text_retrieval, query, filters, top_k, scale_score, return_embedding)
+
+    # ------------------------------------------------------------------------------------------------
+    # DHR: documents first, then their passages (rag_hier.retrieval.hierarchical)
+    # ------------------------------------------------------------------------------------------------
+    def _require_document_index(self, store: HierStore, auto_document_index: bool) -> None:
+        """Check that ``store`` has a document index; add one when ``auto_document_index`` is true."""
+        from rag_hier.index.document import DocumentIndex
+
+        existing = store.extension(DocumentIndex.name)
+        if isinstance(existing, DocumentIndex):
+            return
+        if existing is not None:
+            raise DocumentStoreError(f"the {DocumentIndex.name!r} extension of {self.path} is not a DocumentIndex")
+        if not auto_document_index:
+            raise DocumentStoreError(
+                f"the store at {self.path} has no document index, which hierarchical (DHR) retrieval needs. "
+                "Pass auto_document_index=True to HierarchicalRetriever (it builds the index on first use; "
+                "every later write keeps it current), or add it once with "
+                "`document_store.hier_store.add_extension(rag_hier.index.DocumentIndex())`, or index with "
+                "`rag-hier index --hierarchical`; mode='flat' searches all passages without it"
+            )
+        if store.read_only:
+            raise DocumentStoreError(f"the store at {self.path} has no document index and is read-only")
+        logger.info("adding a document index (DHR) to %s", store.path)
+        store.add_extension(DocumentIndex())
+
+    def hierarchical_retrieval(
+        self,
+        query: str,
+        filters: dict[str, Any] | None = None,
+        top_k: int = 10,
+        scale_score: bool = False,
+        return_embedding: bool = False,
+        *,
+        k1: int = 500,
+        lambda_: float = 0.0,
+        mode: str = "serial",
+        auto_document_index: bool = False,
+    ) -> list[Document]:
+        """Dense Hierarchical Retrieval with query text: the top-``k1`` documents, then their passages.
+
+        Runs the engine's ``rag_hier.retrieval.HierarchicalRetriever`` over the store's document index
+        (extension ``"doc-index"``). Each returned Document is a passage with ``score`` = the fused score
+        ``passage + lambda_ * document`` (scaled by ``scale_score`` like :meth:`embedding_retrieval`),
+        ``meta["scores"] = {"passage", "document", "fused"}`` (raw scores) and ``meta["parent_document"] =
+        {"id", "title", "title_path", "meta"}`` (the engine document the passage belongs to; see the class
+        docstring for how Documents are grouped into documents). These two keys replace any keys of the same
+        name in the stored meta, in the returned copy only.
+
+        Args:
+            query: The query text (encoded by the store's model).
+            filters: A Haystack filter on passages, applied before the search; only documents with a
+                matching passage are ranked.
+            top_k: How many passages to return (``0``: none).
+            scale_score: Map the fused score to [0, 1] as :meth:`embedding_retrieval` does (exactly so when
+                ``lambda_`` is 0).
+            return_embedding: Include the passages' embeddings.
+            k1: Documents kept by the first stage (``mode="serial"``).
+            lambda_: Weight of the document score in the fused score.
+            mode: ``"serial"`` (passages of the top-``k1`` documents only) or ``"parallel"`` (every passage,
+                fused with its document's score).
+            auto_document_index: Build the document index when the store has none (it then follows every
+                write); otherwise a store without one raises.
+
+        Raises:
+            ValueError: ``query`` is empty, ``top_k`` is negative, or ``k1``/``lambda_``/``mode`` are invalid.
+            DocumentStoreError: The store has no model, or no document index and ``auto_document_index`` is
+                false.
+
+        """
+        from rag_hier.retrieval.hierarchical import HierarchicalRetriever as DHRRetriever
+
+        if not isinstance(query, str) or not query.strip():
+            raise ValueError(f"query must be a non-empty string, got {query!r}")
+        if top_k < 0:
+            raise ValueError(f"top_k must be >= 0, got {top_k}")
+        store = self._hier()
+        options: dict[str, Any] = {"k1": k1, "lambda_": lambda_, "mode": mode}
+        DHRRetriever(store, **options)  # validates k1, lambda_ and mode
+        if store.encoder is None:
+            raise DocumentStoreError(
+                f"the store at {self.path} has no model to encode query text; create the "
+                "RagHierDocumentStore with model=... or embed queries and use RagHierEmbeddingRetriever"
+            )
+        with self._lock, _engine_errors():
+            self._require_document_index(store, auto_document_index)
+        if top_k == 0:
+            return []
+        with _engine_errors():  # encoding runs outside the lock, as in text_retrieval
+            passage_q, doc_q = DHRRetriever(store, **options).encode_queries([query])
+        with self._lock, _engine_errors():
+            store = self._hier()
+            retriever = DHRRetriever(store, **options)
+            hits = retriever.search_vectors(
+                passage_q, top_k=top_k, filters=self._predicate(filters, store), doc_vectors=doc_q
+            )[0]
+            ids = [h.passage_id for h in hits]
+            passages = {p.id: p for p in store.get_passages(ids)}
+            embeddings = store.get_embeddings(ids) if return_embedding else [None] * len(ids)
+            parents = {d: store.get_document(d) for d in dict.fromkeys(h.doc_id for h in hits)}
+        scores = [h.score for h in hits]
+        if scale_score:
+            scores = self._scale(store, scores)
+        out: list[Document] = []
+        for hit, embedding, score in zip(hits, embeddings, scores, strict=True):
+            passage = passages.get(hit.passage_id)
+            if passage is None:  # pragma: no cover - read under the same lock as the search
+                continue
+            doc = passage_to_document(passage, embedding, score)
+            parent = parents.get(hit.doc_id) or {}
+            doc.meta["scores"] = dict(hit.scores)
+            doc.meta["parent_document"] = {
+                "id": hit.doc_id,
+                "title": parent.get("title", ""),
+                "title_path": list(hit.title_path),
+                "meta": dict(parent.get("meta") or {}),
+            }
+            out.append(doc)
+        return out
+
+    async def hierarchical_retrieval_async(
+        self,
+        query: str,
+        filters: dict[str, Any] | None = None,
+        top_k: int = 10,
+        scale_score: bool = False,
+        return_embedding: bool = False,
+        *,
+        k1: int = 500,
+        lambda_: float = 0.0,
+        mode: str = "serial",
+        auto_document_index: bool = False,
+    ) -> list[Document]:
+        """Asynchronous :meth:`hierarchical_retrieval` (on the store's worker thread)."""
+        return await self._in_worker(
+            self.hierarchical_retrieval,
+            query,
+            filters,
+            top_k,
+            scale_score,
+            return_embedding,
+            k1=k1,
+            lambda_=lambda_,
+            mode=mode,
+            auto_document_index=auto_document_index,
+        )

@@ -1,26 +1,50 @@
-"""HierarchicalRetriever: retrieval from a RagHierDocumentStore with query text in, encoded by the store's model."""
+"""HierarchicalRetriever: Dense Hierarchical Retrieval (DHR) from a RagHierDocumentStore, with query text in."""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, Literal
 
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.document_stores.types import FilterPolicy, apply_filter_policy
 from haystack_integrations.document_stores.rag_hier import RagHierDocumentStore
 
+from rag_hier.retrieval.hierarchical import DEFAULT_K1, DEFAULT_LAMBDA
+
 __all__ = ["HierarchicalRetriever"]
+
+HierarchicalRetrieverMode = Literal["serial", "parallel", "flat"]
+_MODES: tuple[str, ...] = ("serial", "parallel", "flat")
 
 
 @component
 class HierarchicalRetriever:
-    """Retrieve passages for a query text; the document store's own model encodes the query.
+    """Retrieve passages for a query text with Dense Hierarchical Retrieval (DHR): documents first, then passages.
 
-    The store must have a model (``RagHierDocumentStore(path=..., model=...)``, or one recorded in the
-    store directory), so no text embedder is needed in the query pipeline. This version searches all
-    passages (flat dense search, exact pre-filtering); the document-then-passage search of Dense
-    Hierarchical Retrieval (DHR) builds on it. Returned passages carry their parent ids in ``meta``
-    (``source_id``/``split_id``, or ``__parent_id`` for hierarchically split documents), so
+    Liu et al., *Dense Hierarchical Retrieval for Open-Domain Question Answering* (Findings of EMNLP 2021),
+    as implemented by the engine's ``rag_hier.retrieval.HierarchicalRetriever``: the store's model encodes
+    the query, the top-``k1`` documents are found in the store's document index, and only the passages of
+    those documents are scored, each with the fused score ``passage + lambda_ * document`` (``mode=
+    "serial"``). ``mode="parallel"`` scores every passage with its document's score added; ``mode="flat"``
+    is the plain dense search over all passages (this component's behaviour before DHR, needing no
+    document index).
+
+    Documents and passages: each Haystack Document in the store is a passage; passages are grouped into
+    documents by ``meta["__parent_id"]`` (HierarchicalDocumentSplitter), else ``meta["source_id"]``
+    (DocumentSplitter), else each Document is its own document (then the document level adds nothing:
+    the document vector is the passage vector). Stores filled by ``write_corpus`` or ``rag-hier index``
+    keep the corpus documents (title, sections, metadata).
+
+    Every returned Document has ``score`` = the fused score, ``meta["scores"] = {"passage": ...,
+    "document": ..., "fused": ...}`` and ``meta["parent_document"] = {"id", "title", "title_path",
+    "meta"}`` (``mode="flat"`` returns the stored Documents with ``score`` only). Returned passages keep
+    their parent ids in ``meta`` (``source_id``/``split_id``, or ``__parent_id``), so
     ``SentenceWindowRetriever`` and ``AutoMergingRetriever`` work after it.
+
+    The store needs a document index (``doc-index`` extension). Without one, the first run raises a
+    ``DocumentStoreError`` naming the fix, unless ``auto_document_index=True``: the retriever then builds
+    it on first use (one pass over the stored passage vectors, no model run), and every later write keeps it
+    current.
 
     Usage example:
     ```python
@@ -28,7 +52,7 @@ class HierarchicalRetriever:
     from haystack_integrations.document_stores.rag_hier import RagHierDocumentStore
 
     store = RagHierDocumentStore(path="./my-collection", model="sentence-transformers/all-MiniLM-L6-v2")
-    retriever = HierarchicalRetriever(document_store=store, top_k=5)
+    retriever = HierarchicalRetriever(document_store=store, top_k=5, k1=100, auto_document_index=True)
     retriever.run(query="How do tides work?")["documents"]
     ```
     """
@@ -41,28 +65,45 @@ class HierarchicalRetriever:
         scale_score: bool = False,
         return_embedding: bool = False,
         filter_policy: FilterPolicy = FilterPolicy.REPLACE,
+        k1: int = DEFAULT_K1,
+        lambda_: float = DEFAULT_LAMBDA,
+        mode: HierarchicalRetrieverMode = "serial",
+        auto_document_index: bool = False,
     ) -> None:
         """Create the retriever.
 
         Args:
             document_store: The RagHierDocumentStore to search; it must have a model.
-            filters: Filters applied to every query (see ``filter_policy``).
+            filters: Filters applied to every query (see ``filter_policy``); in DHR modes they restrict
+                passages, and only documents with a matching passage are ranked.
             top_k: The maximum number of passages to return; must be greater than 0.
-            scale_score: Scale scores to [0, 1]: ``(s + 1) / 2`` when the store's model normalizes
-                (cosine), else ``sigmoid(s / 100)`` (dot product).
+            scale_score: Scale scores to [0, 1]: ``(s + 1) / 2`` when the store's model normalizes (cosine),
+                else ``sigmoid(s / 100)`` (dot product). Applies to ``Document.score`` (the fused score;
+                exactly in [0, 1] when ``lambda_`` is 0), never to ``meta["scores"]``.
             return_embedding: Return the passages' embeddings.
             filter_policy: ``REPLACE`` (default): runtime filters replace the init filters; ``MERGE``:
                 both apply.
+            k1: Documents kept by the first stage (serial mode); default 500 (see docs/dhr.md).
+            lambda_: Weight of the document score in the fused score; default 0 (see docs/dhr.md).
+            mode: ``"serial"`` (DHR), ``"parallel"`` or ``"flat"`` (dense search of all passages).
+            auto_document_index: Build the store's document index on first use when it has none.
 
         Raises:
             TypeError: ``document_store`` is not a RagHierDocumentStore.
-            ValueError: ``top_k`` is not greater than 0.
+            ValueError: ``top_k`` or ``k1`` is not greater than 0, ``lambda_`` is not a finite number, or
+                ``mode`` is unknown.
 
         """
         if not isinstance(document_store, RagHierDocumentStore):
             raise TypeError("document_store must be an instance of RagHierDocumentStore")
         if top_k <= 0:
             raise ValueError(f"top_k must be greater than 0, but got {top_k}")
+        if isinstance(k1, bool) or not isinstance(k1, int) or k1 <= 0:
+            raise ValueError(f"k1 must be an integer greater than 0, but got {k1!r}")
+        if isinstance(lambda_, bool) or not isinstance(lambda_, int | float) or not math.isfinite(lambda_):
+            raise ValueError(f"lambda_ must be a finite number, but got {lambda_!r}")
+        if mode not in _MODES:
+            raise ValueError(f"mode must be one of {', '.join(_MODES)}; got {mode!r}")
         self.document_store = document_store
         self.filters = filters
         self.top_k = top_k
@@ -71,10 +112,14 @@ class HierarchicalRetriever:
         self.filter_policy = (
             filter_policy if isinstance(filter_policy, FilterPolicy) else FilterPolicy.from_str(filter_policy)
         )
+        self.k1 = k1
+        self.lambda_ = float(lambda_)
+        self.mode: HierarchicalRetrieverMode = mode
+        self.auto_document_index = bool(auto_document_index)
 
     def _get_telemetry_data(self) -> dict[str, Any]:
         """Data sent to Haystack's usage analytics."""
-        return {"document_store": type(self.document_store).__name__}
+        return {"document_store": type(self.document_store).__name__, "mode": self.mode}
 
     def warm_up(self) -> None:
         """Open the store and load its model (idempotent; cheap after the first call)."""
@@ -90,6 +135,10 @@ class HierarchicalRetriever:
             scale_score=self.scale_score,
             return_embedding=self.return_embedding,
             filter_policy=self.filter_policy.value,
+            k1=self.k1,
+            lambda_=self.lambda_,
+            mode=self.mode,
+            auto_document_index=self.auto_document_index,
         )
 
     @classmethod
@@ -113,6 +162,14 @@ class HierarchicalRetriever:
             "return_embedding": self.return_embedding if return_embedding is None else return_embedding,
         }
 
+    def _dhr_options(self) -> dict[str, Any]:
+        return {
+            "k1": self.k1,
+            "lambda_": self.lambda_,
+            "mode": self.mode,
+            "auto_document_index": self.auto_document_index,
+        }
+
     @component.output_types(documents=list[Document])
     def run(
         self,
@@ -132,15 +189,19 @@ class HierarchicalRetriever:
             return_embedding: Override the init ``return_embedding``.
 
         Returns:
-            ``{"documents": [...]}``, best first, with ``score`` set.
+            ``{"documents": [...]}``, best first, with ``score`` (the fused score) and, in the DHR modes,
+            ``meta["scores"]`` and ``meta["parent_document"]`` set.
 
         Raises:
             ValueError: ``top_k`` is negative or ``query`` is empty.
-            DocumentStoreError: The store has no model.
+            DocumentStoreError: The store has no model, or (DHR modes) no document index and
+                ``auto_document_index`` is false.
 
         """
         params = self._resolve(filters, top_k, scale_score, return_embedding)
-        return {"documents": self.document_store.text_retrieval(query=query, **params)}
+        if self.mode == "flat":
+            return {"documents": self.document_store.text_retrieval(query=query, **params)}
+        return {"documents": self.document_store.hierarchical_retrieval(query=query, **params, **self._dhr_options())}
 
     @component.output_types(documents=list[Document])
     async def run_async(
@@ -161,12 +222,16 @@ class HierarchicalRetriever:
             return_embedding: Override the init ``return_embedding``.
 
         Returns:
-            ``{"documents": [...]}``, best first, with ``score`` set.
+            ``{"documents": [...]}``, best first, as :meth:`run` returns them.
 
         Raises:
             ValueError: ``top_k`` is negative or ``query`` is empty.
-            DocumentStoreError: The store has no model.
+            DocumentStoreError: The store has no model, or (DHR modes) no document index and
+                ``auto_document_index`` is false.
 
         """
         params = self._resolve(filters, top_k, scale_score, return_embedding)
-        return {"documents": await self.document_store.text_retrieval_async(query=query, **params)}
+        if self.mode == "flat":
+            return {"documents": await self.document_store.text_retrieval_async(query=query, **params)}
+        documents = await self.document_store.hierarchical_retrieval_async(query=query, **params, **self._dhr_options())
+        return {"documents": documents}
