@@ -17,6 +17,7 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 from haystack import Document, default_from_dict, default_to_dict
+from haystack.dataclasses import SparseEmbedding
 from haystack.document_stores.errors import DocumentStoreError, DuplicateDocumentError
 from haystack.document_stores.types import DuplicatePolicy
 from haystack.errors import FilterError
@@ -24,6 +25,7 @@ from haystack.utils import ComponentDevice
 from haystack.utils.filters import document_matches_filter
 from haystack_integrations.components.embedders.rag_hier._backend import resolve_device
 from haystack_integrations.document_stores.rag_hier._convert import (
+    EXTRA_KEY,
     document_meta,
     document_to_passage,
     filter_roots,
@@ -35,10 +37,13 @@ from haystack_integrations.document_stores.rag_hier._convert import (
 
 from rag_hier.corpus.model import Document as CorpusDocument
 from rag_hier.corpus.model import Passage
-from rag_hier.encoders.dense import DenseEncoder
+from rag_hier.encoders.dense import DEFAULT_MODEL, DenseEncoder
 from rag_hier.errors import DuplicateIdError, StoreError
 from rag_hier.index.dense import IndexConfig
+from rag_hier.index.sparse_embeddings import SparseEmbeddingExtension
+from rag_hier.index.token import TokenIndexExtension
 from rag_hier.retrieval.dense import DenseRetriever
+from rag_hier.retrieval.svdr import SVDR_MODES, SvdrMode, SvdrRetriever, default_vocab_model
 from rag_hier.store.filters import Predicate
 from rag_hier.store.store import DATABASE, MANIFEST, HierStore, WriteSummary
 
@@ -50,6 +55,11 @@ T = TypeVar("T")
 
 DOT_PRODUCT_SCALING_FACTOR = 100
 """``scale_score`` maps a dot product ``s`` to ``sigmoid(s / 100)``, as Haystack's InMemory store does."""
+
+SPARSE_EMBEDDING_KEY = (EXTRA_KEY, "sparse_embedding")
+"""Where a Document's ``sparse_embedding`` lives in ``Passage.extra`` (read by the ``sparse-embeddings`` extension)."""
+
+_TOKEN_INDEX_OPTIONS = frozenset({"model", "max_length"})
 
 _ENGINE_POLICY = {
     DuplicatePolicy.FAIL: "fail",
@@ -146,6 +156,13 @@ class RagHierDocumentStore:
     documents by ``meta["__parent_id"]`` (HierarchicalDocumentSplitter) or ``meta["source_id"]``
     (DocumentSplitter), which later hierarchical strategies use.
 
+    With ``token_index=True`` the store also keeps SVDR's binary token index of every document (built by
+    tokenization alone, no model), which ``RagHierSvdrRetriever`` searches with query text (β, β+rerank,
+    lexical; α and full search use learned passage vectors the store fills in). With ``dense=False`` it
+    never computes dense vectors: documents can be written without embeddings and are found through the
+    token index. Documents written with a ``sparse_embedding`` keep it (JSON, no pickle) and are searched by
+    ``RagHierSparseEmbeddingRetriever`` (exact inner product over the stored sparse embeddings).
+
     The directory is opened (or created) on first use, not in ``__init__``; it holds the data, the
     init parameters only say where it is. Every write is atomic and durable when it returns. All
     instances on one directory in a process share one open store (pipelines loaded from YAML build a
@@ -174,6 +191,13 @@ class RagHierDocumentStore:
             loads anywhere.
         strict_datetime_comparison: Passed to Haystack's filter matcher: if true, timezone-naive and
             timezone-aware datetimes never match each other.
+        token_index: Keep SVDR's binary token index (``True``, or a dict with ``model``, whose tokenizer
+            defines the vocabulary, and ``max_length``, tokens per document, default 256). The tokenizer
+            defaults to ``model``, else the offline all-MiniLM-L6-v2's. Added to an existing store that lacks
+            one (tokenizing what it holds); the token index follows every write.
+        dense: Compute dense vectors with ``model`` for documents written without an embedding (default).
+            ``False``: never encode; ``model`` then only names the token index's tokenizer and the default
+            vocabulary encoder of ``RagHierSvdrRetriever``, and documents keep whatever embedding they bring.
 
     """
 
@@ -185,17 +209,26 @@ class RagHierDocumentStore:
         model: str | None = None,
         device: str | None = None,
         strict_datetime_comparison: bool = False,
+        token_index: bool | dict[str, Any] = False,
+        dense: bool = True,
     ) -> None:
         if isinstance(path, Path):
             path = str(path)
         if not isinstance(path, str) or not path:
             raise ValueError(f"path must be a non-empty string (the store directory), got {path!r}")
+        if not isinstance(dense, bool):
+            raise ValueError(f"dense must be True or False, got {dense!r}")
         self._index_config = self._parse_index(index)
+        self._token_options = self._parse_token_index(token_index)
         self.path = path
         self.index = index
         self.model = model
         self.device = device
         self.strict_datetime_comparison = strict_datetime_comparison
+        self.token_index = token_index
+        self.dense = dense
+        self._svdr_retrievers: dict[tuple[str, int, str | None], SvdrRetriever] = {}
+        self._vocab_encoders: dict[str, Any] = {}  # model -> VocabEncoder, shared by the SVDR modes
         self._handle: _SharedHandle | None = None
         self._release: weakref.finalize | None = None
         self._handle_lock = threading.Lock()
@@ -207,6 +240,22 @@ class RagHierDocumentStore:
         if isinstance(index, Mapping):
             return IndexConfig.from_dict(dict(index))
         raise ValueError(f"index must be 'flat', 'ivf', 'hnsw' or a dict of index options, got {index!r}")
+
+    @staticmethod
+    def _parse_token_index(token_index: bool | dict[str, Any]) -> dict[str, Any] | None:
+        if isinstance(token_index, bool):
+            return {} if token_index else None
+        if isinstance(token_index, Mapping):
+            unknown = set(token_index) - _TOKEN_INDEX_OPTIONS
+            if unknown:
+                raise ValueError(
+                    f"token_index options must be among {sorted(_TOKEN_INDEX_OPTIONS)}; got {sorted(unknown)}"
+                )
+            max_length = token_index.get("max_length", 256)
+            if max_length is not None and (not isinstance(max_length, int) or max_length < 2):
+                raise ValueError(f"token_index max_length must be an integer >= 2 or None, got {max_length!r}")
+            return dict(token_index)
+        raise ValueError(f"token_index must be True, False or a dict of token index options, got {token_index!r}")
 
     # ------------------------------------------------------------------------------------------------
     # lifecycle and serialization
@@ -233,20 +282,50 @@ class RagHierDocumentStore:
 
     def _open(self) -> HierStore:
         root = Path(self.path)
-        # a device this machine lacks (a store saved with "cuda" loaded on a CPU-only machine) falls back to the CPU
-        device = resolve_device(ComponentDevice.from_str(self.device)) if self.device else None
-        encoder = DenseEncoder(self.model, device=device) if self.model else None
+        device = self._device()
+        encoder = DenseEncoder(self.model, device=device) if self.model and self.dense else None
         with _engine_errors():
             if (root / MANIFEST).is_file():
                 store = HierStore.open(root, encoder=encoder, device=device)
                 recorded = (store.manifest.get("encoder") or {}).get("model")
-                if self.model and recorded and recorded != self.model:
+                if self.model and self.dense and recorded and recorded != self.model:
                     logger.warning(
                         "%s was built with model %r; encoding with model=%r instead", root, recorded, self.model
                     )
-                return store
-            logger.info("creating a rag-hier store in %s", root)
-            return HierStore.create(root, model=None, encoder=encoder, index=self._index_config)
+            else:
+                logger.info("creating a rag-hier store in %s", root)
+                store = HierStore.create(root, model=None, encoder=encoder, index=self._index_config)
+            try:
+                self._attach_token_index(store)
+            except BaseException:
+                store.close()
+                raise
+            return store
+
+    def _device(self) -> str | None:
+        # a device this machine lacks (a store saved with "cuda" loaded on a CPU-only machine) falls back to the CPU
+        return resolve_device(ComponentDevice.from_str(self.device)) if self.device else None
+
+    def _attach_token_index(self, store: HierStore) -> None:
+        """Give the store the configured token index if it has none (tokenizing the documents it holds)."""
+        options = self._token_options
+        if options is None:
+            return
+        model = options.get("model") or self.model or DEFAULT_MODEL
+        existing = store.extension(TokenIndexExtension.name)
+        if isinstance(existing, TokenIndexExtension):
+            if "model" in options and existing.model != options["model"]:
+                logger.warning(
+                    "%s has a token index built with %r; keeping it (token_index asked for %r)",
+                    store.path,
+                    existing.model,
+                    options["model"],
+                )
+            return
+        if store.read_only:
+            raise StoreError(f"{store.path} has no token index and is read-only")
+        logger.info("adding a token index (tokenizer %s) to %s", model, store.path)
+        store.add_extension(TokenIndexExtension(model=str(model), max_length=options.get("max_length", 256)))
 
     @property
     def hier_store(self) -> HierStore:
@@ -274,7 +353,16 @@ class RagHierDocumentStore:
         self.close()
 
     def to_dict(self) -> dict[str, Any]:
-        """Serialize this store's configuration (the directory path, never its data) to a dictionary."""
+        """Serialize this store's configuration (the directory path, never its data) to a dictionary.
+
+        ``token_index`` and ``dense`` are written only when set (not at their defaults), so pipelines saved
+        before these options existed serialize exactly as they did.
+        """
+        options: dict[str, Any] = {}
+        if self.token_index is not False:
+            options["token_index"] = self.token_index
+        if self.dense is not True:
+            options["dense"] = self.dense
         return default_to_dict(
             self,
             path=self.path,
@@ -282,6 +370,7 @@ class RagHierDocumentStore:
             model=self.model,
             device=self.device,
             strict_datetime_comparison=self.strict_datetime_comparison,
+            **options,
         )
 
     @classmethod
@@ -290,7 +379,10 @@ class RagHierDocumentStore:
         return default_from_dict(cls, data)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(path={self.path!r}, model={self.model!r})"
+        return (
+            f"{type(self).__name__}(path={self.path!r}, model={self.model!r}, "
+            f"token_index={self.token_index!r}, dense={self.dense!r})"
+        )
 
     # ------------------------------------------------------------------------------------------------
     # filters
@@ -380,7 +472,9 @@ class RagHierDocumentStore:
         """Write documents atomically (all or nothing); returns how many were written.
 
         Documents without an embedding are encoded with the store's model when it has one (and have
-        content); otherwise they are stored without a vector (found by filters, not by vector search).
+        content) unless the store was created with ``dense=False``; otherwise they are stored without a
+        vector (found by filters, the token index or their sparse embedding, not by dense vector search).
+        A ``sparse_embedding`` is kept as written and indexed for ``sparse_embedding_retrieval``.
 
         Args:
             documents: The documents.
@@ -391,7 +485,8 @@ class RagHierDocumentStore:
         Raises:
             ValueError: ``documents`` is not a list of Documents.
             DuplicateDocumentError: Under ``FAIL``, an id already stored or repeated in the input.
-            DocumentStoreError: Embeddings of different dimensions, or metadata the store cannot keep.
+            DocumentStoreError: Embeddings of different dimensions, metadata the store cannot keep, or a
+                sparse embedding with negative indices or non-finite values.
 
         """
         docs = self._check_documents(documents)
@@ -411,9 +506,13 @@ class RagHierDocumentStore:
         with self._lock, _engine_errors():
             store = self._hier()
             vectors: list[Any] = [doc.embedding for doc in docs]
-            self._encode_missing(store, docs, vectors, skip_stored=policy == DuplicatePolicy.SKIP)
+            if self.dense:
+                self._encode_missing(store, docs, vectors, skip_stored=policy == DuplicatePolicy.SKIP)
             try:
-                summary = store.add_passages(passages, embeddings=vectors, policy=_ENGINE_POLICY[policy])  # type: ignore[arg-type]
+                with store.batch():
+                    if any(doc.sparse_embedding is not None for doc in docs):
+                        self._sparse_extension(store)
+                    summary = store.add_passages(passages, embeddings=vectors, policy=_ENGINE_POLICY[policy])  # type: ignore[arg-type]
             except ValueError as exc:
                 if isinstance(exc, StoreError):
                     raise
@@ -451,7 +550,7 @@ class RagHierDocumentStore:
         """Delete every document.
 
         Args:
-            recreate_index: Also recreate the store from scratch (same index kind and model): the vector
+            recreate_index: Also recreate the store from scratch (same index kind, model and token index): the vector
                 dimension is forgotten, so documents with embeddings of another size can be written next.
                 Only the files the store recorded in its manifest are removed.
 
@@ -464,6 +563,8 @@ class RagHierDocumentStore:
             root = store.path
             files = {*store.manifest.get("files", {}), MANIFEST, DATABASE, f"{DATABASE}-journal"}
             config, encoder = store.index_config, store.encoder
+            token = store.extension(TokenIndexExtension.name)
+            token_config = token.config() if isinstance(token, TokenIndexExtension) else None
             store.close()
             handle = self._shared()
             handle.store = None
@@ -473,6 +574,8 @@ class RagHierDocumentStore:
             for stray in root.glob("*.tmp"):
                 stray.unlink()
             handle.store = HierStore.create(root, model=None, encoder=encoder, index=config)
+            if token_config is not None:  # the same tokenizer (and fingerprint) as before
+                handle.store.add_extension(TokenIndexExtension(**token_config))
 
     def delete_by_filter(self, filters: dict[str, Any]) -> int:
         """Delete the documents matching ``filters``; returns how many were deleted."""
@@ -719,6 +822,162 @@ class RagHierDocumentStore:
             return self._search(self._hier(), vector, filters, top_k, scale_score, return_embedding)
 
     # ------------------------------------------------------------------------------------------------
+    # SVDR (token index) and sparse embedding retrieval
+    # ------------------------------------------------------------------------------------------------
+    @staticmethod
+    def _documents_for(store: HierStore, ids: list[str], scores: list[float], return_embedding: bool) -> list[Document]:
+        passages = store.get_passages(ids)
+        embeddings = store.get_embeddings(ids) if return_embedding else [None] * len(ids)
+        return [passage_to_document(p, e, s) for p, e, s in zip(passages, embeddings, scores, strict=True)]
+
+    def _svdr_retriever(
+        self, store: HierStore, mode: SvdrMode, rerank_m: int, vocab_model: str | None
+    ) -> SvdrRetriever:
+        """The SVDR retriever for these settings, kept (with its loaded encoder) while the store stays open."""
+        if mode not in SVDR_MODES:
+            raise ValueError(f"mode must be one of {', '.join(SVDR_MODES)}; got {mode!r}")
+        if not isinstance(rerank_m, int) or rerank_m < 1:
+            raise ValueError(f"rerank_m must be an integer >= 1, got {rerank_m!r}")
+        key = (mode, rerank_m, vocab_model)
+        retriever = self._svdr_retrievers.get(key)
+        if retriever is None or retriever.store is not store:
+            encoder: Any = None
+            if mode != "lexical" and (vocab_model is not None or mode != "alpha"):
+                # α with complete stored vectors needs no model: leave the encoder to the engine then
+                from rag_hier.encoders.vocab import VocabEncoder
+
+                name = vocab_model or default_vocab_model(store)
+                encoder = self._vocab_encoders.get(name)
+                if encoder is None:
+                    encoder = self._vocab_encoders[name] = VocabEncoder(name, device=self._device())
+            retriever = SvdrRetriever(store, mode, encoder=encoder, rerank_m=rerank_m)
+            self._svdr_retrievers[key] = retriever
+        return retriever
+
+    def warm_up_svdr(self, mode: SvdrMode = "beta-rerank", rerank_m: int = 100, vocab_model: str | None = None) -> None:
+        """Open the store and load what SVDR search in ``mode`` needs (idempotent and cheap once done)."""
+        with self._lock, _engine_errors():
+            store = self._hier()
+            retriever = self._svdr_retriever(store, mode, rerank_m, vocab_model)
+            if mode in ("beta", "beta-rerank", "lexical"):
+                tok = TokenIndexExtension.of(store)
+                _ = tok.index.binarizer
+            if mode in ("full", "beta", "beta-rerank"):
+                _ = retriever.encoder.module
+
+    def svdr_retrieval(
+        self,
+        query: str,
+        mode: SvdrMode = "beta-rerank",
+        filters: dict[str, Any] | None = None,
+        top_k: int = 10,
+        rerank_m: int = 100,
+        vocab_model: str | None = None,
+        return_embedding: bool = False,
+    ) -> list[Document]:
+        """SVDR search with query text over the token index (see ``rag_hier.retrieval.svdr.SvdrRetriever``).
+
+        Args:
+            query: The query text.
+            mode: ``"beta"`` ⟨E(q), T(d)⟩, ``"beta-rerank"`` (β, then the top ``rerank_m`` re-scored by
+                ⟨E(q), E(d)⟩), ``"full"`` ⟨E(q), E(d)⟩, ``"alpha"`` ⟨T(q), E(d)⟩ or ``"lexical"`` (idf-weighted
+                token overlap, no model). β, β+rerank and lexical need the token index; full and α encode the
+                E(d) they lack on first use. Every E(d) computed is kept in the store.
+            filters: A Haystack filter applied before the search (exact ``top_k`` among the matches).
+            top_k: How many documents to return (``0``: none).
+            rerank_m: Candidates re-ranked by β+rerank.
+            vocab_model: The vocabulary encoder (a ``rag-hier train svdr`` output or any BERT-family model);
+                default: the store's model, else the token index's tokenizer model.
+            return_embedding: Include the documents' dense embeddings.
+
+        Returns:
+            Documents with ``score`` set, best first (the engine's order: ties by insertion order).
+
+        Raises:
+            DocumentStoreError: The mode needs a token index and the store has none, or the encoder
+                tokenizes differently from the token index.
+
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise ValueError(f"query must be a non-empty string, got {query!r}")
+        if top_k < 0:
+            raise ValueError(f"top_k must be >= 0, got {top_k}")
+        with self._lock, _engine_errors():
+            store = self._hier()
+            retriever = self._svdr_retriever(store, mode, rerank_m, vocab_model)
+            if top_k == 0 or store.count_passages() == 0:
+                return []
+            hits = retriever.search(query, top_k=top_k, filters=self._predicate(filters, store))
+            return self._documents_for(store, [h.passage_id for h in hits], [h.score for h in hits], return_embedding)
+
+    def _sparse_extension(self, store: HierStore) -> SparseEmbeddingExtension:
+        """The store's index of sparse embeddings, added (and filled from the stored documents) when missing."""
+        ext = SparseEmbeddingExtension.of(store)
+        if ext is None:
+            ext = SparseEmbeddingExtension(key=SPARSE_EMBEDDING_KEY)
+            store.add_extension(ext)
+        elif ext.key != SPARSE_EMBEDDING_KEY:
+            raise StoreError(
+                f"{store.path} indexes sparse embeddings stored at {list(ext.key)}, not Haystack's; "
+                "remove its 'sparse-embeddings' extension"
+            )
+        return ext
+
+    def _allowed_rowids(self, store: HierStore, filters: dict[str, Any] | None) -> np.ndarray | None:
+        """Rowids of every document (with or without a dense vector) matching ``filters``; ``None``: all."""
+        predicate = self._predicate(filters, store)
+        if predicate is None:
+            return None
+        rowids = store.passage_rowids()
+        out: list[int] = []
+        for start in range(0, rowids.shape[0], 4096):
+            records = store.records_by_rowid(rowids[start : start + 4096].tolist())
+            out.extend(r for r, rec in records.items() if predicate(rec))
+        return np.asarray(sorted(out), dtype=np.int64)
+
+    def sparse_embedding_retrieval(
+        self,
+        query_sparse_embedding: SparseEmbedding,
+        filters: dict[str, Any] | None = None,
+        top_k: int = 10,
+        return_embedding: bool = False,
+    ) -> list[Document]:
+        """Return the documents whose stored ``sparse_embedding`` has the largest inner product with the query's.
+
+        Documents without a sparse embedding, and those sharing no index with the query (score 0), are never
+        returned. Scores are the raw inner products (float32), best first; ties by insertion order.
+
+        Args:
+            query_sparse_embedding: The query's sparse embedding (same encoder as the documents').
+            filters: A Haystack filter applied before the search (exact ``top_k`` among the matches).
+            top_k: How many documents to return (``0``: none).
+            return_embedding: Include the documents' dense embeddings.
+
+        """
+        if not isinstance(query_sparse_embedding, SparseEmbedding):
+            raise ValueError(
+                f"query_sparse_embedding must be a SparseEmbedding, got {type(query_sparse_embedding).__name__}"
+            )
+        if top_k < 0:
+            raise ValueError(f"top_k must be >= 0, got {top_k}")
+        with self._lock, _engine_errors():
+            store = self._hier()
+            if top_k == 0 or store.count_passages() == 0:
+                return []
+            if SparseEmbeddingExtension.of(store) is None and store.read_only:
+                return []
+            ext = self._sparse_extension(store)
+            allowed = self._allowed_rowids(store, filters)
+            if allowed is not None and allowed.size == 0:
+                return []
+            scores, rowids = ext.search(
+                query_sparse_embedding.indices, query_sparse_embedding.values, top_k, allowed_ids=allowed
+            )
+            records = store.records_by_rowid(rowids.tolist())
+            ids = [records[r]["id"] for r in rowids.tolist()]
+            return self._documents_for(store, ids, [float(x) for x in scores.tolist()], return_embedding)
+
+    # ------------------------------------------------------------------------------------------------
     # async twins: the sync work runs on the store's own worker thread
     # ------------------------------------------------------------------------------------------------
     async def _in_worker(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -802,6 +1061,33 @@ class RagHierDocumentStore:
         """Asynchronous :meth:`embedding_retrieval`."""
         return await self._in_worker(
             self.embedding_retrieval, query_embedding, filters, top_k, scale_score, return_embedding
+        )
+
+    async def svdr_retrieval_async(
+        self,
+        query: str,
+        mode: SvdrMode = "beta-rerank",
+        filters: dict[str, Any] | None = None,
+        top_k: int = 10,
+        rerank_m: int = 100,
+        vocab_model: str | None = None,
+        return_embedding: bool = False,
+    ) -> list[Document]:
+        """Asynchronous :meth:`svdr_retrieval`."""
+        return await self._in_worker(
+            self.svdr_retrieval, query, mode, filters, top_k, rerank_m, vocab_model, return_embedding
+        )
+
+    async def sparse_embedding_retrieval_async(
+        self,
+        query_sparse_embedding: SparseEmbedding,
+        filters: dict[str, Any] | None = None,
+        top_k: int = 10,
+        return_embedding: bool = False,
+    ) -> list[Document]:
+        """Asynchronous :meth:`sparse_embedding_retrieval`."""
+        return await self._in_worker(
+            self.sparse_embedding_retrieval, query_sparse_embedding, filters, top_k, return_embedding
         )
 
     async def text_retrieval_async(

@@ -2,5 +2,14 @@
 
 from haystack_integrations.components.retrievers.rag_hier.embedding_retriever import RagHierEmbeddingRetriever
 from haystack_integrations.components.retrievers.rag_hier.hierarchical_retriever import HierarchicalRetriever
+from haystack_integrations.components.retrievers.rag_hier.sparse_embedding_retriever import (
+    RagHierSparseEmbeddingRetriever,
+)
+from haystack_integrations.components.retrievers.rag_hier.svdr_retriever import RagHierSvdrRetriever
 
-__all__ = ["HierarchicalRetriever", "RagHierEmbeddingRetriever"]
+__all__ = [
+    "HierarchicalRetriever",
+    "RagHierEmbeddingRetriever",
+    "RagHierSparseEmbeddingRetriever",
+    "RagHierSvdrRetriever",
+]
