@@ -13,7 +13,7 @@ import uuid
 import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import fsspec
 import numpy as np
@@ -30,16 +30,25 @@ from llama_index.core.vector_stores.types import (
 from llama_index.vector_stores.rag_hier._filters import NODE_KEY, build_predicate
 from llama_index.vector_stores.rag_hier._nodes import node_to_passage, record_to_node
 
-from rag_hier.encoders.dense import DenseEncoder
+from rag_hier.encoders.dense import DEFAULT_MODEL, DenseEncoder
 from rag_hier.errors import StoreError
+from rag_hier.index.token import TokenIndexExtension
+from rag_hier.retrieval.svdr import SvdrMode, SvdrRetriever, default_vocab_model
+from rag_hier.store.filters import Predicate
 from rag_hier.store.store import MANIFEST, HierStore
+
+if TYPE_CHECKING:
+    from rag_hier.retrieval.hit import Hit
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_NAMESPACE", "RagHierVectorStore", "Similarity"]
+__all__ = ["DEFAULT_NAMESPACE", "RagHierVectorStore", "Similarity", "relative_score_fusion"]
 
 Similarity = Literal["cosine", "dot_product"]
 _SIMILARITIES: tuple[str, ...] = ("cosine", "dot_product")
+_SVDR_MODES: tuple[str, ...] = get_args(SvdrMode)
+_TOKEN_MODES = frozenset({"beta", "beta-rerank", "lexical"})
+_TOKEN_INDEX_OPTIONS = frozenset({"model", "max_length"})
 DEFAULT_NAMESPACE = "default"
 _CONFIG_KEY = "llama_index"
 _PERSIST_SUFFIX = "__vector_store"
@@ -60,6 +69,65 @@ def _payload_for_filters(payload: Mapping[str, Any]) -> dict[str, Any]:
     return {"type": payload.get("type"), "ref_doc_id": payload.get("ref_doc_id")}
 
 
+def relative_score_fusion(
+    dense: Sequence[tuple[str, float]], sparse: Sequence[tuple[str, float]], alpha: float, top_k: int
+) -> list[tuple[str, float]]:
+    """Fuse two ranked lists by relative scores: ``alpha · dense' + (1 − alpha) · sparse'``, best first.
+
+    Each list's scores are min-max scaled to [0, 1] (all 1.0 when they are equal); an id missing from one
+    list gets 0 there. ``alpha=1`` ranks by the dense scores, ``alpha=0`` by the sparse ones (LlamaIndex's
+    ``VectorStoreQuery.alpha`` convention, and the default fusion of its Qdrant store). Ties keep the dense
+    order, then the sparse order.
+    """
+
+    def scaled(results: Sequence[tuple[str, float]]) -> dict[str, float]:
+        if not results:
+            return {}
+        scores = [s for _, s in results]
+        lo, hi = min(scores), max(scores)
+        return {i: 1.0 if hi == lo else (s - lo) / (hi - lo) for i, s in results}
+
+    d, s = scaled(dense), scaled(sparse)
+    ids = list(dict.fromkeys([i for i, _ in dense] + [i for i, _ in sparse]))
+    fused = [(i, alpha * d.get(i, 0.0) + (1.0 - alpha) * s.get(i, 0.0)) for i in ids]
+    fused.sort(key=lambda item: -item[1])  # stable: ties keep the order above
+    return fused[:top_k]
+
+
+def _token_options(token_index: bool | Mapping[str, Any]) -> dict[str, Any] | None:
+    """``None`` (no token index asked for) or the token index options, validated."""
+    if isinstance(token_index, bool):
+        return {} if token_index else None
+    if isinstance(token_index, Mapping):
+        unknown = set(token_index) - _TOKEN_INDEX_OPTIONS
+        if unknown:
+            raise ValueError(f"token_index options must be among {sorted(_TOKEN_INDEX_OPTIONS)}; got {sorted(unknown)}")
+        max_length = token_index.get("max_length", 256)
+        if max_length is not None and (
+            isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2
+        ):
+            raise ValueError(f"token_index max_length must be an integer >= 2 or None, got {max_length!r}")
+        return dict(token_index)
+    raise ValueError(f"token_index must be True, False or a dict of token index options, got {token_index!r}")
+
+
+def _attach_token_index(store: HierStore, options: Mapping[str, Any], model: str | None) -> None:
+    """Give ``store`` a token index if it has none (tokenizing the nodes it holds)."""
+    existing = store.extension(TokenIndexExtension.name)
+    if isinstance(existing, TokenIndexExtension):
+        if "model" in options and existing.model != options["model"]:
+            logger.warning(
+                "%s has a token index built with %r; keeping it (token_index asked for %r)",
+                store.path,
+                existing.model,
+                options["model"],
+            )
+        return
+    tokenizer = options.get("model") or model or (store.encoder.model_name if store.encoder else DEFAULT_MODEL)
+    logger.info("adding a token index (tokenizer %s) to %s", tokenizer, store.path)
+    store.add_extension(TokenIndexExtension(model=str(tokenizer), max_length=options.get("max_length", 256)))
+
+
 def _close_and_remove(store: HierStore, tmpdir: str | None) -> None:
     with contextlib.suppress(Exception):
         store.close()
@@ -76,6 +144,14 @@ class RagHierVectorStore(BasePydanticVectorStore):
     query returns ``similarity_top_k`` nodes whenever that many match. Node ids map to FAISS ids that are
     never reused, so deleting and adding nodes never mixes them up.
 
+    With ``token_index=True`` the store also keeps SVDR's binary token index of every node (built by
+    tokenization alone), searched with the query text in ``VectorStoreQueryMode.SPARSE`` (``sparse_mode``:
+    β, β+rerank, full, α or model-free lexical search) and fused with the dense search in
+    ``VectorStoreQueryMode.HYBRID`` (relative-score fusion weighted by the query's ``alpha``). With
+    ``dense=False`` the store keeps no dense vectors at all: node embeddings are ignored, retrievers pass
+    only the query text (``is_embedding_query`` is false), and the default query mode searches the token
+    index.
+
     Args:
         path: The store directory (opened if it holds a store, created otherwise). ``None`` keeps the store
             in a temporary directory removed with this object; :meth:`persist` copies it somewhere lasting.
@@ -91,6 +167,17 @@ class RagHierVectorStore(BasePydanticVectorStore):
         store: Wrap an already open :class:`rag_hier.HierStore` instead (``path`` and ``model`` are then
             taken from it).
         encoder: A ready :class:`rag_hier.DenseEncoder` (to choose a device, say) instead of ``model``.
+        token_index: Keep SVDR's binary token index (``True``, or a dict with ``model``, whose tokenizer
+            defines the vocabulary, and ``max_length``, tokens per node, default 256; the tokenizer defaults
+            to ``model``, else the offline all-MiniLM-L6-v2's). Added to an existing store that lacks one.
+        dense: Keep dense vectors (default). ``False``: a token-index-only store (needs ``token_index``);
+            ``model`` then only names the tokenizer and the default vocabulary encoder. Recorded when the
+            store is created; ``None`` uses the recorded choice.
+        sparse_mode: SVDR mode of ``SPARSE`` (and ``HYBRID``) queries: ``"beta-rerank"`` (default),
+            ``"beta"``, ``"full"``, ``"alpha"`` or ``"lexical"`` (idf-weighted token overlap, no model).
+        vocab_model: The vocabulary encoder (a ``rag-hier train svdr`` output or any BERT-family model);
+            default: the store's model, else its token index's tokenizer model.
+        rerank_m: Candidates re-ranked by ``"beta-rerank"``.
 
     Example:
         >>> from llama_index.core import StorageContext, VectorStoreIndex
@@ -107,8 +194,14 @@ class RagHierVectorStore(BasePydanticVectorStore):
     similarity: str = Field(default="cosine", description="'cosine' or 'dot_product'.")
     model: str | None = Field(default=None, description="Model of the store's own encoder, if any.")
     index: str | dict[str, Any] = Field(default="flat", description="FAISS index kind or configuration.")
+    dense: bool = Field(default=True, description="Whether the store keeps dense vectors.")
+    token_index: bool = Field(default=False, description="Whether the store keeps a binary token index.")
+    sparse_mode: str = Field(default="beta-rerank", description="SVDR mode of SPARSE and HYBRID queries.")
+    vocab_model: str | None = Field(default=None, description="Vocabulary encoder of SVDR queries.")
+    rerank_m: int = Field(default=100, description="Candidates re-ranked by beta-rerank.")
 
     _store: HierStore = PrivateAttr()
+    _svdr: SvdrRetriever | None = PrivateAttr(default=None)
     _lock: threading.RLock = PrivateAttr(default_factory=threading.RLock)
     _view: tuple[int, np.ndarray, list[dict[str, Any]]] | None = PrivateAttr(default=None)
     _finalizer: weakref.finalize = PrivateAttr()
@@ -122,10 +215,24 @@ class RagHierVectorStore(BasePydanticVectorStore):
         index: str | Mapping[str, Any] = "flat",
         store: HierStore | None = None,
         encoder: DenseEncoder | None = None,
+        token_index: bool | Mapping[str, Any] = False,
+        dense: bool | None = None,
+        sparse_mode: SvdrMode = "beta-rerank",
+        vocab_model: str | None = None,
+        rerank_m: int = 100,
         **kwargs: Any,
     ) -> None:
         if similarity is not None and similarity not in _SIMILARITIES:
             raise ValueError(f"similarity must be one of {', '.join(_SIMILARITIES)}; got {similarity!r}")
+        if sparse_mode not in _SVDR_MODES:
+            raise ValueError(f"sparse_mode must be one of {', '.join(_SVDR_MODES)}; got {sparse_mode!r}")
+        if isinstance(rerank_m, bool) or not isinstance(rerank_m, int) or rerank_m < 1:
+            raise ValueError(f"rerank_m must be an integer >= 1, got {rerank_m!r}")
+        if dense is not None and not isinstance(dense, bool):
+            raise ValueError(f"dense must be True, False or None, got {dense!r}")
+        token_options = _token_options(token_index)
+        kwargs.pop("is_embedding_query", None)  # follows ``dense`` (present in to_dict() output)
+        opened_here = store is None
         tmpdir: str | None = None
         if store is None:
             if path is None:
@@ -134,17 +241,34 @@ class RagHierVectorStore(BasePydanticVectorStore):
             else:
                 root = Path(path)
             if (root / MANIFEST).exists():
-                if encoder is None and model is not None:  # e.g. text queries on a store fed with vectors
+                if encoder is None and model is not None and dense is not False:  # e.g. text queries
                     encoder = DenseEncoder(model)
                 store = HierStore.open(root, encoder=encoder)
             else:
+                keep_dense = dense is not False
                 store = HierStore.create(
                     root,
-                    model=model,
-                    encoder=encoder,
+                    model=model if keep_dense else None,
+                    encoder=encoder if keep_dense else None,
                     index=index if isinstance(index, str) else dict(index),
-                    corpus={_CONFIG_KEY: {"similarity": similarity or "cosine"}},
+                    corpus={_CONFIG_KEY: {"similarity": similarity or "cosine", "dense": keep_dense}},
                 )
+        try:
+            if token_options is not None:
+                _attach_token_index(store, token_options, model)
+            resolved_dense = dense if dense is not None else store.corpus_info.get(_CONFIG_KEY, {}).get("dense", True)
+            has_tokens = store.extension(TokenIndexExtension.name) is not None
+            if not resolved_dense and not has_tokens:
+                raise ValueError(
+                    f"dense=False needs a token index to search, and the store at {store.path} has none; "
+                    "pass token_index=True"
+                )
+        except BaseException:
+            if opened_here:
+                store.close()
+            if tmpdir is not None:
+                shutil.rmtree(tmpdir, ignore_errors=True)
+            raise
         recorded = store.corpus_info.get(_CONFIG_KEY, {}).get("similarity")
         if similarity is not None and recorded is not None and similarity != recorded:
             raise StoreError(f"similarity={similarity!r} but the store at {store.path} was created with {recorded!r}")
@@ -155,11 +279,18 @@ class RagHierVectorStore(BasePydanticVectorStore):
             similarity=resolved,
             model=store.encoder.model_name if store.encoder is not None else None,
             index=store.index_config.to_dict(),
+            dense=bool(resolved_dense),
+            token_index=has_tokens,
+            sparse_mode=sparse_mode,
+            vocab_model=vocab_model,
+            rerank_m=rerank_m,
+            is_embedding_query=bool(resolved_dense),
             **kwargs,
         )
         self._store = store
         self._lock = threading.RLock()
         self._view = None
+        self._svdr = None
         self._finalizer = weakref.finalize(self, _close_and_remove, store, tmpdir)
 
     @classmethod
@@ -206,9 +337,14 @@ class RagHierVectorStore(BasePydanticVectorStore):
         self._finalizer()
 
     # -- writing --------------------------------------------------------------------------------------
-    def _vectors(self, nodes: Sequence[BaseNode]) -> np.ndarray:
+    def _vectors(self, nodes: Sequence[BaseNode]) -> list[np.ndarray | None]:
+        """A vector per node (``None``: stored without one, found through the token index)."""
+        if not self.dense:
+            return [None] * len(nodes)
         missing = [i for i, n in enumerate(nodes) if n.embedding is None]
-        if missing and self._store.encoder is None:
+        if missing and self._store.encoder is None and self.token_index:
+            missing = []  # nodes without an embedding are found through the token index only
+        elif missing and self._store.encoder is None:
             raise ValueError(
                 f"node {nodes[missing[0]].node_id!r} has no embedding and the store at {self._store.path} has no "
                 "encoder; embed the nodes first (e.g. through VectorStoreIndex with an embed_model) or create "
@@ -227,8 +363,15 @@ class RagHierVectorStore(BasePydanticVectorStore):
         dims = {int(r.shape[0]) for r in rows if r is not None}
         if len(dims) > 1:
             raise ValueError(f"nodes carry embeddings of different dimensions: {sorted(dims)}")
-        mat = np.stack([r for r in rows if r is not None]).astype(np.float32, copy=False)
-        return _normalize_rows(mat) if self.similarity == "cosine" else mat
+        present = [(i, r) for i, r in enumerate(rows) if r is not None]
+        if not present:
+            return rows
+        mat = np.stack([r for _, r in present]).astype(np.float32, copy=False)
+        if self.similarity == "cosine":
+            mat = _normalize_rows(mat)
+        for j, (i, _) in enumerate(present):
+            rows[i] = mat[j]
+        return rows
 
     def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
         """Add (or replace, by node id) nodes with their embeddings; returns their ids."""
@@ -320,15 +463,41 @@ class RagHierVectorStore(BasePydanticVectorStore):
         return _normalize_rows(vec) if self.similarity == "cosine" else vec
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
-        """Nearest nodes to the query embedding, after the filters, ``doc_ids`` and ``node_ids`` restrictions.
+        """Search the store in the query's mode, after the filters, ``doc_ids`` and ``node_ids`` restrictions.
 
-        Only ``VectorStoreQueryMode.DEFAULT`` is supported. Similarities are inner products (cosine
-        similarities for a ``"cosine"`` store), higher is better. An empty ``node_ids`` or ``doc_ids``
-        list means no restriction (``VectorStoreIndex.as_retriever()`` sends ``node_ids=[]``).
+        Modes:
+
+        - ``DEFAULT``: nearest nodes to ``query_embedding`` (``similarity_top_k``). Similarities are inner
+          products (cosine similarities for a ``"cosine"`` store). On a ``dense=False`` store, ``DEFAULT``
+          is the ``SPARSE`` search below (retrievers send it the query text only).
+        - ``SPARSE``: SVDR search (``sparse_mode``) of ``query_str`` over the token index; ``sparse_top_k``
+          (else ``similarity_top_k``) nodes, scored by the engine's ``SvdrRetriever``.
+        - ``HYBRID``: the dense top ``similarity_top_k`` and the sparse top ``sparse_top_k`` (else
+          ``similarity_top_k``) fused by :func:`relative_score_fusion` with weight ``alpha`` (default 0.5;
+          1 = dense only, 0 = sparse only); ``hybrid_top_k`` (else ``similarity_top_k``) nodes.
+
+        Higher similarities are better. An empty ``node_ids`` or ``doc_ids`` list means no restriction
+        (``VectorStoreIndex.as_retriever()`` sends ``node_ids=[]``).
+
+        Raises:
+            ValueError: An unsupported mode, a sparse or hybrid query on a store without a token index or
+                without ``query_str``, a hybrid query on a ``dense=False`` store, or ``alpha`` outside [0, 1].
+
         """
-        if query.mode != VectorStoreQueryMode.DEFAULT:
-            raise ValueError(f"RagHierVectorStore supports the 'default' query mode only; got {query.mode.value!r}")
-        top_k = int(query.similarity_top_k or 0)
+        mode = query.mode
+        if mode == VectorStoreQueryMode.DEFAULT and not self.dense:
+            mode = VectorStoreQueryMode.SPARSE
+        if mode == VectorStoreQueryMode.DEFAULT:
+            return self._dense_query(query, int(query.similarity_top_k or 0))
+        if mode == VectorStoreQueryMode.SPARSE:
+            return self._sparse_query(query, int(query.sparse_top_k or query.similarity_top_k or 0))
+        if mode == VectorStoreQueryMode.HYBRID:
+            return self._hybrid_query(query)
+        raise ValueError(
+            f"RagHierVectorStore supports the 'default', 'sparse' and 'hybrid' query modes; got {mode.value!r}"
+        )
+
+    def _dense_query(self, query: VectorStoreQuery, top_k: int) -> VectorStoreQueryResult:
         if top_k < 1:
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
         vec = self._query_vector(query)
@@ -348,6 +517,83 @@ class RagHierVectorStore(BasePydanticVectorStore):
             sims.append(score)
             ids.append(rec["id"])
         return VectorStoreQueryResult(nodes=nodes, similarities=sims, ids=ids)
+
+    # -- SVDR search over the token index -------------------------------------------------------------
+    def _svdr_retriever(self) -> SvdrRetriever:
+        """The SVDR retriever of this store (kept with its loaded encoder)."""
+        if self._svdr is None:
+            mode: SvdrMode = self.sparse_mode  # type: ignore[assignment]  # validated in __init__
+            encoder: Any = None
+            if mode != "lexical" and (self.vocab_model is not None or mode != "alpha"):
+                # α with complete stored vectors needs no model: leave the encoder to the engine then
+                encoder = self.vocab_model or default_vocab_model(self._store)
+            self._svdr = SvdrRetriever(self._store, mode, encoder=encoder, rerank_m=self.rerank_m)
+        return self._svdr
+
+    def _sparse_predicate(self, query: VectorStoreQuery) -> Predicate | None:
+        """Metadata filters, ``doc_ids`` and ``node_ids`` as one predicate over passage records."""
+        predicate = build_predicate(query.filters)
+        node_ids = set(query.node_ids) if query.node_ids else None
+        doc_ids = set(query.doc_ids) if query.doc_ids else None
+        if node_ids is None and doc_ids is None:
+            return predicate
+
+        def restricted(record: Mapping[str, Any]) -> bool:
+            if node_ids is not None and record["id"] not in node_ids:
+                return False
+            if doc_ids is not None and record["doc_id"] not in doc_ids:
+                return False
+            return predicate is None or predicate(record)
+
+        return restricted
+
+    def _sparse_hits(self, query: VectorStoreQuery, top_k: int) -> list[Hit]:
+        if not query.query_str or not query.query_str.strip():
+            raise ValueError("a sparse or hybrid query needs query_str (the text searched in the token index)")
+        if self.sparse_mode in _TOKEN_MODES and self._store.extension(TokenIndexExtension.name) is None:
+            raise ValueError(
+                f"{self.sparse_mode!r} search needs a token index and the store at {self._store.path} has none; "
+                "create the RagHierVectorStore with token_index=True"
+            )
+        if top_k < 1:
+            return []
+        with self._lock:
+            if self._store.count_passages() == 0:
+                return []
+            return self._svdr_retriever().search(query.query_str, top_k=top_k, filters=self._sparse_predicate(query))
+
+    def _sparse_query(self, query: VectorStoreQuery, top_k: int) -> VectorStoreQueryResult:
+        hits = self._sparse_hits(query, top_k)
+        return self._result([h.passage_id for h in hits], [h.score for h in hits])
+
+    def _result(self, ids: list[str], scores: list[float]) -> VectorStoreQueryResult:
+        with self._lock:
+            records = {r["id"]: r for r in self._records_of(ids)}
+        kept = [(i, s) for i, s in zip(ids, scores, strict=True) if i in records]
+        return VectorStoreQueryResult(
+            nodes=[record_to_node(records[i]) for i, _ in kept],
+            similarities=[s for _, s in kept],
+            ids=[i for i, _ in kept],
+        )
+
+    def _hybrid_query(self, query: VectorStoreQuery) -> VectorStoreQueryResult:
+        if not self.dense:
+            raise ValueError(
+                f"the store at {self._store.path} keeps no dense vectors (dense=False); use the sparse mode"
+            )
+        alpha = 0.5 if query.alpha is None else float(query.alpha)
+        if not 0.0 <= alpha <= 1.0:
+            raise ValueError(f"alpha must be between 0 (sparse only) and 1 (dense only), got {query.alpha!r}")
+        top_k = int(query.hybrid_top_k or query.similarity_top_k or 0)
+        hits = self._sparse_hits(query, int(query.sparse_top_k or query.similarity_top_k or 0))
+        dense = self._dense_query(query, int(query.similarity_top_k or 0))
+        fused = relative_score_fusion(
+            list(zip(dense.ids or [], dense.similarities or [], strict=True)),
+            [(h.passage_id, h.score) for h in hits],
+            alpha,
+            top_k,
+        )
+        return self._result([i for i, _ in fused], [s for _, s in fused])
 
     def _allowed_rowids(
         self, filters: MetadataFilters | None, doc_ids: list[str] | None, node_ids: list[str] | None
