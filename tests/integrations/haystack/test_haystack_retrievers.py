@@ -401,6 +401,22 @@ def test_dhr_without_a_document_index_says_how_to_add_one(text_store):
     assert len(flat["documents"]) == 1
 
 
+def test_dhr_document_index_survives_recreate_index(dhr_store):
+    dhr_store.delete_all_documents(recreate_index=True)
+    ext = dhr_store.hier_store.extension("doc-index")
+    assert isinstance(ext, DocumentIndex) and len(ext) == 0
+    dhr_store.write_corpus(_corpus()[:2], max_passage_words=0)
+    docs = HierarchicalRetriever(document_store=dhr_store, top_k=20, k1=1).run(query="rivers")["documents"]
+    assert len(docs) == 4 and len({d.meta["parent_document"]["id"] for d in docs}) == 1
+
+
+def test_dhr_on_a_store_without_dense_vectors_says_so(store_path):
+    store = RagHierDocumentStore(path=store_path, dense=False)
+    with pytest.raises(DocumentStoreError, match="dense=False"):
+        HierarchicalRetriever(document_store=store, auto_document_index=True).run(query="bees")
+    store.close()
+
+
 def test_dhr_auto_document_index_groups_by_source_id_and_follows_writes(store_path, tiny_model_path):
     store = RagHierDocumentStore(path=store_path, model=tiny_model_path, device="cpu")
     splitter = DocumentSplitter(split_by="period", split_length=1)

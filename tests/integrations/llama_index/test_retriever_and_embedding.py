@@ -293,6 +293,13 @@ async def test_dhr_aretrieve_without_a_document_index_raises(store: RagHierVecto
         await HierarchicalRetriever(store, embed_model=hash_embedding).aretrieve("honey")
 
 
+def test_dhr_on_a_store_without_dense_vectors_says_so(store_path: str) -> None:
+    store = RagHierVectorStore(store_path, dense=False, token_index=True)
+    with pytest.raises(ValueError, match="dense=False"):
+        HierarchicalRetriever(store, auto_document_index=True).retrieve(QueryBundle("honey", embedding=[1.0, 0.0]))
+    store.close()
+
+
 def test_dhr_auto_document_index_follows_writes(store: RagHierVectorStore, hash_embedding) -> None:
     retriever = HierarchicalRetriever(
         store, similarity_top_k=10, embed_model=hash_embedding, k1=1, auto_document_index=True

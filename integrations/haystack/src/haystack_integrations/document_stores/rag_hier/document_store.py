@@ -550,9 +550,9 @@ class RagHierDocumentStore:
         """Delete every document.
 
         Args:
-            recreate_index: Also recreate the store from scratch (same index kind, model and token index): the vector
-                dimension is forgotten, so documents with embeddings of another size can be written next.
-                Only the files the store recorded in its manifest are removed.
+            recreate_index: Also recreate the store from scratch (same index kind, model, token index and
+                document index): the vector dimension is forgotten, so documents with embeddings of another
+                size can be written next. Only the files the store recorded in its manifest are removed.
 
         """
         with self._lock, _engine_errors():
@@ -565,6 +565,7 @@ class RagHierDocumentStore:
             config, encoder = store.index_config, store.encoder
             token = store.extension(TokenIndexExtension.name)
             token_config = token.config() if isinstance(token, TokenIndexExtension) else None
+            doc_index = store.extension("doc-index")  # DHR's document index: kept (empty), same settings
             store.close()
             handle = self._shared()
             handle.store = None
@@ -576,6 +577,8 @@ class RagHierDocumentStore:
             handle.store = HierStore.create(root, model=None, encoder=encoder, index=config)
             if token_config is not None:  # the same tokenizer (and fingerprint) as before
                 handle.store.add_extension(TokenIndexExtension(**token_config))
+            if doc_index is not None:
+                handle.store.add_extension(type(doc_index).from_config(doc_index.config()))
 
     def delete_by_filter(self, filters: dict[str, Any]) -> int:
         """Delete the documents matching ``filters``; returns how many were deleted."""
@@ -1176,6 +1179,11 @@ class RagHierDocumentStore:
             raise ValueError(f"query must be a non-empty string, got {query!r}")
         if top_k < 0:
             raise ValueError(f"top_k must be >= 0, got {top_k}")
+        if not self.dense:
+            raise DocumentStoreError(
+                f"the store at {self.path} keeps no dense vectors (dense=False), which hierarchical (DHR) "
+                "retrieval needs; search it with RagHierSvdrRetriever"
+            )
         store = self._hier()
         options: dict[str, Any] = {"k1": k1, "lambda_": lambda_, "mode": mode}
         DHRRetriever(store, **options)  # validates k1, lambda_ and mode
