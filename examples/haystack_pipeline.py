@@ -50,9 +50,16 @@ def build_store(path: str) -> RagHierDocumentStore:
 
 
 def build_pipeline(store: RagHierDocumentStore) -> Pipeline:
-    """Retriever (the store's model encodes the question) -> prompt for an LLM of your choice."""
+    """Retriever (the store's model encodes the question) -> prompt for an LLM of your choice.
+
+    The retriever runs Dense Hierarchical Retrieval: the best documents first (k1 of them), then only their
+    passages. ``auto_document_index=True`` builds the store's document index on the first question (it then
+    follows every write); ``mode="flat"`` would search all passages instead.
+    """
     pipeline = Pipeline()
-    pipeline.add_component("retriever", HierarchicalRetriever(document_store=store, top_k=3))
+    pipeline.add_component(
+        "retriever", HierarchicalRetriever(document_store=store, top_k=3, k1=2, auto_document_index=True)
+    )
     pipeline.add_component(
         "prompt_builder", PromptBuilder(template=TEMPLATE, required_variables=["query", "documents"])
     )
@@ -71,8 +78,12 @@ def ask(pipeline: Pipeline, question: str) -> None:
     print(f"A (best passage): {documents[0].content}")
     print("sources:")
     for doc in documents:
-        section = " > ".join(doc.meta["title_path"])
-        print(f"  {doc.score:.3f}  passage {doc.id:<22} doc {doc.meta['source_id']:<16} {section}")
+        scores, parent = doc.meta["scores"], doc.meta["parent_document"]
+        section = " > ".join(parent["title_path"])
+        print(
+            f"  {doc.score:.3f} (passage {scores['passage']:.3f}, document {scores['document']:.3f})  "
+            f"passage {doc.id:<22} doc {parent['id']:<16} {section}"
+        )
     print(f"(prompt for the LLM: {len(result['prompt_builder']['prompt'])} characters)")
 
 

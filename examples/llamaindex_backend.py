@@ -68,8 +68,9 @@ def main(out_dir: Path) -> None:
     retriever = index.as_retriever(similarity_top_k=3)
     first = {qid: retriever.retrieve(q) for qid, q in questions.items()}
     show("VectorStoreIndex.as_retriever()", first, relevant)
-    hier = HierarchicalRetriever.from_index(index, similarity_top_k=3)
-    show("HierarchicalRetriever", {qid: hier.retrieve(q) for qid, q in questions.items()}, relevant)
+    # DHR: the best k1 documents first, then only their nodes; the document index is built on first use
+    hier = HierarchicalRetriever.from_index(index, similarity_top_k=3, k1=2, auto_document_index=True)
+    show("HierarchicalRetriever (DHR, k1=2)", {qid: hier.retrieve(q) for qid, q in questions.items()}, relevant)
 
     # 3. Persist (the store lands in <dir>/default__vector_store/) and reload it, as in a new process.
     index.storage_context.persist(persist_dir=str(out_dir))
