@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+# Haystack sends anonymous usage telemetry by default; tests have no network and must not try
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
+
 _SHM = Path("/dev/shm")
 
 
