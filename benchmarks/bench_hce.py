@@ -8,7 +8,7 @@ Usage (each stage writes ``benchmarks/out/hce/<stage>.json``; run them in the ba
     python benchmarks/bench_hce.py hce-s           # HCE supervised
     python benchmarks/bench_hce.py hce-j           # HCE joint (supervised + alpha * ICT)
     python benchmarks/bench_hce.py tree            # tree beam search vs FAISS IVF: Recall@100 by fraction scored
-    python benchmarks/bench_hce.py build --n 1000000 --dim 384   # ClusterTree build time on random unit vectors
+    python benchmarks/bench_hce.py build --n 1000000 --compare-flat   # tree build: two-level vs flat k-means, 1M vectors
 
 Protocol: corpus = SciFact ``corpus.jsonl.gz`` (5,183 documents kept whole, encoded as ``"<title>, <text>"``
 like the store), training pairs = ``qrels/train.tsv``, evaluation = the 300 queries of ``qrels/test.tsv``,
@@ -290,25 +290,79 @@ def stage_tree(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _synthetic(args: argparse.Namespace) -> np.ndarray:
+    """Unit vectors: ``random`` (isotropic) or ``clustered`` (``n / 20`` random centres, 20 noisy copies each)."""
+    rng = np.random.default_rng(args.seed)
+    if args.kind == "random":
+        x = rng.standard_normal((args.n, args.dim), dtype=np.float32)
+    else:
+        per = 20
+        centres = rng.standard_normal((args.n // per, args.dim), dtype=np.float32)
+        centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+        x = np.repeat(centres, per, axis=0)
+        del centres
+        noise = rng.standard_normal(x.shape, dtype=np.float32)
+        noise /= np.linalg.norm(noise, axis=1, keepdims=True)
+        x += noise
+        del noise
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return x
+
+
 def stage_build(args: argparse.Namespace) -> dict[str, Any]:
+    """Tree build time and quality on synthetic vectors; ``--compare-flat`` adds flat k-means in the same run."""
     from rag_hier.index.tree import ClusterTree, TreeBuildConfig
 
-    rng = np.random.default_rng(args.seed)
-    x = rng.standard_normal((args.n, args.dim), dtype=np.float32)
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    cfg = TreeBuildConfig(
-        branching=args.branching, niter=args.niter, max_points_per_centroid=args.max_points_per_centroid, seed=args.seed
-    )
-    t = time.perf_counter()
-    tree = ClusterTree.build(x, config=cfg)
-    seconds = time.perf_counter() - t
-    return {
-        "n": args.n,
-        "dim": args.dim,
-        "config": cfg.to_dict(),
-        "seconds": round(seconds, 1),
-        "tree": tree.describe(),
-    }
+    x = _synthetic(args)
+    variants = [
+        (
+            "default",
+            TreeBuildConfig(
+                branching=args.branching,
+                niter=args.niter,
+                max_points_per_centroid=args.max_points_per_centroid,
+                seed=args.seed,
+                two_level_min_clusters=args.two_level_min_clusters,
+                refine_iterations=args.refine_iterations,
+                refine_nprobe=args.refine_nprobe,
+            ),
+        )
+    ]
+    if args.compare_flat:
+        variants.append(
+            (
+                "flat",
+                TreeBuildConfig(
+                    branching=args.branching,
+                    niter=args.flat_niter,
+                    max_points_per_centroid=args.flat_max_points_per_centroid,
+                    seed=args.seed,
+                    two_level_min_clusters=0,
+                ),
+            )
+        )
+    rows = []
+    for name, cfg in variants:
+        t = time.perf_counter()
+        tree = ClusterTree.build(x, config=cfg)
+        seconds = time.perf_counter() - t
+        leaf = tree.centroids[-1][tree.item_leaf] if tree.depth else np.zeros_like(x)
+        mean_cos = float(np.einsum("ij,ij->i", x, leaf).mean())
+        rows.append(
+            {
+                "variant": name,
+                "config": cfg.to_dict(),
+                "seconds": round(seconds, 1),
+                "mean_cos_to_leaf": round(mean_cos, 4),
+                "tree": tree.describe(),
+            }
+        )
+        logging.info("%s: %.1fs, mean cos to leaf %.4f, %s", name, seconds, mean_cos, tree.describe())
+        del tree, leaf
+    out: dict[str, Any] = {"n": args.n, "dim": args.dim, "kind": args.kind, "rows": rows}
+    if len(rows) == 2:
+        out["flat_over_default_seconds"] = round(rows[1]["seconds"] / max(rows[0]["seconds"], 1e-9), 2)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -333,6 +387,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dim", type=int, default=384)
     p.add_argument("--niter", type=int, default=20)
     p.add_argument("--max-points-per-centroid", type=int, default=256)
+    p.add_argument("--kind", choices=("random", "clustered"), default="clustered", help="build: synthetic vectors")
+    p.add_argument("--two-level-min-clusters", type=int, default=4096)
+    p.add_argument("--refine-iterations", type=int, default=4)
+    p.add_argument("--refine-nprobe", type=int, default=16)
+    p.add_argument("--compare-flat", action="store_true", help="build: also time flat k-means in the same run")
+    p.add_argument("--flat-niter", type=int, default=10)
+    p.add_argument("--flat-max-points-per-centroid", type=int, default=32)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     for noisy in ("transformers", "sentence_transformers", "httpx", "datasets", "faiss"):
@@ -354,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
         result = stage_train(args, args.stage)
     result["total_seconds"] = round(time.perf_counter() - t, 1)
     result["machine"] = f"{platform.processor() or platform.machine()}, {args.threads} threads (shared 2-core host)"
-    name = args.stage if args.stage != "build" else f"build-{args.n}"
+    name = args.stage if args.stage != "build" else f"build-{args.kind}-{args.n}"
     (OUT / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(result, indent=1))
     return 0

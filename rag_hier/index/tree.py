@@ -8,7 +8,10 @@ level ``H + 1`` holds the items, so every item has a fixed-length root → item 
 ``L = H + 1 = ceil(log_b N)``.
 
 Spherical k-means: inputs are L2-normalised, centroids are normalised sums of their members, and every
-vector is assigned to the centroid of largest inner product. The same seed gives the same tree.
+vector is assigned to the centroid of largest inner product. The same seed gives the same tree. A round
+that makes many clusters (``TreeBuildConfig.two_level_min_clusters``, default 4096: the first round of
+corpora above ~500k items) runs as a two-level k-means, coarse cells first and then sub-clusters inside
+each cell, so a 1M-item tree builds in minutes on a CPU.
 
 Search (:meth:`ClusterTree.search`) is a beam search over centroids: keep the ``beam`` best nodes of
 each level among the children of the nodes kept one level up, then score exactly every item in the
@@ -74,6 +77,15 @@ class TreeBuildConfig:
             seeded sample; assignment always covers every point). Lower is faster on large corpora.
         seed: Seed of every k-means round (round ``r`` uses ``seed + r``).
         use_gpu: Cluster on GPU FAISS (``None``: when FAISS sees a GPU).
+        two_level_min_clusters: A round that makes at least this many clusters runs as a two-level
+            k-means (FAISS's recipe for large IVF quantizers): ``round(sqrt(k))`` coarse clusters, then
+            each coarse cluster is split into sub-clusters in proportion to its size, then
+            ``refine_iterations`` Lloyd iterations over all points in which each point is assigned to the
+            best centroid within its ``refine_nprobe`` nearest coarse clusters (a FAISS IVF search). Costs
+            about ``sqrt(k) · (1 + refine_nprobe)`` instead of ``k`` inner products per point and
+            iteration; ``0`` always clusters flat (exact assignment over all ``k`` centroids).
+        refine_iterations: Lloyd iterations after a two-level round (0: keep the within-cell clusters).
+        refine_nprobe: Coarse clusters searched per point in those iterations and the final assignment.
 
     """
 
@@ -82,6 +94,9 @@ class TreeBuildConfig:
     max_points_per_centroid: int = 256
     seed: int = 1234
     use_gpu: bool | None = None
+    two_level_min_clusters: int = 4096
+    refine_iterations: int = 4
+    refine_nprobe: int = 16
 
     def __post_init__(self) -> None:
         if self.branching is not None and self.branching < 2:
@@ -90,6 +105,12 @@ class TreeBuildConfig:
             raise ValueError(f"niter must be >= 1, got {self.niter}")
         if self.max_points_per_centroid < 1:
             raise ValueError(f"max_points_per_centroid must be >= 1, got {self.max_points_per_centroid}")
+        if self.two_level_min_clusters < 0:
+            raise ValueError(f"two_level_min_clusters must be >= 0, got {self.two_level_min_clusters}")
+        if self.refine_iterations < 0:
+            raise ValueError(f"refine_iterations must be >= 0, got {self.refine_iterations}")
+        if self.refine_nprobe < 1:
+            raise ValueError(f"refine_nprobe must be >= 1, got {self.refine_nprobe}")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -164,6 +185,98 @@ def _spherical_kmeans(points: np.ndarray, k: int, config: TreeBuildConfig, seed:
     )
     km.train(points)
     return _normalize(km.centroids)
+
+
+def _allocate(sizes: np.ndarray, k: int) -> np.ndarray:
+    """Split ``k`` clusters among cells of ``sizes`` points: proportional, >= 1 per non-empty cell, <= its size."""
+    sizes = sizes.astype(np.int64)
+    raw = sizes * (k / max(int(sizes.sum()), 1))
+    alloc = np.minimum(np.maximum(np.floor(raw).astype(np.int64), (sizes > 0).astype(np.int64)), sizes)
+    while (diff := k - int(alloc.sum())) != 0:
+        if diff > 0:  # largest remainders first, among cells that can take one more
+            cand = np.flatnonzero(alloc < sizes)
+            order = cand[np.argsort(-(raw[cand] - alloc[cand]), kind="stable")]
+        else:  # smallest remainders first, among cells that can give one up
+            cand = np.flatnonzero(alloc > 1)
+            order = cand[np.argsort(raw[cand] - alloc[cand], kind="stable")]
+        if not order.size:  # pragma: no cover - k <= number of points makes this unreachable
+            raise RagHierError(f"cannot split {k} clusters among cells of sizes {sizes.tolist()}")
+        step = order[: abs(diff)]
+        alloc[step] += 1 if diff > 0 else -1
+    return alloc
+
+
+def _cluster_round(
+    points: np.ndarray, k: int, config: TreeBuildConfig, seed: int, gpu: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """One bottom-up round: ``k`` unit centroids and each point's cluster (flat or two-level k-means)."""
+    if not config.two_level_min_clusters or k < config.two_level_min_clusters:
+        centroids = _spherical_kmeans(points, k, config, seed, gpu)
+        return centroids, _assign(points, centroids, gpu)
+    k1 = max(2, round(math.sqrt(k)))
+    coarse = _spherical_kmeans(points, k1, config, seed, gpu)
+    cell = _assign(points, coarse, gpu)
+    sizes = np.bincount(cell, minlength=k1)
+    alloc = _allocate(sizes, k)
+    order = np.argsort(cell, kind="stable")
+    ptr = np.concatenate([[0], np.cumsum(sizes)])
+    parts: list[np.ndarray] = []
+    assign = np.empty(points.shape[0], np.int64)
+    offset = 0
+    for c in range(k1):
+        kc = int(alloc[c])
+        if kc == 0:
+            continue
+        members = order[ptr[c] : ptr[c + 1]]
+        sub = points[members]
+        if kc >= members.size:  # as many clusters as points: each point is its own centroid
+            cents, local = sub, np.arange(members.size, dtype=np.int64)
+        elif kc == 1:
+            cents = _normalize(sub.sum(axis=0, keepdims=True))
+            local = np.zeros(members.size, np.int64)
+        else:
+            sub_seed = (seed * 1_000_003 + c + 1) % (2**31 - 1)
+            cents = _spherical_kmeans(sub, kc, config, sub_seed, gpu)
+            local = _assign(sub, cents, gpu)
+        parts.append(cents)
+        assign[members] = local + offset
+        offset += cents.shape[0]
+    centroids = np.ascontiguousarray(np.vstack(parts), dtype=np.float32)
+    for _ in range(config.refine_iterations):
+        centroids = _recompute_centroids(points, _cell_assign(points, centroids, coarse, config.refine_nprobe), centroids)
+        assign = _cell_assign(points, centroids, coarse, config.refine_nprobe)
+    return centroids, assign
+
+
+def _cell_assign(points: np.ndarray, centroids: np.ndarray, coarse: np.ndarray, nprobe: int) -> np.ndarray:
+    """Nearest centroid of every point among those filed under its ``nprobe`` nearest coarse centroids (FAISS IVF)."""
+    import faiss
+
+    d = points.shape[1]
+    quantizer = faiss.IndexFlatIP(d)
+    quantizer.add(coarse)
+    ivf = faiss.IndexIVFFlat(quantizer, d, coarse.shape[0], faiss.METRIC_INNER_PRODUCT)
+    ivf.is_trained = True  # the quantizer is given, not trained
+    ivf.add(centroids)  # labels = row numbers of ``centroids``
+    ivf.nprobe = min(nprobe, coarse.shape[0])
+    _, nearest = ivf.search(points, 1)
+    out = nearest[:, 0].astype(np.int64)
+    missing = out < 0  # no centroid in the probed cells (cannot happen for a point's own cell, kept for safety)
+    if missing.any():  # pragma: no cover
+        out[missing] = _assign(points[missing], centroids, gpu=False)
+    return out
+
+
+def _recompute_centroids(points: np.ndarray, assign: np.ndarray, old: np.ndarray) -> np.ndarray:
+    """Spherical k-means update: normalised sum of each cluster's points (an empty cluster keeps its centroid)."""
+    k = old.shape[0]
+    order = np.argsort(assign, kind="stable")
+    counts = np.bincount(assign, minlength=k)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    nonempty = counts > 0
+    out = old.copy()
+    out[nonempty] = _normalize(np.add.reduceat(points[order], starts[nonempty], axis=0))
+    return out
 
 
 class ClusterTree:
@@ -258,8 +371,7 @@ class ClusterTree:
             if k <= 1:
                 break
             t1 = time.perf_counter()
-            centroids = _spherical_kmeans(points, k, cfg, cfg.seed + r, gpu)
-            assign = _assign(points, centroids, gpu)
+            centroids, assign = _cluster_round(points, k, cfg, cfg.seed + r, gpu)
             logger.info(
                 "tree round %d: %d points -> %d clusters (%.1fs)", r + 1, points.shape[0], k, time.perf_counter() - t1
             )

@@ -41,16 +41,33 @@ class TreeExtension(StoreExtension):
         niter: k-means iterations per level.
         max_points_per_centroid: k-means training sample per centroid (assignment covers every vector).
         seed: Clustering seed (same vectors and seed → same tree).
+        two_level_min_clusters: Rounds of at least this many clusters use two-level k-means (0: never);
+            see :class:`~rag_hier.index.tree.TreeBuildConfig`.
+        refine_iterations: Lloyd iterations after a two-level round.
+        refine_nprobe: Coarse clusters searched per vector in those iterations.
 
     """
 
     name = "tree"
 
     def __init__(
-        self, branching: int | None = None, niter: int = 20, max_points_per_centroid: int = 256, seed: int = 1234
+        self,
+        branching: int | None = None,
+        niter: int = 20,
+        max_points_per_centroid: int = 256,
+        seed: int = 1234,
+        two_level_min_clusters: int = 4096,
+        refine_iterations: int = 4,
+        refine_nprobe: int = 16,
     ) -> None:
         self.build_config = TreeBuildConfig(
-            branching=branching, niter=niter, max_points_per_centroid=max_points_per_centroid, seed=seed
+            branching=branching,
+            niter=niter,
+            max_points_per_centroid=max_points_per_centroid,
+            seed=seed,
+            two_level_min_clusters=two_level_min_clusters,
+            refine_iterations=refine_iterations,
+            refine_nprobe=refine_nprobe,
         )
         self.tree: ClusterTree | None = None
         self._vectors: np.ndarray | None = None

@@ -101,3 +101,62 @@ def test_bad_input_is_a_clear_error(unit_vectors: np.ndarray) -> None:
     tree = ClusterTree.build(unit_vectors[:50], branching=4)
     with pytest.raises(ValueError, match="beam"):
         tree.search(unit_vectors[:1], beam=0, top_k=1, vectors_of=lambda p: unit_vectors[p])
+
+
+def _clustered(n_centres: int, per: int, dim: int = 32, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    c = rng.standard_normal((n_centres, dim)).astype(np.float32)
+    c /= np.linalg.norm(c, axis=1, keepdims=True)
+    x = np.repeat(c, per, axis=0) + 0.3 * rng.standard_normal((n_centres * per, dim)).astype(np.float32) / np.sqrt(dim)
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+@pytest.mark.parametrize("refine", [0, 3])
+def test_two_level_rounds_keep_the_tree_shape_and_seed_determinism(refine: int) -> None:
+    x = _clustered(60, 40)  # 2,400 items, b = 8: round 1 makes 300 clusters, forced two-level
+    cfg = TreeBuildConfig(branching=8, two_level_min_clusters=100, refine_iterations=refine, seed=3)
+    tree = ClusterTree.build(x, config=cfg)
+    assert tree.level_sizes == [5, 38, 300]  # ceil(2400/8) = 300, then 38, then 5: same shape as flat rounds
+    assert tree.build_config["two_level_min_clusters"] == 100
+    for c in tree.centroids:
+        np.testing.assert_allclose(np.linalg.norm(c, axis=1), 1.0, atol=1e-5)
+    assert tree.leaf_sizes().sum() == len(x)
+    again = ClusterTree.build(x, config=cfg)
+    assert np.array_equal(tree.paths(), again.paths())
+    assert all(np.array_equal(a, b) for a, b in zip(tree.centroids, again.centroids, strict=True))
+    # beam search with a full beam is still exhaustive search
+    res = tree.search(x[:5], beam=10_000, top_k=3, vectors_of=lambda p: x[p])
+    assert np.array_equal(res.ids[:, 0], np.arange(5))
+    assert (res.scored == len(x)).all()
+
+
+def test_two_level_clusters_nearly_as_well_as_flat_kmeans() -> None:
+    x = _clustered(60, 40)
+    flat = ClusterTree.build(x, config=TreeBuildConfig(branching=8, two_level_min_clusters=0, seed=3))
+    two = ClusterTree.build(x, config=TreeBuildConfig(branching=8, two_level_min_clusters=100, seed=3))
+
+    def mean_cos(tree: ClusterTree) -> float:
+        return float(np.einsum("ij,ij->i", x, tree.centroids[-1][tree.item_leaf]).mean())
+
+    # 60 true clusters of 40: both must recover them (every item closer to its leaf than to noise)
+    assert mean_cos(two) > 0.97 * mean_cos(flat)
+    # refined points sit in the nearest leaf of their probed cells: almost always the globally nearest one
+    nearest = np.argmax(x @ two.centroids[-1].T, axis=1)
+    assert (nearest == two.item_leaf).mean() > 0.95
+
+
+def test_allocation_of_sub_clusters_is_proportional_and_exact() -> None:
+    from rag_hier.index.tree import _allocate
+
+    sizes = np.array([100, 1, 0, 7, 50])
+    alloc = _allocate(sizes, 20)
+    assert alloc.sum() == 20
+    assert (alloc <= sizes).all()
+    assert (alloc[sizes > 0] >= 1).all()
+    assert alloc[2] == 0
+    assert alloc[0] > alloc[4] > alloc[3]
+    assert np.array_equal(_allocate(sizes, 158), sizes)  # as many clusters as points: one per point
+    with pytest.raises(ValueError, match="two_level_min_clusters"):
+        TreeBuildConfig(two_level_min_clusters=-1)
+    with pytest.raises(ValueError, match="refine_nprobe"):
+        TreeBuildConfig(refine_nprobe=0)
