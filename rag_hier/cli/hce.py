@@ -146,7 +146,13 @@ STRATEGIES = {
 def add_train_parser(subparsers: Any) -> None:
     """``rag-hier train hce``."""
     from rag_hier.corpus.readers import CORPUS_FORMATS
-    from rag_hier.training.hce.config import HCE_MODES, RECLUSTER_POLICIES, UNSUPERVISED_TASKS, HCEConfig
+    from rag_hier.training.hce.config import (
+        HCE_MODES,
+        JOINT_SCHEDULES,
+        RECLUSTER_POLICIES,
+        UNSUPERVISED_TASKS,
+        HCEConfig,
+    )
 
     d = HCEConfig()
     p = subparsers.add_parser(
@@ -194,6 +200,19 @@ def add_train_parser(subparsers: Any) -> None:
         type=float,
         default=d.alpha,
         help=f"weight of the unsupervised loss in joint mode (default {d.alpha})",
+    )
+    p.add_argument(
+        "--joint-schedule",
+        choices=JOINT_SCHEDULES,
+        default=d.joint_schedule,
+        help="joint mode: sum = supervised + alpha * unsupervised loss in every step (paper), "
+        "alternate = the two kinds of batches take turns",
+    )
+    p.add_argument(
+        "--ict-remove-rate",
+        type=float,
+        default=d.ict_remove_rate,
+        help=f"probability that an ICT span is cut out of its positive document (default {d.ict_remove_rate})",
     )
     p.add_argument(
         "--level-weight",
@@ -288,6 +307,8 @@ def _train(args: argparse.Namespace) -> int:
             n_negatives=args.negatives,
             temperature=args.temperature,
             alpha=args.alpha,
+            joint_schedule=args.joint_schedule,
+            ict_remove_rate=args.ict_remove_rate,
             level_weight=args.level_weight,
             learning_rate=args.lr,
             batch_size=args.batch_size,

@@ -243,7 +243,9 @@ def _cluster_round(
         offset += cents.shape[0]
     centroids = np.ascontiguousarray(np.vstack(parts), dtype=np.float32)
     for _ in range(config.refine_iterations):
-        centroids = _recompute_centroids(points, _cell_assign(points, centroids, coarse, config.refine_nprobe), centroids)
+        assign = _cell_assign(points, centroids, coarse, config.refine_nprobe)
+        centroids = _recompute_centroids(points, assign, centroids)
+    if config.refine_iterations:
         assign = _cell_assign(points, centroids, coarse, config.refine_nprobe)
     return centroids, assign
 

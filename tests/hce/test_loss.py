@@ -163,3 +163,47 @@ def test_ict_spans_are_substrings() -> None:
     assert len(spans[0].split()) == 64 and spans[0] in texts[0]
     assert len(spans[1].split()) == 1 and spans[1] in texts[1]
     assert spans[2] == ""
+
+
+def test_ict_examples_cut_the_span_out_of_its_context() -> None:
+    from rag_hier.training.hce import ict_examples
+
+    texts = [" ".join(f"w{i}" for i in range(200)), "alpha beta gamma delta"]
+    queries, contexts = ict_examples(texts, np.random.default_rng(0), span_tokens=8, remove_rate=1.0)
+    for text, query, context in zip(texts, queries, contexts, strict=True):
+        assert query in text and query not in context
+        assert len(context.split()) + len(query.split()) == len(text.split())  # nothing else lost
+    kept_q, kept_c = ict_examples(texts, np.random.default_rng(0), span_tokens=8, remove_rate=0.0)
+    assert kept_q == queries and kept_c == texts  # same spans; contexts untouched
+    mixed = ict_examples(texts * 200, np.random.default_rng(1), span_tokens=8, remove_rate=0.5)[1]
+    removed = sum(c != t for c, t in zip(mixed, texts * 200, strict=True))
+    assert 150 < removed < 250  # about half of 400
+
+
+def test_joint_loss_is_supervised_plus_alpha_unsupervised(tiny_model_path) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    from rag_hier.training.hce import JointLoss
+
+    model = SentenceTransformer(tiny_model_path, device="cpu")
+    model.eval()  # no dropout: the two computations see the same embeddings
+    emb = model.encode([f"text {i}" for i in range(8)], normalize_embeddings=True)
+    tree = ClusterTree.build(emb, branching=2)
+    hce = HierarchicalContrastiveLoss(model, tree, levels_m=1, temperature=0.05)
+    sup_cols = [["apple pie", "ocean tides"], ["text 1", "text 2"], ["text 3", "text 4"]]
+    uns_cols = [["text", "6"], ["text 5", "text 6"], ["text 7", "text 0"]]
+    sup_lab = torch.tensor([[1, 3], [2, 4]])
+    uns_lab = torch.tensor([[5, 7], [6, 0]])
+    feats = [model.tokenize(c) for c in sup_cols + uns_cols]
+    joint = JointLoss(hce, alpha=0.5, n_columns=3)
+    with torch.no_grad():
+        out = joint(feats, torch.cat([sup_lab, uns_lab], dim=1))
+        sup = hce([model.tokenize(c) for c in sup_cols], sup_lab)
+        uns = hce([model.tokenize(c) for c in uns_cols], uns_lab)
+    assert set(out) == {"level_1", "documents", "unsup_level_1", "unsup_documents"}
+    for k, v in sup.items():
+        assert out[k].item() == pytest.approx(v.item(), rel=1e-4)
+        assert out[f"unsup_{k}"].item() == pytest.approx(0.5 * uns[k].item(), rel=1e-4)
+    assert joint.model is model and joint.get_config_dict()["alpha"] == 0.5
+    with pytest.raises(ValueError, match="2 x 3 text columns"):
+        joint(feats[:5], None)

@@ -84,3 +84,49 @@ def test_real_model_one_step_keeps_a_working_retriever(tmp_path, real_model_path
     model = SentenceTransformer(str(tmp_path / "m"), device="cpu")
     emb = model.encode(["How do bees make honey?", *texts.values()], normalize_embeddings=True)
     assert int(np.argmax(emb[1:] @ emb[0])) == 0
+
+
+@pytest.mark.parametrize("schedule", ["sum", "alternate"])
+def test_joint_schedules_train_with_ict_span_removal(tmp_path, tiny_model_path, small_corpus, small_queries, schedule):
+    queries, qrels = small_queries
+    cfg = _config("joint", joint_schedule=schedule, ict_remove_rate=0.9, dev_fraction=0.0, dev_size=0)
+    trainer = HCETrainer(tiny_model_path, cfg, device="cpu", show_progress_bar=False)
+    result = trainer.train(small_corpus, tmp_path / "o", queries=queries, qrels=qrels)
+    assert result.steps == 2
+    report = json.loads((tmp_path / "o" / "hce_training.json").read_text())
+    assert report["config"]["joint_schedule"] == schedule and report["config"]["ict_remove_rate"] == 0.9
+
+
+def test_joint_sum_rows_pair_a_supervised_and_an_unsupervised_example(tiny_model_path, small_corpus, small_queries):
+    from rag_hier.index.tree import ClusterTree
+    from rag_hier.training.hce import HierarchicalContrastiveLoss, JointLoss, TrainingCorpus
+    from rag_hier.training.hce.data import resolve_pairs
+
+    queries, qrels = small_queries
+    cfg = _config("joint", n_negatives=2, ict_remove_rate=1.0)
+    trainer = HCETrainer(tiny_model_path, cfg, device="cpu", show_progress_bar=False)
+    items = TrainingCorpus.from_texts(small_corpus)
+    emb = trainer.encode_corpus(items)
+    tree = ClusterTree.build(emb, branching=4)
+    loss = HierarchicalContrastiveLoss(trainer.model, tree)
+    pairs = resolve_pairs(items, queries, qrels)
+    ds, joint = trainer._datasets(items, tree, pairs, loss, np.random.default_rng(0), rows=10)
+    assert isinstance(joint, JointLoss) and joint.n_columns == 4 and joint.alpha == cfg.alpha
+    assert ds.column_names == [
+        "anchor",
+        "positive",
+        "negative_1",
+        "negative_2",
+        "unsup_anchor",
+        "unsup_positive",
+        "unsup_negative_1",
+        "unsup_negative_2",
+        "label",
+    ]
+    assert len(ds) == 10
+    for row in ds:
+        sup_items, uns_items = row["label"][:3], row["label"][3:]
+        assert row["positive"] == items.texts[sup_items[0]]
+        # the ICT span is cut out of the positive context (remove rate 1), whose label is still the item
+        assert row["unsup_anchor"] in items.texts[uns_items[0]] and row["unsup_anchor"] not in row["unsup_positive"]
+        assert row["unsup_negative_1"] == items.texts[uns_items[1]]

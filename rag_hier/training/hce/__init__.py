@@ -1,7 +1,8 @@
 """HCE — Hierarchical Corpus Encoder (Chen et al., 2025): hierarchy-aware fine-tuning of dense encoders.
 
 * :class:`HCEConfig` — hyper-parameters (modes, ``b``, ``M``, ``n_NS``, ``τ``, ``α``, EM policy, ...).
-* :class:`HierarchicalContrastiveLoss` — the loss, a sentence-transformers loss module.
+* :class:`HierarchicalContrastiveLoss` — the loss, a sentence-transformers loss module; :class:`JointLoss`
+  adds ``alpha`` times the unsupervised loss in the same step (HCE-J).
 * :class:`HCETrainer` / :func:`train_hce` — EM training on sentence-transformers' trainer; the result is
   a plain sentence-transformers model directory.
 * :mod:`rag_hier.training.hce.data` — training items, ICT pseudo-queries, tiered tree negatives.
@@ -9,8 +10,8 @@
 """
 
 from rag_hier.training.hce.config import HCEConfig
-from rag_hier.training.hce.data import TrainingCorpus, ict_queries, sample_tree_negatives
-from rag_hier.training.hce.loss import HCE_CITATION, HierarchicalContrastiveLoss, ScaledLoss
+from rag_hier.training.hce.data import TrainingCorpus, ict_examples, ict_queries, sample_tree_negatives
+from rag_hier.training.hce.loss import HCE_CITATION, HierarchicalContrastiveLoss, JointLoss, ScaledLoss
 from rag_hier.training.hce.trainer import HCEEpoch, HCETrainer, HCETrainingResult, train_hce
 
 __all__ = [
@@ -20,8 +21,10 @@ __all__ = [
     "HCETrainer",
     "HCETrainingResult",
     "HierarchicalContrastiveLoss",
+    "JointLoss",
     "ScaledLoss",
     "TrainingCorpus",
+    "ict_examples",
     "ict_queries",
     "sample_tree_negatives",
     "train_hce",

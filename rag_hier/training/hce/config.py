@@ -7,9 +7,11 @@ from typing import Any, Literal
 
 __all__ = [
     "HCE_MODES",
+    "JOINT_SCHEDULES",
     "RECLUSTER_POLICIES",
     "UNSUPERVISED_TASKS",
     "HCEConfig",
+    "JointSchedule",
     "Mode",
     "Recluster",
     "UnsupervisedTask",
@@ -18,9 +20,11 @@ __all__ = [
 Mode = Literal["unsupervised", "supervised", "joint"]
 UnsupervisedTask = Literal["ict", "simcse"]
 Recluster = Literal["improved", "always", "never"]
+JointSchedule = Literal["sum", "alternate"]
 HCE_MODES: tuple[str, ...] = ("unsupervised", "supervised", "joint")
 UNSUPERVISED_TASKS: tuple[str, ...] = ("ict", "simcse")
 RECLUSTER_POLICIES: tuple[str, ...] = ("improved", "always", "never")
+JOINT_SCHEDULES: tuple[str, ...] = ("sum", "alternate")
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,11 @@ class HCEConfig:
         n_negatives: ``n_NS``, negatives sampled per lower level among the children of the positive's prefix.
         temperature: ``τ`` applied to cosine similarities (paper: 0.01).
         alpha: Weight of the unsupervised loss in ``joint`` mode (paper: 0.5).
+        joint_schedule: ``"sum"`` (paper: every step adds the supervised loss of a batch of query pairs and
+            ``alpha`` times the unsupervised loss of a batch of pseudo-queries) or ``"alternate"`` (supervised
+            and unsupervised batches take turns, each step half the cost and half the supervised data).
+        ict_remove_rate: Probability that an ICT pseudo-query's span is cut out of its positive document
+            (Lee et al., 2019: 0.9); 0 leaves the span inside its document.
         symmetric: Add the document → query in-batch term to the lower-level loss (paper: yes).
         level_weight: Factor on each of the ``M`` level (sibling-centroid) terms (paper: 1, a plain sum).
         learning_rate: AdamW learning rate for the encoder and the centroids (paper: 1e-4).
@@ -71,6 +80,8 @@ class HCEConfig:
     n_negatives: int = 4
     temperature: float = 0.01
     alpha: float = 0.5
+    joint_schedule: JointSchedule = "sum"
+    ict_remove_rate: float = 0.0
     symmetric: bool = True
     level_weight: float = 1.0
     learning_rate: float = 1e-4
@@ -108,6 +119,8 @@ class HCEConfig:
         need(self.n_negatives >= 0, "n_negatives", ">= 0")
         need(self.temperature > 0, "temperature", "> 0")
         need(self.alpha >= 0, "alpha", ">= 0")
+        need(self.joint_schedule in JOINT_SCHEDULES, "joint_schedule", " or ".join(JOINT_SCHEDULES))
+        need(0 <= self.ict_remove_rate <= 1, "ict_remove_rate", "in [0, 1]")
         need(self.level_weight >= 0, "level_weight", ">= 0")
         need(self.learning_rate > 0, "learning_rate", "> 0")
         need(self.weight_decay >= 0, "weight_decay", ">= 0")

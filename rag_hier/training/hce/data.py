@@ -19,6 +19,7 @@ __all__ = [
     "SupervisedPair",
     "TrainingCorpus",
     "build_rows",
+    "ict_examples",
     "ict_queries",
     "resolve_pairs",
     "sample_tree_negatives",
@@ -143,18 +144,42 @@ def ict_queries(
     text). The span is cut from the original text at token boundaries (``tokenize`` returns character
     offsets per token, e.g. a fast tokenizer's ``offset_mapping``; default: whitespace words).
     """
-    out = []
+    return ict_examples(texts, rng, span_tokens=span_tokens, tokenize=tokenize)[0]
+
+
+def ict_examples(
+    texts: Sequence[str],
+    rng: np.random.Generator,
+    *,
+    span_tokens: int = 64,
+    tokenize: Tokenize | None = None,
+    remove_rate: float = 0.0,
+) -> tuple[list[str], list[str]]:
+    """Inverse Cloze Task examples: ``(pseudo-queries, contexts)``.
+
+    Each pseudo-query is a random span of ``span_tokens`` tokens (see :func:`ict_queries`). Its context is
+    the text with the span cut out with probability ``remove_rate`` (Lee et al., 2019 remove it 90 % of the
+    time, so that the task is not solved by word overlap alone), else the whole text.
+    """
+    queries: list[str] = []
+    contexts: list[str] = []
     offsets_of = tokenize or _whitespace_offsets
     for text in texts:
         offsets = offsets_of(text)
         n = len(offsets)
         if n == 0:
-            out.append(text)
+            queries.append(text)
+            contexts.append(text)
             continue
         length = min(span_tokens, max(1, n // 2))
         start = int(rng.integers(0, n - length + 1))
-        out.append(text[offsets[start][0] : offsets[start + length - 1][1]])
-    return out
+        a, b = offsets[start][0], offsets[start + length - 1][1]
+        queries.append(text[a:b])
+        if remove_rate > 0 and rng.random() < remove_rate:
+            contexts.append(" ".join(part for part in (text[:a].rstrip(), text[b:].lstrip()) if part))
+        else:
+            contexts.append(text)
+    return queries, contexts
 
 
 def sample_tree_negatives(
@@ -228,12 +253,18 @@ def build_rows(
     positives: np.ndarray,
     negatives: np.ndarray,
     corpus: TrainingCorpus,
+    *,
+    positive_texts: Sequence[str] | None = None,
 ) -> dict[str, list[Any]]:
     """Columns of a sentence-transformers training dataset: ``anchor, positive, negative_1.., label``.
 
     ``label`` holds the item positions of ``positive`` and each negative (the loss masks duplicates with it).
+    ``positive_texts`` replaces the positives' corpus texts (ICT contexts with their span cut out).
     """
-    cols: dict[str, list[Any]] = {"anchor": list(anchors), "positive": [corpus.texts[p] for p in positives]}
+    pos_texts = list(positive_texts) if positive_texts is not None else [corpus.texts[p] for p in positives]
+    if len(pos_texts) != len(positives):
+        raise ValueError(f"{len(pos_texts)} positive texts for {len(positives)} positives")
+    cols: dict[str, list[Any]] = {"anchor": list(anchors), "positive": pos_texts}
     for j in range(negatives.shape[1]):
         cols[f"negative_{j + 1}"] = [corpus.texts[int(i)] for i in negatives[:, j]]
     cols["label"] = [[int(p), *map(int, neg)] for p, neg in zip(positives, negatives, strict=True)]

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from rag_hier.index.tree import ClusterTree
 
-__all__ = ["HCE_CITATION", "HierarchicalContrastiveLoss", "ScaledLoss"]
+__all__ = ["HCE_CITATION", "HierarchicalContrastiveLoss", "JointLoss", "ScaledLoss"]
 
 HCE_CITATION = """@article{chen2025hce,
   title={Hierarchical Corpus Encoder: Fusing Generative Retrieval and Dense Indices},
@@ -274,3 +274,60 @@ class ScaledLoss(nn.Module):
         """The weight and the wrapped loss's configuration."""
         inner: dict[str, Any] = getattr(self.loss, "get_config_dict", dict)()
         return {"weight": self.weight, **inner}
+
+
+class JointLoss(nn.Module):
+    """HCE-J's loss in one step: ``L_sup + alpha * L_unsup`` (Chen et al., 2025), both terms on the same batch of rows.
+
+    Each row holds a supervised example followed by an unsupervised one: the first ``n_columns`` text columns
+    (``query, positive, negative_1, …``) and the next ``n_columns`` (``pseudo-query, positive, negatives…``);
+    the labels hold the item positions of both halves in the same order. All columns go through the model in
+    one forward pass; each half is scored by the same :class:`HierarchicalContrastiveLoss` (shared trainable
+    centroids), with its own in-batch negatives.
+
+    Args:
+        loss: The hierarchical loss applied to both halves.
+        alpha: Weight of the unsupervised half (paper: 0.5).
+        n_columns: Text columns per half.
+
+    Returns:
+        The supervised components and the unsupervised ones (``unsup_`` prefix, already multiplied by
+        ``alpha``); the trainer sums them.
+
+    """
+
+    def __init__(self, loss: HierarchicalContrastiveLoss, alpha: float, n_columns: int) -> None:
+        super().__init__()
+        if n_columns < 2:
+            raise ValueError(f"each half needs at least (anchor, positive) columns, got n_columns={n_columns}")
+        self.loss = loss
+        self.alpha = alpha
+        self.n_columns = n_columns
+
+    @property
+    def model(self) -> Any:
+        """The wrapped loss's model (the trainer swaps in its DDP-wrapped model through the child loss)."""
+        return self.loss.model
+
+    def forward(
+        self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None
+    ) -> dict[str, Tensor]:
+        """Embed all columns at once, then add the two halves' losses."""
+        feats = list(sentence_features)
+        n = self.n_columns
+        if len(feats) != 2 * n:
+            raise ValueError(f"JointLoss expects 2 x {n} text columns, got {len(feats)}")
+        emb = _embed(self.loss.model, feats)
+        sup_labels = uns_labels = None
+        if labels is not None:
+            lab = labels.reshape(labels.size(0), -1)
+            if lab.size(1) != 2 * (n - 1):
+                raise ValueError(f"JointLoss expects 2 x {n - 1} item labels per row, got {lab.size(1)}")
+            sup_labels, uns_labels = lab[:, : n - 1], lab[:, n - 1 :]
+        sup = self.loss.compute_loss_from_embeddings(emb[:n], sup_labels)
+        uns = self.loss.compute_loss_from_embeddings(emb[n:], uns_labels)
+        return {**sup, **{f"unsup_{k}": v * self.alpha for k, v in uns.items()}}
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """The weight and the wrapped loss's configuration."""
+        return {"alpha": self.alpha, **self.loss.get_config_dict()}

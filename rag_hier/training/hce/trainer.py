@@ -31,12 +31,13 @@ from rag_hier.training.hce.data import (
     SupervisedPair,
     TrainingCorpus,
     build_rows,
+    ict_examples,
     ict_queries,
     resolve_pairs,
     sample_tree_negatives,
 )
 from rag_hier.training.hce.distributed import broadcast_arrays, is_distributed, rank, world_size
-from rag_hier.training.hce.loss import HierarchicalContrastiveLoss, ScaledLoss
+from rag_hier.training.hce.loss import HierarchicalContrastiveLoss, JointLoss, ScaledLoss
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -301,6 +302,8 @@ class HCETrainer:
                 natural = math.ceil(n_sup / rows_per_step)
             elif cfg.mode == "unsupervised":
                 natural = math.ceil(len(items) / rows_per_step)
+            elif cfg.joint_schedule == "sum":
+                natural = math.ceil(n_sup / rows_per_step)
             else:
                 natural = 2 * max(1, min(n_sup, len(items)) // rows_per_step)
             per_epoch = cfg.steps_per_epoch or max(1, natural)
@@ -538,11 +541,20 @@ class HCETrainer:
 
         return choose
 
-    def _unsup_rows(self, items: TrainingCorpus, positions: np.ndarray, rng: np.random.Generator) -> list[str]:
+    def _unsup_rows(
+        self, items: TrainingCorpus, positions: np.ndarray, rng: np.random.Generator
+    ) -> tuple[list[str], list[str]]:
+        """Pseudo-queries and the texts of their positives (ICT may cut the span out of its document)."""
         texts = [items.texts[i] for i in positions]
         if self.config.unsupervised_task == "simcse":
-            return texts
-        return ict_queries(texts, rng, span_tokens=self.config.span_tokens, tokenize=self._tokenize_offsets())
+            return texts, texts
+        return ict_examples(
+            texts,
+            rng,
+            span_tokens=self.config.span_tokens,
+            tokenize=self._tokenize_offsets(),
+            remove_rate=self.config.ict_remove_rate,
+        )
 
     def _datasets(
         self,
@@ -562,24 +574,38 @@ class HCETrainer:
                 tree, pos, levels_m=cfg.levels_m, n_negatives=cfg.n_negatives, rng=rng, exclude=exclude
             )
 
-        def supervised() -> Any:
+        def supervised_rows() -> dict[str, list[Any]]:
             order = rng.permutation(len(pairs))[: max(rows, 1)]
             chosen = [pairs[i] for i in order]
             pos = np.asarray([p.positive for p in chosen], np.int64)
             neg = negatives(pos, [p.relevant for p in chosen])
-            return Dataset.from_dict(build_rows([p.query for p in chosen], pos, neg, items))
+            return build_rows([p.query for p in chosen], pos, neg, items)
 
-        def unsupervised() -> Any:
-            pos = rng.permutation(len(items))[: max(rows, 1)].astype(np.int64)
+        def unsupervised_rows(n: int) -> dict[str, list[Any]]:
+            pos = rng.permutation(len(items))[: max(n, 1)].astype(np.int64)
+            if pos.size < n:  # more rows than items (joint mode on a small corpus): draw again
+                extra = rng.choice(len(items), size=n - pos.size, replace=True).astype(np.int64)
+                pos = np.concatenate([pos, extra])
             neg = negatives(pos, None)
-            return Dataset.from_dict(build_rows(self._unsup_rows(items, pos, rng), pos, neg, items))
+            anchors, contexts = self._unsup_rows(items, pos, rng)
+            return build_rows(anchors, pos, neg, items, positive_texts=contexts)
 
         if cfg.mode == "supervised":
-            return supervised(), loss
+            return Dataset.from_dict(supervised_rows()), loss
         if cfg.mode == "unsupervised":
-            return unsupervised(), loss
-        datasets = {"supervised": supervised(), "unsupervised": unsupervised()}
-        return datasets, {"supervised": loss, "unsupervised": ScaledLoss(loss, cfg.alpha, prefix="unsup_")}
+            return Dataset.from_dict(unsupervised_rows(rows)), loss
+        if cfg.joint_schedule == "alternate":
+            datasets = {
+                "supervised": Dataset.from_dict(supervised_rows()),
+                "unsupervised": Dataset.from_dict(unsupervised_rows(rows)),
+            }
+            return datasets, {"supervised": loss, "unsupervised": ScaledLoss(loss, cfg.alpha, prefix="unsup_")}
+        # "sum": each row = a supervised example followed by an unsupervised one (JointLoss splits them)
+        sup = supervised_rows()
+        uns = unsupervised_rows(len(sup["anchor"]))
+        labels = [a + b for a, b in zip(sup.pop("label"), uns.pop("label"), strict=True)]
+        cols = {**sup, **{f"unsup_{k}": v for k, v in uns.items()}, "label": labels}
+        return Dataset.from_dict(cols), JointLoss(loss, cfg.alpha, n_columns=len(sup))
 
 
 def train_hce(
