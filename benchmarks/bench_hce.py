@@ -36,16 +36,28 @@ BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 METRICS = ("ndcg@10", "recall@100", "recall@10", "mrr@10")
 
 
-def load_scifact(data: Path) -> tuple[list[Any], dict[str, str], dict, dict]:
+def dev_split(train_qrels: dict, fraction: float, seed: int) -> tuple[dict, dict]:
+    """(train part, dev part) of the training judgements, split by query (seeded)."""
+    qids = sorted(train_qrels)
+    rng = np.random.default_rng(seed)
+    held = set(rng.choice(qids, size=round(fraction * len(qids)), replace=False).tolist())
+    return {q: r for q, r in train_qrels.items() if q not in held}, {q: r for q, r in train_qrels.items() if q in held}
+
+
+def load_scifact(data: Path, dev: float = 0.0, seed: int = 0) -> tuple[list[Any], dict[str, str], dict, dict]:
+    """Passages, queries, evaluation qrels, training qrels.
+
+    With ``dev > 0`` the evaluation qrels are that share of the *training* queries (held out, seeded) and
+    the training qrels are the rest: hyper-parameters are chosen there, never on the test queries.
+    """
     from rag_hier.corpus import read_beir_corpus, read_qrels, read_queries, split_documents
 
     passages = split_documents(read_beir_corpus(data), 0)
-    return (
-        passages,
-        read_queries(data / "queries.jsonl"),
-        read_qrels(data / "qrels" / "test.tsv"),
-        read_qrels(data / "qrels" / "train.tsv"),
-    )
+    train = read_qrels(data / "qrels" / "train.tsv")
+    if dev > 0:
+        train, held = dev_split(train, dev, seed)
+        return passages, read_queries(data / "queries.jsonl"), held, train
+    return passages, read_queries(data / "queries.jsonl"), read_qrels(data / "qrels" / "test.tsv"), train
 
 
 def encode(model: Any, texts: list[str], *, query: bool, batch_size: int = 32) -> np.ndarray:
@@ -90,7 +102,11 @@ def budget(args: argparse.Namespace) -> dict[str, Any]:
         "n_negatives": args.negatives,
         "levels_m": args.levels_m,
         "alpha": args.alpha,
+        "joint_schedule": args.joint_schedule,
+        "ict_remove_rate": args.ict_remove_rate,
+        "epochs": args.epochs,
         "level_weight": args.level_weight,
+        "evaluation": f"dev: {args.dev:.0%} of train queries (seed {args.dev_seed})" if args.dev else "test",
         "seed": args.seed,
         "threads": args.threads,
     }
@@ -101,7 +117,7 @@ def stage_base(args: argparse.Namespace) -> dict[str, Any]:
 
     from rag_hier.encoders.dense import resolve_model_path
 
-    passages, queries, test_qrels, _ = load_scifact(args.data)
+    passages, queries, test_qrels, _ = load_scifact(args.data, args.dev, args.dev_seed)
     t = time.perf_counter()
     c_emb = base_embeddings(args, passages)
     model = SentenceTransformer(resolve_model_path(BASE_MODEL), device="cpu")
@@ -119,9 +135,9 @@ def stage_train(args: argparse.Namespace, method: str) -> dict[str, Any]:
     from rag_hier.encoders.dense import resolve_model_path
     from rag_hier.training.hce import HCEConfig, HCETrainer
 
-    passages, queries, test_qrels, train_qrels = load_scifact(args.data)
+    passages, queries, test_qrels, train_qrels = load_scifact(args.data, args.dev, args.dev_seed)
     c_base = base_embeddings(args, passages)
-    out_dir = OUT / f"model-{method}"
+    out_dir = OUT / f"model-{method}{args.tag}"
     torch.manual_seed(args.seed)
     t0 = time.perf_counter()
     info: dict[str, Any] = {}
@@ -176,13 +192,15 @@ def stage_train(args: argparse.Namespace, method: str) -> dict[str, Any]:
             n_negatives=args.negatives,
             temperature=args.temperature,
             alpha=args.alpha,
+            joint_schedule=args.joint_schedule,
+            ict_remove_rate=args.ict_remove_rate,
             level_weight=args.level_weight,
             learning_rate=args.lr,
             batch_size=args.batch_size,
-            epochs=1,
+            epochs=args.epochs,
             max_steps=args.steps,
-            steps_per_epoch=args.steps,
-            recluster="never",
+            steps_per_epoch=-(-args.steps // args.epochs),
+            recluster="always" if args.epochs > 1 else "never",  # EM: re-embed and re-cluster between epochs
             dev_fraction=0.0,
             dev_size=0,
             max_seq_length=args.max_seq_length,
@@ -199,6 +217,10 @@ def stage_train(args: argparse.Namespace, method: str) -> dict[str, Any]:
         )
         info["steps_done"] = result.steps
         info["tree"] = result.history[0].tree
+        info["epochs"] = [
+            {"epoch": e.epoch, "steps": e.steps, "seconds": e.seconds, "loss": e.train_loss, "recluster": e.reclustered}
+            for e in result.history
+        ]
     train_seconds = time.perf_counter() - t0
     t1 = time.perf_counter()
     model = SentenceTransformer(str(out_dir), device="cpu")
@@ -387,6 +409,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dim", type=int, default=384)
     p.add_argument("--niter", type=int, default=20)
     p.add_argument("--max-points-per-centroid", type=int, default=256)
+    p.add_argument("--epochs", type=int, default=1, help="HCE: EM epochs within --steps (re-cluster between them)")
+    p.add_argument("--joint-schedule", choices=("sum", "alternate"), default="sum")
+    p.add_argument("--ict-remove-rate", type=float, default=0.0)
+    p.add_argument("--dev", type=float, default=0.0, help="evaluate on this share of the train queries, held out")
+    p.add_argument("--dev-seed", type=int, default=0)
+    p.add_argument("--tag", default="", help="suffix of the output files (variants of one stage)")
     p.add_argument("--kind", choices=("random", "clustered"), default="clustered", help="build: synthetic vectors")
     p.add_argument("--two-level-min-clusters", type=int, default=4096)
     p.add_argument("--refine-iterations", type=int, default=4)
@@ -415,7 +443,9 @@ def main(argv: list[str] | None = None) -> int:
         result = stage_train(args, args.stage)
     result["total_seconds"] = round(time.perf_counter() - t, 1)
     result["machine"] = f"{platform.processor() or platform.machine()}, {args.threads} threads (shared 2-core host)"
-    name = args.stage if args.stage != "build" else f"build-{args.kind}-{args.n}"
+    name = (args.stage if args.stage != "build" else f"build-{args.kind}-{args.n}") + args.tag
+    if args.dev and args.stage != "build":
+        name = f"dev-{name}"
     (OUT / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(result, indent=1))
     return 0
