@@ -298,12 +298,10 @@ class HCETrainer:
             )
             n_sup = len(train_pairs)
             rows_per_step = cfg.batch_size * cfg.gradient_accumulation_steps * world
-            if cfg.mode == "supervised":
-                natural = math.ceil(n_sup / rows_per_step)
+            if cfg.mode == "supervised" or (cfg.mode == "joint" and cfg.joint_schedule == "sum"):
+                natural = math.ceil(n_sup / rows_per_step)  # one pass over the query pairs
             elif cfg.mode == "unsupervised":
                 natural = math.ceil(len(items) / rows_per_step)
-            elif cfg.joint_schedule == "sum":
-                natural = math.ceil(n_sup / rows_per_step)
             else:
                 natural = 2 * max(1, min(n_sup, len(items)) // rows_per_step)
             per_epoch = cfg.steps_per_epoch or max(1, natural)
