@@ -127,3 +127,28 @@ def test_examples_corpus(real_model_path: str, tmp_path: Path, capsys: pytest.Ca
     assert report["queries"] == sum(1 for line in (EXAMPLES / "queries.jsonl").open() if line.strip())
     assert report["metrics"]["recall@10"] == 1.0
     assert report["metrics"]["mrr@10"] > 0.8
+
+
+@pytest.mark.slow
+def test_finetune_private_corpus_example_runs(tmp_path: Path) -> None:
+    """examples/finetune_private_corpus.py, as a user runs it: HCE-U for 2 steps, index with the tree, search."""
+    import subprocess
+    import sys
+
+    work = tmp_path / "work"
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / "finetune_private_corpus.py"), "--steps", "2", "--work", str(work)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "trained 2 steps" in out
+    assert "tree search scored" in out and "passage(s) routed" in out
+    # the adapted model is a plain sentence-transformers directory, and the store keeps the tree
+    assert (work / "model" / "config_sentence_transformers.json").is_file()
+    assert (work / "store" / "tree.safetensors").is_file()
+    dense = [line for line in out.splitlines() if line.strip().startswith("dense")]
+    assert dense and "Honeybees > Making honey" in dense[0]  # the honey question still finds its section first
