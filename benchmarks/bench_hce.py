@@ -229,6 +229,10 @@ def stage_train(args: argparse.Namespace, method: str) -> dict[str, Any]:
     qids = [q for q in test_qrels if q in queries]
     q_emb = encode(model, [queries[q] for q in qids], query=True)
     metrics = evaluate_embeddings(q_emb, qids, c_emb, [p.doc_id for p in passages], test_qrels)
+    # kept for the tree stage (tree vs IVF on this model's vectors): float32 arrays, no pickle
+    prefix = "dev-" if args.dev else ""
+    np.save(OUT / f"{prefix}corpus-{method}{args.tag}.npy", c_emb, allow_pickle=False)
+    np.save(OUT / f"{prefix}queries-{method}{args.tag}.npy", q_emb, allow_pickle=False)
     return {
         "method": method,
         "metrics": metrics,
@@ -248,12 +252,16 @@ def stage_tree(args: argparse.Namespace) -> dict[str, Any]:
     from rag_hier.index.tree import ClusterTree
 
     passages, queries, test_qrels, _ = load_scifact(args.data)
-    c_emb = base_embeddings(args, passages)
     doc_ids = [p.doc_id for p in passages]
-    model = SentenceTransformer(resolve_model_path(BASE_MODEL), device="cpu")
-    model.max_seq_length = args.max_seq_length
     qids = [q for q in test_qrels if q in queries]
-    q_emb = encode(model, [queries[q] for q in qids], query=True)
+    if args.vectors_of:  # a trained model's vectors, saved by its train stage (test queries, same order)
+        c_emb = np.load(OUT / f"corpus-{args.vectors_of}.npy", allow_pickle=False)
+        q_emb = np.load(OUT / f"queries-{args.vectors_of}.npy", allow_pickle=False)
+    else:
+        c_emb = base_embeddings(args, passages)
+        model = SentenceTransformer(resolve_model_path(BASE_MODEL), device="cpu")
+        model.max_seq_length = args.max_seq_length
+        q_emb = encode(model, [queries[q] for q in qids], query=True)
 
     def run_of(scores: np.ndarray, ids: np.ndarray) -> dict:
         return {
@@ -303,6 +311,7 @@ def stage_tree(args: argparse.Namespace) -> dict[str, Any]:
             }
         )
     return {
+        "vectors": args.vectors_of or "base",
         "exact": exact,
         "tree": tree.describe(),
         "tree_build_seconds": round(build_s, 2),
@@ -415,6 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dev", type=float, default=0.0, help="evaluate on this share of the train queries, held out")
     p.add_argument("--dev-seed", type=int, default=0)
     p.add_argument("--tag", default="", help="suffix of the output files (variants of one stage)")
+    p.add_argument("--vectors-of", default=None, help="tree: use the vectors a train stage saved (e.g. hce-s)")
     p.add_argument("--kind", choices=("random", "clustered"), default="clustered", help="build: synthetic vectors")
     p.add_argument("--two-level-min-clusters", type=int, default=4096)
     p.add_argument("--refine-iterations", type=int, default=4)
