@@ -72,3 +72,21 @@ def test_cli_errors(tmp_path, capsys, tiny_model_path, beir_dir):
     assert code == 0
     code, _, err = _run(capsys, "search", "--store", store, "--query", "x", "--strategy", "tree")
     assert code == 2 and "--tree" in err
+
+
+def test_joint_flags_reach_the_training_report(tmp_path, capsys, tiny_model_path, beir_dir):
+    model = tmp_path / "joint-model"
+    common = (
+        "--queries", beir_dir / "queries.jsonl", "--qrels", beir_dir / "qrels" / "train.tsv",
+        "--base-model", tiny_model_path, "--epochs", "1", "--max-steps", "1", "--batch-size", "4",
+        "--branching", "4", "--max-seq-length", "24", "--no-progress",
+    )  # fmt: skip
+    code, _, err = _run(
+        capsys, "train", "hce", beir_dir, "--output", model, "--mode", "joint",
+        "--joint-schedule", "alternate", "--ict-remove-rate", "0.9", *common,
+    )  # fmt: skip
+    assert code == 0, err
+    report = json.loads((model / "hce_training.json").read_text())
+    assert report["config"]["joint_schedule"] == "alternate" and report["config"]["ict_remove_rate"] == 0.9
+    code, _, err = _run(capsys, "train", "hce", beir_dir, "--output", tmp_path / "x", "--ict-remove-rate", "2", *common)
+    assert code == 2 and "--ict-remove-rate must be in [0, 1]" in err

@@ -60,6 +60,10 @@ def test_supervised_needs_queries_and_config_is_validated(tmp_path, tiny_model_p
         HCEConfig(temperature=0)
     with pytest.raises(ValueError, match="level_weight"):
         HCEConfig(level_weight=-0.1)
+    with pytest.raises(ValueError, match=r"HCEConfig\.joint_schedule must be sum or alternate"):
+        HCEConfig(joint_schedule="mixed")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="ict_remove_rate"):
+        HCEConfig(ict_remove_rate=1.5)
 
 
 @pytest.mark.real_model
