@@ -9,6 +9,7 @@ Usage (each stage writes ``benchmarks/out/hce/<stage>.json``; run them in the ba
     python benchmarks/bench_hce.py hce-j           # HCE joint (supervised + alpha * ICT)
     python benchmarks/bench_hce.py tree            # tree beam search vs FAISS IVF: Recall@100 by fraction scored
     python benchmarks/bench_hce.py build --n 1000000 --compare-flat  # tree build: two-level vs flat k-means
+    python benchmarks/bench_hce.py compare --compare base ct hce-s hce-j   # paired per-query differences
 
 Protocol: corpus = SciFact ``corpus.jsonl.gz`` (5,183 documents kept whole, encoded as ``"<title>, <text>"``
 like the store), training pairs = ``qrels/train.tsv``, evaluation = the 300 queries of ``qrels/test.tsv``,
@@ -321,6 +322,63 @@ def stage_tree(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def stage_compare(args: argparse.Namespace) -> dict[str, Any]:
+    """Paired per-query comparison of the models whose train stages saved their vectors (``--compare A B ...``).
+
+    For every pair (in the order given) over the same evaluation queries: mean difference of per-query
+    nDCG@10, a seeded paired bootstrap 95 % interval, a paired t-test (scipy) and wins/losses/ties.
+    ``base`` is the base model (cached corpus vectors; the queries are encoded here).
+    """
+    from scipy import stats
+    from sentence_transformers import SentenceTransformer
+
+    from rag_hier.encoders.dense import resolve_model_path
+    from rag_hier.eval import evaluate_per_query
+
+    passages, queries, eval_qrels, _ = load_scifact(args.data, args.dev, args.dev_seed)
+    doc_ids = [p.doc_id for p in passages]
+    qids = [q for q in eval_qrels if q in queries]
+    prefix = "dev-" if args.dev else ""
+    per: dict[str, np.ndarray] = {}
+    for name in args.compare:
+        if name == "base":
+            c_emb = base_embeddings(args, passages)
+            model = SentenceTransformer(resolve_model_path(BASE_MODEL), device="cpu")
+            model.max_seq_length = args.max_seq_length
+            q_emb = encode(model, [queries[q] for q in qids], query=True)
+        else:
+            c_emb = np.load(OUT / f"{prefix}corpus-{name}.npy", allow_pickle=False)
+            q_emb = np.load(OUT / f"{prefix}queries-{name}.npy", allow_pickle=False)
+        scores = q_emb @ c_emb.T
+        top = np.argsort(-scores, axis=1)[:, :100]
+        run = {q: {doc_ids[j]: float(scores[i, j]) for j in top[i]} for i, q in enumerate(qids)}
+        ndcg = evaluate_per_query(run, eval_qrels, ("ndcg@10",))["ndcg@10"]
+        per[name] = np.asarray([ndcg.get(q, 0.0) for q in qids])
+    rng = np.random.default_rng(args.seed)
+    boot = rng.integers(0, len(qids), size=(10_000, len(qids)))
+    rows = []
+    names = list(args.compare)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            d = per[b] - per[a]
+            means = d[boot].mean(axis=1)
+            rows.append(
+                {
+                    "a": a,
+                    "b": b,
+                    "ndcg@10_a": round(float(per[a].mean()), 4),
+                    "ndcg@10_b": round(float(per[b].mean()), 4),
+                    "delta": round(float(d.mean()), 4),
+                    "ci95": [round(float(np.percentile(means, 2.5)), 4), round(float(np.percentile(means, 97.5)), 4)],
+                    "p_ttest": round(float(stats.ttest_rel(per[b], per[a]).pvalue), 4),
+                    "b_wins": int((d > 1e-9).sum()),
+                    "b_losses": int((d < -1e-9).sum()),
+                    "ties": int((np.abs(d) <= 1e-9).sum()),
+                }
+            )
+    return {"queries": len(qids), "evaluation": "dev" if args.dev else "test", "pairs": rows}
+
+
 def _synthetic(args: argparse.Namespace) -> np.ndarray:
     """Unit vectors: ``random`` (isotropic) or ``clustered`` (``n / 20`` random centres, 20 noisy copies each)."""
     rng = np.random.default_rng(args.seed)
@@ -398,7 +456,7 @@ def stage_build(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("stage", choices=("base", "ct", "hce-u", "hce-s", "hce-j", "tree", "build"))
+    p.add_argument("stage", choices=("base", "ct", "hce-u", "hce-s", "hce-j", "tree", "build", "compare"))
     p.add_argument("--data", type=Path, default=DEFAULT_DATA)
     p.add_argument("--max-seq-length", type=int, default=128)
     p.add_argument("--steps", type=int, default=16)
@@ -425,6 +483,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dev-seed", type=int, default=0)
     p.add_argument("--tag", default="", help="suffix of the output files (variants of one stage)")
     p.add_argument("--vectors-of", default=None, help="tree: use the vectors a train stage saved (e.g. hce-s)")
+    p.add_argument("--compare", nargs="+", default=["base", "ct", "hce-s"], help="compare: methods (+ tags)")
     p.add_argument("--kind", choices=("random", "clustered"), default="clustered", help="build: synthetic vectors")
     p.add_argument("--two-level-min-clusters", type=int, default=4096)
     p.add_argument("--refine-iterations", type=int, default=4)
@@ -449,6 +508,8 @@ def main(argv: list[str] | None = None) -> int:
         result = stage_tree(args)
     elif args.stage == "build":
         result = stage_build(args)
+    elif args.stage == "compare":
+        result = stage_compare(args)
     else:
         result = stage_train(args, args.stage)
     result["total_seconds"] = round(time.perf_counter() - t, 1)
