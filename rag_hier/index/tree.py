@@ -263,8 +263,10 @@ def _cell_assign(points: np.ndarray, centroids: np.ndarray, coarse: np.ndarray, 
     ivf.nprobe = min(nprobe, coarse.shape[0])
     _, nearest = ivf.search(points, 1)
     out = nearest[:, 0].astype(np.int64)
-    missing = out < 0  # no centroid in the probed cells (cannot happen for a point's own cell, kept for safety)
-    if missing.any():  # pragma: no cover
+    # Each centroid is filed under its own nearest coarse centroid, so the probed cells can hold none (rare at
+    # nprobe 16, possible at small nprobe): those points get the exact nearest centroid.
+    missing = out < 0
+    if missing.any():  # pragma: no cover - not reached by the tests' data
         out[missing] = _assign(points[missing], centroids, gpu=False)
     return out
 

@@ -175,6 +175,9 @@ def test_ict_examples_cut_the_span_out_of_its_context() -> None:
         assert len(context.split()) + len(query.split()) == len(text.split())  # nothing else lost
     kept_q, kept_c = ict_examples(texts, np.random.default_rng(0), span_tokens=8, remove_rate=0.0)
     assert kept_q == queries and kept_c == texts  # same spans; contexts untouched
+    many = [" ".join(f"w{i}" for i in range(n, n + 50)) for n in range(30)]
+    spans = [ict_examples(many, np.random.default_rng(3), span_tokens=8, remove_rate=r)[0] for r in (0, 0.5, 1)]
+    assert spans[0] == spans[1] == spans[2]  # the rate does not change which spans are drawn
     mixed = ict_examples(texts * 200, np.random.default_rng(1), span_tokens=8, remove_rate=0.5)[1]
     removed = sum(c != t for c, t in zip(mixed, texts * 200, strict=True))
     assert 150 < removed < 250  # about half of 400

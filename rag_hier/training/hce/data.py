@@ -159,7 +159,8 @@ def ict_examples(
 
     Each pseudo-query is a random span of ``span_tokens`` tokens (see :func:`ict_queries`). Its context is
     the text with the span cut out with probability ``remove_rate`` (Lee et al., 2019 remove it 90 % of the
-    time, so that the task is not solved by word overlap alone), else the whole text.
+    time, so that the task is not solved by word overlap alone), else the whole text. The same generator
+    state gives the same spans whatever the rate.
     """
     queries: list[str] = []
     contexts: list[str] = []
@@ -175,7 +176,7 @@ def ict_examples(
         start = int(rng.integers(0, n - length + 1))
         a, b = offsets[start][0], offsets[start + length - 1][1]
         queries.append(text[a:b])
-        if remove_rate > 0 and rng.random() < remove_rate:
+        if rng.random() < remove_rate:  # drawn for every text: the spans do not depend on the rate
             contexts.append(" ".join(part for part in (text[:a].rstrip(), text[b:].lstrip()) if part))
         else:
             contexts.append(text)
