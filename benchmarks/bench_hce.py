@@ -379,6 +379,74 @@ def stage_compare(args: argparse.Namespace) -> dict[str, Any]:
     return {"queries": len(qids), "evaluation": "dev" if args.dev else "test", "pairs": rows}
 
 
+def stage_report(args: argparse.Namespace) -> dict[str, Any]:
+    """Print the Markdown tables of docs/hce.md and docs/benchmarks.md from the JSON files (numbers as measured)."""
+    names = {
+        "base": "base (all-MiniLM-L6-v2)",
+        "ct": "+CT (MNRL, in-batch)",
+        "hce-s": "HCE-S",
+        "hce-j": "HCE-J",
+        "hce-u": "HCE-U",
+    }
+
+    def row(path: Path) -> str | None:
+        if not path.is_file():
+            return None
+        d = json.loads(path.read_text())
+        m, b = d["metrics"], d.get("budget", {})
+        label = names.get(d["method"], d["method"]) + path.stem.removeprefix("dev-").removeprefix(d["method"])
+        setting = "–"
+        if d["method"].startswith("hce"):
+            setting = f"n_NS {b['n_negatives']}, level_weight {b['level_weight']}, EM epochs {b['epochs']}"
+            if d["method"] != "hce-s":
+                setting += f", ICT removal {b['ict_remove_rate']}"
+            if d["method"] == "hce-j":
+                setting += f", alpha {b['alpha']} ({b['joint_schedule']})"
+        train = f"{d['train_seconds']:.0f} s" if "train_seconds" in d else "–"
+        return f"| {label} | {setting} | {m['ndcg@10']:.4f} | {m['recall@100']:.4f} | {m['mrr@10']:.4f} | {train} |"
+
+    for prefix, title in (("", "test (300 queries)"), ("dev-", "dev (25 % of the train queries, held out)")):
+        print(f"\nSciFact {title}\n")
+        print("| model | HCE settings | nDCG@10 | Recall@100 | MRR@10 | train |")
+        print("|---|---|---:|---:|---:|---:|")
+        for path in sorted(OUT.glob(f"{prefix}*.json")):
+            stem = path.stem.removeprefix(prefix)
+            if (not prefix and stem.startswith("dev-")) or stem.split("-")[0] not in ("base", "ct", "hce"):
+                continue
+            line = row(path)
+            if line:
+                print(line)
+    comp = OUT / "compare.json"
+    if comp.is_file():
+        d = json.loads(comp.read_text())
+        print(f"\nPaired per-query nDCG@10 differences ({d['queries']} {d['evaluation']} queries; b − a)\n")
+        print("| a | b | a | b | Δ | 95 % CI (bootstrap) | p (paired t) | b better / worse / tied |")
+        print("|---|---|---:|---:|---:|---|---:|---|")
+        for r in d["pairs"]:
+            p_value = "< 0.0001" if r["p_ttest"] < 1e-4 else f"{r['p_ttest']:.4f}"
+            print(
+                f"| {r['a']} | {r['b']} | {r['ndcg@10_a']:.4f} | {r['ndcg@10_b']:.4f} | {r['delta']:+.4f} | "
+                f"[{r['ci95'][0]:+.4f}, {r['ci95'][1]:+.4f}] | {p_value} | "
+                f"{r['b_wins']} / {r['b_losses']} / {r['ties']} |"
+            )
+    for path in sorted(OUT.glob("tree*.json")):
+        d = json.loads(path.read_text())
+        print(
+            f"\nTree vs IVF on {d.get('vectors', 'base')} vectors (exact: Recall@100 {d['exact']['recall@100']:.4f}, "
+            f"nDCG@10 {d['exact']['ndcg@10']:.4f}; tree {d['tree']['level_sizes']})\n"
+        )
+        print("| tree beam | scored | Recall@100 | nDCG@10 | IVF nprobe | scored | Recall@100 | nDCG@10 |")
+        print("|---|---|---|---|---|---|---|---|")
+        trees = [r for r in d["rows"] if r["index"] == "tree"]
+        ivfs = [r for r in d["rows"] if r["index"] == "faiss-ivf"]
+        for t, v in zip(trees, ivfs, strict=False):
+            print(
+                f"| {t['beam']} | {100 * t['fraction_scored']:.1f} % | {t['recall@100']:.4f} | {t['ndcg@10']:.4f} | "
+                f"{v['nprobe']} | {100 * v['fraction_scored']:.1f} % | {v['recall@100']:.4f} | {v['ndcg@10']:.4f} |"
+            )
+    return {}
+
+
 def _synthetic(args: argparse.Namespace) -> np.ndarray:
     """Unit vectors: ``random`` (isotropic) or ``clustered`` (``n / 20`` random centres, 20 noisy copies each)."""
     rng = np.random.default_rng(args.seed)
@@ -456,7 +524,7 @@ def stage_build(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("stage", choices=("base", "ct", "hce-u", "hce-s", "hce-j", "tree", "build", "compare"))
+    p.add_argument("stage", choices=("base", "ct", "hce-u", "hce-s", "hce-j", "tree", "build", "compare", "report"))
     p.add_argument("--data", type=Path, default=DEFAULT_DATA)
     p.add_argument("--max-seq-length", type=int, default=128)
     p.add_argument("--steps", type=int, default=16)
@@ -510,6 +578,9 @@ def main(argv: list[str] | None = None) -> int:
         result = stage_build(args)
     elif args.stage == "compare":
         result = stage_compare(args)
+    elif args.stage == "report":
+        stage_report(args)
+        return 0
     else:
         result = stage_train(args, args.stage)
     result["total_seconds"] = round(time.perf_counter() - t, 1)
