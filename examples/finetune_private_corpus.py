@@ -26,7 +26,7 @@ from rag_hier import HierStore
 from rag_hier.corpus import read_corpus
 from rag_hier.encoders import DenseEncoder
 from rag_hier.retrieval.tree import TreeRetriever
-from rag_hier.store.tree import TreeExtension
+from rag_hier.store.extensions.tree import TreeExtension
 from rag_hier.training.hce import HCEConfig, HCETrainer
 
 HERE = Path(__file__).resolve().parent

@@ -25,13 +25,12 @@ class CliError(Exception):
 # ----------------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for documentation and tests)."""
-    from rag_hier import __version__
-    from rag_hier.cli.plugins import plugins, strategies
+    from rag_hier._version import __version__
+    from rag_hier.cli.plugins import plugins
     from rag_hier.corpus.readers import CORPUS_FORMATS
     from rag_hier.index.dense import INDEX_KINDS
 
     mods = plugins()
-    strategy_names = list(strategies(mods))
 
     parser = argparse.ArgumentParser(
         prog="rag-hier",
@@ -84,8 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--queries", help="queries file: BEIR queries.jsonl, QA questions.jsonl, or qid<TAB>text")
     s.add_argument("--top-k", type=int, default=10, help="results per query (default 10)")
     s.add_argument("--output", help="write the TREC run here (default: stdout)")
-    s.add_argument("--strategy", choices=strategy_names, default="dense", help="retrieval strategy (default dense)")
-    _add_search_args(s, mods)
+    _add_search_args(s)
     _add_runtime_args(s)
 
     e = sub.add_parser(
@@ -106,10 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated metrics (ndcg@K, recall@K, mrr@K, map@K, precision@K, success@K)",
     )
     e.add_argument("--top-k", type=int, default=None, help="results per query (default: the largest metric cut-off)")
-    e.add_argument("--strategy", choices=strategy_names, default="dense", help="retrieval strategy (default dense)")
     e.add_argument("--output", help="write the metrics as JSON here")
     e.add_argument("--run-output", help="also write the TREC run here")
-    _add_search_args(e, mods)
+    _add_search_args(e)
     _add_runtime_args(e)
 
     i = sub.add_parser("info", help="describe a store (counts, encoder, index, files)")
@@ -125,10 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_search_args(p: argparse.ArgumentParser, mods: Sequence[Any] = ()) -> None:
-    for mod in mods:
-        if hasattr(mod, "add_search_arguments"):
-            mod.add_search_arguments(p)
+def _add_search_args(p: argparse.ArgumentParser) -> None:
+    from rag_hier.cli.strategies import add_strategy_arguments
+
+    add_strategy_arguments(p)
     p.add_argument(
         "--aggregate",
         choices=("passage", "doc"),
@@ -285,12 +282,12 @@ def _parse_filters(text: str | None) -> dict[str, Any] | None:
 
 
 def _search(store: Any, args: argparse.Namespace, queries: list[str], top_k: int, aggregate: Any) -> list[Any]:
-    from rag_hier.cli.plugins import strategies
+    """One :class:`~rag_hier.retrieval.hit.QueryResult` per query, from ``--strategy`` and its flags."""
+    from rag_hier.cli.strategies import run_strategy
 
     if top_k < 1:
         raise CliError(f"--top-k must be >= 1, got {top_k}")
-    strategy = strategies()[args.strategy]
-    return strategy.search(store, args, queries, top_k, _parse_filters(args.filters), aggregate)
+    return run_strategy(store, args, queries, top_k, _parse_filters(args.filters), aggregate)
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -303,7 +300,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     try:
         aggregate = _default_aggregate(store, args.aggregate)
         if queries is None:
-            (hits,) = _search(store, args, [args.query], args.top_k, aggregate)
+            (result,) = _search(store, args, [args.query], args.top_k, aggregate)
+            hits = result.hits
             if args.output:
                 write_run(hits_to_run(["query"], [hits], level=aggregate), args.output)
                 return 0
@@ -318,7 +316,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         if not queries:
             raise CliError(f"{args.queries} holds no queries")
         qids = list(queries)
-        results = _search(store, args, [queries[q] for q in qids], args.top_k, aggregate)
+        results = [r.hits for r in _search(store, args, [queries[q] for q in qids], args.top_k, aggregate)]
     finally:
         store.close()
     run = hits_to_run(qids, results, level=aggregate)
@@ -361,6 +359,7 @@ def _qrels_for(args: argparse.Namespace, aggregate: str, store: Any) -> dict[str
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """``rag-hier eval``."""
+    from rag_hier.cli.strategies import mean_stats, params_from_args
     from rag_hier.corpus.readers import read_queries
     from rag_hier.eval.metrics import evaluate, metric_list, parse_metric
     from rag_hier.eval.trec import hits_to_run, write_run
@@ -379,10 +378,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
             logger.warning("%d judged queries are not in %s; they count as 0", missing, args.queries)
         top_k = args.top_k if args.top_k is not None else max(parse_metric(m)[1] for m in metrics)
         t0 = time.perf_counter()
-        results = _search(store, args, [queries[q] for q in qids], top_k, aggregate)
+        query_results = _search(store, args, [queries[q] for q in qids], top_k, aggregate)
         elapsed = time.perf_counter() - t0
+        params = params_from_args(args.strategy, args).to_dict()
     finally:
         store.close()
+    results = [r.hits for r in query_results]
     run = hits_to_run(qids, results, level=aggregate)
     if args.run_output:
         write_run(run, args.run_output)
@@ -393,9 +394,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
         "level": aggregate,
         "top_k": top_k,
         "strategy": args.strategy,
+        "strategy_parameters": params,
         "search_seconds": round(elapsed, 3),
         "metrics": {k: round(v, 5) for k, v in scores.items()},
     }
+    report.update({k: round(v, 6) for k, v in mean_stats(query_results).items()})
     width = max(len(m) for m in metrics)
     print(f"{len(qids)} queries, {aggregate} level, top {top_k}, {args.strategy} ({elapsed:.1f}s)")
     for name, value in scores.items():

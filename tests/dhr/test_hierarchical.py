@@ -8,7 +8,7 @@ import pytest
 from rag_hier import DenseRetriever, HierStore, IndexConfig, Passage
 from rag_hier.encoders import DenseEncoder
 from rag_hier.errors import StoreError
-from rag_hier.index.document import DocumentIndex
+from rag_hier.store.extensions.doc_index import DocumentIndex
 from rag_hier.retrieval.hierarchical import HierarchicalRetriever
 
 QUERIES = ["Deltas form where rivers slow.", "honey from nectar", "What pushes a comet tail?", "magma"]
@@ -18,7 +18,7 @@ def oracle(store: HierStore, q: np.ndarray, k1: int | None, lam: float, top_k: i
     """Brute force: every passage's fused score, restricted to the top-k1 documents (None: all)."""
     ext = store.extension("doc-index")
     rows = store.rowids_of()
-    recs = store.records_by_rowid(rows.tolist())
+    recs = store.records(rows.tolist())
     pv = store.index.reconstruct(rows)
     fids = np.array([ext._ids[recs[r]["doc_id"]] for r in rows.tolist()])
     dv = ext._index.reconstruct(fids)

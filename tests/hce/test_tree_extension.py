@@ -10,7 +10,7 @@ from rag_hier.encoders import DenseEncoder
 from rag_hier.errors import StoreError
 from rag_hier.retrieval.dense import DenseRetriever
 from rag_hier.retrieval.tree import TreeRetriever
-from rag_hier.store.tree import TreeExtension
+from rag_hier.store.extensions.tree import TreeExtension
 
 
 @pytest.fixture(scope="module")

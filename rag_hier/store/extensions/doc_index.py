@@ -37,10 +37,11 @@ import numpy as np
 from rag_hier.corpus.summary import DEFAULT_ABSTRACT_WORDS, document_summary
 from rag_hier.errors import StoreCorruptedError, StoreError
 from rag_hier.index.dense import DenseIndex, IndexConfig
-from rag_hier.store.extensions import StoreExtension, register_extension
+from rag_hier.store.extensions.base import StoreExtension, register_extension
 
 if TYPE_CHECKING:
     from rag_hier.encoders.dense import DenseEncoder
+    from rag_hier.store.records import PassageRecord
     from rag_hier.store.store import HierStore
 
 logger = logging.getLogger(__name__)
@@ -91,6 +92,7 @@ class DocumentIndex(StoreExtension):
     """
 
     name = "doc-index"
+    FILES = (_INDEX_FILE, _IDS_FILE, _PASSAGES_FILE)
 
     def __init__(
         self,
@@ -290,15 +292,15 @@ class DocumentIndex(StoreExtension):
             for d, rows in rows_of.items():
                 out[d] = (hashlib.sha1(rows.tobytes(), usedforsecurity=False).hexdigest(), "")
             return out
-        records = store.records_by_rowid(np.concatenate(list(rows_of.values())).tolist() if rows_of else [])
-        by_doc: dict[str, list[dict[str, Any]]] = {}
+        records = store.records(np.concatenate(list(rows_of.values())).tolist() if rows_of else [])
+        by_doc: dict[str, list[PassageRecord]] = {}
         for rec in records.values():
-            by_doc.setdefault(rec["doc_id"], []).append(rec)
+            by_doc.setdefault(rec.doc_id, []).append(rec)
         for d in rows_of:
             info = store.get_document(d) or {"title": "", "toc": []}
-            recs = sorted(by_doc.get(d, []), key=lambda r: (r["section"], r["position"]))
-            lead = [r["content"] for r in recs if recs and r["section"] == recs[0]["section"]]
-            title = info["title"] or (recs[0]["title_path"][0] if recs and recs[0]["title_path"] else "")
+            recs = sorted(by_doc.get(d, []), key=lambda r: (r.section, r.position))
+            lead = [r.text for r in recs if recs and r.section == recs[0].section]
+            title = info["title"] or (recs[0].title_path[0] if recs and recs[0].title_path else "")
             text = document_summary(
                 title, lead, info["toc"], abstract_words=self.abstract_words, include_toc=self.include_toc
             )

@@ -33,7 +33,7 @@ import scipy.sparse as sp
 
 from rag_hier.errors import StoreCorruptedError, StoreError
 from rag_hier.index.sparse import SparseRowIndex
-from rag_hier.store.extensions import StoreExtension, register_extension
+from rag_hier.store.extensions.base import StoreExtension, register_extension
 
 if TYPE_CHECKING:
     from rag_hier.corpus.model import Passage
@@ -77,6 +77,7 @@ class SparseEmbeddingExtension(StoreExtension):
 
     name: ClassVar[str] = "sparse-embeddings"
     FILE: ClassVar[str] = "sparse_embeddings.npz"
+    FILES: ClassVar[tuple[str, ...]] = (FILE,)
 
     def __init__(self, key: Sequence[str] = ("sparse_embedding",)) -> None:
         if isinstance(key, str) or not key or not all(isinstance(k, str) and k for k in key):
@@ -232,12 +233,12 @@ class SparseEmbeddingExtension(StoreExtension):
         rowids = np.asarray(store.passage_rowids(), dtype=np.int64)
         for start in range(0, rowids.shape[0], 4096):
             part = rowids[start : start + 4096]
-            records = store.records_by_rowid(part.tolist())
+            records = store.records(part.tolist())
             present = [r for r in part.tolist() if r in records]
             self._passage_rows(
                 np.asarray(present, dtype=np.int64),
-                [records[r]["extra"] for r in present],
-                [records[r]["id"] for r in present],
+                [records[r].extra for r in present],
+                [records[r].passage_id for r in present],
             )
 
     def on_passages_added(

@@ -19,7 +19,7 @@ import numpy as np
 
 from rag_hier.errors import StoreCorruptedError, StoreError
 from rag_hier.index.tree import ClusterTree, TreeBuildConfig
-from rag_hier.store.extensions import StoreExtension, register_extension
+from rag_hier.store.extensions.base import StoreExtension, register_extension
 
 if TYPE_CHECKING:
     from rag_hier.corpus.model import Passage
@@ -49,6 +49,7 @@ class TreeExtension(StoreExtension):
     """
 
     name = "tree"
+    FILES = TREE_FILES
 
     def __init__(
         self,

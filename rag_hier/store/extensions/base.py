@@ -8,13 +8,16 @@ the same commit as the data (temporary names, checksums in the committed state, 
 SQLite commit), verifies them on load, and reloads the committed version on rollback.
 
 An extension is named in the manifest by a registry key (never by an import path read from disk), so
-opening a store from a stranger imports only rag-hier's own modules.
+opening a store from a stranger imports only rag-hier's own modules; and the files a stored state lists
+for it must be among the names its class declares in :attr:`StoreExtension.FILES`, so a tampered state
+cannot point it at any other file.
 
-Writing one::
+Writing one (a module in this folder, plus one line in :data:`KNOWN_EXTENSIONS`)::
 
     @register_extension
     class MyIndex(StoreExtension):
         name = "my-index"
+        FILES = ("my.npz",)
         def files(self): return ["my.npz"]
         def write(self, paths): np.savez(paths["my.npz"], ...)
         def load(self, store, paths): ...
@@ -35,18 +38,18 @@ from rag_hier.errors import StoreCorruptedError
 
 if TYPE_CHECKING:
     from rag_hier.corpus.model import Passage
-    from rag_hier.store.store import HierStore
+    from rag_hier.store.contract import StoreBackend as HierStore
 
 __all__ = ["KNOWN_EXTENSIONS", "StoreExtension", "extension_class", "register_extension"]
 
 _REGISTRY: dict[str, type[StoreExtension]] = {}
 
 KNOWN_EXTENSIONS: dict[str, str] = {
-    "doc-index": "rag_hier.index.document",
-    "tree": "rag_hier.store.tree",
-    "token-index": "rag_hier.index.token",
-    "svdr-vectors": "rag_hier.index.sparse",
-    "sparse-embeddings": "rag_hier.index.sparse_embeddings",
+    "doc-index": "rag_hier.store.extensions.doc_index",
+    "tree": "rag_hier.store.extensions.tree",
+    "token-index": "rag_hier.store.extensions.token_index",
+    "svdr-vectors": "rag_hier.store.extensions.svdr_vectors",
+    "sparse-embeddings": "rag_hier.store.extensions.sparse_embeddings",
 }
 """Registry key → rag-hier module that defines it (imported on demand when a store names the key)."""
 
@@ -56,11 +59,13 @@ E = TypeVar("E", bound="type[StoreExtension]")
 class StoreExtension:
     """Base class of store extensions (all hooks are no-ops by default).
 
-    Subclasses set ``name`` and implement :meth:`files`, :meth:`write` and :meth:`load`, plus the hooks
-    they need. Hooks run inside the store's write transaction; raising aborts the whole write.
+    Subclasses set ``name`` and ``FILES`` and implement :meth:`files`, :meth:`write` and :meth:`load`, plus
+    the hooks they need. Hooks run inside the store's write transaction; raising aborts the whole write.
     """
 
     name: ClassVar[str] = ""
+    FILES: ClassVar[tuple[str, ...]] = ()
+    """Every file name the extension may own (what :meth:`files` returns is always a subset)."""
 
     def config(self) -> dict[str, Any]:
         """JSON-ready configuration, passed back to :meth:`from_config` when the store is opened."""
@@ -72,8 +77,8 @@ class StoreExtension:
         return cls(**dict(config))
 
     def files(self) -> list[str]:
-        """File names (inside the store directory) this extension owns."""
-        return []
+        """File names (inside the store directory) this extension owns now."""
+        return list(self.FILES)
 
     def write(self, paths: Mapping[str, Path]) -> None:
         """Write the current state to ``paths`` (file name → temporary path to write)."""
@@ -111,12 +116,16 @@ def register_extension(cls: E) -> E:
     """Class decorator: make an extension loadable by its ``name``."""
     if not cls.name:
         raise ValueError(f"{cls.__name__} has no name")
+    if not cls.FILES:
+        raise ValueError(f"{cls.__name__} declares no FILES")
     _REGISTRY[cls.name] = cls
     return cls
 
 
-def extension_class(name: str, where: Path | None = None) -> type[StoreExtension]:
+def extension_class(name: str, where: Path | str | None = None) -> type[StoreExtension]:
     """The class registered as ``name``, importing its rag-hier module if needed."""
+    if not isinstance(name, str):
+        raise StoreCorruptedError(f"{where or 'store'}: extension name {name!r} is not a string")
     if name not in _REGISTRY and name in KNOWN_EXTENSIONS:
         importlib.import_module(KNOWN_EXTENSIONS[name])
     if name not in _REGISTRY:
