@@ -362,11 +362,6 @@ class Retriever(ABC, Generic[Q]):
             raise ValueError(f"query vectors have {vectors.shape[1]} dimensions; the store holds {dim}-d vectors")
         return vectors
 
-    @staticmethod
-    def query_count(queries: Any) -> int:
-        """How many queries a prepared batch holds."""
-        return int(queries.shape[0]) if hasattr(queries, "shape") else len(queries)
-
     def select(self, queries: Q, rows: Sequence[int]) -> Q:
         """The prepared queries at ``rows`` (for widening part of a batch)."""
         return queries[list(rows)]  # type: ignore[index,no-any-return]

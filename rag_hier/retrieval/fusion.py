@@ -13,8 +13,9 @@ pluggable (:func:`register_fusion`, in the spirit of Qdrant's LlamaIndex ``Hybri
 - ``convex`` — ``Σ wᵢ · sᵢ`` on the raw scores, a passage missing from a list taking that list's lowest score
   (tune the weights on a dev split: the scales must be comparable).
 
-``Hit.scores`` holds each component's raw score under the component's name (absent where the component did
-not return the passage) and ``fused``.
+A passage a token or sparse component scores 0 (nothing in common with the query) does not count as one of
+its candidates. ``Hit.scores`` holds each component's raw score under the component's name (absent where the
+component did not return the passage) and ``fused``.
 """
 
 from __future__ import annotations
@@ -190,10 +191,13 @@ class FusionRetriever(Retriever[list[Any]]):
         out = []
         for i in range(len(per_component[0])):
             lists = []
-            for rankings in per_component:
+            for comp, rankings in zip(self.components, per_component, strict=True):
                 r = rankings[i]
-                order = select_top_k(r.scores, r.rowids, r.rowids.size)
-                lists.append((r.rowids[order].astype(np.int64), np.asarray(r.scores, np.float64)[order]))
+                rowids, scores = r.rowids, np.asarray(r.scores, np.float64)
+                if not comp.over_vectors:  # token and sparse scores of 0: nothing in common with the query
+                    rowids, scores = rowids[scores != 0], scores[scores != 0]
+                order = select_top_k(scores, rowids, rowids.size)
+                lists.append((rowids[order].astype(np.int64), scores[order]))
             ids, fused = fuse(lists, weights, p.rrf_k)
             components = {"fused": fused}
             for label, (rows, scores) in zip(self.labels, lists, strict=True):

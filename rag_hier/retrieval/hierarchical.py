@@ -22,16 +22,19 @@ found with a threshold bound (the passage search is widened until no unseen pass
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import numpy as np
 
 from rag_hier.errors import StoreError
 from rag_hier.index.selection import select_top_k
-from rag_hier.retrieval.base import Queries, Ranking, Retriever, RetrieverParams, param
+from rag_hier.retrieval.base import Aggregate, Queries, Ranking, Retriever, RetrieverParams, param
 
 if TYPE_CHECKING:
+    from rag_hier.retrieval.hit import Hit
+    from rag_hier.store.contract import Filters
     from rag_hier.store.extensions.doc_index import DocumentIndex
 
 logger = logging.getLogger(__name__)
@@ -79,15 +82,11 @@ class HierarchicalParams(RetrieverParams):
     )
 
 
-@dataclass(frozen=True)
-class DualQueries:
+class DualQueries(NamedTuple):
     """Passage-level and document-level query vectors (the same array when the encoder is shared)."""
 
     passage: np.ndarray
     document: np.ndarray
-
-    def __len__(self) -> int:
-        return int(self.passage.shape[0])
 
 
 def _pack(
@@ -182,9 +181,26 @@ class HierarchicalRetriever(Retriever[DualQueries]):
         """Both query vectors of texts."""
         return self.prepare(Queries(texts=queries))
 
-    def select(self, queries: DualQueries, rows: list[int]) -> DualQueries:  # type: ignore[override]
+    def select(self, queries: DualQueries, rows: Sequence[int]) -> DualQueries:
         """The queries at ``rows``."""
-        return DualQueries(queries.passage[rows], queries.document[rows])
+        idx = list(rows)
+        return DualQueries(queries.passage[idx], queries.document[idx])
+
+    def search_vectors(
+        self,
+        vectors: np.ndarray,
+        top_k: int = 10,
+        filters: Filters = None,
+        aggregate: Aggregate = "passage",
+        *,
+        doc_vectors: np.ndarray | None = None,
+    ) -> list[list[Hit]]:
+        """Search with passage-level query vectors; ``doc_vectors`` for a distinct document encoder."""
+        arr = np.asarray(vectors)
+        if arr.ndim == 2 and arr.shape[0] == 0:
+            return []
+        queries = Queries(vectors=arr, document_vectors=doc_vectors)
+        return [r.hits for r in self.run(queries, top_k, filters, aggregate)]
 
     # -- ranking --------------------------------------------------------------------------------------
     def rank(

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["StoreCore", "connect"]
+__all__ = ["StoreCore", "connect", "copy_committed"]
 
 _RECORD_CACHE_MAX = 500_000
 """Stores with at most this many passages keep their parsed records in memory for filtered reads."""
@@ -594,6 +594,9 @@ class StoreCore:
                 files[f] = {"sha256": sha256_file(tmp), "bytes": tmp.stat().st_size, "pending": tmp.name}
                 pending.append((tmp, self.root / f))
         index = self.indexes.get("dense")
+        if index is None and DENSE_FILE in files:  # the index was dropped (its dimension forgotten)
+            del files[DENSE_FILE]
+            dropped.append(DENSE_FILE)
         if "dense" in self.dirty and index is not None:
             tmp = self.root / f"{DENSE_FILE}.g{gen}.tmp"
             index.write(tmp)
@@ -619,3 +622,24 @@ class StoreCore:
         for info in manifest["files"].values():
             info.pop("pending", None)
         atomic_write_json(self.root / MANIFEST, manifest)
+
+
+def copy_committed(core: StoreCore, handle: StoreBackend, staging: Path) -> None:
+    """Copy one committed generation of ``core``'s store into the empty directory ``staging``, with its manifest."""
+    import shutil
+
+    with core.reading(handle):
+        state = copy.deepcopy(core.state)
+        for name, info in state["files"].items():
+            shutil.copyfile(committed_path(core.root, name, info, verify=False), staging / name)
+            info.pop("pending", None)
+        shutil.copyfile(core.root / DATABASE, staging / DATABASE)
+    db_copy = staging / DATABASE
+    db = connect(db_copy)
+    try:  # the copy's committed state names no temporary files
+        db.execute("UPDATE state SET value=? WHERE key='manifest'", (dumps(state),))
+    finally:
+        db.close()
+    manifest = json.loads(dumps(state))
+    manifest["files"][DATABASE] = {"sha256": sha256_file(db_copy), "bytes": db_copy.stat().st_size}
+    atomic_write_json(staging / MANIFEST, manifest)

@@ -20,6 +20,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import shutil
+import uuid
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -33,7 +35,7 @@ from rag_hier.encoders.dense import DEFAULT_MODEL, DenseEncoder
 from rag_hier.errors import DimensionMismatchError, StoreCorruptedError, StoreError
 from rag_hier.index.dense import DenseIndex, IndexConfig
 from rag_hier.store.contract import SIMILARITIES, Filters, Similarity
-from rag_hier.store.core import StoreCore, connect
+from rag_hier.store.core import StoreCore, connect, copy_committed
 from rag_hier.store.extensions.base import StoreExtension, extension_class
 from rag_hier.store.files import LOCK_FILE
 from rag_hier.store.filters import compile_filter
@@ -439,10 +441,41 @@ class HierStore:
             rowids = [r.rowid for r in self._core.records(cache=False) if predicate is None or predicate(r)]
             return self._writer().delete_rowids(rowids)
 
-    def delete_all(self) -> int:
-        """Delete every passage and document (ids are still never reused)."""
+    def delete_all(self, *, forget_dimension: bool = False) -> int:
+        """Delete every passage and document (ids are still never reused); returns how many passages.
+
+        Args:
+            forget_dimension: Also forget the vector dimension (a store without an encoder), so vectors of
+                another size can be written next; the passage index is dropped and the extensions are rebuilt
+                empty with the same configuration (those that need passages to exist are removed).
+
+        """
         with self.batch():
-            return self._writer().delete_all()
+            return self._writer().delete_all(forget_dimension=forget_dimension)
+
+    def snapshot(self, target: str | Path) -> Path:
+        """Copy the committed store into the new directory ``target``, verified; returns ``target``.
+
+        The copy is one committed generation (taken under a read transaction, so a writer in another process
+        waits for it), holds only the files the store lists, and is checked by opening it before it takes the
+        place of ``target``, which must not exist or be an empty directory.
+        """
+        target = Path(target)
+        if target.exists() and (not target.is_dir() or any(target.iterdir())):
+            raise StoreError(f"cannot copy the store to {target}: it exists and is not an empty directory")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
+        staging.mkdir()
+        try:
+            copy_committed(self._core, self, staging)
+            HierStore.open(staging, read_only=True).close()  # counts and checksums
+            if target.exists():
+                target.rmdir()
+            staging.replace(target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return target
 
     def update_meta(self, passage_ids: Iterable[str], meta: Mapping[str, Any], *, merge: bool = True) -> int:
         """Merge (or replace, ``merge=False``) metadata of passages; returns how many were updated."""

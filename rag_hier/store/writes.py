@@ -7,6 +7,7 @@ the passage index and, through their hooks, the extensions; the batch commits al
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from rag_hier.encoders.dense import DenseEncoder
     from rag_hier.store.contract import StoreBackend
     from rag_hier.store.core import StoreCore
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["POLICIES", "WritePolicy", "WriteSummary", "Writer", "check_ids"]
 
@@ -378,11 +381,32 @@ class Writer:
         self.core.changed_docs.update(doc_ids)
         return n
 
-    def delete_all(self) -> int:
-        """Delete every passage and document; returns passages deleted."""
+    def delete_all(self, *, forget_dimension: bool = False) -> int:
+        """Delete every passage and document; returns passages deleted.
+
+        With ``forget_dimension`` (stores without an encoder), the vector dimension is forgotten too: the
+        passage index is dropped and every extension rebuilt empty from its configuration (one whose build
+        needs passages, like the cluster tree, is removed), so vectors of another size can be written next.
+        """
         rowids = [r for (r,) in self.db.execute("SELECT id FROM passages")]
         n = self.delete_rowids(rowids)
         self.db.execute("DELETE FROM documents")
+        if forget_dimension:
+            if self.store.encoder is not None:
+                raise StoreError(f"the store at {self.core.root} has an encoder: its dimension is that of the model")
+            self.core.state["dimension"] = None
+            self.core.indexes.pop("dense", None)
+            self.core.dirty.discard("dense")
+            for name, ext in list(self.core.extensions.items()):
+                fresh = type(ext).from_config(ext.config())
+                try:
+                    fresh.build(self.store)  # type: ignore[arg-type]
+                except StoreError as exc:
+                    logger.warning("%s: removing the %s extension (%s)", self.core.root, name, exc)
+                    del self.core.extensions[name]
+                    continue
+                self.core.extensions[name] = fresh
+                self.core.dirty_ext.add(name)
         return n
 
     # -- metadata -----------------------------------------------------------------------------------

@@ -14,7 +14,8 @@ from rag_hier.encoders.binarizer import TokenBinarizer
 from rag_hier.errors import StoreCorruptedError, StoreError
 from rag_hier.index.selection import top_k_rows
 from rag_hier.index.sparse import SparseRowIndex
-from rag_hier.index.token import TokenIndex, TokenIndexExtension
+from rag_hier.index.token import TokenIndex
+from rag_hier.store.extensions.token_index import TokenIndexExtension
 
 from .conftest import TEXTS
 
