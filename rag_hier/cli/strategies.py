@@ -56,8 +56,7 @@ def add_strategy_arguments(parser: argparse.ArgumentParser) -> None:
         "--strategy",
         choices=names,
         default="dense",
-        help="retrieval strategy (default dense): "
-        + "; ".join(f"{n}: {strategy(n).help}" for n in names),
+        help="retrieval strategy (default dense): " + "; ".join(f"{n}: {strategy(n).help}" for n in names),
     )
     group = parser.add_argument_group("strategy parameters (each applies to the strategies named in its help)")
     seen: dict[str, tuple[list[str], Any]] = {}
@@ -78,11 +77,22 @@ def add_strategy_arguments(parser: argparse.ArgumentParser) -> None:
         default_text = "" if f.default is None else f" (default {f.default!r})"
         if base is bool:
             if flag.startswith("--no-"):
-                group.add_argument(flag, dest=_dest(f), action="store_const", const=not f.default, default=None,
-                                   help=f"{where}: {f.metadata.get('help', '')}")
+                group.add_argument(
+                    flag,
+                    dest=_dest(f),
+                    action="store_const",
+                    const=not f.default,
+                    default=None,
+                    help=f"{where}: {f.metadata.get('help', '')}",
+                )
             else:
-                group.add_argument(flag, dest=_dest(f), action=argparse.BooleanOptionalAction, default=None,
-                                   help=f"{where}: {f.metadata.get('help', '')}{default_text}")
+                group.add_argument(
+                    flag,
+                    dest=_dest(f),
+                    action=argparse.BooleanOptionalAction,
+                    default=None,
+                    help=f"{where}: {f.metadata.get('help', '')}{default_text}",
+                )
             continue
         group.add_argument(
             flag,
@@ -163,7 +173,7 @@ def run_strategy(
         if hasattr(mod, "configure_search"):
             kwargs.update(mod.configure_search(name, store, args) or {})
     retriever = retriever_cls(store, params=params, **kwargs)
-    results = retriever.run(Queries(texts=queries), top_k=top_k, filters=filters, aggregate=aggregate)
+    results = retriever.run(Queries(texts=queries), top_k=top_k, filters=filters, aggregate=aggregate)  # type: ignore[arg-type]
     for mod in mods:
         if hasattr(mod, "after_search"):
             mod.after_search(name, store, retriever, args)

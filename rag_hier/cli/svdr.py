@@ -104,9 +104,9 @@ def add_index_arguments(parser: argparse.ArgumentParser) -> None:
 def after_index(store: Any, args: argparse.Namespace) -> str | None:
     """Attach or check the token index; encode E(d) with ``--svdr-vectors``."""
     from rag_hier.encoders.dense import DEFAULT_MODEL
+    from rag_hier.retrieval.svdr import encode_missing_vectors
     from rag_hier.store.extensions.svdr_vectors import SparseVectorExtension
     from rag_hier.store.extensions.token_index import TokenIndexExtension
-    from rag_hier.retrieval.svdr import encode_missing_vectors
 
     lines: list[str] = []
     has_tokens = isinstance(store.extension(TokenIndexExtension.name), TokenIndexExtension)

@@ -13,7 +13,7 @@ __all__ = ["select_top_k", "top_k_rows"]
 
 
 def select_top_k(scores: np.ndarray, ids: np.ndarray, k: int, *, secondary: np.ndarray | None = None) -> np.ndarray:
-    """Positions of the ``k`` best entries, best first: by ``scores`` (desc), then ``secondary`` (desc), then ``ids`` (asc).
+    """Positions of the ``k`` best entries, best first: by score, then ``secondary`` (both descending), then id.
 
     Only entries at or above the ``k``-th score are sorted, so the cost is linear in ``len(scores)`` plus a sort of
     about ``k`` entries. Non-finite scores (``-inf``) are never selected.

@@ -28,12 +28,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
 
-from rag_hier.errors import StoreCorruptedError, StoreError
+from rag_hier.errors import StoreCorruptedError
 from rag_hier.index.selection import top_k_rows
 
 logger = logging.getLogger(__name__)

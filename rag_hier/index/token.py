@@ -24,16 +24,16 @@ Example:
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
 
 from rag_hier.encoders.binarizer import TokenBinarizer
 from rag_hier.encoders.dense import DEFAULT_MODEL
-from rag_hier.errors import StoreCorruptedError, StoreError
+from rag_hier.errors import StoreCorruptedError
 from rag_hier.index.sparse import SearchMethod, SparseRowIndex
 
 logger = logging.getLogger(__name__)

@@ -1,6 +1,8 @@
-"""Retrieval strategies over a store, all on one contract (:mod:`rag_hier.retrieval.base`), found by name in one
-registry (:mod:`rag_hier.retrieval.registry`): ``dense``, ``hierarchical`` (DHR), ``tree`` (HCE), ``svdr-*``
-(SVDR), ``sparse-embedding`` and ``fusion`` (hybrid). Each returns ranked :class:`Hit` lists.
+"""Retrieval strategies over a store, each returning ranked :class:`Hit` lists.
+
+All share one contract (:mod:`rag_hier.retrieval.base`) and are found by name in one registry
+(:mod:`rag_hier.retrieval.registry`): ``dense``, ``hierarchical`` (DHR), ``tree`` (HCE), ``svdr-*`` (SVDR),
+``sparse-embedding`` and ``fusion`` (hybrid).
 """
 
 from rag_hier.retrieval.base import (

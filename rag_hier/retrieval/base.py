@@ -75,7 +75,7 @@ class ParameterError(RagHierError, ValueError):
 def param(
     default: Any,
     *,
-    help: str,  # noqa: A002 - the argparse word
+    help: str,
     minimum: float | None = None,
     maximum: float | None = None,
     flag: str | None = None,
@@ -132,7 +132,9 @@ class RetrieverParams:
         """A copy with ``changes`` (validated)."""
         unknown = sorted(set(changes) - set(self.field_names()))
         if unknown:
-            raise ParameterError(f"unknown parameter(s) {', '.join(unknown)}; expected among {', '.join(self.field_names())}")
+            raise ParameterError(
+                f"unknown parameter(s) {', '.join(unknown)}; expected among {', '.join(self.field_names())}"
+            )
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
@@ -316,9 +318,13 @@ class Retriever(ABC, Generic[Q]):
     over_vectors: ClassVar[bool] = True
     """Whether candidates are passages with dense vectors (``False``: every passage, e.g. token search)."""
 
-    def __init__(self, store: StoreBackend, params: RetrieverParams | Mapping[str, Any] | None = None, **kwargs: Any):
+    def __init__(
+        self, store: StoreBackend, params: RetrieverParams | Mapping[str, Any] | None = None, **kwargs: Any
+    ) -> None:
         if params is None or isinstance(params, Mapping):
-            resolved = self.Params.from_mapping({**dict(params or {}), **kwargs}, where=f"{self.name or type(self).__name__}")
+            resolved = self.Params.from_mapping(
+                {**dict(params or {}), **kwargs}, where=f"{self.name or type(self).__name__}"
+            )
         elif isinstance(params, self.Params):
             resolved = params.replace(**kwargs) if kwargs else params
         else:
@@ -332,7 +338,9 @@ class Retriever(ABC, Generic[Q]):
         return self.dense_vectors(queries)  # type: ignore[return-value]
 
     @abstractmethod
-    def rank(self, queries: Q, k: int, allowed: np.ndarray | None, *, min_documents: int | None = None) -> list[Ranking]:
+    def rank(
+        self, queries: Q, k: int, allowed: np.ndarray | None, *, min_documents: int | None = None
+    ) -> list[Ranking]:
         """The best ``k`` (or fewer) candidates of each query among ``allowed`` rowids (``None``: all).
 
         ``min_documents`` is set when documents are being ranked (MaxP): a strategy that limits its candidates
@@ -363,8 +371,8 @@ class Retriever(ABC, Generic[Q]):
         return vectors
 
     def select(self, queries: Q, rows: Sequence[int]) -> Q:
-        """The prepared queries at ``rows`` (for widening part of a batch)."""
-        return queries[list(rows)]  # type: ignore[index,no-any-return]
+        """The prepared queries at ``rows`` (for widening part of a batch; default: array indexing)."""
+        return queries[list(rows)]  # type: ignore[index]
 
     # -- searching ------------------------------------------------------------------------------------
     @overload
@@ -419,7 +427,9 @@ class Retriever(ABC, Generic[Q]):
             return [QueryResult([], {}) for _ in range(n_queries)]
         if aggregate == "passage":
             rankings = self.rank(prepared, min(top_k, pool), allowed)
-            return [QueryResult(hits, dict(r.stats)) for hits, r in zip(self._hits(rankings, top_k), rankings, strict=True)]
+            return [
+                QueryResult(hits, dict(r.stats)) for hits, r in zip(self._hits(rankings, top_k), rankings, strict=True)
+            ]
         # documents by their best passage: widen the passage search until top_k documents (or nothing more)
         out: list[QueryResult | None] = [None] * n_queries
         todo = list(range(n_queries))
@@ -441,8 +451,8 @@ class Retriever(ABC, Generic[Q]):
     def _hits(self, rankings: Sequence[Ranking], top_k: int) -> list[list[Hit]]:
         """Sorted, cut to ``top_k`` and turned into hits with one read of the store."""
         orders = [select_top_k(r.scores, r.rowids, top_k) for r in rankings]
-        wanted = np.concatenate([r.rowids[o] for r, o in zip(rankings, orders, strict=True)]) if rankings else []
-        records = self.store.records(np.asarray(wanted, dtype=np.int64).tolist())
+        wanted = [r.rowids[o] for r, o in zip(rankings, orders, strict=True)]
+        records = self.store.records(np.concatenate(wanted).astype(np.int64).tolist() if wanted else [])
         out: list[list[Hit]] = []
         for ranking, order in zip(rankings, orders, strict=True):
             hits: list[Hit] = []

@@ -49,7 +49,9 @@ def _spread(ids: np.ndarray, rows: np.ndarray, values: np.ndarray, missing: floa
     return out
 
 
-def _rrf(lists: Sequence[tuple[np.ndarray, np.ndarray]], weights: Sequence[float], rrf_k: int) -> tuple[np.ndarray, np.ndarray]:
+def _rrf(
+    lists: Sequence[tuple[np.ndarray, np.ndarray]], weights: Sequence[float], rrf_k: int
+) -> tuple[np.ndarray, np.ndarray]:
     ids = _union(lists)
     fused = np.zeros(ids.shape[0])
     for (rows, _), w in zip(lists, weights, strict=True):
@@ -60,7 +62,9 @@ def _rrf(lists: Sequence[tuple[np.ndarray, np.ndarray]], weights: Sequence[float
 def _scaled_sum(
     scale: Callable[[np.ndarray], np.ndarray],
 ) -> FusionFn:
-    def fuse(lists: Sequence[tuple[np.ndarray, np.ndarray]], weights: Sequence[float], rrf_k: int) -> tuple[np.ndarray, np.ndarray]:
+    def fuse(
+        lists: Sequence[tuple[np.ndarray, np.ndarray]], weights: Sequence[float], rrf_k: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         ids = _union(lists)
         fused = np.zeros(ids.shape[0])
         for (rows, scores), w in zip(lists, weights, strict=True):
@@ -82,7 +86,9 @@ def _dbsf(scores: np.ndarray) -> np.ndarray:
     return np.clip((scores - (mu - 3 * sd)) / (6 * sd), 0.0, 1.0)
 
 
-def _convex(lists: Sequence[tuple[np.ndarray, np.ndarray]], weights: Sequence[float], rrf_k: int) -> tuple[np.ndarray, np.ndarray]:
+def _convex(
+    lists: Sequence[tuple[np.ndarray, np.ndarray]], weights: Sequence[float], rrf_k: int
+) -> tuple[np.ndarray, np.ndarray]:
     ids = _union(lists)
     fused = np.zeros(ids.shape[0])
     for (rows, scores), w in zip(lists, weights, strict=True):
@@ -116,7 +122,9 @@ class FusionParams(RetrieverParams):
     method: str = param("rrf", help="fusion function: rrf, relative_score, dbsf or convex", flag="--fusion")
     weights: tuple[float, ...] = param((), help="one weight per component (default: all 1)", flag="--fusion-weights")
     rrf_k: int = param(60, help="rrf: the rank constant k", minimum=1)
-    depth: int = param(100, help="candidates taken from each component (at least top_k)", minimum=1, flag="--fusion-depth")
+    depth: int = param(
+        100, help="candidates taken from each component (at least top_k)", minimum=1, flag="--fusion-depth"
+    )
     depths: tuple[int, ...] = param((), help="candidates per component (overrides depth)", cli=False)
 
 
@@ -129,7 +137,8 @@ class FusionRetriever(Retriever[list[Any]]):
         components: Ready retrievers to fuse instead of ``params.strategies`` (their names label the scores).
 
     Example:
-        >>> FusionRetriever(store, strategies=("dense", "svdr-lexical"), method="rrf").search("tides", top_k=5)  # doctest: +SKIP
+        >>> fusion = FusionRetriever(store, strategies=("dense", "svdr-lexical"), method="rrf")  # doctest: +SKIP
+        >>> fusion.search("tides", top_k=5)  # doctest: +SKIP
 
     """
 
@@ -179,14 +188,18 @@ class FusionRetriever(Retriever[list[Any]]):
         """The queries at ``rows``, for every component."""
         return [c.select(q, rows) for c, q in zip(self.components, queries, strict=True)]
 
-    def rank(self, queries: list[Any], k: int, allowed: np.ndarray | None, *, min_documents: int | None = None) -> list[Ranking]:
+    def rank(
+        self, queries: list[Any], k: int, allowed: np.ndarray | None, *, min_documents: int | None = None
+    ) -> list[Ranking]:
         """Every component's candidates, fused."""
         p = self.params
         weights = p.weights or (1.0,) * len(self.components)
         per_component = []
         for j, (comp, q) in enumerate(zip(self.components, queries, strict=True)):
             depth = max(k, p.depths[j] if p.depths else p.depth)
-            per_component.append(comp.rank(q, min(depth, max(comp.candidates(), 1)), allowed, min_documents=min_documents))
+            per_component.append(
+                comp.rank(q, min(depth, max(comp.candidates(), 1)), allowed, min_documents=min_documents)
+            )
         fuse = FUSIONS[p.method]
         out = []
         for i in range(len(per_component[0])):
@@ -201,7 +214,11 @@ class FusionRetriever(Retriever[list[Any]]):
             ids, fused = fuse(lists, weights, p.rrf_k)
             components = {"fused": fused}
             for label, (rows, scores) in zip(self.labels, lists, strict=True):
-                components[label] = _spread(ids, np.sort(rows), scores[np.argsort(rows)], np.nan) if rows.size else np.full(ids.shape[0], np.nan)
+                components[label] = (
+                    _spread(ids, np.sort(rows), scores[np.argsort(rows)], np.nan)
+                    if rows.size
+                    else np.full(ids.shape[0], np.nan)
+                )
             out.append(Ranking(ids, fused, components=components))
         return out
 

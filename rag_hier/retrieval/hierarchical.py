@@ -3,7 +3,8 @@
 Liu et al., "Dense Hierarchical Retrieval for Open-Domain Question Answering" (Findings of EMNLP 2021).
 A query is answered in two stages over one store:
 
-1. **document level**: the top-``k1`` documents of the store's :class:`~rag_hier.store.extensions.doc_index.DocumentIndex`;
+1. **document level**: the top-``k1`` documents of the store's document index
+   (:class:`~rag_hier.store.extensions.doc_index.DocumentIndex`);
 2. **passage level**: only the passages of those documents are scored — their stored vectors are gathered
    and multiplied with the query (pools up to ``gather_max``), or searched through a FAISS id selector on
    the store's passage index (larger pools); no index is built per query,
@@ -319,4 +320,3 @@ class HierarchicalRetriever(Retriever[DualQueries]):
             todo = np.asarray(retry, dtype=np.int64)
             m = min(n_live, m * 4)
         return [r if r is not None else Ranking.empty() for r in out]
-

@@ -54,7 +54,7 @@ class StrategyEntry:
         """The retriever class (imported now if registered by path)."""
         if isinstance(self.target, str):
             module, _, cls = self.target.partition(":")
-            return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
+            return getattr(importlib.import_module(module), cls)
         return self.target
 
     @property
@@ -87,7 +87,7 @@ _ENTRIES: dict[str, StrategyEntry] = {}
 def register_strategy(
     name: str,
     target: type[Retriever[Any]] | str,
-    help: str,  # noqa: A002 - the argparse word
+    help: str,
     *,
     fixed: Mapping[str, Any] | None = None,
     extensions: tuple[str, ...] = (),
@@ -116,7 +116,9 @@ def strategy(name: str) -> StrategyEntry:
         raise ParameterError(f"unknown strategy {name!r}; known: {', '.join(_ENTRIES)}") from None
 
 
-def strategy_params(name: str, values: Mapping[str, Any] | None = None, *, where: str = "strategy parameters") -> RetrieverParams:
+def strategy_params(
+    name: str, values: Mapping[str, Any] | None = None, *, where: str = "strategy parameters"
+) -> RetrieverParams:
     """The validated parameters of strategy ``name`` from user values."""
     return strategy(name).parse(values, where=where)
 
@@ -136,7 +138,9 @@ def build_retriever(
 
 
 # -- the built-in strategies: one line each -------------------------------------------------------------
-register_strategy("dense", "rag_hier.retrieval.dense:DenseRetriever", "dense passage search (exact or ANN per the store's index)")
+register_strategy(
+    "dense", "rag_hier.retrieval.dense:DenseRetriever", "dense passage search (exact or ANN per the store's index)"
+)
 register_strategy(
     "hierarchical",
     "rag_hier.retrieval.hierarchical:HierarchicalRetriever",
@@ -150,10 +154,16 @@ register_strategy(
     extensions=("tree",),
 )
 register_strategy(
-    "svdr-full", "rag_hier.retrieval.svdr:SvdrRetriever", "SVDR full search <E(q),E(d)> (missing E(d) encoded first)", fixed={"mode": "full"}
+    "svdr-full",
+    "rag_hier.retrieval.svdr:SvdrRetriever",
+    "SVDR full search <E(q),E(d)> (missing E(d) encoded first)",
+    fixed={"mode": "full"},
 )
 register_strategy(
-    "svdr-alpha", "rag_hier.retrieval.svdr:SvdrRetriever", "SVDR alpha search <T(q),E(d)>: no query encoding", fixed={"mode": "alpha"}
+    "svdr-alpha",
+    "rag_hier.retrieval.svdr:SvdrRetriever",
+    "SVDR alpha search <T(q),E(d)>: no query encoding",
+    fixed={"mode": "alpha"},
 )
 register_strategy(
     "svdr-beta",

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from rag_hier.encoders.binarizer import TokenBinarizer
     from rag_hier.encoders.vocab import VocabEncoder
     from rag_hier.retrieval.hit import Hit
-    from rag_hier.store.store import HierStore
+    from rag_hier.store.contract import StoreBackend
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ SvdrMode = Literal["full", "alpha", "beta", "beta-rerank", "lexical"]
 SVDR_MODES: tuple[str, ...] = ("full", "alpha", "beta", "beta-rerank", "lexical")
 
 
-def default_vocab_model(store: HierStore) -> str:
+def default_vocab_model(store: StoreBackend) -> str:
     """The vocabulary encoder a store implies: its dense model, else its token index's, else the default."""
     if store.encoder is not None:
         return store.encoder.model_name
@@ -83,7 +83,7 @@ def default_vocab_model(store: HierStore) -> str:
     return DEFAULT_MODEL
 
 
-def save_vectors(store: HierStore, encoder: VocabEncoder, ids: np.ndarray, rows: sp.csr_matrix) -> int:
+def save_vectors(store: StoreBackend, encoder: VocabEncoder, ids: np.ndarray, rows: sp.csr_matrix) -> int:
     """Add E(d) rows to the store's ``svdr-vectors`` extension (created if absent) and commit.
 
     Rows of passages no longer in the store are dropped. If the extension holds vectors of another
@@ -94,7 +94,7 @@ def save_vectors(store: HierStore, encoder: VocabEncoder, ids: np.ndarray, rows:
     if isinstance(ext, SparseVectorExtension) and ext.fingerprint != fingerprint:
         logger.warning(
             "%s holds SVDR vectors of another encoder (%s); not caching vectors of %s",
-            store.path,
+            store.location,
             ext.model,
             encoder.model_name,
         )
@@ -118,7 +118,7 @@ def save_vectors(store: HierStore, encoder: VocabEncoder, ids: np.ndarray, rows:
 
 
 def encode_missing_vectors(
-    store: HierStore,
+    store: StoreBackend,
     encoder: VocabEncoder,
     *,
     batch_passages: int = 2048,
@@ -134,7 +134,7 @@ def encode_missing_vectors(
     if isinstance(ext, SparseVectorExtension):
         if ext.fingerprint != encoder.fingerprint:
             raise StoreError(
-                f"{store.path} holds SVDR vectors of another encoder ({ext.model}); remove the "
+                f"{store.location} holds SVDR vectors of another encoder ({ext.model}); remove the "
                 f"'{SparseVectorExtension.name}' extension first to encode with {encoder.model_name}"
             )
         have = ext.index.ids()
@@ -189,7 +189,7 @@ class SvdrRetriever(Retriever[sp.csr_matrix]):
 
     def __init__(
         self,
-        store: HierStore,
+        store: StoreBackend,
         mode: SvdrMode | None = None,
         params: SvdrParams | Mapping[str, Any] | None = None,
         *,
@@ -270,7 +270,7 @@ class SvdrRetriever(Retriever[sp.csr_matrix]):
             elif ext is not None:
                 logger.warning(
                     "%s holds SVDR vectors of another encoder (%s); %s keeps its own in memory",
-                    self.store.path,
+                    self.store.location,
                     ext.model,
                     self.encoder.model_name,
                 )
@@ -296,7 +296,7 @@ class SvdrRetriever(Retriever[sp.csr_matrix]):
                 if save_vectors(self.store, self.encoder, ids, rows):
                     return
             except StoreError as exc:
-                logger.warning("could not cache SVDR vectors in %s: %s", self.store.path, exc)
+                logger.warning("could not cache SVDR vectors in %s: %s", self.store.location, exc)
         self._memory_index(fingerprint).add(ids, rows)
         pending = self.unsaved.setdefault(fingerprint, ([], []))
         pending[0].append(np.asarray(ids, dtype=np.int64))
@@ -320,7 +320,7 @@ class SvdrRetriever(Retriever[sp.csr_matrix]):
             if self.mode in ("full", "alpha") and not self.encode_missing:
                 raise StoreError(
                     f"{self.mode} search needs E(d) of every passage; {missing.size} of {rowids.size} are missing "
-                    f"in {self.store.path} (encode them with `rag-hier index ... --svdr-vectors` or "
+                    f"in {self.store.location} (encode them with `rag-hier index ... --svdr-vectors` or "
                     "encode_missing_vectors(), or pass encode_missing=True)"
                 )
             if self.mode in ("full", "alpha"):

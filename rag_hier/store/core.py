@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import json
 import logging
 import os
@@ -39,7 +40,8 @@ import numpy as np
 
 from rag_hier.errors import StoreCorruptedError, StoreError
 from rag_hier.index.dense import DenseIndex, IndexConfig
-from rag_hier.store.extensions.base import StoreExtension, extension_class
+from rag_hier.store.contract import StoreExtension
+from rag_hier.store.extensions.base import extension_class
 from rag_hier.store.files import WriterLock, atomic_write_json, fsync_dir, fsync_file, regular_file, sha256_file
 from rag_hier.store.records import PassageRecord, iter_records
 from rag_hier.store.schema import check_schema, dumps
@@ -184,9 +186,7 @@ class StoreCore:
     # loading
     # ------------------------------------------------------------------------------------------------
     @classmethod
-    def load(
-        cls, root: Path, handle: StoreBackend, attach: Callable[[StoreCore], None], *, verify: bool
-    ) -> StoreCore:
+    def load(cls, root: Path, handle: StoreBackend, attach: Callable[[StoreCore], None], *, verify: bool) -> StoreCore:
         """Open a store directory: check the schema, the state against the manifest, sizes, checksums, counts."""
         manifest_path = root / MANIFEST
         if regular_file(manifest_path) is None:
@@ -286,7 +286,7 @@ class StoreCore:
             if keep and old is not None and previous.get(f"ext:{name}") == (ext_info.get("config"), digests):
                 extensions[name] = old
                 continue
-            extensions[name] = retrying(lambda n=name, i=ext_info: self._load_extension(n, i, handle, verify=verify))
+            extensions[name] = retrying(functools.partial(self._load_extension, name, ext_info, handle, verify=verify))
         unknown = set(files) - allowed
         if unknown:
             raise StoreCorruptedError(f"{self.root / MANIFEST}: files {sorted(unknown)} belong to no index")
@@ -301,15 +301,17 @@ class StoreCore:
         try:
             ext = cls.from_config(info.get("config", {}))
         except (TypeError, ValueError) as exc:
-            raise StoreCorruptedError(f"{self.root / MANIFEST}: extension {name!r} has a bad configuration ({exc})") from exc
+            raise StoreCorruptedError(
+                f"{self.root / MANIFEST}: extension {name!r} has a bad configuration ({exc})"
+            ) from exc
         paths = {}
         for fname in info.get("files", []):
             file_info = self.state["files"].get(fname)
             if file_info is None:
                 raise StoreCorruptedError(f"{self.root / MANIFEST}: extension {name!r} file {fname} is not recorded")
             paths[fname] = committed_path(self.root, fname, file_info, verify=verify)
-        ext.load(handle, paths)  # type: ignore[arg-type]
-        ext.verify(handle)  # type: ignore[arg-type]
+        ext.load(handle, paths)
+        ext.verify(handle)
         return ext
 
     def count_rows(self) -> dict[str, int]:
@@ -569,7 +571,7 @@ class StoreCore:
         if self.changed_docs:
             changed, self.changed_docs = self.changed_docs, set()
             for name, ext in self.extensions.items():
-                ext.on_documents_changed(handle, changed)  # type: ignore[arg-type]
+                ext.on_documents_changed(handle, changed)
                 self.dirty_ext.add(name)
         gen = self.generation + 1
         files = {k: {kk: vv for kk, vv in v.items() if kk != "pending"} for k, v in self.state["files"].items()}

@@ -1,4 +1,4 @@
-"""Stored passages as typed records, and the reads that return them.
+"""Stored passages as typed records, the reads that return them, and search results (:class:`Hit`).
 
 A :class:`PassageRecord` is what the store holds about one passage (text, document, position, title path,
 metadata, extras, whether it has a dense vector) plus its *rowid*: the SQLite row id that is also its FAISS
@@ -11,20 +11,35 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
 from rag_hier.corpus.model import Passage
 from rag_hier.store.schema import PASSAGE_COLUMNS, rows_in
 
-__all__ = ["PassageRecord", "iter_records", "record_from_row", "records_by_rowid"]
+__all__ = [
+    "POLICIES",
+    "Hit",
+    "PassageRecord",
+    "QueryResult",
+    "WritePolicy",
+    "WriteSummary",
+    "iter_records",
+    "record_from_row",
+    "records_by_rowid",
+]
 
-_ALIASES = {"content": "text", "id": "passage_id", "_rowid": "rowid", "_has_vector": "has_vector"}
+WritePolicy = Literal["upsert", "skip", "fail"]
+"""What a write does with ids already stored: replace them, keep them, or fail."""
+POLICIES: tuple[str, ...] = ("upsert", "skip", "fail")
+
+_ALIASES = {"content": "text", "id": "passage_id"}
 _KEYS = ("id", "doc_id", "content", "text", "position", "section", "title_path", "meta", "extra")
+"""The mapping view's keys (``content`` is Haystack's name for the text)."""
 
 
 @dataclass(frozen=True, slots=True)
-class PassageRecord:
+class PassageRecord(Mapping[str, Any]):
     """One stored passage.
 
     Args:
@@ -54,24 +69,15 @@ class PassageRecord:
 
     # -- the mapping view that filters and integrations read ------------------------------------------
     def __getitem__(self, key: str) -> Any:
-        try:
-            return getattr(self, _ALIASES.get(key, key))
-        except AttributeError:
-            raise KeyError(key) from None
+        if key not in _KEYS:
+            raise KeyError(key)
+        return getattr(self, _ALIASES.get(key, key))
 
-    def get(self, key: str, default: Any = None) -> Any:
-        """Mapping-style access (``id``, ``doc_id``, ``content``/``text``, ``position``, ``meta``, ...)."""
-        try:
-            return self[key]
-        except KeyError:
-            return default
+    def __iter__(self) -> Iterator[str]:
+        return iter(_KEYS)
 
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and key in _KEYS
-
-    def keys(self) -> tuple[str, ...]:
-        """The keys of the mapping view."""
-        return _KEYS
+    def __len__(self) -> int:
+        return len(_KEYS)
 
     def to_passage(self) -> Passage:
         """The :class:`~rag_hier.corpus.model.Passage` this record stores (metadata copied)."""
@@ -125,3 +131,89 @@ def records_by_rowid(db: sqlite3.Connection, rowids: Iterable[int]) -> dict[int,
         row[0]: record_from_row(row)
         for row in rows_in(db, f"SELECT {PASSAGE_COLUMNS} FROM passages WHERE id IN ({{marks}})", ids)
     }
+
+
+# ----------------------------------------------------------------------------------------------------
+# search results: one Hit type for every strategy
+# ----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Hit:
+    """One ranked result.
+
+    Args:
+        passage_id: ``<doc_id>#<n>`` (or the id the passage was written with).
+        doc_id: The parent document's id.
+        text: The passage text.
+        title_path: Document title, then section titles.
+        meta: The passage's metadata.
+        score: The ranking score (higher is better).
+        rank: 1-based rank in its result list.
+        position: The passage's index within its document.
+        scores: Component scores of strategies that combine several; the keys are documented per
+            strategy (``hierarchical``: ``passage``, ``document``, ``fused``; ``svdr-*``: ``beta``, ``rerank``,
+            ``full``, ``alpha``, ``lexical``; ``fusion``: the component strategies' names and ``fused``).
+            Empty for single-score strategies (``dense``, ``tree``).
+        rowid: The passage's store rowid (its FAISS id, never reused).
+        extra: Integration payloads stored with the passage (a framework's node or document fields).
+
+    """
+
+    passage_id: str
+    doc_id: str
+    text: str
+    title_path: tuple[str, ...]
+    meta: Mapping[str, Any]
+    score: float
+    rank: int
+    position: int = 0
+    scores: Mapping[str, float] = field(default_factory=dict)
+    rowid: int = -1
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def with_rank(self, rank: int) -> Hit:
+        """The same hit at another rank."""
+        return replace(self, rank=rank)
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """One query's ranked hits and what the search measured.
+
+    Args:
+        hits: Ranked hits.
+        stats: Per-query facts a strategy reports (documented per strategy), e.g. ``passages_scored`` and
+            ``fraction_scored`` (tree: the passages whose vectors were compared with the query, and their share
+            of the collection) or ``documents_searched`` (hierarchical).
+
+    """
+
+    hits: list[Hit]
+    stats: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WriteSummary:
+    """What a write changed.
+
+    Args:
+        documents_added: Documents that were new.
+        documents_updated: Stored documents whose passages changed.
+        documents_unchanged: Stored documents written again as they were.
+        documents_skipped: Stored documents left alone (``policy="skip"``).
+        documents_empty: Documents that yielded no passage (no text): stored with their title and metadata only.
+        passages_added: Passages inserted (new or replacing changed ones).
+        passages_removed: Passages deleted (replaced or vanished).
+        passages_unchanged: Passages kept with their vectors (not re-encoded).
+        encoded: Passages encoded by the store's model.
+
+    """
+
+    documents_added: int = 0
+    documents_updated: int = 0
+    documents_unchanged: int = 0
+    documents_skipped: int = 0
+    documents_empty: int = 0
+    passages_added: int = 0
+    passages_removed: int = 0
+    passages_unchanged: int = 0
+    encoded: int = 0

@@ -73,7 +73,9 @@ def _expected_objects() -> dict[tuple[str, str], str | None]:
         try:
             mem.executescript(SCHEMA)
             # sqlite_sequence appears with the first AUTOINCREMENT insert
-            mem.execute("INSERT INTO passages(passage_id, doc_id, position, text, content_hash) VALUES ('', '', 0, '', '')")
+            mem.execute(
+                "INSERT INTO passages(passage_id, doc_id, position, text, content_hash) VALUES ('', '', 0, '', '')"
+            )
             rows = mem.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
         finally:
             mem.close()

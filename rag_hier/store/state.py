@@ -195,6 +195,6 @@ def remove_stray_files(root: Path, keep: set[str]) -> int:
                 continue
             if entry.is_symlink() or entry.is_file(follow_symlinks=False):
                 with contextlib.suppress(OSError):
-                    os.unlink(entry.path)
+                    Path(entry.path).unlink()
                     removed += 1
     return removed

@@ -25,7 +25,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import Any, overload
 
 import numpy as np
 
@@ -34,18 +34,15 @@ from rag_hier.corpus.model import Document, Passage
 from rag_hier.encoders.dense import DEFAULT_MODEL, DenseEncoder
 from rag_hier.errors import DimensionMismatchError, StoreCorruptedError, StoreError
 from rag_hier.index.dense import DenseIndex, IndexConfig
-from rag_hier.store.contract import SIMILARITIES, Filters, Similarity
+from rag_hier.store.contract import SIMILARITIES, Filters, Similarity, StoreExtension
 from rag_hier.store.core import StoreCore, connect, copy_committed
-from rag_hier.store.extensions.base import StoreExtension, extension_class
+from rag_hier.store.extensions.base import extension_class
 from rag_hier.store.files import LOCK_FILE
 from rag_hier.store.filters import compile_filter
-from rag_hier.store.records import PassageRecord, iter_records, records_by_rowid
+from rag_hier.store.records import Hit, PassageRecord, WritePolicy, WriteSummary, iter_records, records_by_rowid
 from rag_hier.store.schema import SCHEMA, dumps, query_in
 from rag_hier.store.state import DATABASE, DENSE_FILE, FORMAT_VERSION, MANIFEST
-from rag_hier.store.writes import WritePolicy, Writer, WriteSummary, check_ids
-
-if TYPE_CHECKING:
-    from rag_hier.retrieval.hit import Hit
+from rag_hier.store.writes import Writer, check_ids
 
 logger = logging.getLogger(__name__)
 
@@ -285,7 +282,7 @@ class HierStore:
         """How dense scores compare vectors: ``"cosine"`` (unit vectors) or ``"dot_product"``."""
         recorded = self._core.state.get("similarity")
         if recorded in SIMILARITIES:
-            return recorded  # type: ignore[no-any-return]
+            return recorded
         enc = self._core.state.get("encoder") or {}
         return "cosine" if enc.get("normalize_embeddings") else "dot_product"
 
@@ -590,8 +587,19 @@ class HierStore:
             row = db.execute("SELECT doc_id, title, meta, toc FROM documents WHERE doc_id=?", (doc_id,)).fetchone()
             if row is None:
                 return None
-            pids = [r for (r,) in db.execute("SELECT passage_id FROM passages WHERE doc_id=? ORDER BY position, id", (doc_id,))]
-        return {"doc_id": row[0], "title": row[1], "meta": json.loads(row[2]), "toc": json.loads(row[3]), "passage_ids": pids}
+            pids = [
+                r
+                for (r,) in db.execute(
+                    "SELECT passage_id FROM passages WHERE doc_id=? ORDER BY position, id", (doc_id,)
+                )
+            ]
+        return {
+            "doc_id": row[0],
+            "title": row[1],
+            "meta": json.loads(row[2]),
+            "toc": json.loads(row[3]),
+            "passage_ids": pids,
+        }
 
     def get_embeddings(self, passage_ids: Sequence[str]) -> list[np.ndarray | None]:
         """Vectors of passages as written (float64 when float32 could not hold them), ``None`` if absent."""
@@ -607,7 +615,9 @@ class HierStore:
             }
             need = [rows[p][0] for p in ids if p in rows and rows[p][1] and rows[p][2] is None]
             index = self._core.indexes.get("dense")
-            recon = dict(zip(need, index.reconstruct(np.asarray(need, np.int64)), strict=True)) if need and index else {}
+            recon = (
+                dict(zip(need, index.reconstruct(np.asarray(need, np.int64)), strict=True)) if need and index else {}
+            )
         out: list[np.ndarray | None] = []
         for p in ids:
             if p not in rows or not rows[p][1]:
@@ -707,10 +717,9 @@ class HierStore:
         with self._reading():
             index = self._core.indexes.get("dense")
             q = np.asarray(queries, dtype=np.float32)
-            live = len(index) if index is not None else 0
-            if live == 0:
+            if index is None or len(index) == 0:
                 return np.zeros((q.shape[0], 0), np.float32), np.zeros((q.shape[0], 0), np.int64)
-            return index.search(q, min(top_k, live), allowed_ids=allowed)
+            return index.search(q, min(top_k, len(index)), allowed_ids=allowed)
 
     def vectors(self, rowids: np.ndarray) -> np.ndarray:
         """The stored float32 vectors of ``rowids`` (each must have one)."""
@@ -729,7 +738,9 @@ class HierStore:
     ) -> list[Hit]: ...
     @overload
     def search(self, query: Sequence[str], top_k: int = 10, filters: Filters = None) -> list[list[Hit]]: ...
-    def search(self, query: str | Sequence[str], top_k: int = 10, filters: Filters = None) -> list[Hit] | list[list[Hit]]:
+    def search(
+        self, query: str | Sequence[str], top_k: int = 10, filters: Filters = None
+    ) -> list[Hit] | list[list[Hit]]:
         """Dense search: one query gives a ranked ``list[Hit]``, a list of queries a list of those.
 
         The ``dense`` strategy of :mod:`rag_hier.retrieval` (``DenseRetriever(store).search(...)``); other
@@ -737,5 +748,4 @@ class HierStore:
         """
         if _DEFAULT_SEARCH is None:  # pragma: no cover - rag_hier/__init__ imports the retrieval layer
             raise StoreError("import rag_hier.retrieval to search a store")
-        return _DEFAULT_SEARCH(self, query, top_k, filters)  # type: ignore[no-any-return]
-
+        return _DEFAULT_SEARCH(self, query, top_k, filters)

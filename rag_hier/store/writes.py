@@ -9,14 +9,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rag_hier.corpus.model import Document, Passage, split_document
 from rag_hier.errors import DimensionMismatchError, DuplicateIdError, StoreError
 from rag_hier.index.dense import DenseIndex
+from rag_hier.store.records import POLICIES, WritePolicy, WriteSummary
 from rag_hier.store.schema import dumps, hash_text, query_in
 
 if TYPE_CHECKING:
@@ -28,37 +28,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["POLICIES", "WritePolicy", "WriteSummary", "Writer", "check_ids"]
 
-WritePolicy = Literal["upsert", "skip", "fail"]
-POLICIES: tuple[str, ...] = ("upsert", "skip", "fail")
 _CONTROL = {chr(c) for c in range(32)} | {"\x7f"}
-
-
-@dataclass(frozen=True)
-class WriteSummary:
-    """What a write changed.
-
-    Args:
-        documents_added: Documents that were new.
-        documents_updated: Stored documents whose passages changed.
-        documents_unchanged: Stored documents written again as they were.
-        documents_skipped: Stored documents left alone (``policy="skip"``).
-        documents_empty: Documents that yielded no passage (no text): stored with their title and metadata only.
-        passages_added: Passages inserted (new or replacing changed ones).
-        passages_removed: Passages deleted (replaced or vanished).
-        passages_unchanged: Passages kept with their vectors (not re-encoded).
-        encoded: Passages encoded by the store's model.
-
-    """
-
-    documents_added: int = 0
-    documents_updated: int = 0
-    documents_unchanged: int = 0
-    documents_skipped: int = 0
-    documents_empty: int = 0
-    passages_added: int = 0
-    passages_removed: int = 0
-    passages_unchanged: int = 0
-    encoded: int = 0
 
 
 def check_ids(ids: Any, what: str) -> list[str]:
@@ -82,7 +52,7 @@ def _check_id(value: Any, what: str) -> None:
 def _policy(policy: Any) -> WritePolicy:
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {', '.join(POLICIES)}; got {policy!r}")
-    return policy  # type: ignore[no-any-return]
+    return policy
 
 
 class Writer:
@@ -262,7 +232,9 @@ class Writer:
         items = [items[i] for i in idx]
         vecs = [vecs[i] for i in idx]
         db = self.db
-        stored = set(query_in(db, "SELECT passage_id FROM passages WHERE passage_id IN ({marks})", [p.id for p in items]))
+        stored = set(
+            query_in(db, "SELECT passage_id FROM passages WHERE passage_id IN ({marks})", [p.id for p in items])
+        )
         if policy == "fail" and stored:
             raise DuplicateIdError(f"passage id {sorted(stored)[0]!r} is already stored")
         if policy == "skip":
@@ -335,13 +307,21 @@ class Writer:
             self.core.dirty.add("dense")
         self.core.changed_docs.update(p.doc_id for p in passages)
         for name, ext in self.core.extensions.items():
-            ext.on_passages_added(self.store, rowids, passages, mat if len(with_vec) == len(passages) else None)  # type: ignore[arg-type]
+            ext.on_passages_added(self.store, rowids, passages, mat if len(with_vec) == len(passages) else None)
             self.core.dirty_ext.add(name)
 
     def _update_passage_fields(self, rowid: int, p: Passage) -> None:
         self.db.execute(
             "UPDATE passages SET position=?, section=?, title_path=?, text=?, meta=?, extra=? WHERE id=?",
-            (p.position, p.section, dumps(list(p.title_path)), p.text, dumps(dict(p.meta)), dumps(dict(p.extra)), rowid),
+            (
+                p.position,
+                p.section,
+                dumps(list(p.title_path)),
+                p.text,
+                dumps(dict(p.meta)),
+                dumps(dict(p.extra)),
+                rowid,
+            ),
         )
 
     # -- deletes ------------------------------------------------------------------------------------
@@ -350,7 +330,9 @@ class Writer:
         if not rowids:
             return 0
         db = self.db
-        self.core.changed_docs.update(query_in(db, "SELECT DISTINCT doc_id FROM passages WHERE id IN ({marks})", rowids))
+        self.core.changed_docs.update(
+            query_in(db, "SELECT DISTINCT doc_id FROM passages WHERE id IN ({marks})", rowids)
+        )
         with_vec = query_in(db, "SELECT id FROM passages WHERE has_vector=1 AND id IN ({marks})", rowids)
         query_in(db, "DELETE FROM passages WHERE id IN ({marks})", rowids)
         index = self.core.indexes.get("dense")
@@ -359,7 +341,7 @@ class Writer:
             self.core.dirty.add("dense")
         removed = np.asarray(rowids, dtype=np.int64)
         for name, ext in self.core.extensions.items():
-            ext.on_passages_removed(self.store, removed)  # type: ignore[arg-type]
+            ext.on_passages_removed(self.store, removed)
             self.core.dirty_ext.add(name)
         if drop_empty_documents:
             self.drop_empty_documents()
@@ -400,7 +382,7 @@ class Writer:
             for name, ext in list(self.core.extensions.items()):
                 fresh = type(ext).from_config(ext.config())
                 try:
-                    fresh.build(self.store)  # type: ignore[arg-type]
+                    fresh.build(self.store)
                 except StoreError as exc:
                     logger.warning("%s: removing the %s extension (%s)", self.core.root, name, exc)
                     del self.core.extensions[name]

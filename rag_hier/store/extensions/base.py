@@ -28,17 +28,11 @@ Writing one (a module in this folder, plus one line in :data:`KNOWN_EXTENSIONS`)
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
-
-import numpy as np
+from typing import TypeVar
 
 from rag_hier.errors import StoreCorruptedError
-
-if TYPE_CHECKING:
-    from rag_hier.corpus.model import Passage
-    from rag_hier.store.contract import StoreBackend as HierStore
+from rag_hier.store.contract import StoreExtension
 
 __all__ = ["KNOWN_EXTENSIONS", "StoreExtension", "extension_class", "register_extension"]
 
@@ -54,62 +48,6 @@ KNOWN_EXTENSIONS: dict[str, str] = {
 """Registry key → rag-hier module that defines it (imported on demand when a store names the key)."""
 
 E = TypeVar("E", bound="type[StoreExtension]")
-
-
-class StoreExtension:
-    """Base class of store extensions (all hooks are no-ops by default).
-
-    Subclasses set ``name`` and ``FILES`` and implement :meth:`files`, :meth:`write` and :meth:`load`, plus
-    the hooks they need. Hooks run inside the store's write transaction; raising aborts the whole write.
-    """
-
-    name: ClassVar[str] = ""
-    FILES: ClassVar[tuple[str, ...]] = ()
-    """Every file name the extension may own (what :meth:`files` returns is always a subset)."""
-
-    def config(self) -> dict[str, Any]:
-        """JSON-ready configuration, passed back to :meth:`from_config` when the store is opened."""
-        return {}
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> StoreExtension:
-        """Build an (empty) extension from :meth:`config`; :meth:`load` then reads its files."""
-        return cls(**dict(config))
-
-    def files(self) -> list[str]:
-        """File names (inside the store directory) this extension owns now."""
-        return list(self.FILES)
-
-    def write(self, paths: Mapping[str, Path]) -> None:
-        """Write the current state to ``paths`` (file name → temporary path to write)."""
-
-    def load(self, store: HierStore, paths: Mapping[str, Path]) -> None:
-        """Read the committed files (file name → path)."""
-
-    def build(self, store: HierStore) -> None:
-        """Populate from the passages already in ``store`` (called by :meth:`HierStore.add_extension`)."""
-
-    def on_passages_added(
-        self, store: HierStore, rowids: np.ndarray, passages: Sequence[Passage], vectors: np.ndarray | None
-    ) -> None:
-        """Passages were inserted under FAISS/SQLite ids ``rowids``.
-
-        ``vectors`` are their dense vectors, rows aligned with ``passages`` (``None`` unless every passage
-        came with one).
-        """
-
-    def on_passages_removed(self, store: HierStore, rowids: np.ndarray) -> None:
-        """Passages with these ids were deleted (ids are never reused)."""
-
-    def on_documents_changed(self, store: HierStore, doc_ids: set[str]) -> None:
-        """Just before a commit: these documents gained, lost or changed passages (or were deleted)."""
-
-    def verify(self, store: HierStore) -> None:
-        """Check consistency with the store after loading; raise StoreCorruptedError on a mismatch."""
-
-    def describe(self) -> dict[str, Any]:
-        """Runtime facts for ``rag-hier info``."""
-        return {}
 
 
 def register_extension(cls: E) -> E:

@@ -37,7 +37,7 @@ from rag_hier.store.extensions.base import StoreExtension, register_extension
 
 if TYPE_CHECKING:
     from rag_hier.corpus.model import Passage
-    from rag_hier.store.store import HierStore
+    from rag_hier.store.contract import StoreBackend
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class SparseEmbeddingExtension(StoreExtension):
         self.index = SparseRowIndex(1, binary=False)
 
     @classmethod
-    def of(cls, store: HierStore) -> SparseEmbeddingExtension | None:
+    def of(cls, store: StoreBackend) -> SparseEmbeddingExtension | None:
         """The store's extension, or ``None`` when it has none."""
         ext = store.extension(cls.name)
         return ext if isinstance(ext, SparseEmbeddingExtension) else None
@@ -203,7 +203,7 @@ class SparseEmbeddingExtension(StoreExtension):
         with Path(paths[self.FILE]).open("wb") as f:
             np.savez_compressed(f, **arrays)  # type: ignore[arg-type]
 
-    def load(self, store: HierStore, paths: Mapping[str, Path]) -> None:
+    def load(self, store: StoreBackend, paths: Mapping[str, Path]) -> None:
         """Read the rows and columns (``allow_pickle=False``), checking that they fit together."""
         path = paths[self.FILE]
         try:
@@ -226,7 +226,7 @@ class SparseEmbeddingExtension(StoreExtension):
         self.columns = columns.astype(np.int64)
         self.index = index
 
-    def build(self, store: HierStore) -> None:
+    def build(self, store: StoreBackend) -> None:
         """Read the sparse embedding of every stored passage."""
         self.columns = np.zeros(0, dtype=np.int64)
         self.index = SparseRowIndex(1, binary=False)
@@ -242,22 +242,22 @@ class SparseEmbeddingExtension(StoreExtension):
             )
 
     def on_passages_added(
-        self, store: HierStore, rowids: np.ndarray, passages: Sequence[Passage], vectors: np.ndarray | None
+        self, store: StoreBackend, rowids: np.ndarray, passages: Sequence[Passage], vectors: np.ndarray | None
     ) -> None:
         """Index the sparse embeddings the new passages carry."""
         self.index.remove(rowids)
         self._passage_rows(np.asarray(rowids, dtype=np.int64), [p.extra for p in passages], [p.id for p in passages])
 
-    def on_passages_removed(self, store: HierStore, rowids: np.ndarray) -> None:
+    def on_passages_removed(self, store: StoreBackend, rowids: np.ndarray) -> None:
         """Drop the rows of removed passages."""
         self.index.remove(rowids)
 
-    def verify(self, store: HierStore) -> None:
+    def verify(self, store: StoreBackend) -> None:
         """Every row belongs to a stored passage."""
         held = self.index.ids()
         if held.size and not np.isin(held, store.passage_rowids()).all():
             raise StoreCorruptedError(
-                f"{store.path / self.FILE}: holds sparse embeddings of passages that are not stored"
+                f"{store.location}/{self.FILE}: holds sparse embeddings of passages that are not stored"
             )
 
     def describe(self) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from rag_hier.store.extensions.base import StoreExtension, register_extension
 
 if TYPE_CHECKING:
     from rag_hier.corpus.model import Passage
-    from rag_hier.store.store import HierStore
+    from rag_hier.store.contract import StoreBackend
 
 logger = logging.getLogger(__name__)
 
@@ -61,38 +61,38 @@ class SparseVectorExtension(StoreExtension):
         """Compact and save the vectors."""
         self.index.save(paths[self.FILE])
 
-    def load(self, store: HierStore, paths: Mapping[str, Path]) -> None:
+    def load(self, store: StoreBackend, paths: Mapping[str, Path]) -> None:
         """Read the vectors."""
         index = SparseRowIndex.load(paths[self.FILE])
         if index.vocab_size != self.index.vocab_size or index.binary:
             raise StoreCorruptedError(f"{paths[self.FILE]}: does not match the extension's configuration")
         self.index = index
 
-    def build(self, store: HierStore) -> None:
+    def build(self, store: StoreBackend) -> None:
         """Keep only vectors of passages that are in ``store`` (nothing is encoded here)."""
         self.index.retain(_all_rowids(store))
 
     def on_passages_added(
-        self, store: HierStore, rowids: np.ndarray, passages: Sequence[Passage], vectors: np.ndarray | None
+        self, store: StoreBackend, rowids: np.ndarray, passages: Sequence[Passage], vectors: np.ndarray | None
     ) -> None:
         """New passages have no vector yet (a re-used id cannot occur, but drop one defensively)."""
         self.index.remove(rowids)
 
-    def on_passages_removed(self, store: HierStore, rowids: np.ndarray) -> None:
+    def on_passages_removed(self, store: StoreBackend, rowids: np.ndarray) -> None:
         """Drop the vectors of removed passages."""
         self.index.remove(rowids)
 
-    def verify(self, store: HierStore) -> None:
+    def verify(self, store: StoreBackend) -> None:
         """Every vector belongs to a stored passage."""
         held = self.index.ids()
         if held.size and not np.isin(held, _all_rowids(store)).all():
-            raise StoreCorruptedError(f"{store.path / self.FILE}: holds vectors of passages that are not stored")
+            raise StoreCorruptedError(f"{store.location}/{self.FILE}: holds vectors of passages that are not stored")
 
     def describe(self) -> dict[str, Any]:
         """Model, fingerprint prefix and size."""
         return {"model": self.model, "fingerprint": self.fingerprint[:16], **self.index.describe()}
 
 
-def _all_rowids(store: HierStore) -> np.ndarray:
+def _all_rowids(store: StoreBackend) -> np.ndarray:
     """Rowids of every passage of ``store`` (with or without a dense vector), ascending."""
     return np.asarray(store.passage_rowids(), dtype=np.int64)

@@ -28,14 +28,14 @@ from rag_hier.store.extensions.base import StoreExtension, register_extension
 
 if TYPE_CHECKING:
     from rag_hier.corpus.model import Passage
-    from rag_hier.store.store import HierStore
+    from rag_hier.store.contract import StoreBackend
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["TokenIndexExtension", "passage_texts"]
 
 
-def passage_texts(store: HierStore, rowids: np.ndarray, *, chunk: int = 4096) -> list[str]:
+def passage_texts(store: StoreBackend, rowids: np.ndarray, *, chunk: int = 4096) -> list[str]:
     """The :attr:`Passage.embedding_text` of each rowid, in order (an unknown rowid raises ``StoreError``)."""
     out: list[str] = []
     ids = np.asarray(rowids, dtype=np.int64)
@@ -45,7 +45,7 @@ def passage_texts(store: HierStore, rowids: np.ndarray, *, chunk: int = 4096) ->
         for r in part:
             rec = records.get(r)
             if rec is None:
-                raise StoreError(f"{store.path}: no passage with rowid {r}")
+                raise StoreError(f"{store.location}: no passage with rowid {r}")
             out.append(rec.embedding_text)
     return out
 
@@ -77,12 +77,12 @@ class TokenIndexExtension(StoreExtension):
         """The in-memory :class:`TokenIndex` (its tokenizer loads on first use)."""
 
     @classmethod
-    def of(cls, store: HierStore) -> TokenIndexExtension:
+    def of(cls, store: StoreBackend) -> TokenIndexExtension:
         """The store's token index extension (a clear error when it has none)."""
         ext = store.extension(cls.name)
         if not isinstance(ext, TokenIndexExtension):
             raise StoreError(
-                f"{store.path} has no token index; create one with `rag-hier index ... --token-index` "
+                f"{store.location} has no token index; create one with `rag-hier index ... --token-index` "
                 "or store.add_extension(TokenIndexExtension())"
             )
         return ext
@@ -99,11 +99,11 @@ class TokenIndexExtension(StoreExtension):
         """Compact and save the rows."""
         self.index.save(paths[self.FILE])
 
-    def load(self, store: HierStore, paths: Mapping[str, Path]) -> None:
+    def load(self, store: StoreBackend, paths: Mapping[str, Path]) -> None:
         """Read the rows (the tokenizer is loaded, and its fingerprint checked)."""
         self.index.load_rows(paths[self.FILE])
 
-    def build(self, store: HierStore) -> None:
+    def build(self, store: StoreBackend) -> None:
         """Tokenize every passage of ``store``."""
         rowids = np.asarray(store.passage_rowids(), dtype=np.int64)
         index = self.index
@@ -114,22 +114,22 @@ class TokenIndexExtension(StoreExtension):
             index.add_texts(part, passage_texts(store, part))
 
     def on_passages_added(
-        self, store: HierStore, rowids: np.ndarray, passages: Sequence[Passage], vectors: np.ndarray | None
+        self, store: StoreBackend, rowids: np.ndarray, passages: Sequence[Passage], vectors: np.ndarray | None
     ) -> None:
         """Tokenize the new passages."""
         self.index.add_texts(rowids, [p.embedding_text for p in passages])
 
-    def on_passages_removed(self, store: HierStore, rowids: np.ndarray) -> None:
+    def on_passages_removed(self, store: StoreBackend, rowids: np.ndarray) -> None:
         """Mask the removed passages (compacted when the file is next written)."""
         self.index.remove(rowids)
 
-    def verify(self, store: HierStore) -> None:
+    def verify(self, store: StoreBackend) -> None:
         """The index holds exactly the store's passages."""
         held = self.index.rows.ids()
         stored = np.asarray(store.passage_rowids(), dtype=np.int64)
         if held.shape != stored.shape or not np.array_equal(held, stored):
             raise StoreCorruptedError(
-                f"{store.path / self.FILE}: holds {held.shape[0]} passages, the store {stored.shape[0]} "
+                f"{store.location}/{self.FILE}: holds {held.shape[0]} passages, the store {stored.shape[0]} "
                 "(or different ones); remove and re-add the token-index extension"
             )
 
