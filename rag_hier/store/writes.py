@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["POLICIES", "WritePolicy", "WriteSummary", "Writer", "check_ids"]
+__all__ = ["MAX_NESTING", "POLICIES", "WritePolicy", "WriteSummary", "Writer", "check_ids", "check_nesting"]
 
 _CONTROL = {chr(c) for c in range(32)} | {"\x7f"}
 
@@ -40,6 +40,34 @@ def check_ids(ids: Any, what: str) -> list[str]:
         if not isinstance(i, str):
             raise TypeError(f"{what} must hold strings, got {type(i).__name__} {i!r:.80}")
     return list(dict.fromkeys(out))
+
+
+MAX_NESTING = 100
+"""Deepest nesting of lists and objects accepted in metadata and extras."""
+
+
+def check_nesting(value: Any, what: str, limit: int = MAX_NESTING) -> None:
+    """Refuse metadata nested deeper than ``limit`` levels (checked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, Mapping):
+            children: Iterable[Any] = node.values()
+        elif isinstance(node, list | tuple):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            raise StoreError(f"{what} is nested more than {limit} levels deep")
+        stack.extend((c, depth + 1) for c in children)
+
+
+def _check_json(value: Mapping[str, Any], what: str) -> None:
+    check_nesting(value, what)
+    try:
+        dumps(dict(value))
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"{what} cannot be stored as JSON ({exc})") from exc
 
 
 def _check_id(value: Any, what: str) -> None:
@@ -127,6 +155,7 @@ class Writer:
             if d.doc_id in existing and policy == "skip":
                 skipped += 1
                 continue
+            _check_json(d.metadata, f"metadata of document {d.doc_id!r}")
             passages = split_document(d, max_passage_words)
             if not passages:
                 empty += 1
@@ -220,6 +249,8 @@ class Writer:
                 raise TypeError(f"add_passages() takes Passage objects, got {type(p).__name__}")
             _check_id(p.id, "passage id")
             _check_id(p.doc_id, f"document id of passage {p.id!r}")
+            _check_json(p.meta, f"metadata of passage {p.id!r}")
+            _check_json(p.extra, f"extra of passage {p.id!r}")
         vecs = normalize_embeddings(embeddings, len(items), self.core.state.get("dimension"), self.core.root)
         if encode_missing is None:
             encode_missing = embeddings is None and self.store.encoder is not None
@@ -395,7 +426,7 @@ class Writer:
     def update_meta(self, passage_ids: Sequence[str], meta: Mapping[str, Any], *, merge: bool) -> int:
         """Merge (or replace) passage metadata; returns how many passages were updated."""
         payload = dict(meta)
-        dumps(payload)  # not JSON-serializable: fail before changing anything
+        _check_json(payload, "meta")  # fail before changing anything
         n = 0
         for rowid, old in query_in(self.db, "SELECT id, meta FROM passages WHERE passage_id IN ({marks})", passage_ids):
             new = {**json.loads(old), **payload} if merge else payload

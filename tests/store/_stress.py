@@ -33,8 +33,16 @@ def writer(path: str, out: str, n_writes: int) -> None:
                 store.delete_documents([f"d{victim}"])
                 log.write(json.dumps({"op": "delete", "doc": victim}) + "\n")
             else:
-                passages = [Passage(f"d{doc}#{k}", f"d{doc}", k, f"word{doc % 13} text {doc} part {k}",
-                                    meta={"g": doc % 5, "doc": doc}) for k in range(2)]
+                passages = [
+                    Passage(
+                        f"d{doc}#{k}",
+                        f"d{doc}",
+                        k,
+                        f"word{doc % 13} text {doc} part {k}",
+                        meta={"g": doc % 5, "doc": doc},
+                    )
+                    for k in range(2)
+                ]
                 store.add_passages(passages, np.stack([vector(doc, k) for k in range(2)]))
                 log.write(json.dumps({"op": "add", "doc": doc}) + "\n")
             log.flush()

@@ -51,7 +51,9 @@ def test_writer_and_readers_in_separate_processes(tmp_path: Path) -> None:
     stop = tmp_path / "stop"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     readers = [
-        subprocess.Popen([sys.executable, str(WORKER), "reader", str(path), str(tmp_path / f"r{i}.json"), str(stop)], env=env)
+        subprocess.Popen(
+            [sys.executable, str(WORKER), "reader", str(path), str(tmp_path / f"r{i}.json"), str(stop)], env=env
+        )
         for i in range(2)
     ]
     time.sleep(1.0)  # the readers are running before the first write
