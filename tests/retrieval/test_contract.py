@@ -23,7 +23,7 @@ from rag_hier.store.extensions.doc_index import DocumentIndex
 from rag_hier.store.extensions.token_index import TokenIndexExtension
 from rag_hier.store.extensions.tree import TreeExtension
 
-WORDS = "river glacier magma honey moon comet delta nectar crust valley tide orbit".split()
+WORDS = ["river", "glacier", "magma", "honey", "moon", "comet", "delta", "nectar", "crust", "valley", "tide", "orbit"]
 PARAMS = {"tree": {"beam": 64}, "hierarchical": {"k1": 100}}
 TEXTS = ["river delta", "honey nectar bees", "moon tide orbit"]
 

@@ -106,7 +106,7 @@ def test_manifest_alone_tampered_is_refused(tmp_path: Path) -> None:
     manifest = json.loads((store_dir / "manifest.json").read_text())
     manifest["counts"] = {"documents": 1, "passages": 1, "vectors": 1}
     (store_dir / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(StoreCorruptedError, match="manifest.json"):
+    with pytest.raises(StoreCorruptedError, match=r"manifest\.json"):
         HierStore.open(store_dir, verify_checksums=False)
 
 
@@ -118,7 +118,7 @@ def test_symlinked_files_are_refused(tmp_path: Path, name: str) -> None:
     os.symlink(outside, store_dir / name)
     before = _snapshot(tmp_path, store_dir)
     for read_only in (True, False):
-        with pytest.raises(StoreError, match="symbolic link|regular file|not a rag-hier store|missing"):
+        with pytest.raises(StoreError, match=r"symbolic link|regular file|not a rag-hier store|missing"):
             HierStore.open(store_dir, read_only=read_only)
     assert _snapshot(tmp_path, store_dir) == before
 
@@ -153,7 +153,7 @@ def test_schema_objects_it_does_not_define_are_refused(tmp_path: Path, sql: str)
     db.commit()
     db.close()
     for read_only in (True, False):
-        with pytest.raises(StoreCorruptedError, match="store.sqlite"):
+        with pytest.raises(StoreCorruptedError, match=r"store\.sqlite"):
             HierStore.open(store_dir, read_only=read_only, verify_checksums=False)
     db = sqlite3.connect(store_dir / "store.sqlite")
     assert db.execute("SELECT count(*) FROM passages WHERE text='owned'").fetchone()[0] == 0
@@ -177,7 +177,7 @@ def test_a_foreign_faiss_file_with_other_ids_is_refused(tmp_path: Path) -> None:
             },
         ),
     )
-    with pytest.raises(StoreCorruptedError, match="dense.faiss"):
+    with pytest.raises(StoreCorruptedError, match=r"dense\.faiss"):
         HierStore.open(store_dir)
 
 

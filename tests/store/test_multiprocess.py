@@ -29,7 +29,7 @@ N_WRITES = int(os.environ.get("RAG_HIER_STRESS_WRITES", "200"))
 
 def _make(path: Path) -> None:
     sys.path.insert(0, str(WORKER.parent))
-    from _stress import vector  # noqa: PLC0415 - the workers' own vectors
+    from _stress import vector
 
     store = HierStore.create(path, model=None, dimension=8)
     store.add_extension(TokenIndexExtension())
