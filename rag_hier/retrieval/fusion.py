@@ -33,7 +33,7 @@ from rag_hier.store.contract import StoreBackend
 __all__ = ["FUSIONS", "FusionFn", "FusionParams", "FusionRetriever", "register_fusion"]
 
 FusionFn = Callable[[Sequence[tuple[np.ndarray, np.ndarray]], Sequence[float], int], tuple[np.ndarray, np.ndarray]]
-"""``(lists of (rowids, scores) best first, weights, rrf_k) -> (rowids, fused scores)`` over the union."""
+"""``(lists of (rowids, scores) best first, weights, rrf_k) -> (rowids, fused scores)``, in any order."""
 
 
 def _union(lists: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
@@ -44,63 +44,56 @@ def _union(lists: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
 def _spread(ids: np.ndarray, rows: np.ndarray, values: np.ndarray, missing: float) -> np.ndarray:
     """``values`` (aligned with ``rows``) placed at the positions of ``ids``; ``missing`` elsewhere."""
     out = np.full(ids.shape[0], missing, np.float64)
-    if rows.size:
-        out[np.searchsorted(ids, rows)] = values
+    if rows.size and ids.size:
+        pos = np.minimum(np.searchsorted(ids, rows), ids.size - 1)
+        hit = ids[pos] == rows
+        out[pos[hit]] = np.asarray(values)[hit]
     return out
 
 
-def _rrf(
-    lists: Sequence[tuple[np.ndarray, np.ndarray]], weights: Sequence[float], rrf_k: int
-) -> tuple[np.ndarray, np.ndarray]:
-    ids = _union(lists)
-    fused = np.zeros(ids.shape[0])
-    for (rows, _), w in zip(lists, weights, strict=True):
-        fused += w * _spread(ids, rows, 1.0 / (rrf_k + np.arange(1, rows.size + 1)), 0.0)
-    return ids, fused
-
-
-def _scaled_sum(
-    scale: Callable[[np.ndarray], np.ndarray],
+def _weighted_sum(
+    value: Callable[[np.ndarray, int], np.ndarray], missing: Callable[[np.ndarray], float]
 ) -> FusionFn:
+    """A fusion that sums ``weight * value(list scores)``, a passage missing from a list taking ``missing(scores)``."""
+
     def fuse(
         lists: Sequence[tuple[np.ndarray, np.ndarray]], weights: Sequence[float], rrf_k: int
     ) -> tuple[np.ndarray, np.ndarray]:
         ids = _union(lists)
         fused = np.zeros(ids.shape[0])
         for (rows, scores), w in zip(lists, weights, strict=True):
-            fused += w * _spread(ids, rows, scale(scores) if scores.size else scores, 0.0)
+            if rows.size:
+                fused += w * _spread(ids, rows, value(scores, rrf_k), missing(scores))
         return ids, fused
 
     return fuse
 
 
-def _minmax(scores: np.ndarray) -> np.ndarray:
+def _reciprocal_rank(scores: np.ndarray, rrf_k: int) -> np.ndarray:
+    return 1.0 / (rrf_k + np.arange(1, scores.size + 1))
+
+
+def _minmax(scores: np.ndarray, rrf_k: int) -> np.ndarray:
     lo, hi = float(scores.min()), float(scores.max())
     return np.ones_like(scores) if hi == lo else (scores - lo) / (hi - lo)
 
 
-def _dbsf(scores: np.ndarray) -> np.ndarray:
+def _dbsf(scores: np.ndarray, rrf_k: int) -> np.ndarray:
     mu, sd = float(scores.mean()), float(scores.std())
     if sd == 0.0:
         return np.ones_like(scores)
     return np.clip((scores - (mu - 3 * sd)) / (6 * sd), 0.0, 1.0)
 
 
-def _convex(
-    lists: Sequence[tuple[np.ndarray, np.ndarray]], weights: Sequence[float], rrf_k: int
-) -> tuple[np.ndarray, np.ndarray]:
-    ids = _union(lists)
-    fused = np.zeros(ids.shape[0])
-    for (rows, scores), w in zip(lists, weights, strict=True):
-        fused += w * _spread(ids, rows, scores, float(scores.min()) if scores.size else 0.0)
-    return ids, fused
+def _zero(scores: np.ndarray) -> float:
+    return 0.0
 
 
 FUSIONS: dict[str, FusionFn] = {
-    "rrf": _rrf,
-    "relative_score": _scaled_sum(_minmax),
-    "dbsf": _scaled_sum(_dbsf),
-    "convex": _convex,
+    "rrf": _weighted_sum(_reciprocal_rank, _zero),
+    "relative_score": _weighted_sum(_minmax, _zero),
+    "dbsf": _weighted_sum(_dbsf, _zero),
+    "convex": _weighted_sum(lambda scores, _k: scores, lambda scores: float(scores.min())),
 }
 """Fusion functions by name."""
 
@@ -212,6 +205,8 @@ class FusionRetriever(Retriever[list[Any]]):
                 order = select_top_k(scores, rowids, rowids.size)
                 lists.append((rowids[order].astype(np.int64), scores[order]))
             ids, fused = fuse(lists, weights, p.rrf_k)
+            order = np.argsort(ids, kind="stable")
+            ids, fused = np.asarray(ids, np.int64)[order], np.asarray(fused, np.float64)[order]
             components = {"fused": fused}
             for label, (rows, scores) in zip(self.labels, lists, strict=True):
                 components[label] = (
