@@ -193,7 +193,3 @@ class TokenIndex:
                 f"{path}: an index over {rows.vocab_size} tokens; the tokenizer has {self._binarizer.vocab_size}"
             )
         self._rows = rows
-
-    def nbytes_on_disk(self, path: str | Path) -> int:
-        """Size of a saved index file (convenience for benchmarks)."""
-        return Path(path).stat().st_size
