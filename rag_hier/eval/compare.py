@@ -215,7 +215,7 @@ def paired_difference(
         raise RagHierError(f"n_resamples must be >= 1, got {n_resamples}")
     d = b - a
     delta = float(d.mean())
-    if a.size < 2 or np.ptp(d) == 0:
+    if a.size < 2 or np.ptp(d) <= 1e-12:
         # no spread: the bootstrap distribution is one point and the tests are undefined (or trivial)
         low = high = delta
         p = math.nan if a.size < 2 else (1.0 if delta == 0 else 0.0)
