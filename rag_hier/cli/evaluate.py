@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,7 +28,6 @@ from rag_hier.errors import RagHierError
 
 __all__ = ["add_eval_arguments", "run_eval", "strategy_parameters"]
 
-logger = logging.getLogger("rag_hier.cli")
 
 SearchFn = Callable[[Any, argparse.Namespace, list[str], int, Any], list[Any]]
 """``(store, args, query texts, top_k, aggregate) -> one ranked list of hits per query`` (main's ``_search``)."""
@@ -212,7 +210,7 @@ def run_eval(
     finally:
         store.close()
     for line in hygiene.warnings(level=aggregate):
-        logger.warning("%s: %s", qrels_path or queries_path, line)
+        print(f"rag-hier eval: warning: {qrels_path or queries_path}: {line}", file=sys.stderr)
     run = hits_to_run(qids, results, level=aggregate)
     removed_hits = removed_queries = 0
     if ignore_identical:
@@ -221,7 +219,7 @@ def run_eval(
     run = _truncate(run, top_k)
     if removed_hits:
         print(
-            f"removed {removed_hits} hits whose id equals the query id, from {removed_queries} queries "
+            f"rag-hier eval: removed {removed_hits} hits whose id equals the query id, from {removed_queries} queries "
             "(BEIR/MTEB convention; --keep-identical-ids keeps them)",
             file=sys.stderr,
         )
