@@ -89,7 +89,7 @@ def test_equal_to_beir_evaluate(qrels, run) -> None:
 @pytest.mark.parametrize(("qrels", "run"), CASES)
 def test_equal_to_ir_measures(qrels, run) -> None:
     ir_measures = pytest.importorskip("ir_measures")
-    from ir_measures import AP, RR, R, P, Success, nDCG
+    from ir_measures import AP, RR, P, R, Success, nDCG
 
     popped, _ = remove_identical_ids(run)
     judged = {q: r for q, r in qrels.items() if q in popped}
