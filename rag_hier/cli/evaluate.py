@@ -201,6 +201,8 @@ def run_eval(
             duplicates=qrels_file.duplicates if qrels_file is not None else (),
         )
         fetch_k = top_k + 1 if ignore_identical and any(q in known for q in qids) else top_k
+        if store.encoder is not None:
+            _ = store.encoder.model  # load it first: the timing is of encoding and search
         t0 = time.perf_counter()
         results = search(store, args, [queries[q] for q in qids], fetch_k, aggregate)
         elapsed = time.perf_counter() - t0
