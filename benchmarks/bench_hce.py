@@ -363,6 +363,10 @@ def stage_compare(args: argparse.Namespace) -> dict[str, Any]:
                 args.per_query_dir / f"{prefix}{name}.tsv",
             )
             write_run(run, args.per_query_dir / f"{prefix}{name}.trec", tag=name)
+    # pair the queries in id order, as rag-hier compare does, so that `rag-hier compare` on the files of
+    # --per-query-dir gives these very figures
+    order = sorted(range(len(qids)), key=qids.__getitem__)
+    per = {name: values[order] for name, values in per.items()}
     rows = []
     names = list(args.compare)
     for i, a in enumerate(names):

@@ -276,7 +276,8 @@ def compare_systems(
 
     Args:
         per_query: System name → metric → {query id → value}, systems in order (the first is the baseline).
-            Every system must hold the same queries for every metric compared.
+            Every system must hold the same queries for every metric compared. The values are paired
+            in query-id order (sorted), so the bootstrap resamples do not depend on where they came from.
         metrics: Metrics to compare (default: those of the first system, in its order).
         test: ``"t"`` or ``"randomization"`` (see :func:`paired_difference`).
         seed: Seed of the bootstrap and the randomization test.
@@ -320,6 +321,7 @@ def compare_systems(
                     f"{len(only_base)} only in {names[0]} (e.g. {only_base[:3]}), "
                     f"{len(only_other)} only in {s} (e.g. {only_other[:3]})"
                 )
+        qids.sort()  # one order whatever the source (run, per-query file), so the resamples are the same
         n_queries = len(qids)
         base = np.asarray([first[metric][q] for q in qids], dtype=np.float64)
         means[names[0]][metric] = float(base.mean())

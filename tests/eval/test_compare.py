@@ -200,3 +200,15 @@ def test_per_query_json_malformed(tmp_path: Path) -> None:
     path.write_text("{broken", encoding="utf-8")
     with pytest.raises(CorpusFormatError, match=f"{path}:1: malformed JSON"):
         read_per_query(path)
+
+
+def test_compare_systems_does_not_depend_on_query_order() -> None:
+    s = _systems(2, n=80)
+    per = {name: _as_per_query(v) for name, v in s.items()}
+    rng = np.random.default_rng(0)
+    shuffled = {}
+    for name, values in per.items():
+        order = list(values["ndcg@10"])
+        rng.shuffle(order)
+        shuffled[name] = {"ndcg@10": {q: values["ndcg@10"][q] for q in order}}
+    assert compare_systems(per).to_dict() == compare_systems(shuffled).to_dict()
