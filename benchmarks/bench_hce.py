@@ -10,6 +10,7 @@ Usage (each stage writes ``benchmarks/out/hce/<stage>.json``; run them in the ba
     python benchmarks/bench_hce.py tree            # tree beam search vs FAISS IVF: Recall@100 by fraction scored
     python benchmarks/bench_hce.py build --n 1000000 --compare-flat  # tree build: two-level vs flat k-means
     python benchmarks/bench_hce.py compare --compare base ct hce-s hce-j   # paired per-query differences
+    python benchmarks/bench_hce.py compare --compare ct hce-s --per-query-dir DIR   # + files for rag-hier compare
 
 Protocol: corpus = SciFact ``corpus.jsonl.gz`` (5,183 documents kept whole, encoded as ``"<title>, <text>"``
 like the store), training pairs = ``qrels/train.tsv``, evaluation = the 300 queries of ``qrels/test.tsv``,
