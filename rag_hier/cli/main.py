@@ -1,4 +1,4 @@
-"""The ``rag-hier`` command line: ``index``, ``search``, ``eval``, ``info``."""
+"""The ``rag-hier`` command line: ``index``, ``search``, ``eval``, ``compare``, ``info``, ``train``."""
 
 from __future__ import annotations
 
@@ -89,25 +89,18 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser(
         "eval",
         help="search a queries file and score it against qrels (nDCG@10, Recall@10/100, MRR@10)",
-        description="Run every query that has relevance judgements and compute IR metrics with pytrec_eval.",
+        description="Run every query that has relevance judgements and compute IR metrics with pytrec_eval, "
+        "as BEIR and MTEB do (hits whose id equals the query id removed first). See docs/evaluation.md.",
     )
-    e.add_argument("--store", required=True, help="store directory")
-    e.add_argument("--queries", required=True, help="queries file (BEIR queries.jsonl or QA questions.jsonl)")
-    e.add_argument(
-        "--qrels",
-        default=None,
-        help="qrels (BEIR TSV or TREC); optional for QA questions.jsonl, whose gold doc/paragraph give the judgements",
-    )
-    e.add_argument(
-        "--metrics",
-        default="ndcg@10,recall@10,recall@100,mrr@10",
-        help="comma-separated metrics (ndcg@K, recall@K, mrr@K, map@K, precision@K, success@K)",
-    )
-    e.add_argument("--top-k", type=int, default=None, help="results per query (default: the largest metric cut-off)")
-    e.add_argument("--output", help="write the metrics as JSON here")
-    e.add_argument("--run-output", help="also write the TREC run here")
+    from rag_hier.cli.evaluate import add_eval_arguments
+
+    add_eval_arguments(e)
     _add_search_args(e)
     _add_runtime_args(e)
+
+    from rag_hier.cli.compare import add_compare_parser
+
+    add_compare_parser(sub)
 
     i = sub.add_parser("info", help="describe a store (counts, encoder, index, files)")
     i.add_argument("--store", required=True, help="store directory")
@@ -336,76 +329,18 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
-def _qrels_for(args: argparse.Namespace, aggregate: str, store: Any) -> dict[str, dict[str, int]]:
-    from rag_hier.corpus.readers import qa_qrels, read_qa_questions, read_qrels
-
-    if args.qrels:
-        return read_qrels(args.qrels)
-    try:
-        questions = read_qa_questions(args.queries)
-    except Exception as exc:
-        raise CliError(f"--qrels is required unless --queries is a QA questions.jsonl ({exc})") from exc
-    if aggregate != "doc":
-        # Paragraph judgements name "<doc_id>#<paragraph index>", which are passage ids only when
-        # paragraphs were kept whole; otherwise every score would silently be wrong.
-        max_words = store.corpus_info.get("max_passage_words")
-        if max_words != 0:
-            raise CliError(
-                f"paragraph-level judgements from {args.queries} need a store indexed with "
-                f"--max-passage-words 0 (this one used {max_words}); pass --aggregate doc or --qrels"
-            )
-    return qa_qrels(questions, "doc" if aggregate == "doc" else "paragraph")
-
-
 def cmd_eval(args: argparse.Namespace) -> int:
-    """``rag-hier eval``."""
-    from rag_hier.cli.strategies import mean_stats, params_from_args
-    from rag_hier.corpus.readers import read_queries
-    from rag_hier.eval.metrics import evaluate, metric_list, parse_metric
-    from rag_hier.eval.trec import hits_to_run, write_run
+    """``rag-hier eval`` (in :mod:`rag_hier.cli.evaluate`)."""
+    from rag_hier.cli.evaluate import run_eval
 
-    metrics = metric_list(args.metrics)
-    queries = read_queries(args.queries)
-    store = _open_store(args, read_only=True)
-    try:
-        aggregate = _default_aggregate(store, args.aggregate)
-        qrels = _qrels_for(args, aggregate, store)
-        qids = [q for q in queries if q in qrels]
-        if not qids:
-            raise CliError(f"no query in {args.queries} has judgements in the qrels")
-        missing = len([q for q in qrels if q not in queries])
-        if missing:
-            logger.warning("%d judged queries are not in %s; they count as 0", missing, args.queries)
-        top_k = args.top_k if args.top_k is not None else max(parse_metric(m)[1] for m in metrics)
-        t0 = time.perf_counter()
-        query_results = _search(store, args, [queries[q] for q in qids], top_k, aggregate)
-        elapsed = time.perf_counter() - t0
-        params = params_from_args(args.strategy, args).to_dict()
-    finally:
-        store.close()
-    results = [r.hits for r in query_results]
-    run = hits_to_run(qids, results, level=aggregate)
-    if args.run_output:
-        write_run(run, args.run_output)
-    scores = evaluate(run, {q: qrels[q] for q in qrels}, metrics)
-    report = {
-        "store": str(args.store),
-        "queries": len(qids),
-        "level": aggregate,
-        "top_k": top_k,
-        "strategy": args.strategy,
-        "strategy_parameters": params,
-        "search_seconds": round(elapsed, 3),
-        "metrics": {k: round(v, 5) for k, v in scores.items()},
-    }
-    report.update({k: round(v, 6) for k, v in mean_stats(query_results).items()})
-    width = max(len(m) for m in metrics)
-    print(f"{len(qids)} queries, {aggregate} level, top {top_k}, {args.strategy} ({elapsed:.1f}s)")
-    for name, value in scores.items():
-        print(f"  {name:<{width}}  {value:.4f}")
-    if args.output:
-        Path(args.output).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    return 0
+    return run_eval(args, open_store=_open_store, search=_search, default_aggregate=_default_aggregate)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """``rag-hier compare`` (in :mod:`rag_hier.cli.compare`)."""
+    from rag_hier.cli.compare import run_compare
+
+    return run_compare(args)
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -459,7 +394,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     return int(func(args))
 
 
-COMMANDS = {"index": cmd_index, "search": cmd_search, "eval": cmd_eval, "info": cmd_info, "train": cmd_train}
+COMMANDS = {
+    "index": cmd_index,
+    "search": cmd_search,
+    "eval": cmd_eval,
+    "compare": cmd_compare,
+    "info": cmd_info,
+    "train": cmd_train,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from rag_hier.cli.plugins import plugins
 
-__all__ = ["add_strategy_arguments", "flag_of", "mean_stats", "params_from_args", "run_strategy"]
+__all__ = ["add_strategy_arguments", "flag_of", "given_parameters", "mean_stats", "params_from_args", "run_strategy"]
 
 logger = logging.getLogger("rag_hier.cli")
 
@@ -116,15 +116,8 @@ def params_from_args(name: str, args: argparse.Namespace) -> Any:
 
     entry = strategy(name)
     mine = {f.name: f for f in dataclasses.fields(entry.params) if f.name not in entry.fixed}
-    values: dict[str, Any] = {}
-    flags: dict[str, str] = {}
-    for fname, f in mine.items():
-        if not f.metadata.get("cli", True):
-            continue
-        value = getattr(args, _dest(f), None)
-        if value is not None:
-            values[fname] = value
-            flags[fname] = flag_of(f)
+    values = given_parameters(name, args)
+    flags = {fname: flag_of(mine[fname]) for fname in values}
     given = {dest for dest, v in vars(args).items() if dest.startswith("strategy_") and v is not None}
     foreign = given - {_dest(f) for f in mine.values()}
     if foreign:
@@ -137,6 +130,21 @@ def params_from_args(name: str, args: argparse.Namespace) -> Any:
         for fname, flag in flags.items():
             message = message.replace(f"{entry.params.__name__}.{fname}", flag)
         raise ValueError(message.removeprefix(f"--strategy {name}: ")) from exc
+
+
+def given_parameters(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The parameters of strategy ``name`` set by flags on the command line (unchecked), by parameter name."""
+    from rag_hier.retrieval.registry import strategy
+
+    entry = strategy(name)
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(entry.params):
+        if f.name in entry.fixed or not f.metadata.get("cli", True):
+            continue
+        value = getattr(args, _dest(f), None)
+        if value is not None:
+            values[f.name] = value
+    return values
 
 
 def _hooks(mods: Sequence[ModuleType] | None = None) -> list[ModuleType]:

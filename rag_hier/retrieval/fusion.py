@@ -51,9 +51,7 @@ def _spread(ids: np.ndarray, rows: np.ndarray, values: np.ndarray, missing: floa
     return out
 
 
-def _weighted_sum(
-    value: Callable[[np.ndarray, int], np.ndarray], missing: Callable[[np.ndarray], float]
-) -> FusionFn:
+def _weighted_sum(value: Callable[[np.ndarray, int], np.ndarray], missing: Callable[[np.ndarray], float]) -> FusionFn:
     """A fusion that sums ``weight * value(list scores)``, a passage missing from a list taking ``missing(scores)``."""
 
     def fuse(
