@@ -394,6 +394,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     return int(func(args))
 
 
+_EXTRAS = {"bm25s": "train", "datasets": "train", "accelerate": "train", "mteb": "mteb", "faiss": "gpu"}
+"""Optional dependencies by module, and the extra that installs each."""
+
 COMMANDS = {
     "index": cmd_index,
     "search": cmd_search,
@@ -418,6 +421,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return COMMANDS[args.command](args)
+    except ModuleNotFoundError as exc:
+        top = (exc.name or "").split(".")[0]
+        extra = _EXTRAS.get(top)
+        if extra is None:
+            raise
+        _err(f"rag-hier {args.command}: error: {top} is not installed; pip install \"rag-hier[{extra}]\"")
+        return 2
     except (CliError, RagHierError, OSError, ValueError) as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         _err(f"rag-hier {args.command}: error: {message}")
