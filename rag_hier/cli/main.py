@@ -394,7 +394,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     return int(func(args))
 
 
-_EXTRAS = {"bm25s": "train", "datasets": "train", "accelerate": "train", "mteb": "mteb", "faiss": "gpu"}
+_EXTRAS = {"bm25s": "train", "datasets": "train", "accelerate": "train", "mteb": "mteb"}
 """Optional dependencies by module, and the extra that installs each."""
 
 COMMANDS = {
