@@ -203,9 +203,9 @@ def cmd_index(args: argparse.Namespace) -> int:
         if max_words < 0:
             raise CliError(f"--max-passage-words must be >= 0, got {max_words}")
         options: dict[str, Any] = {"kind": args.index or "flat"}
-        if args.nlist:
+        if args.nlist is not None:
             options["nlist"] = args.nlist
-        if args.nprobe:
+        if args.nprobe is not None:
             options["nprobe"] = args.nprobe
         no_dense = bool(getattr(args, "no_dense", False))  # SVDR plugin: a store with no dense vectors
         store = HierStore.create(
