@@ -90,8 +90,12 @@ def kill_trials(trials: int, seed: int) -> dict[str, float]:
         first = 10_000
         present: dict[int, bool] = {d: True for d in range(500)}
         for _ in range(trials):
+            log_path.write_text("")
             proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(log_path), str(first)])
-            time.sleep(rnd.uniform(2.0, 5.0))  # the interpreter starts in ~2 s; then it writes
+            deadline = time.monotonic() + 120
+            while log_path.stat().st_size == 0 and time.monotonic() < deadline:  # the writer has started
+                time.sleep(0.05)
+            time.sleep(rnd.uniform(0.0, 3.0))  # then a random moment of its writing
             proc.send_signal(signal.SIGKILL)
             proc.wait()
             events = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
