@@ -95,7 +95,7 @@ def kill_trials(trials: int, seed: int) -> dict[str, float]:
             deadline = time.monotonic() + 120
             while log_path.stat().st_size == 0 and time.monotonic() < deadline:  # the writer has started
                 time.sleep(0.05)
-            time.sleep(rnd.uniform(0.0, 3.0))  # then a random moment of its writing
+            time.sleep(rnd.uniform(0.0, 8.0))  # then a random moment of its writing
             proc.send_signal(signal.SIGKILL)
             proc.wait()
             events = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
