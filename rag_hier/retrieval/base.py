@@ -351,6 +351,15 @@ class Retriever(ABC, Generic[Q]):
         """How many passages this strategy ranks at most (caps ``k``)."""
         return int(self.store.count_vectors() if self.over_vectors else self.store.count_passages())
 
+    @property
+    def uses_query_vectors(self) -> bool:
+        """Whether :meth:`prepare` ranks with dense query vectors (``Queries.vectors``, else the store's encoder).
+
+        Adapters embed a query with their framework's embedding model only when this is true (a text-only
+        strategy such as SVDR never needs it).
+        """
+        return True
+
     # -- shared helpers for strategies ----------------------------------------------------------------
     def dense_vectors(self, queries: Queries) -> np.ndarray:
         """Dense query vectors: as given, else encoded by the store's model (an error naming the alternatives)."""

@@ -171,6 +171,11 @@ class FusionRetriever(Retriever[list[Any]]):
         if any(d < 1 for d in p.depths):
             raise ParameterError(f"FusionParams.depths must be >= 1, got {p.depths}")
 
+    @property
+    def uses_query_vectors(self) -> bool:
+        """Whether any component ranks with dense query vectors."""
+        return any(c.uses_query_vectors for c in self.components)
+
     def prepare(self, queries: Queries) -> list[Any]:
         """Each component's own query representation."""
         return [c.prepare(queries) for c in self.components]

@@ -72,3 +72,15 @@ def test_bad_parameters_name_the_field(store: HierStore) -> None:
         FusionRetriever(store, weights=(1.0,))
     with pytest.raises(ParameterError, match="fusion"):
         FusionRetriever(store, strategies=("dense", "fusion"))
+
+
+def test_uses_query_vectors_says_which_strategies_need_dense_query_vectors(store: HierStore) -> None:
+    """Adapters embed a query with their framework's model only for strategies that use dense vectors."""
+    assert build_retriever("dense", store).uses_query_vectors is True
+    assert build_retriever("svdr-lexical", store).uses_query_vectors is False
+    assert build_retriever("sparse-embedding", store).uses_query_vectors is False
+    assert FusionRetriever(store, strategies=("dense", "svdr-lexical")).uses_query_vectors is True
+    text_only = FusionRetriever(store, strategies=("svdr-lexical", "svdr-lexical"))
+    assert text_only.uses_query_vectors is False
+    # and it is true to its word: a text-only strategy searches with the text alone
+    assert text_only.run(Queries(texts=["word1"]), top_k=3)[0].hits
