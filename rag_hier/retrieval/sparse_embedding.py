@@ -36,7 +36,7 @@ class SparseEmbeddingRetriever(Retriever[list[SparseQuery]]):
 
     @property
     def uses_query_vectors(self) -> bool:
-        """This strategy searches with sparse query vectors only."""
+        """Searches with sparse query vectors only."""
         return False
 
     def prepare(self, queries: Queries) -> list[SparseQuery]:
