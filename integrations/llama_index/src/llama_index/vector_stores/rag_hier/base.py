@@ -40,7 +40,7 @@ from llama_index.vector_stores.rag_hier._nodes import hit_to_node, node_to_passa
 from rag_hier.encoders.dense import DEFAULT_MODEL, DenseEncoder
 from rag_hier.errors import StoreError
 from rag_hier.retrieval.base import Queries, Retriever
-from rag_hier.retrieval.fusion import FusionRetriever
+from rag_hier.retrieval.fusion import FUSIONS, FusionRetriever
 from rag_hier.retrieval.hit import Hit
 from rag_hier.retrieval.registry import build_retriever
 from rag_hier.retrieval.svdr import SvdrMode
@@ -141,7 +141,8 @@ class RagHierVectorStore(BasePydanticVectorStore):
     With ``token_index=True`` the store also keeps SVDR's binary token index of every node (built by
     tokenization alone), searched with the query text in ``VectorStoreQueryMode.SPARSE`` (``sparse_mode``:
     β, β+rerank, full, α or model-free lexical search) and fused with the dense search in
-    ``VectorStoreQueryMode.HYBRID`` (the engine's relative-score fusion weighted by the query's ``alpha``). With
+    ``VectorStoreQueryMode.HYBRID`` (the engine's ``fusion`` strategy: ``hybrid_fusion``, by default relative-score
+    fusion, weighted by the query's ``alpha``). With
     ``dense=False`` the store keeps no dense vectors at all: node embeddings are ignored, retrievers pass
     only the query text (``is_embedding_query`` is false), and the default query mode searches the token
     index.
@@ -172,6 +173,10 @@ class RagHierVectorStore(BasePydanticVectorStore):
         vocab_model: The vocabulary encoder (a ``rag-hier train svdr`` output or any BERT-family model);
             default: the store's model, else its token index's tokenizer model.
         rerank_m: Candidates re-ranked by ``"beta-rerank"``.
+        hybrid_fusion: The fusion function of ``HYBRID`` queries, a name in the engine's fusion registry
+            (``rag_hier.retrieval.fusion.FUSIONS``): ``"relative_score"`` (default, LlamaIndex's own),
+            ``"rrf"``, ``"dbsf"``, ``"convex"``, or one added with ``rag_hier.retrieval.register_fusion``
+            (the counterpart of Qdrant's ``hybrid_fusion_fn``). Weights are ``(alpha, 1 - alpha)``.
 
     Example:
         >>> from llama_index.core import StorageContext, VectorStoreIndex
@@ -193,6 +198,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
     sparse_mode: str = Field(default="beta-rerank", description="SVDR mode of SPARSE and HYBRID queries.")
     vocab_model: str | None = Field(default=None, description="Vocabulary encoder of SVDR queries.")
     rerank_m: int = Field(default=100, description="Candidates re-ranked by beta-rerank.")
+    hybrid_fusion: str = Field(default="relative_score", description="Fusion function of HYBRID queries.")
 
     _root: Path = PrivateAttr()
     _encoder: DenseEncoder | None = PrivateAttr(default=None)
@@ -216,6 +222,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
         sparse_mode: SvdrMode = "beta-rerank",
         vocab_model: str | None = None,
         rerank_m: int = 100,
+        hybrid_fusion: str = "relative_score",
         **kwargs: Any,
     ) -> None:
         if similarity is not None and similarity not in _SIMILARITIES:
@@ -224,6 +231,11 @@ class RagHierVectorStore(BasePydanticVectorStore):
             raise ValueError(f"sparse_mode must be one of {', '.join(_SVDR_MODES)}; got {sparse_mode!r}")
         if isinstance(rerank_m, bool) or not isinstance(rerank_m, int) or rerank_m < 1:
             raise ValueError(f"rerank_m must be an integer >= 1, got {rerank_m!r}")
+        if not isinstance(hybrid_fusion, str) or hybrid_fusion not in FUSIONS:
+            raise ValueError(
+                f"hybrid_fusion must be a registered fusion function ({', '.join(sorted(FUSIONS))}); "
+                f"got {hybrid_fusion!r}"
+            )
         if dense is not None and not isinstance(dense, bool):
             raise ValueError(f"dense must be True, False or None, got {dense!r}")
         token_options = _token_options(token_index)
@@ -294,6 +306,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
             sparse_mode=sparse_mode,
             vocab_model=vocab_model,
             rerank_m=rerank_m,
+            hybrid_fusion=hybrid_fusion,
             is_embedding_query=bool(resolved_dense),
             **kwargs,
         )
@@ -504,8 +517,8 @@ class RagHierVectorStore(BasePydanticVectorStore):
         - ``SPARSE``: the ``svdr-<sparse_mode>`` strategy over the token index with ``query_str``;
           ``sparse_top_k`` (else ``similarity_top_k``) nodes, with the SVDR scores.
         - ``HYBRID``: the ``fusion`` strategy over those two: the dense top ``similarity_top_k`` and the
-          sparse top ``sparse_top_k`` (else ``similarity_top_k``) fused by relative score with weights
-          ``(alpha, 1 - alpha)`` (``alpha`` default 0.5; 1 = dense only, 0 = sparse only);
+          sparse top ``sparse_top_k`` (else ``similarity_top_k``) fused by ``hybrid_fusion`` (default: relative
+          score) with weights ``(alpha, 1 - alpha)`` (``alpha`` default 0.5; 1 = dense only, 0 = sparse only);
           ``hybrid_top_k`` (else ``similarity_top_k``) nodes.
 
         Higher similarities are better. An empty ``node_ids`` or ``doc_ids`` list means no restriction
@@ -592,7 +605,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
         fusion = FusionRetriever(
             self._reader,
             components=[build_retriever("dense", self._reader), self._svdr_retriever()],
-            method="relative_score",
+            method=self.hybrid_fusion,
             weights=(alpha, 1.0 - alpha),
             depths=(dense_k, sparse_k),
             keep_zero_scores=True,  # the sparse list is its top sparse_k as ranked (zeros scale it from 0)
