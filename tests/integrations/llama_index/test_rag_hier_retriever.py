@@ -38,9 +38,11 @@ def _nodes() -> list[TextNode]:
     ]
 
 
-@pytest.fixture
-def store(store_path: str, tiny_model_path: str):
-    s = RagHierVectorStore(store_path, model=tiny_model_path, token_index={"model": tiny_model_path})
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory, tiny_model_path: str):
+    """One store for the module (its encoder loads once); tests only add extensions to it."""
+    path = tmp_path_factory.mktemp("rag-hier-retriever") / "store"
+    s = RagHierVectorStore(str(path), model=tiny_model_path, token_index={"model": tiny_model_path})
     s.add(_nodes())  # embedded by the store's own encoder
     yield s
     s.close()
@@ -70,15 +72,23 @@ def test_text_only_strategy_never_embeds_the_query(store: RagHierVectorStore) ->
     assert got[0].node.node_id == "bees-1"
 
 
-def test_missing_extension_and_bad_parameters_are_named(store: RagHierVectorStore) -> None:
+def test_missing_extension_and_bad_parameters_are_named(store_path: str, hash_embedding) -> None:
+    store = RagHierVectorStore(store_path)  # fed with vectors, no extension
+    nodes = _nodes()
+    for n in nodes:
+        n.embedding = hash_embedding.get_text_embedding(n.get_content())
+    store.add(nodes)
     with pytest.raises(ValueError, match=r"'tree' extension.*auto_extensions=True"):
-        RagHierRetriever(store, "tree").retrieve("honey")
+        RagHierRetriever(store, "tree", embed_model=hash_embedding).retrieve("honey")
+    got = RagHierRetriever(store, "tree", embed_model=hash_embedding, auto_extensions=True).retrieve("honey")
+    assert got and store.reader.extension("tree") is not None
     with pytest.raises(ValueError, match="beam"):
         RagHierRetriever(store, "tree", beam=0)
     with pytest.raises(ValueError, match="nope"):
         RagHierRetriever(store, "dense", nope=1)
     with pytest.raises(ValueError):
         RagHierRetriever(store, "no-such-strategy")
+    store.close()
 
 
 @pytest.mark.parametrize("method", ["rrf", "dbsf", "convex"])
