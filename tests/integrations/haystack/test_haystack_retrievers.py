@@ -22,8 +22,8 @@ from rag_hier import HierStore
 from rag_hier.corpus import Document as CorpusDocument
 from rag_hier.corpus import Section
 from rag_hier.encoders.dense import DenseEncoder
-from rag_hier.store.extensions.doc_index import DocumentIndex
 from rag_hier.retrieval import HierarchicalRetriever as EngineHierarchicalRetriever
+from rag_hier.store.extensions.doc_index import DocumentIndex
 
 STORE_TYPE = "haystack_integrations.document_stores.rag_hier.document_store.RagHierDocumentStore"
 RETRIEVERS = (RagHierEmbeddingRetriever, HierarchicalRetriever)
