@@ -31,7 +31,7 @@ from haystack_integrations.components.retrievers.rag_hier import (
 from haystack_integrations.document_stores.rag_hier import RagHierDocumentStore
 
 from rag_hier.retrieval import registry
-from rag_hier.retrieval.base import Ranking, Retriever, RetrieverParams, param
+from rag_hier.retrieval.base import Queries, Ranking, Retriever, RetrieverParams, param
 from rag_hier.retrieval.hierarchical import HierarchicalRetriever as EngineHierarchicalRetriever
 from rag_hier.retrieval.tree import TreeRetriever
 from rag_hier.store.extensions.doc_index import DocumentIndex
@@ -515,3 +515,116 @@ def test_generic_retriever_yaml_in_a_fresh_interpreter(tmp_path, vector_store):
     here = pipeline.run({"retriever": {"query_embedding": query}})["retriever"]["documents"]
     assert there == [[d.id, d.meta["scores"]] for d in here]  # the document index the other process built
     assert store.hier_store.extension("doc-index") is not None
+
+
+# ------------------------------------------------------------------------------------------------------
+# a cosine store holds unit vectors; scale_score of other strategies follows the same similarity
+# ------------------------------------------------------------------------------------------------------
+def test_cosine_store_refuses_embeddings_that_are_not_unit_vectors(store_path):
+    store = RagHierDocumentStore(path=store_path, similarity="cosine")
+    store.write_documents([Document(id="unit", content="u", embedding=[0.6, 0.8])])
+    with pytest.raises(DocumentStoreError, match=r"document 'long'.*norm 2.*similarity 'cosine'.*dot_product"):
+        store.write_documents(
+            [
+                Document(id="ok", content="o", embedding=[1.0, 0.0]),
+                Document(id="long", content="l", embedding=[2.0, 0.0]),
+            ]
+        )
+    with pytest.raises(DocumentStoreError, match="norm 0"):
+        store.write_documents([Document(id="zero", content="z", embedding=[0.0, 0.0])])
+    assert [d.id for d in store.filter_documents()] == ["unit"]  # nothing of a refused write is kept
+    store.write_documents([Document(id="text only", content="t")])  # no embedding: nothing to check
+    assert store.count_documents() == 2
+    dot = RagHierDocumentStore(path=store_path + "-dot")
+    dot.write_documents([Document(id="long", content="l", embedding=[2.0, 0.0])])  # any length in a dot store
+    store.close()
+    dot.close()
+
+
+@pytest.mark.parametrize("similarity", ["cosine", "dot_product"])
+def test_tree_and_hierarchical_scale_score_follow_the_store_similarity(store_path, similarity):
+    rng = np.random.default_rng(5)
+    vectors = rng.standard_normal((40, 8))
+    if similarity == "cosine":
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    docs = [
+        Document(id=f"v{i}", content=f"v{i}", meta={"source_id": f"s{i}"}, embedding=vectors[i].tolist())
+        for i in range(40)
+    ]
+    ours = RagHierDocumentStore(path=store_path, similarity=similarity)
+    ours.write_documents(docs)
+    reference = InMemoryDocumentStore(embedding_similarity_function=similarity, shared=False)
+    reference.write_documents(docs)
+    query = (2.0 * rng.standard_normal(8)).tolist()
+    want = InMemoryEmbeddingRetriever(document_store=reference, top_k=5, scale_score=True).run(query_embedding=query)
+    want_pairs = [(d.id, d.score) for d in want["documents"]]
+    for strategy, params in (("tree", {"beam": 1000}), ("hierarchical", {"k1": 1000, "lambda_": 0.0})):
+        retriever = RagHierRetriever(
+            document_store=ours,
+            strategy=strategy,
+            strategy_params=params,
+            top_k=5,
+            scale_score=True,
+            auto_extensions=True,
+        )
+        got = [(d.id, d.score) for d in retriever.run(query_embedding=query)["documents"]]
+        assert [i for i, _ in got] == [i for i, _ in want_pairs], strategy
+        np.testing.assert_allclose([s for _, s in got], [s for _, s in want_pairs], rtol=1e-5, atol=1e-6)
+    ours.close()
+
+
+# ------------------------------------------------------------------------------------------------------
+# every registered strategy is reachable from Haystack, with the engine's answer
+# ------------------------------------------------------------------------------------------------------
+STRATEGY_TEXTS = [
+    "The moon pulls the oceans into two bulges.",
+    "Bees dance to show where the flowers are.",
+    "Honey is stored in wax cells by bees.",
+    "Volcanoes erupt lava and ash.",
+    "Spring tides follow the full moon.",
+    "Magma rises through the crust.",
+]
+
+
+@pytest.mark.parametrize("name", registry.strategy_names())
+def test_every_registered_strategy_runs_through_rag_hier_retriever(tmp_path, tiny_model_path, name):
+    store = RagHierDocumentStore(path=str(tmp_path / "s"), model=tiny_model_path, device="cpu")
+    store.write_documents(
+        [
+            Document(
+                id=f"d{i}",
+                content=text,
+                meta={"source_id": f"s{i // 2}"},
+                sparse_embedding=SparseEmbedding([i, 10 + i % 3], [1.0, 0.5]),
+            )
+            for i, text in enumerate(STRATEGY_TEXTS)
+        ]
+    )
+    params = {"vocab_model": tiny_model_path} if name.startswith("svdr") else {}
+    retriever = RagHierRetriever(
+        document_store=store, strategy=name, strategy_params=params, top_k=3, auto_extensions=True
+    )
+    query, sparse = "bees and honey", SparseEmbedding([1, 2, 11], [1.0, 1.0, 0.5])
+    docs = retriever.run(query=query, query_sparse_embedding=sparse)["documents"]
+    assert 0 < len(docs) <= 3
+    # the engine, on the same store with the extensions the run built, gives the same ranking
+    hier = store.hier_store
+    engine = registry.build_retriever(name, hier, **params)
+    hits = engine.run(Queries(texts=[query], sparse=[([1, 2, 11], [1.0, 1.0, 0.5])]), 3)[0].hits
+    assert [(d.id, d.score) for d in docs] == [(h.passage_id, pytest.approx(h.score, rel=1e-6)) for h in hits]
+    store.close()
+
+
+def test_fusion_says_which_component_extension_is_missing(vector_store):
+    store, vectors = vector_store
+    params = {"strategies": ("dense", "tree")}
+    plain = RagHierRetriever(document_store=store, strategy="fusion", strategy_params=params)
+    plain.warm_up()  # a missing component extension is left to the first run
+    with pytest.raises(DocumentStoreError, match=r"auto_extensions=True.*TreeExtension"):
+        plain.run(query_embedding=vectors[0].tolist())
+    auto = RagHierRetriever(document_store=store, strategy="fusion", strategy_params=params, auto_extensions=True)
+    docs = auto.run(query_embedding=vectors[0].tolist(), top_k=3)["documents"]
+    assert store.hier_store.extension("tree") is not None
+    engine = registry.build_retriever("fusion", store.hier_store, params)
+    hits = engine.run(Queries(vectors=vectors[[0]]), 3)[0].hits
+    assert [(d.id, d.score) for d in docs] == [(h.passage_id, h.score) for h in hits] and len(docs) == 3

@@ -91,6 +91,32 @@ def scaled_score(score: float, similarity: str) -> float:
     return _sigmoid(score / DOT_PRODUCT_SCALING_FACTOR)
 
 
+UNIT_NORM_TOLERANCE = 1e-3
+"""How far from 1 the norm of an embedding written to a cosine store may be (float32 rounding, half precision)."""
+
+
+def _check_unit_vectors(docs: Sequence[Document], path: str) -> None:
+    """Refuse embeddings that are not unit vectors in a cosine store (its scores are inner products).
+
+    InMemoryDocumentStore normalizes every vector when it scores; this store's index ranks by inner product,
+    which is the cosine only for unit vectors, so a longer or shorter one would be ranked and scaled wrongly.
+    """
+    for doc in docs:
+        if doc.embedding is None:
+            continue
+        try:
+            norm = math.sqrt(math.fsum(float(x) * float(x) for x in doc.embedding))
+        except (TypeError, ValueError):
+            continue  # not numbers: the engine's check names the problem
+        if not abs(norm - 1.0) <= UNIT_NORM_TOLERANCE:
+            raise DocumentStoreError(
+                f"document {doc.id!r}: its embedding has norm {norm:.6g}, but the store at {path} records "
+                "similarity 'cosine' and holds unit vectors. Normalize the embeddings (e.g. "
+                "SentenceTransformersDocumentEmbedder(normalize_embeddings=True)), or create the store with "
+                "similarity='dot_product'."
+            )
+
+
 def _hashable(value: Any) -> Any:
     """A hashable stand-in for a metadata value (lists, tuples and dicts included), for distinct counts."""
     if isinstance(value, list):
@@ -531,8 +557,9 @@ class RagHierDocumentStore:
         Raises:
             ValueError: ``documents`` is not a list of Documents.
             DuplicateDocumentError: Under ``FAIL``, an id already stored or repeated in the input.
-            DocumentStoreError: Embeddings of different dimensions, metadata the store cannot keep, or a
-                sparse embedding with negative indices or non-finite values.
+            DocumentStoreError: Embeddings of different dimensions, an embedding that is not a unit vector
+                in a ``similarity="cosine"`` store, metadata the store cannot keep, or a sparse embedding with
+                negative indices or non-finite values.
 
         """
         docs = self._check_documents(documents)
@@ -551,6 +578,8 @@ class RagHierDocumentStore:
         passages = [document_to_passage(doc) for doc in docs]
         with _engine_errors():
             store = self._write_handle()
+            if store.similarity == "cosine":
+                _check_unit_vectors(docs, self.path)
             vectors: list[Any] = [doc.embedding for doc in docs]
             if self.dense:
                 self._encode_missing(store, docs, vectors, skip_stored=policy == DuplicatePolicy.SKIP)
@@ -772,18 +801,29 @@ class RagHierDocumentStore:
                 cached = self._retrievers[key] = _CachedRetriever(entry.retriever(store, params=params))
             return cached
 
-    def _prepare_extensions(self, entry: StrategyEntry, auto_extensions: bool) -> None:
-        """Build the extensions ``entry`` needs that the store lacks, when asked to or configured to."""
+    @staticmethod
+    def _needed_extensions(entry: StrategyEntry, params: RetrieverParams) -> tuple[str, ...]:
+        """The extensions a search with ``entry`` and ``params`` uses: its own and its component strategies'.
+
+        A strategy built from other registered strategies (``fusion``) names them in a ``strategies`` parameter.
+        """
+        names = list(entry.extensions)
+        for component in getattr(params, "strategies", ()) or ():
+            names.extend(strategy(component).extensions)
+        return tuple(dict.fromkeys(names))
+
+    def _prepare_extensions(self, entry: StrategyEntry, params: RetrieverParams, auto_extensions: bool) -> None:
+        """Build the extensions the search needs that the store lacks, when asked to or configured to."""
         store = self._read_handle()
-        for name in entry.extensions:
+        for name in self._needed_extensions(entry, params):
             if store.extension(name) is not None:
                 continue
             if auto_extensions or (name == "token-index" and self._token_options is not None):
                 self._ensure_extension(self._write_handle(), name)
 
-    def _missing_extension_hint(self, entry: StrategyEntry, auto_option: str) -> str:
+    def _missing_extension_hint(self, entry: StrategyEntry, params: RetrieverParams, auto_option: str) -> str:
         store = self._read_handle()
-        missing = [name for name in entry.extensions if store.extension(name) is None]
+        missing = [name for name in self._needed_extensions(entry, params) if store.extension(name) is None]
         if not missing:
             return ""
         adds = []
@@ -934,14 +974,14 @@ class RagHierDocumentStore:
             queries = self._queries(entry, store, query, query_embedding, query_sparse_embedding)
             if top_k == 0 or store.count_passages() == 0:
                 return []
-            self._prepare_extensions(entry, auto_extensions)
+            self._prepare_extensions(entry, params, auto_extensions)
             store = self._read_handle()  # the read-write handle if extensions were just built
             cached = self._engine_retriever(store, entry, params)
             try:
                 with cached.lock:
                     result = cached.retriever.run(queries, top_k, self._predicate(filters, store))[0]
             except StoreError as exc:
-                hint = self._missing_extension_hint(entry, auto_option)
+                hint = self._missing_extension_hint(entry, params, auto_option)
                 if hint:
                     raise StoreError(f"{exc}{hint}") from exc
                 raise
@@ -1028,7 +1068,7 @@ class RagHierDocumentStore:
             store = self._read_handle()
             if not models:
                 return
-            if any(store.extension(name) is None for name in entry.extensions):
+            if any(store.extension(name) is None for name in self._needed_extensions(entry, params)):
                 if entry.retriever.over_vectors and store.encoder is not None:
                     _ = store.encoder.model  # what the first search will need in any case
                 return

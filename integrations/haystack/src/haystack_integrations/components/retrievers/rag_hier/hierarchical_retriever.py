@@ -83,9 +83,10 @@ class HierarchicalRetriever(StrategyComponent):
             filters: Filters applied to every query (see ``filter_policy``); in DHR modes they restrict
                 passages, and only documents with a matching passage are ranked.
             top_k: The maximum number of passages to return; must be greater than 0.
-            scale_score: Scale scores to [0, 1]: ``(s + 1) / 2`` when the store's model normalizes (cosine),
-                else ``sigmoid(s / 100)`` (dot product). Applies to ``Document.score`` (the fused score;
-                exactly in [0, 1] when ``lambda_`` is 0), never to ``meta["scores"]``.
+            scale_score: Scale scores to [0, 1] by the store's recorded similarity, as InMemoryDocumentStore
+                does: ``(s + 1) / 2`` (cosine) or ``sigmoid(s / 100)`` (dot product). Applies to
+                ``Document.score`` (the fused score; exactly in [0, 1] when ``lambda_`` is 0), never to
+                ``meta["scores"]``.
             return_embedding: Return the passages' embeddings.
             filter_policy: ``REPLACE`` (default): runtime filters replace the init filters; ``MERGE``:
                 both apply.
