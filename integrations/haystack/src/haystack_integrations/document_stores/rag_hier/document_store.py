@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+import numpy as np
 from haystack import Document, default_from_dict, default_to_dict
 from haystack.dataclasses import SparseEmbedding
 from haystack.document_stores.errors import DocumentStoreError, DuplicateDocumentError
@@ -903,7 +904,7 @@ class RagHierDocumentStore:
                     vector = [float(x) / norm for x in vector]
         return Queries(
             texts=None if query is None else [query],
-            vectors=None if vector is None else [vector],
+            vectors=None if vector is None else np.asarray([vector], dtype=np.float32),
             sparse=sparse,
         )
 
