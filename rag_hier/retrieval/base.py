@@ -351,6 +351,14 @@ class Retriever(ABC, Generic[Q]):
         to some documents should let at least that many in.
         """
 
+    def warm_up(self) -> None:
+        """Load what searching needs (models, tokenizers) now rather than at the first query; idempotent.
+
+        Default: the store's dense model, for strategies that rank dense vectors.
+        """
+        if self.over_vectors and self.store.encoder is not None:
+            self.store.encoder.model  # noqa: B018 - loads it
+
     def candidates(self) -> int:
         """How many passages this strategy ranks at most (caps ``k``)."""
         return int(self.store.count_vectors() if self.over_vectors else self.store.count_passages())
