@@ -211,7 +211,7 @@ class TiedAtomicHead:
         return np.asarray([known[d] for d in docids], dtype=np.int64)
 
     @overload
-    def generate(self, queries: str, k: int = 10) -> list[str]: ...
+    def generate(self, queries: str, k: int = 10) -> list[str]: ...  # type: ignore[overload-overlap]
     @overload
     def generate(self, queries: Sequence[str], k: int = 10) -> list[list[str]]: ...
     def generate(self, queries: str | Sequence[str], k: int = 10) -> list[str] | list[list[str]]:
@@ -282,7 +282,10 @@ class DSIAtomicModel:
     def dimension(self) -> int:
         """The model's output dimension."""
         getter = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
-        return int(getter())
+        dim = getter()
+        if dim is None:  # pragma: no cover - exotic models
+            raise RagHierError("the model does not report its embedding dimension")
+        return int(dim)
 
     def __len__(self) -> int:
         return len(self.docids)
@@ -302,7 +305,7 @@ class DSIAtomicModel:
         return self.encode(texts) @ self.weight.detach().cpu().numpy().T
 
     @overload
-    def generate(self, queries: str, k: int = 10) -> list[str]: ...
+    def generate(self, queries: str, k: int = 10) -> list[str]: ...  # type: ignore[overload-overlap]
     @overload
     def generate(self, queries: Sequence[str], k: int = 10) -> list[list[str]]: ...
     def generate(self, queries: str | Sequence[str], k: int = 10) -> list[str] | list[list[str]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 __all__ = ["build_tiny_model", "build_tiny_t5"]
 
@@ -100,7 +101,7 @@ def build_tiny_t5(path: str | Path, *, dimension: int = 32, layers: int = 2, see
     vocab_size = sum(1 for _ in (src / "vocab.txt").open(encoding="utf-8"))
     torch.manual_seed(seed)
     heads = max(1, dimension // 16)
-    config = T5Config(
+    settings: dict[str, Any] = dict(
         vocab_size=vocab_size,
         d_model=dimension,
         d_kv=dimension // heads,
@@ -113,9 +114,9 @@ def build_tiny_t5(path: str | Path, *, dimension: int = 32, layers: int = 2, see
         pad_token_id=0,
         eos_token_id=102,
         decoder_start_token_id=0,
-        tie_word_embeddings=True,
+        tie_word_embeddings=True,  # T5 v1.0: tied embeddings, decoder output scaled by d_model ** -0.5
     )
-    T5ForConditionalGeneration(config).save_pretrained(hf_dir, safe_serialization=True)
+    T5ForConditionalGeneration(T5Config(**settings)).save_pretrained(hf_dir, safe_serialization=True)
     module = EncoderDecoderEmbedding(str(hf_dir), max_seq_length=128)
     SentenceTransformer(modules=[module], device="cpu", similarity_fn_name="dot").save(str(out))
     shutil.rmtree(hf_dir)

@@ -37,7 +37,7 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
@@ -162,7 +162,7 @@ class EncoderDecoderEmbedding(_Base):  # type: ignore[misc,valid-type,unused-ign
         if not getattr(config, "is_encoder_decoder", False):
             raise NotEncoderDecoderError(
                 f"model {name!r} is not an encoder-decoder (model_type {getattr(config, 'model_type', '?')!r}); "
-                "Tied-Atomic needs one, e.g. t5-small, google/flan-t5-base, facebook/bart-base or an EncoderDecoderModel"
+                "Tied-Atomic needs one, e.g. t5-small, google/flan-t5-base, facebook/bart-base, an EncoderDecoderModel"
             )
         kwargs = {"trust_remote_code": False, **(model_kwargs or {})}
         try:
@@ -213,6 +213,8 @@ class EncoderDecoderEmbedding(_Base):  # type: ignore[misc,valid-type,unused-ign
         size = getattr(cfg, "d_model", None) or getattr(getattr(cfg, "decoder", None), "hidden_size", None)
         if size is None:  # pragma: no cover - exotic configs
             size = getattr(cfg, "hidden_size", None)
+        if size is None:  # pragma: no cover
+            raise RagHierError(f"cannot tell the hidden size of {type(self.auto_model).__name__}")
         return int(size)
 
     def get_embedding_dimension(self) -> int:
@@ -238,7 +240,8 @@ class EncoderDecoderEmbedding(_Base):  # type: ignore[misc,valid-type,unused-ign
             if not isinstance(x, str):
                 raise TypeError(f"EncoderDecoderEmbedding encodes texts, got {type(x).__name__}")
             texts.append(prompt + x if prompt else x)
-        enc = self.tokenizer(
+        tokenizer: Any = self.tokenizer
+        enc = tokenizer(
             texts,
             padding=True,
             truncation="longest_first",
@@ -274,7 +277,8 @@ class EncoderDecoderEmbedding(_Base):  # type: ignore[misc,valid-type,unused-ign
     def save(self, output_path: str, *args: Any, safe_serialization: bool = True, **kwargs: Any) -> None:
         """Write the Hugging Face model (always safetensors), the tokenizer and :data:`CONFIG_FILE`."""
         self.auto_model.save_pretrained(output_path, safe_serialization=True)
-        self.tokenizer.save_pretrained(output_path)
+        tokenizer: Any = self.tokenizer
+        tokenizer.save_pretrained(output_path)
         with (Path(output_path) / CONFIG_FILE).open("w", encoding="utf-8") as handle:
             json.dump(self.get_config_dict(), handle, indent=2)
 
@@ -369,6 +373,7 @@ def build_warm_started_encoder_decoder(
     *,
     max_seq_length: int = 128,
     seed: int = 0,
+    cross_attention_init: Literal["random", "self_attention"] = "random",
 ) -> Path:
     """Write a Tied-Atomic starting point built from a BERT-style encoder (default: the offline MiniLM).
 
@@ -384,6 +389,11 @@ def build_warm_started_encoder_decoder(
         encoder: A BERT-style Hugging Face model or sentence-transformers directory holding one at its root.
         max_seq_length: Input tokens kept.
         seed: Torch seed of the cross-attention initialization.
+        cross_attention_init: ``"random"`` (``from_encoder_decoder_pretrained``'s own initialization) or
+            ``"self_attention"``: each decoder layer's cross-attention starts as a copy of that layer's
+            pretrained self-attention (query, key, value, output and its layer norm), so the start token
+            attends over the encoder's states by content from the first step. Not part of the paper (which
+            starts from a pretrained T5); see ``docs/tied_atomic.md`` for what it changes.
 
     Returns:
         ``path``.
@@ -403,6 +413,10 @@ def build_warm_started_encoder_decoder(
             model = EncoderDecoderModel.from_encoder_decoder_pretrained(src, src)
         except OSError as exc:
             raise RagHierError(f"cannot build an encoder-decoder from {encoder!r}: {exc}") from exc
+        if cross_attention_init == "self_attention":
+            _copy_self_attention(model.decoder)
+        elif cross_attention_init != "random":
+            raise ValueError(f"cross_attention_init must be 'random' or 'self_attention', got {cross_attention_init!r}")
         start = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
         model.config.decoder_start_token_id = start
         model.config.pad_token_id = tokenizer.pad_token_id
@@ -414,3 +428,16 @@ def build_warm_started_encoder_decoder(
             shutil.rmtree(out)
         st.save(str(out))
     return out
+
+
+def _copy_self_attention(decoder: Any) -> None:
+    """Initialize every cross-attention block of a BERT-style decoder from the same layer's self-attention."""
+    layers = getattr(getattr(getattr(decoder, "bert", decoder), "encoder", None), "layer", None)
+    if layers is None:
+        raise RagHierError("cross_attention_init='self_attention' supports BERT-style decoders only")
+    with torch.no_grad():
+        for layer in layers:
+            cross = getattr(layer, "crossattention", None)
+            if cross is None:
+                raise RagHierError("the decoder has no cross-attention layers to initialize")
+            cross.load_state_dict(layer.attention.state_dict())
