@@ -351,8 +351,9 @@ def encoder_decoder_sentence_transformer(
         trusted = st_load_kwargs(name)
         if not trusted:
             raise NotEncoderDecoderError(
-                f"{name} is a sentence-transformers model without an encoder-decoder module; Tied-Atomic needs a "
-                "Hugging Face encoder-decoder (T5, BART, EncoderDecoderModel) or a model saved from one"
+                f"{name} is not an encoder-decoder: a sentence-transformers model without an encoder-decoder "
+                "module; Tied-Atomic needs a Hugging Face encoder-decoder (T5, BART, EncoderDecoderModel) or a "
+                "model saved from one"
             )
         model = SentenceTransformer(name, device=dev, **trusted)
         if max_seq_length is not None:

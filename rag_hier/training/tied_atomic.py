@@ -231,6 +231,7 @@ class TrainingResult:
     world_size: int
     metrics: Mapping[str, float] = field(default_factory=dict)
     config: Mapping[str, Any] = field(default_factory=dict)
+    gathered_negatives: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (what the training report holds)."""
@@ -556,6 +557,7 @@ class TiedAtomicTrainer(_Base):
             cols = self.build_rows(items, pairs, cross)
             del cross
             losses = _st_losses()
+            gathered = False
             if cfg.cross_encoder:
                 from sentence_transformers.util import pairwise_dot_score
 
@@ -563,11 +565,9 @@ class TiedAtomicTrainer(_Base):
             else:
                 from sentence_transformers.util import dot_score
 
+                gathered = cfg.gather_across_devices and is_distributed()
                 loss = losses.MultipleNegativesRankingLoss(
-                    model,
-                    scale=cfg.scale,
-                    similarity_fct=dot_score,
-                    gather_across_devices=cfg.gather_across_devices and is_distributed(),
+                    model, scale=cfg.scale, similarity_fct=dot_score, gather_across_devices=gathered
                 )
             steps = self._steps(len(cols["anchor"]), world)
             args = self._args(args_cls, samplers, scratch, steps, "NO_DUPLICATES")
@@ -585,7 +585,9 @@ class TiedAtomicTrainer(_Base):
                 eval_qrels,
             )
         seconds = time.perf_counter() - t0
-        result = TrainingResult(out, done, len(cols["anchor"]), train_loss, seconds, world, metrics, cfg.to_dict())
+        result = TrainingResult(
+            out, done, len(cols["anchor"]), train_loss, seconds, world, metrics, cfg.to_dict(), gathered
+        )
         if rank() == 0:
             out.mkdir(parents=True, exist_ok=True)
             model.save(str(out))
