@@ -55,6 +55,13 @@ def add_train_parser(subparsers: Any) -> None:
         help="without --base-model: the BERT-style encoder the encoder-decoder is built from "
         f"(default {d.warm_start_encoder}, offline)",
     )
+    p.add_argument(
+        "--warm-start-cross-attention",
+        choices=("random", "self_attention"),
+        default=d.warm_start_cross_attention,
+        help="without --base-model: start the cross-attention random or as a copy of each layer's self-attention "
+        f"(default {d.warm_start_cross_attention})",
+    )
     p.add_argument("--format", choices=CORPUS_FORMATS, default=None, help="corpus format (default: detect)")
     p.add_argument("--epochs", type=int, default=d.epochs, help=f"passes over the training pairs (default {d.epochs})")
     p.add_argument("--max-steps", type=int, default=None, help="optimizer steps in total (overrides --epochs)")
@@ -119,6 +126,7 @@ def _train(args: argparse.Namespace) -> int:
         config = TiedAtomicConfig(
             base_model=args.base_model,
             warm_start_encoder=args.warm_start_encoder,
+            warm_start_cross_attention=args.warm_start_cross_attention,
             max_seq_length=args.max_seq_length,
             batch_size=args.batch_size,
             learning_rate=args.lr,

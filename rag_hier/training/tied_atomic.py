@@ -36,7 +36,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
@@ -92,6 +92,7 @@ def _as_corpus(corpus: CorpusInput, max_passage_words: int) -> TrainingCorpus:
 class _Common:
     base_model: str | None = None
     warm_start_encoder: str = "sentence-transformers/all-MiniLM-L6-v2"
+    warm_start_cross_attention: Literal["random", "self_attention"] = "random"
     max_seq_length: int | None = 128
     batch_size: int = 32
     learning_rate: float = 1e-4
@@ -124,6 +125,11 @@ class _Common:
             raise ValueError(f"{name}.max_passage_words must be >= 0, got {self.max_passage_words}")
         if self.fp16 and self.bf16:
             raise ValueError(f"{name}: fp16 and bf16 are exclusive")
+        if self.warm_start_cross_attention not in ("random", "self_attention"):
+            raise ValueError(
+                f"{name}.warm_start_cross_attention must be 'random' or 'self_attention', "
+                f"got {self.warm_start_cross_attention!r}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (written next to the trained model)."""
@@ -140,6 +146,9 @@ class TiedAtomicConfig(_Common):
             Tied-Atomic sentence-transformers directory. ``None``: build one from ``warm_start_encoder``
             (:func:`~rag_hier.encoders.encdec.build_warm_started_encoder_decoder`, random cross-attention).
         warm_start_encoder: The BERT-style encoder of that warm start (default: the offline MiniLM).
+        warm_start_cross_attention: How the warm start's cross-attention begins: ``"random"`` (as
+            ``from_encoder_decoder_pretrained`` leaves it) or ``"self_attention"`` (copied from each layer's
+            self-attention).
         max_seq_length: Input tokens kept (queries and documents); ``None``: the model's limit.
         batch_size: Queries per step and process (each with its positive and BM25 negatives).
         learning_rate: Peak learning rate (AdamW, linear warm-up and decay).
@@ -353,6 +362,7 @@ class _Base:
                 cfg.warm_start_encoder,
                 max_seq_length=cfg.max_seq_length or 512,
                 seed=cfg.seed,
+                cross_attention_init=cfg.warm_start_cross_attention,
             )
             name = str(warm)
         else:
