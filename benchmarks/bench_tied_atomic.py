@@ -316,7 +316,7 @@ def stage_incremental(args: argparse.Namespace) -> dict[str, Any]:
     """Train on 90 % of the documents; add the other 10 % afterwards; Recall for queries on old vs new documents."""
     import shutil
 
-    from rag_hier.generative import TiedAtomicHead
+    from rag_hier.retrieval.generative import TiedAtomicHead
     from rag_hier.store import HierStore
     from rag_hier.training.tied_atomic import DSIAtomicTrainer, TiedAtomicTrainer
 

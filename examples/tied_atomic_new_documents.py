@@ -9,7 +9,7 @@ Usage::
    warm-started from all-MiniLM-L6-v2 (its cross-attention random, so a few steps teach it little); with a
    model hub, ``--base-model t5-small`` is the paper's setting.
 2. Index the corpus with it: the store's passage vectors are the docid embeddings, and
-   :class:`~rag_hier.generative.TiedAtomicHead` "generates" docids with one decoding step (a dot product
+   :class:`~rag_hier.retrieval.generative.TiedAtomicHead` "generates" docids with one decoding step (a dot product
    with every stored vector), ranking exactly as the store's dense search.
 3. Add a document the model never saw: it is encoded like any other and is generated at once; an untied
    DSI-atomic model would have to be trained again to give it a useful output row.
@@ -32,7 +32,7 @@ from pathlib import Path
 from rag_hier import DenseRetriever, Document, HierStore
 from rag_hier.corpus import read_corpus, read_qrels, read_queries
 from rag_hier.encoders import DenseEncoder
-from rag_hier.generative import TiedAtomicHead
+from rag_hier.retrieval.generative import TiedAtomicHead
 from rag_hier.training.tied_atomic import TiedAtomicConfig, TiedAtomicTrainer
 
 HERE = Path(__file__).resolve().parent

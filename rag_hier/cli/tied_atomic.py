@@ -5,7 +5,7 @@
   and saves a sentence-transformers directory;
 - then ``rag-hier index CORPUS --store S --model DIR`` and ``rag-hier search|eval --store S`` as for any
   dense model: the store's passage vectors are the docid embeddings, its dense search is the one-step
-  decoding (``rag_hier.generative.TiedAtomicHead`` gives the generative view in Python).
+  decoding (``rag_hier.retrieval.generative.TiedAtomicHead`` gives the generative view in Python).
 """
 
 from __future__ import annotations

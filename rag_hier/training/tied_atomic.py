@@ -20,7 +20,7 @@ negatives span the global batch. The result is a plain sentence-transformers dir
 ``rag-hier index CORPUS --store S --model DIR`` indexes with it, and new documents are added by encoding
 them.
 
-:class:`DSIAtomicTrainer` trains the untied baseline (:class:`~rag_hier.generative.DSIAtomicModel`): the
+:class:`DSIAtomicTrainer` trains the untied baseline (:class:`~rag_hier.retrieval.generative.DSIAtomicModel`): the
 same encoder-decoder with one free output row per docid, cross-entropy over all docids on the
 retrieval task (query → docid) and the indexing task (document text → docid), as DSI (Tay et al., 2022).
 """
@@ -52,7 +52,7 @@ from rag_hier.training.hce.distributed import is_distributed, rank, world_size
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-    from rag_hier.generative import DSIAtomicModel
+    from rag_hier.retrieval.generative import DSIAtomicModel
 
 logger = logging.getLogger(__name__)
 
@@ -646,7 +646,7 @@ class AtomicDocidLoss(nn.Module):
 
 
 class DSIAtomicTrainer(_Base):
-    """Train the untied DSI-atomic baseline (:class:`~rag_hier.generative.DSIAtomicModel`).
+    """Train the untied DSI-atomic baseline (:class:`~rag_hier.retrieval.generative.DSIAtomicModel`).
 
     One process only (it is a baseline): the free output rows live in the loss, outside DDP's gradient
     averaging.
@@ -680,7 +680,7 @@ class DSIAtomicTrainer(_Base):
         """
         from datasets import Dataset
 
-        from rag_hier.generative import DSIAtomicModel
+        from rag_hier.retrieval.generative import DSIAtomicModel
 
         cfg = self.config
         if is_distributed():

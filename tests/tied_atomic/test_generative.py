@@ -10,8 +10,8 @@ import pytest
 from rag_hier import Document, HierStore
 from rag_hier.encoders.dense import DenseEncoder
 from rag_hier.errors import DimensionMismatchError, RagHierError
-from rag_hier.generative import DSIAtomicModel, TiedAtomicHead, UnknownDocidError
 from rag_hier.retrieval.dense import DenseRetriever
+from rag_hier.retrieval.generative import DSIAtomicModel, TiedAtomicHead, UnknownDocidError
 
 QUERIES = ["apple river", "volcano glacier harbor", "music painting", "comet planet meadow"]
 

@@ -12,7 +12,7 @@ import torch
 
 from rag_hier.encoders.dense import DenseEncoder
 from rag_hier.encoders.encdec import NotEncoderDecoderError
-from rag_hier.generative import DSIAtomicModel
+from rag_hier.retrieval.generative import DSIAtomicModel
 from rag_hier.training.hce.data import TrainingCorpus, resolve_pairs
 from rag_hier.training.tied_atomic import (
     TRAINING_REPORT,

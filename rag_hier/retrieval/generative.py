@@ -125,14 +125,13 @@ class TiedAtomicHead:
         generation = self.store.generation
         if self._cache is not None and self._cache[0] == generation:
             return self._cache[1:]
-        index = self.store.index
-        if index is None:
+        if self.store.index is None:
             raise RagHierError(f"the store at {self.store.path} has no dense index")
         rowids = np.asarray(self.store.rowids_of(), dtype=np.int64)
-        records = self.store.records_by_rowid(rowids.tolist())
-        passage_ids = tuple(records[int(r)]["id"] for r in rowids)
-        doc_of = tuple(records[int(r)]["doc_id"] for r in rowids)
-        weight = np.ascontiguousarray(index.reconstruct(rowids), dtype=np.float32)
+        records = self.store.records(rowids.tolist())
+        passage_ids = tuple(records[int(r)].passage_id for r in rowids)
+        doc_of = tuple(records[int(r)].doc_id for r in rowids)
+        weight = np.ascontiguousarray(self.store.vectors(rowids), dtype=np.float32)
         doc_ids = tuple(dict.fromkeys(doc_of))
         position = {d: i for i, d in enumerate(doc_ids)}
         owner = np.fromiter((position[d] for d in doc_of), dtype=np.int64, count=len(doc_of))
