@@ -162,3 +162,24 @@ def test_a_model_that_is_not_an_encoder_decoder_is_refused(tmp_path, tiny_model_
 
     with pytest.raises(RagHierError, match="cannot load"):
         EncoderDecoderEmbedding(str(tmp_path / "nowhere"))
+
+
+def test_mt5_uses_the_pad_start_token_and_no_scale(tmp_path):
+    from transformers import AutoTokenizer, MT5Config, MT5ForConditionalGeneration
+
+    d = _tiny_tokenizer_dir(tmp_path / "mt5")
+    torch.manual_seed(0)
+    cfg = MT5Config(
+        vocab_size=30522, d_model=32, d_kv=8, d_ff=64, num_layers=1, num_decoder_layers=1, num_heads=2,
+        pad_token_id=0, eos_token_id=102, decoder_start_token_id=0, tie_word_embeddings=False,
+    )  # fmt: skip
+    hf = MT5ForConditionalGeneration(cfg).eval()
+    hf.save_pretrained(d)
+    module = EncoderDecoderEmbedding(str(d))
+    assert module.decoder_start_token_id == 0 and module.output_scale == 1.0
+    encoder_decoder_sentence_transformer(str(d), device="cpu").save(str(tmp_path / "st"))
+    enc = DenseEncoder(str(tmp_path / "st"), device="cpu")  # the saved directory, as `rag-hier index --model`
+    assert enc.normalize_embeddings is False
+    got = enc.encode_documents(TEXTS)
+    _, ref = _manual(hf, AutoTokenizer.from_pretrained(d), TEXTS, start=0, scale=1.0)
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
