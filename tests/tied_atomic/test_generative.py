@@ -137,3 +137,14 @@ def test_dsi_atomic_load_errors(tmp_path, tiny_t5_path):
     (path / "dsi_atomic.safetensors").unlink()
     with pytest.raises(RagHierError, match="is missing"):
         DSIAtomicModel.load(path)
+
+
+def test_the_registry_dense_strategy_is_the_one_step_decoding(store):
+    """No Tied-Atomic strategy exists: the registry's ``dense`` over the store ranks as ``generate``."""
+    from rag_hier.retrieval import build_retriever, strategy_names
+
+    assert not any("tied" in name or "atomic" in name for name in strategy_names())
+    head = TiedAtomicHead(store, level="document")
+    retriever = build_retriever("dense", store)
+    for query, generated in zip(QUERIES, head.generate(QUERIES, k=5), strict=True):
+        assert generated == [h.doc_id for h in retriever.search(query, top_k=5, aggregate="doc")]
