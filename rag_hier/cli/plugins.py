@@ -21,7 +21,12 @@ from types import ModuleType
 
 __all__ = ["PLUGIN_MODULES", "plugins"]
 
-PLUGIN_MODULES: tuple[str, ...] = ("rag_hier.cli.dhr", "rag_hier.cli.hce", "rag_hier.cli.svdr")
+PLUGIN_MODULES: tuple[str, ...] = (
+    "rag_hier.cli.dhr",
+    "rag_hier.cli.hce",
+    "rag_hier.cli.svdr",
+    "rag_hier.cli.tied_atomic",
+)
 
 
 def plugins() -> list[ModuleType]:

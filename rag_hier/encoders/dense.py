@@ -100,11 +100,15 @@ class DenseEncoder:
     def _load(self) -> SentenceTransformer:
         from sentence_transformers import SentenceTransformer
 
+        from rag_hier.encoders._st_loading import st_load_kwargs
+
         device = resolve_device(self.requested_device)
         path = resolve_model_path(self.model_name)
         logger.info("loading sentence-transformers model %s on %s", path, device)
+        # a directory built from rag-hier's own module classes (Tied-Atomic) loads without trust_remote_code
+        kwargs = {**st_load_kwargs(path), **self.model_kwargs}
         try:
-            model = SentenceTransformer(path, device=device, **self.model_kwargs)
+            model = SentenceTransformer(path, device=device, **kwargs)
         except OSError as exc:
             raise RagHierError(f"cannot load model {self.model_name!r}: {exc}") from exc
         precision = resolve_precision(device, self.precision)

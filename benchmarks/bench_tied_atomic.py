@@ -1,0 +1,553 @@
+"""Tied-Atomic on SciFact (BEIR): BM25, MiniLM (base and fine-tuned), DSI-atomic, Tied-Atomic; incremental; throughput.
+
+Usage (each stage writes ``benchmarks/out/tied_atomic/<stage><tag>.json``; run them in the background)::
+
+    python benchmarks/bench_tied_atomic.py bm25                 # bm25s baseline
+    python benchmarks/bench_tied_atomic.py minilm-base          # all-MiniLM-L6-v2 as is (cosine)
+    python benchmarks/bench_tied_atomic.py minilm-ft --steps 87 # MiniLM fine-tuned: same rows, steps, batch, lr
+    python benchmarks/bench_tied_atomic.py tied --steps 87      # Tied-Atomic (MiniLM-warm-started encoder-decoder)
+    python benchmarks/bench_tied_atomic.py dsi --steps 87       # DSI-atomic (untied), same encoder-decoder start
+    python benchmarks/bench_tied_atomic.py incremental --steps 87   # train on 90 % of the documents, add 10 %
+    python benchmarks/bench_tied_atomic.py throughput           # encoding docs/s: encoder-decoders vs MiniLM
+    python benchmarks/bench_tied_atomic.py report               # tables from the JSON files
+
+Protocol: corpus = SciFact ``corpus.jsonl.gz`` (5,183 documents kept whole, ``"<title>, <text>"`` as the store
+encodes them), training pairs = ``qrels/train.tsv``, evaluation = the 300 queries of ``qrels/test.tsv`` (or,
+with ``--dev F``, a held-out share F of the *training* queries, seeded, the model trained on the rest: every
+choice is made there). Metrics through :func:`rag_hier.eval.evaluate` (pytrec_eval), exact search.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+# ../shared/data next to the repository (a worktree one level deeper looks one level further up)
+DEFAULT_DATA = next(
+    (
+        p / "shared" / "data" / "scifact"
+        for p in (HERE.parent.parent, HERE.parent.parent.parent)
+        if (p / "shared" / "data" / "scifact").is_dir()
+    ),
+    HERE.parent.parent / "shared" / "data" / "scifact",
+)
+OUT = HERE / "out" / "tied_atomic"
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
+
+
+# ----------------------------------------------------------------------------------------------------
+# data
+# ----------------------------------------------------------------------------------------------------
+def dev_split(train_qrels: dict, fraction: float, seed: int) -> tuple[dict, dict]:
+    """(train part, dev part) of the training judgements, split by query (seeded; as bench_hce.py)."""
+    qids = sorted(train_qrels)
+    rng = np.random.default_rng(seed)
+    held = set(rng.choice(qids, size=round(fraction * len(qids)), replace=False).tolist())
+    return {q: r for q, r in train_qrels.items() if q not in held}, {q: r for q, r in train_qrels.items() if q in held}
+
+
+def load(args: argparse.Namespace) -> tuple[list[Any], dict[str, str], dict, dict]:
+    """Documents, queries, evaluation qrels, training qrels (dev split when ``--dev``)."""
+    from rag_hier.corpus import read_beir_corpus, read_qrels, read_queries
+
+    docs = read_beir_corpus(args.data)
+    queries = read_queries(args.data / "queries.jsonl")
+    train = read_qrels(args.data / "qrels" / "train.tsv")
+    if args.dev > 0:
+        train, held = dev_split(train, args.dev, args.dev_seed)
+        return docs, queries, held, train
+    return docs, queries, read_qrels(args.data / "qrels" / "test.tsv"), train
+
+
+def doc_texts(docs: list[Any]) -> tuple[list[str], list[str]]:
+    """Document ids and the text the store encodes for each (one passage per SciFact document)."""
+    from rag_hier.corpus import split_documents
+
+    passages = split_documents(docs, 0)
+    assert len(passages) == len(docs), "SciFact documents are expected to be one passage each"
+    return [p.doc_id for p in passages], [p.embedding_text for p in passages]
+
+
+def evaluate_scores(scores: np.ndarray, qids: list[str], doc_ids: list[str], qrels: dict) -> dict[str, float]:
+    from rag_hier.eval import evaluate
+
+    k = min(100, scores.shape[1])
+    top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    run = {q: {doc_ids[j]: float(scores[i, j]) for j in top[i]} for i, q in enumerate(qids)}
+    return {m: round(v, 4) for m, v in evaluate(run, qrels, METRICS).items()}
+
+
+def eval_model(path: str, docs: list[Any], queries: dict, qrels: dict, max_seq_length: int) -> dict[str, Any]:
+    """Encode corpus and queries with a model directory (its own normalization) and score exactly."""
+    from rag_hier.encoders.dense import DenseEncoder
+
+    enc = DenseEncoder(path, device="cpu", batch_size=32, max_seq_length=max_seq_length)
+    ids, texts = doc_texts(docs)
+    qids = [q for q in qrels if q in queries]
+    t = time.perf_counter()
+    c = enc.encode_documents(texts)
+    q = enc.encode_queries([queries[x] for x in qids])
+    metrics = evaluate_scores(q @ c.T, qids, ids, qrels)
+    return {
+        "metrics": metrics,
+        "eval_seconds": round(time.perf_counter() - t, 1),
+        "normalized": enc.normalize_embeddings,
+    }
+
+
+def budget(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "steps": args.steps,
+        "batch_size": args.batch_size,
+        "max_seq_length": args.max_seq_length,
+        "learning_rate": args.lr,
+        "bm25_negatives": args.negatives,
+        "bm25_depth": args.depth,
+        "scale": args.scale,
+        "cross_attention_init": args.cross_init,
+        "evaluation": f"dev: {args.dev:.0%} of train queries (seed {args.dev_seed})" if args.dev else "test",
+        "seed": args.seed,
+        "threads": args.threads,
+    }
+
+
+# ----------------------------------------------------------------------------------------------------
+# stages
+# ----------------------------------------------------------------------------------------------------
+def stage_bm25(args: argparse.Namespace) -> dict[str, Any]:
+    import bm25s
+
+    docs, queries, qrels, _ = load(args)
+    ids, texts = doc_texts(docs)
+    t = time.perf_counter()
+    index = bm25s.BM25(k1=args.k1, b=args.b)
+    index.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
+    qids = [q for q in qrels if q in queries]
+    scores = np.zeros((len(qids), len(ids)), np.float32)
+    for i, q in enumerate(qids):
+        toks = [w for w in bm25s.tokenize([queries[q]], stopwords="en", return_ids=False, show_progress=False)[0]]
+        toks = [w for w in toks if w in index.vocab_dict]
+        if toks:
+            scores[i] = index.get_scores(toks)
+    return {
+        "method": "bm25",
+        "k1": args.k1,
+        "b": args.b,
+        "metrics": evaluate_scores(scores, qids, ids, qrels),
+        "seconds": round(time.perf_counter() - t, 1),
+    }
+
+
+def stage_minilm_base(args: argparse.Namespace) -> dict[str, Any]:
+    docs, queries, qrels, _ = load(args)
+    return {"method": "minilm-base", **eval_model(MINILM, docs, queries, qrels, args.max_seq_length)}
+
+
+def _tied_config(args: argparse.Namespace, **over: Any) -> Any:
+    from rag_hier.training.tied_atomic import TiedAtomicConfig
+
+    kw: dict[str, Any] = {
+        "base_model": args.base_model,
+        "max_seq_length": args.max_seq_length,
+        "batch_size": args.batch_size,
+        "learning_rate": args.lr,
+        "max_steps": args.steps,
+        "scale": args.scale,
+        "bm25_negatives": args.negatives,
+        "bm25_depth": args.depth,
+        "device": "cpu",
+        "seed": args.seed,
+        "logging_steps": 5,
+    }
+    kw.update(over)
+    return TiedAtomicConfig(**kw)
+
+
+def _warm_start(args: argparse.Namespace) -> str:
+    """The MiniLM-warm-started encoder-decoder (built once per cross-attention init, cached)."""
+    from rag_hier.encoders.encdec import build_warm_started_encoder_decoder
+
+    path = OUT / f"warm-start-{args.cross_init}-len{args.max_seq_length}"
+    if not (path / "modules.json").is_file():
+        build_warm_started_encoder_decoder(
+            path, MINILM, max_seq_length=args.max_seq_length, seed=args.seed, cross_attention_init=args.cross_init
+        )
+    return str(path)
+
+
+def stage_tied(args: argparse.Namespace) -> dict[str, Any]:
+    from rag_hier.training.tied_atomic import TiedAtomicTrainer
+
+    docs, queries, qrels, train = load(args)
+    if args.base_model is None:
+        args.base_model = _warm_start(args)
+    out = OUT / f"model-tied{args.tag}"
+    if args.steps == 0:  # the starting point, untrained
+        return {
+            "method": "tied",
+            "steps_done": 0,
+            **eval_model(args.base_model, docs, queries, qrels, args.max_seq_length),
+        }
+    t = time.perf_counter()
+    result = TiedAtomicTrainer(_tied_config(args)).train(docs, out, queries=queries, qrels=train)
+    train_s = time.perf_counter() - t
+    info = {
+        "method": "tied",
+        "steps_done": result.steps,
+        "rows": result.rows,
+        "train_loss": result.train_loss,
+        "train_seconds": round(train_s, 1),
+    }
+    return {**info, **eval_model(str(out), docs, queries, qrels, args.max_seq_length)}
+
+
+def stage_minilm_ft(args: argparse.Namespace) -> dict[str, Any]:
+    """MiniLM fine-tuned on the same rows (query, positive, BM25 negatives), steps, batch and lr (cosine, scale 20)."""
+    import torch
+    from datasets import Dataset
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+    from sentence_transformers.sentence_transformer.training_args import BatchSamplers
+
+    from rag_hier.encoders.dense import resolve_model_path
+    from rag_hier.training.hce.data import TrainingCorpus, resolve_pairs
+    from rag_hier.training.tied_atomic import TiedAtomicTrainer
+
+    docs, queries, qrels, train = load(args)
+    out = OUT / f"model-minilm-ft{args.tag}"
+    torch.manual_seed(args.seed)
+    t = time.perf_counter()
+    corpus = TrainingCorpus.from_documents(docs, 0)
+    rows = TiedAtomicTrainer(_tied_config(args)).build_rows(corpus, resolve_pairs(corpus, queries, train))
+    model = SentenceTransformer(resolve_model_path(MINILM), device="cpu")
+    model.max_seq_length = args.max_seq_length
+    targs = SentenceTransformerTrainingArguments(
+        output_dir=str(OUT / "scratch-minilm-ft"),
+        max_steps=args.steps,
+        per_device_train_batch_size=args.batch_size,
+        learning_rate=args.lr,
+        weight_decay=0.01,
+        warmup_steps=round(0.1 * args.steps),
+        max_grad_norm=1.0,
+        seed=args.seed,
+        data_seed=args.seed,
+        batch_sampler=BatchSamplers.NO_DUPLICATES,
+        save_strategy="no",
+        logging_steps=5,
+        report_to="none",
+        disable_tqdm=True,
+        use_cpu=True,
+    )
+    loss = MultipleNegativesRankingLoss(model, scale=args.minilm_scale)
+    trainer = SentenceTransformerTrainer(model=model, args=targs, train_dataset=Dataset.from_dict(rows), loss=loss)
+    outcome = trainer.train()
+    model.save(str(out))
+    info = {
+        "method": "minilm-ft",
+        "steps_done": int(trainer.state.global_step),
+        "rows": len(rows["anchor"]),
+        "train_loss": float(outcome.training_loss),
+        "train_seconds": round(time.perf_counter() - t, 1),
+        "loss": f"MNRL cosine scale {args.minilm_scale}",
+    }
+    return {**info, **eval_model(str(out), docs, queries, qrels, args.max_seq_length)}
+
+
+def _dsi_config(args: argparse.Namespace) -> Any:
+    from rag_hier.training.tied_atomic import DSIAtomicConfig
+
+    return DSIAtomicConfig(
+        base_model=args.base_model,
+        max_seq_length=args.max_seq_length,
+        batch_size=args.batch_size,
+        learning_rate=args.lr,
+        docid_learning_rate=args.docid_lr,
+        max_steps=args.steps,
+        retrieval_repeats=args.retrieval_repeats,
+        device="cpu",
+        seed=args.seed,
+        logging_steps=5,
+    )
+
+
+def _dsi_eval(model: Any, docs: list[Any], queries: dict, qrels: dict) -> dict[str, Any]:
+    qids = [q for q in qrels if q in queries]
+    t = time.perf_counter()
+    logits = model.logits([queries[q] for q in qids])
+    doc_ids = [d.split("#", 1)[0] for d in model.docids]
+    return {"metrics": evaluate_scores(logits, qids, doc_ids, qrels), "eval_seconds": round(time.perf_counter() - t, 1)}
+
+
+def stage_dsi(args: argparse.Namespace) -> dict[str, Any]:
+    from rag_hier.training.tied_atomic import DSIAtomicTrainer
+
+    docs, queries, qrels, train = load(args)
+    if args.base_model is None:
+        args.base_model = _warm_start(args)
+    out = OUT / f"model-dsi{args.tag}"
+    t = time.perf_counter()
+    model, result = DSIAtomicTrainer(_dsi_config(args)).train(docs, out, queries=queries, qrels=train)
+    info = {
+        "method": "dsi",
+        "steps_done": result.steps,
+        "rows": result.rows,
+        "train_loss": result.train_loss,
+        "train_seconds": round(time.perf_counter() - t, 1),
+        "docid_lr": args.docid_lr,
+    }
+    return {**info, **_dsi_eval(model, docs, queries, qrels)}
+
+
+def stage_incremental(args: argparse.Namespace) -> dict[str, Any]:
+    """Train on 90 % of the documents; add the other 10 % afterwards; Recall for queries on old vs new documents."""
+    import shutil
+
+    from rag_hier.retrieval.generative import TiedAtomicHead
+    from rag_hier.store import HierStore
+    from rag_hier.training.tied_atomic import DSIAtomicTrainer, TiedAtomicTrainer
+
+    docs, queries, qrels, train = load(args)
+    if args.base_model is None:
+        args.base_model = _warm_start(args)
+    rng = np.random.default_rng(args.split_seed)
+    new_ids = set(rng.choice([d.doc_id for d in docs], size=round(0.1 * len(docs)), replace=False).tolist())
+    old_docs = [d for d in docs if d.doc_id not in new_ids]
+    new_docs = [d for d in docs if d.doc_id in new_ids]
+    # training pairs can only name documents that exist at training time
+    train_old = {q: {d: g for d, g in r.items() if d not in new_ids} for q, r in train.items()}
+    train_old = {q: r for q, r in train_old.items() if any(g > 0 for g in r.values())}
+    groups: dict[str, dict] = {"old": {}, "new": {}}
+    for q, rels in qrels.items():
+        rel = {d for d, g in rels.items() if g > 0}
+        if rel and rel <= new_ids:
+            groups["new"][q] = rels
+        elif rel and not rel & new_ids:
+            groups["old"][q] = rels
+    out: dict[str, Any] = {
+        "method": "incremental",
+        "documents": {"old": len(old_docs), "new": len(new_docs)},
+        "queries": {k: len(v) for k, v in groups.items()},
+        "train_pairs_kept": sum(len(r) for r in train_old.values()),
+    }
+    metrics = ("recall@10", "recall@100", "ndcg@10")
+    # Tied-Atomic: train on old documents, index them in a store, then add the new ones by encoding them.
+    tied_dir = OUT / f"model-tied-incr{args.tag}"
+    t = time.perf_counter()
+    res = TiedAtomicTrainer(_tied_config(args)).train(old_docs, tied_dir, queries=queries, qrels=train_old)
+    out["tied_train_seconds"] = round(time.perf_counter() - t, 1)
+    out["tied_steps"] = res.steps
+    store_dir = OUT / f"store-incr{args.tag}"
+    shutil.rmtree(store_dir, ignore_errors=True)
+    from rag_hier.encoders.dense import DenseEncoder
+
+    store = HierStore.create(store_dir, encoder=DenseEncoder(str(tied_dir), device="cpu", batch_size=32))
+    store.add_documents(old_docs)
+    t = time.perf_counter()
+    store.add_documents(new_docs)
+    out["tied_add_seconds"] = round(time.perf_counter() - t, 1)
+    head = TiedAtomicHead(store, level="document")
+    from rag_hier.eval import evaluate
+
+    def tied_run(group: dict) -> dict:
+        qids = list(group)
+        logits = head.logits([queries[q] for q in qids])
+        return {m: round(v, 4) for m, v in evaluate(_run(logits, qids, list(head.docids)), group, metrics).items()}
+
+    out["tied"] = {g: tied_run(v) for g, v in groups.items() if v}
+    out["tied_all_docs_count"] = len(head)
+    store.close()
+    # DSI-atomic: train on old documents; new docids get rows without training (random: as DSI adds tokens).
+    t = time.perf_counter()
+    dsi, _ = DSIAtomicTrainer(_dsi_config(args)).train(
+        old_docs, OUT / f"model-dsi-incr{args.tag}", queries=queries, qrels=train_old
+    )
+    out["dsi_train_seconds"] = round(time.perf_counter() - t, 1)
+    from rag_hier.training.hce.data import TrainingCorpus
+
+    new_items = TrainingCorpus.from_documents(new_docs, 0)
+
+    def dsi_run(model: Any, group: dict) -> dict:
+        qids = list(group)
+        logits = model.logits([queries[q] for q in qids])
+        ids = [d.split("#", 1)[0] for d in model.docids]
+        return {m: round(v, 4) for m, v in evaluate(_run(logits, qids, ids), group, metrics).items()}
+
+    dsi.add_docids(list(new_items.ids), init="random")
+    out["dsi_random_rows"] = {g: dsi_run(dsi, v) for g, v in groups.items() if v}
+    # the same model, new rows tied to h(text): what tying buys an untied model at insertion time
+    dsi2 = type(dsi)(
+        dsi.model,
+        dsi.docids[: len(dsi.docids) - len(new_items.ids)],
+        dsi.weight.detach()[: len(dsi.docids) - len(new_items.ids)],
+    )
+    dsi2.add_docids(list(new_items.ids), init="tied", texts=list(new_items.texts))
+    out["dsi_tied_rows"] = {g: dsi_run(dsi2, v) for g, v in groups.items() if v}
+    return out
+
+
+def _run(logits: np.ndarray, qids: list[str], ids: list[str]) -> dict[str, dict[str, float]]:
+    k = min(100, logits.shape[1])
+    top = np.argpartition(-logits, k - 1, axis=1)[:, :k]
+    run: dict[str, dict[str, float]] = {}
+    for i, q in enumerate(qids):
+        best: dict[str, float] = {}
+        for j in top[i].tolist():
+            d, s = ids[j], float(logits[i, j])
+            if d not in best or s > best[d]:
+                best[d] = s
+        run[q] = best
+    return run
+
+
+def stage_throughput(args: argparse.Namespace) -> dict[str, Any]:
+    """Docs/s of MiniLM vs the encoder-decoders on the same SciFact documents, interleaved in one process.
+
+    The T5 rows are t5-small / t5-base *architectures* with random weights on MiniLM's vocabulary (speed
+    does not depend on the weights; no pretrained T5 is available offline); token counts are MiniLM's.
+    """
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    from rag_hier.encoders.dense import DenseEncoder, resolve_model_path
+    from rag_hier.encoders.encdec import EncoderDecoderEmbedding
+
+    docs, _, _, _ = load(args)
+    _, texts = doc_texts(docs)
+    texts = texts[: args.n_docs]
+    models: dict[str, Any] = {}
+    models["minilm"] = DenseEncoder(MINILM, device="cpu", batch_size=32, max_seq_length=args.max_seq_length).model
+    models["tied-minilm-encdec"] = DenseEncoder(_warm_start(args), device="cpu", batch_size=32).model
+    src = Path(resolve_model_path(MINILM))
+    for name, cfg in (
+        ("t5-small-arch", {"d_model": 512, "d_kv": 64, "d_ff": 2048, "num_layers": 6, "num_heads": 8}),
+        ("t5-base-arch", {"d_model": 768, "d_kv": 64, "d_ff": 3072, "num_layers": 12, "num_heads": 12}),
+    ):
+        if name not in args.archs:
+            continue
+        path = OUT / f"throughput-{name}"
+        if not (path / "config.json").is_file():
+            import shutil
+
+            path.mkdir(parents=True, exist_ok=True)
+            torch.manual_seed(0)
+            T5ForConditionalGeneration(
+                T5Config(vocab_size=30522, pad_token_id=0, eos_token_id=102, decoder_start_token_id=0, **cfg)
+            ).save_pretrained(path)
+            for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
+                if (src / f).exists():
+                    shutil.copy(src / f, path / f)
+        module = EncoderDecoderEmbedding(str(path), max_seq_length=args.max_seq_length)
+        models[name] = SentenceTransformer(modules=[module], device="cpu", similarity_fn_name="dot")
+    for m in models.values():
+        m.max_seq_length = args.max_seq_length
+        m.eval()
+    secs: dict[str, list[float]] = {k: [] for k in models}
+    for _ in range(args.rounds):  # interleave, so load changes hit every model alike
+        for name, m in models.items():
+            t = time.perf_counter()
+            m.encode(texts, batch_size=32, show_progress_bar=False)
+            secs[name].append(time.perf_counter() - t)
+    best = {k: min(v) for k, v in secs.items()}
+    rate = {k: round(len(texts) / v, 1) for k, v in best.items()}
+    return {
+        "method": "throughput",
+        "n_docs": len(texts),
+        "rounds": args.rounds,
+        "seconds": secs,
+        "docs_per_second": rate,
+        "ratio_vs_minilm": {k: round(rate[k] / rate["minilm"], 3) for k in rate},
+    }
+
+
+def stage_report(args: argparse.Namespace) -> dict[str, Any]:
+    rows = []
+    for f in sorted(OUT.glob("*.json")):
+        data = json.loads(f.read_text(encoding="utf-8"))
+        m = data.get("metrics")
+        if isinstance(m, dict) and "ndcg@10" in m:
+            b = data.get("budget", {})
+            rows.append(
+                f"| {f.stem} | {b.get('evaluation', '')} | {m['ndcg@10']:.4f} | {m['recall@10']:.4f} | "
+                f"{m['recall@100']:.4f} | {m['mrr@10']:.4f} | {data.get('train_seconds', '–')} |"
+            )
+    print("| run | evaluated on | nDCG@10 | Recall@10 | Recall@100 | MRR@10 | train s |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    print("\n".join(rows))
+    return {}
+
+
+STAGES = {
+    "bm25": stage_bm25,
+    "minilm-base": stage_minilm_base,
+    "minilm-ft": stage_minilm_ft,
+    "tied": stage_tied,
+    "dsi": stage_dsi,
+    "incremental": stage_incremental,
+    "throughput": stage_throughput,
+    "report": stage_report,
+}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("stage", choices=sorted(STAGES))
+    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    p.add_argument("--dev", type=float, default=0.0, help="evaluate on this share of the training queries")
+    p.add_argument("--dev-seed", type=int, default=0)
+    p.add_argument("--steps", type=int, default=87)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--max-seq-length", type=int, default=128)
+    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--scale", type=float, default=1.0, help="Tied-Atomic InfoNCE inverse temperature (paper: 1)")
+    p.add_argument("--minilm-scale", type=float, default=20.0, help="MiniLM fine-tuning: MNRL scale on cosine")
+    p.add_argument("--negatives", type=int, default=1, help="BM25 negatives per query")
+    p.add_argument("--depth", type=int, default=10, help="BM25 negatives drawn from this top-k")
+    p.add_argument("--cross-init", choices=("random", "self_attention"), default="random")
+    p.add_argument("--base-model", default=None, help="encoder-decoder to start from (default: MiniLM warm start)")
+    p.add_argument("--docid-lr", type=float, default=None, help="DSI: learning rate of the docid rows")
+    p.add_argument("--retrieval-repeats", type=int, default=1, help="DSI: copies of each query example")
+    p.add_argument("--k1", type=float, default=1.5, help="BM25 baseline k1 (bm25s default)")
+    p.add_argument("--b", type=float, default=0.75, help="BM25 baseline b (bm25s default)")
+    p.add_argument("--split-seed", type=int, default=0, help="incremental: which 10 %% of documents are new")
+    p.add_argument("--n-docs", type=int, default=1000, help="throughput: documents encoded per round")
+    p.add_argument("--rounds", type=int, default=3, help="throughput: interleaved rounds (best kept)")
+    p.add_argument("--archs", nargs="*", default=["t5-small-arch", "t5-base-arch"], help="throughput: T5 shapes")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--tag", default="", help="suffix of the output file name")
+    args = p.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    OUT.mkdir(parents=True, exist_ok=True)
+    t = time.perf_counter()
+    result = STAGES[args.stage](args)
+    if args.stage == "report":
+        return
+    result["budget"] = budget(args)
+    result["wall_seconds"] = round(time.perf_counter() - t, 1)
+    result["host"] = {"python": platform.python_version(), "load_avg_end": os.getloadavg()}
+    name = f"{args.stage}{'-dev' if args.dev else ''}{args.tag}.json"
+    (OUT / name).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()

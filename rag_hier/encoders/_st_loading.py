@@ -1,0 +1,61 @@
+"""How rag-hier loads sentence-transformers directories that use rag-hier's own module classes.
+
+sentence-transformers (>= 6) refuses to import a module class outside its own namespace unless the
+caller passes ``trust_remote_code=True``: a ``modules.json`` may name any importable class, and
+importing it runs code. rag-hier's Tied-Atomic models are ordinary sentence-transformers directories
+whose single module is :class:`rag_hier.encoders.encdec.EncoderDecoderEmbedding`, code that is already
+installed with rag-hier. :func:`st_load_kwargs` grants the flag for exactly those directories: every
+module named in ``modules.json`` must be one of rag-hier's (listed here) or a sentence-transformers
+module that loads no code (``Normalize``, ``Dense``, ...). Any other directory is loaded with
+sentence-transformers' own rule. rag-hier's modules never pass the flag on to ``transformers``, so a
+``config.json`` that asks for remote code (``auto_map``) is still refused.
+
+This module imports nothing heavy: ``rag_hier.encoders.dense`` uses it before sentence-transformers loads.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["RAG_HIER_MODULES", "module_types", "st_load_kwargs"]
+
+RAG_HIER_MODULES: frozenset[str] = frozenset({"rag_hier.encoders.encdec.EncoderDecoderEmbedding"})
+"""``modules.json`` types that are rag-hier's own, installed module classes."""
+
+# sentence-transformers modules that never import code named by the directory (a Transformer may, through
+# its Hugging Face config's ``auto_map``, so a directory with one is left to sentence-transformers' rule).
+_CODE_FREE_ST_MODULES = frozenset({"Normalize", "Dense", "Pooling", "LayerNorm", "Dropout", "WeightedLayerPooling"})
+
+
+def module_types(path: str | Path) -> list[str] | None:
+    """The ``type`` of every module listed in a local directory's ``modules.json`` (``None``: no readable file)."""
+    file = Path(path) / "modules.json"
+    if not file.is_file():
+        return None
+    try:
+        entries = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(entries, list):
+        return None
+    return [str(e.get("type", "")) if isinstance(e, dict) else "" for e in entries]
+
+
+def st_load_kwargs(path: str | Path) -> dict[str, Any]:
+    """Extra ``SentenceTransformer(path, ...)`` arguments for a directory built from rag-hier's module classes.
+
+    Returns ``{"trust_remote_code": True}`` when ``path`` is a local sentence-transformers directory whose
+    modules are rag-hier's own classes plus code-free sentence-transformers modules, else ``{}``.
+    """
+    types = module_types(path)
+    if not types or not any(t in RAG_HIER_MODULES for t in types):
+        return {}
+    for t in types:
+        if t in RAG_HIER_MODULES:
+            continue
+        if t.startswith("sentence_transformers.") and t.rsplit(".", 1)[-1] in _CODE_FREE_ST_MODULES:
+            continue
+        return {}
+    return {"trust_remote_code": True}

@@ -1,0 +1,728 @@
+"""Trainers for generative retrieval with atomic docids: Tied-Atomic (dense) and the untied DSI-atomic baseline.
+
+:class:`TiedAtomicTrainer` follows Nguyen & Yates (arXiv 2306.11397). The model is an encoder-decoder
+embedding (:class:`~rag_hier.encoders.encdec.EncoderDecoderEmbedding`: one decoding step from the start
+token), used for queries and documents alike, so each docid's output row is tied to its document's
+text. Training is contrastive, like a dense retriever:
+
+* **InfoNCE** over in-batch positives and **BM25 negatives** (the paper's NQ320k recipe, "a ranking loss
+  with in-batch BM25 negatives, similar to SPLADE"): for each query, ``bm25_negatives`` documents drawn
+  from its BM25 top-``bm25_depth`` (bm25s; the query's relevant documents excluded), every other row's
+  positive and negatives being further negatives. Scores are raw dot products at temperature 1
+  (``scale`` = 1/τ; the paper states none). sentence-transformers' ``MultipleNegativesRankingLoss``;
+* **MarginMSE** distillation (the paper's MS MARCO recipe) when a cross-encoder is given:
+  ``MSE(h_q·h_d⁺ − h_q·h_d⁻, CE(q, d⁺) − CE(q, d⁻))`` over the same BM25 negatives, scored by the
+  cross-encoder (sentence-transformers' ``MarginMSELoss``).
+
+Both run on sentence-transformers' ``SentenceTransformerTrainer`` (CPU or GPU). Under ``torchrun`` the
+trainer is data-parallel and the InfoNCE loss gathers the embeddings of every process, so in-batch
+negatives span the global batch. The result is a plain sentence-transformers directory:
+``rag-hier index CORPUS --store S --model DIR`` indexes with it, and new documents are added by encoding
+them.
+
+:class:`DSIAtomicTrainer` trains the untied baseline (:class:`~rag_hier.retrieval.generative.DSIAtomicModel`): the
+same encoder-decoder with one free output row per docid, cross-entropy over all docids on the
+retrieval task (query → docid) and the indexing task (document text → docid), as DSI (Tay et al., 2022).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from rag_hier.corpus.model import Document, Passage
+from rag_hier.encoders.encdec import CITATION, build_warm_started_encoder_decoder, encoder_decoder_sentence_transformer
+from rag_hier.errors import MissingDependencyError, RagHierError
+from rag_hier.training.hce.data import SupervisedPair, TrainingCorpus, resolve_pairs
+from rag_hier.training.hce.distributed import is_distributed, rank, world_size
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+    from rag_hier.retrieval.generative import DSIAtomicModel
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "TRAINING_REPORT",
+    "AtomicDocidLoss",
+    "DSIAtomicConfig",
+    "DSIAtomicTrainer",
+    "TiedAtomicConfig",
+    "TiedAtomicTrainer",
+    "TrainingResult",
+    "bm25_negatives",
+]
+
+TRAINING_REPORT = "tied_atomic_training.json"
+DSI_TRAINING_REPORT = "dsi_atomic_training.json"
+CorpusInput = TrainingCorpus | Sequence[Document] | Sequence[Passage] | Mapping[str, str]
+
+
+def _as_corpus(corpus: CorpusInput, max_passage_words: int) -> TrainingCorpus:
+    if isinstance(corpus, TrainingCorpus):
+        return corpus
+    if isinstance(corpus, Mapping):
+        return TrainingCorpus.from_texts(corpus)
+    items = list(corpus)
+    if items and all(isinstance(x, Document) for x in items):
+        return TrainingCorpus.from_documents(items, max_passage_words)  # type: ignore[arg-type]
+    if items and all(isinstance(x, Passage) for x in items):
+        return TrainingCorpus.from_passages(items)  # type: ignore[arg-type]
+    raise TypeError("corpus must be a TrainingCorpus, Documents, Passages or a mapping of id -> text")
+
+
+# ----------------------------------------------------------------------------------------------------
+# configuration
+# ----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Common:
+    base_model: str | None = None
+    warm_start_encoder: str = "sentence-transformers/all-MiniLM-L6-v2"
+    warm_start_cross_attention: Literal["random", "self_attention"] = "random"
+    max_seq_length: int | None = 128
+    batch_size: int = 32
+    learning_rate: float = 1e-4
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    epochs: int = 1
+    max_steps: int | None = None
+    max_passage_words: int = 0
+    gradient_accumulation_steps: int = 1
+    fp16: bool = False
+    bf16: bool = False
+    logging_steps: int = 10
+    device: str | None = None
+    seed: int = 42
+    show_progress_bar: bool = False
+
+    def _check_common(self, name: str) -> None:
+        for key in ("batch_size", "epochs", "gradient_accumulation_steps", "logging_steps"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"{name}.{key} must be >= 1, got {getattr(self, key)}")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"{name}.max_steps must be >= 1 or None, got {self.max_steps}")
+        if self.max_seq_length is not None and self.max_seq_length < 1:
+            raise ValueError(f"{name}.max_seq_length must be >= 1 or None, got {self.max_seq_length}")
+        if not self.learning_rate > 0 or not math.isfinite(self.learning_rate):
+            raise ValueError(f"{name}.learning_rate must be a positive number, got {self.learning_rate}")
+        if not 0 <= self.warmup_ratio < 1:
+            raise ValueError(f"{name}.warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        if self.max_passage_words < 0:
+            raise ValueError(f"{name}.max_passage_words must be >= 0, got {self.max_passage_words}")
+        if self.fp16 and self.bf16:
+            raise ValueError(f"{name}: fp16 and bf16 are exclusive")
+        if self.warm_start_cross_attention not in ("random", "self_attention"):
+            raise ValueError(
+                f"{name}.warm_start_cross_attention must be 'random' or 'self_attention', "
+                f"got {self.warm_start_cross_attention!r}"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (written next to the trained model)."""
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class TiedAtomicConfig(_Common):
+    """How :class:`TiedAtomicTrainer` trains.
+
+    Args:
+        base_model: An encoder-decoder to start from: a Hugging Face name or directory (``t5-small``,
+            ``t5-base``: the paper's models; ``google/flan-t5-base``, ``facebook/bart-base``, ...) or a
+            Tied-Atomic sentence-transformers directory. ``None``: build one from ``warm_start_encoder``
+            (:func:`~rag_hier.encoders.encdec.build_warm_started_encoder_decoder`, random cross-attention).
+        warm_start_encoder: The BERT-style encoder of that warm start (default: the offline MiniLM).
+        warm_start_cross_attention: How the warm start's cross-attention begins: ``"random"`` (as
+            ``from_encoder_decoder_pretrained`` leaves it) or ``"self_attention"`` (copied from each layer's
+            self-attention).
+        max_seq_length: Input tokens kept (queries and documents); ``None``: the model's limit.
+        batch_size: Queries per step and process (each with its positive and BM25 negatives).
+        learning_rate: Peak learning rate (AdamW, linear warm-up and decay).
+        warmup_ratio: Fraction of steps for warm-up.
+        weight_decay: AdamW weight decay.
+        epochs: Passes over the training pairs (when ``max_steps`` is ``None``).
+        max_steps: Optimizer steps in total (overrides ``epochs``).
+        max_passage_words: How documents are cut into training items, as the store will cut them (0:
+            paragraphs whole, BEIR documents whole).
+        scale: Inverse temperature on the raw dot products (paper: none stated, i.e. 1).
+        bm25_negatives: BM25 negatives per query.
+        bm25_depth: Negatives are drawn uniformly from the BM25 top-``bm25_depth`` (relevant ones excluded);
+            ``bm25_depth == bm25_negatives`` takes the top ones.
+        bm25_k1: BM25 ``k1`` (paper, tuned on NQ320k: 10; bm25s' default is 1.5).
+        bm25_b: BM25 ``b`` (paper: 0.8).
+        cross_encoder: A sentence-transformers CrossEncoder (name or path): train with MarginMSE against its
+            score margins instead of InfoNCE.
+        gather_across_devices: Under torch.distributed, use every process's embeddings as in-batch negatives.
+        gradient_accumulation_steps: Micro-batches per optimizer step (each has its own in-batch negatives).
+        fp16: float16 mixed precision (GPU). bf16: bfloat16 mixed precision.
+        logging_steps: Log the loss every this many steps.
+        device: ``"cpu"``, ``"cuda"``, ...; ``None``: CUDA when available.
+        seed: Seed of negative sampling, warm start and training.
+        show_progress_bar: Progress bars.
+
+    """
+
+    scale: float = 1.0
+    bm25_negatives: int = 1
+    bm25_depth: int = 10
+    bm25_k1: float = 10.0
+    bm25_b: float = 0.8
+    cross_encoder: str | None = None
+    gather_across_devices: bool = True
+
+    def __post_init__(self) -> None:
+        self._check_common("TiedAtomicConfig")
+        if self.bm25_negatives < 0:
+            raise ValueError(f"TiedAtomicConfig.bm25_negatives must be >= 0, got {self.bm25_negatives}")
+        if self.bm25_depth < max(self.bm25_negatives, 1):
+            raise ValueError(f"TiedAtomicConfig.bm25_depth must be >= bm25_negatives (and >= 1), got {self.bm25_depth}")
+        if not self.scale > 0 or not math.isfinite(self.scale):
+            raise ValueError(f"TiedAtomicConfig.scale must be a positive number, got {self.scale}")
+        if self.bm25_k1 < 0 or not 0 <= self.bm25_b <= 1:
+            raise ValueError("TiedAtomicConfig.bm25_k1 must be >= 0 and bm25_b in [0, 1]")
+        if self.cross_encoder is not None and self.bm25_negatives < 1:
+            raise ValueError("MarginMSE (cross_encoder) needs bm25_negatives >= 1")
+
+
+@dataclass(frozen=True)
+class DSIAtomicConfig(_Common):
+    """How :class:`DSIAtomicTrainer` trains the untied DSI-atomic baseline.
+
+    Args:
+        base_model / warm_start_encoder / max_seq_length / batch_size / learning_rate / warmup_ratio /
+            weight_decay / epochs / max_steps / max_passage_words / ...: as :class:`TiedAtomicConfig`.
+        docid_learning_rate: Learning rate of the free output rows (``None``: ``learning_rate``). Rows start
+            random, so they usually need a larger one than the pretrained network.
+        index_documents: Train the indexing task (document text → its docid) next to the retrieval task.
+        retrieval_repeats: Copies of every (query → docid) example per epoch.
+        init_std: Standard deviation of the random initial rows.
+
+    """
+
+    docid_learning_rate: float | None = None
+    index_documents: bool = True
+    retrieval_repeats: int = 1
+    init_std: float = 0.02
+
+    def __post_init__(self) -> None:
+        self._check_common("DSIAtomicConfig")
+        if self.retrieval_repeats < 0:
+            raise ValueError(f"DSIAtomicConfig.retrieval_repeats must be >= 0, got {self.retrieval_repeats}")
+        if self.docid_learning_rate is not None and not self.docid_learning_rate > 0:
+            raise ValueError(f"DSIAtomicConfig.docid_learning_rate must be > 0, got {self.docid_learning_rate}")
+        if not self.init_std > 0:
+            raise ValueError(f"DSIAtomicConfig.init_std must be > 0, got {self.init_std}")
+
+
+@dataclass(frozen=True)
+class TrainingResult:
+    """What a trainer produced: where, how much, how long, and the held-out metrics when asked for."""
+
+    output_dir: Path
+    steps: int
+    rows: int
+    train_loss: float | None
+    seconds: float
+    world_size: int
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    config: Mapping[str, Any] = field(default_factory=dict)
+    gathered_negatives: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (what the training report holds)."""
+        out = dataclasses.asdict(self)
+        out["output_dir"] = str(self.output_dir)
+        out["seconds"] = round(self.seconds, 1)
+        return out
+
+
+# ----------------------------------------------------------------------------------------------------
+# negatives
+# ----------------------------------------------------------------------------------------------------
+def bm25_negatives(
+    corpus: TrainingCorpus,
+    pairs: Sequence[SupervisedPair],
+    *,
+    n_negatives: int,
+    depth: int,
+    k1: float = 10.0,
+    b: float = 0.8,
+    seed: int = 0,
+) -> list[list[int]]:
+    """For each pair, ``n_negatives`` corpus positions drawn from the query's BM25 top-``depth`` (bm25s).
+
+    The query's relevant items are never drawn. Where the top-``depth`` holds too few usable items (tiny
+    corpora, queries without known words), the rest are drawn uniformly from the corpus.
+    """
+    if n_negatives == 0:
+        return [[] for _ in pairs]
+    import bm25s
+
+    n = len(corpus.texts)
+    rng = np.random.default_rng(seed)
+    index = bm25s.BM25(k1=k1, b=b)
+    index.index(bm25s.tokenize(list(corpus.texts), stopwords="en", show_progress=False), show_progress=False)
+    vocab = index.vocab_dict
+    ranking: dict[str, np.ndarray] = {}
+    out: list[list[int]] = []
+    for pair in pairs:
+        order = ranking.get(pair.query)
+        if order is None:
+            tokens = bm25s.tokenize([pair.query], stopwords="en", return_ids=False, show_progress=False)[0]
+            known = [t for t in tokens if t in vocab]
+            if known:
+                scores = np.asarray(index.get_scores(known), dtype=np.float32)
+                keep = min(n, depth + len(pair.relevant))
+                if keep < n:  # the top-``keep`` and everything tied with the last of them
+                    cut = scores[np.argpartition(-scores, keep - 1)[keep - 1]]
+                    top = np.nonzero(scores >= cut)[0]
+                else:
+                    top = np.arange(n)
+                top = top[np.lexsort((top, -scores[top]))]
+                order = top[scores[top] > 0]
+            else:
+                order = np.zeros(0, np.int64)
+            ranking[pair.query] = order
+        pool = [int(i) for i in order if int(i) not in pair.relevant][:depth]
+        if len(pool) > n_negatives:
+            picks = rng.choice(len(pool), size=n_negatives, replace=False)
+            chosen = [pool[i] for i in sorted(picks.tolist())]
+        else:
+            chosen = list(pool)
+        if len(chosen) < n_negatives:
+            rest = [i for i in rng.permutation(n).tolist() if i not in pair.relevant and i not in chosen]
+            chosen += rest[: n_negatives - len(chosen)]
+        out.append(chosen)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------
+# shared trainer machinery
+# ----------------------------------------------------------------------------------------------------
+def _st_training() -> tuple[Any, Any, Any]:
+    """sentence-transformers' trainer, its arguments and batch samplers (clear error without the extras)."""
+    try:
+        import accelerate  # noqa: F401
+        import datasets  # noqa: F401
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "Tied-Atomic training uses sentence-transformers' trainer, which needs the 'accelerate' and "
+            "'datasets' packages: pip install accelerate datasets (or: pip install 'rag-hier[train]')"
+        ) from exc
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+
+    try:
+        from sentence_transformers.sentence_transformer.training_args import BatchSamplers
+    except ImportError:  # sentence-transformers < 6
+        from sentence_transformers.training_args import (  # type: ignore[no-redef,import-not-found,unused-ignore]
+            BatchSamplers,
+        )
+    return SentenceTransformerTrainer, SentenceTransformerTrainingArguments, BatchSamplers
+
+
+def _st_losses() -> Any:
+    try:
+        from sentence_transformers.sentence_transformer import losses
+    except ImportError:  # sentence-transformers < 6
+        from sentence_transformers import losses  # type: ignore[no-redef,attr-defined,unused-ignore]
+    return losses
+
+
+class _Base:
+    """Model loading, trainer arguments and evaluation shared by both trainers."""
+
+    config: TiedAtomicConfig | DSIAtomicConfig
+
+    def _load_model(self, scratch: str) -> SentenceTransformer:
+        from rag_hier.encoders.device import resolve_device
+
+        cfg = self.config
+        device = resolve_device(cfg.device)
+        if cfg.base_model is None:
+            warm = Path(scratch) / "warm-start"
+            logger.info(
+                "building the warm-started encoder-decoder from %s (cross-attention random)", cfg.warm_start_encoder
+            )
+            build_warm_started_encoder_decoder(
+                warm,
+                cfg.warm_start_encoder,
+                max_seq_length=cfg.max_seq_length or 512,
+                seed=cfg.seed,
+                cross_attention_init=cfg.warm_start_cross_attention,
+            )
+            name = str(warm)
+        else:
+            name = cfg.base_model
+        model = encoder_decoder_sentence_transformer(name, max_seq_length=cfg.max_seq_length, device=device)
+        return model
+
+    def _args(self, args_cls: Any, samplers: Any, scratch: str, steps: int, sampler: str, **extra: Any) -> Any:
+        cfg = self.config
+        return args_cls(
+            output_dir=scratch,
+            max_steps=steps,
+            per_device_train_batch_size=cfg.batch_size,
+            gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+            learning_rate=cfg.learning_rate,
+            weight_decay=cfg.weight_decay,
+            warmup_steps=max(0, round(cfg.warmup_ratio * steps)),
+            lr_scheduler_type="linear",
+            max_grad_norm=1.0,
+            fp16=cfg.fp16,
+            bf16=cfg.bf16,
+            seed=cfg.seed,
+            data_seed=cfg.seed,
+            batch_sampler=getattr(samplers, sampler),
+            save_strategy="no",
+            eval_strategy="no",
+            logging_steps=cfg.logging_steps,
+            report_to="none",
+            disable_tqdm=not cfg.show_progress_bar,
+            dataloader_drop_last=world_size() > 1,
+            dataloader_pin_memory=torch.cuda.is_available(),
+            use_cpu=(cfg.device or "").startswith("cpu"),
+            **extra,
+        )
+
+    def _steps(self, rows: int, world: int) -> int:
+        cfg = self.config
+        per_step = cfg.batch_size * cfg.gradient_accumulation_steps * world
+        natural = max(1, math.ceil(rows / per_step)) * cfg.epochs
+        return cfg.max_steps if cfg.max_steps is not None else natural
+
+    @staticmethod
+    def _evaluate(
+        encode_queries: Any,
+        doc_matrix: np.ndarray,
+        corpus: TrainingCorpus,
+        queries: Mapping[str, str],
+        qrels: Mapping[str, Mapping[str, int]],
+    ) -> dict[str, float]:
+        """nDCG@10, Recall@10/100, MRR@10 of dot-product ranking, documents scored by their best item."""
+        from rag_hier.eval import evaluate
+
+        qids = [q for q in qrels if q in queries]
+        if not qids:
+            return {}
+        q_emb = encode_queries([queries[q] for q in qids])
+        scores = q_emb @ doc_matrix.T
+        k = min(200, scores.shape[1])
+        top = np.argpartition(-scores, k - 1, axis=1)[:, :k] if k < scores.shape[1] else np.argsort(-scores, axis=1)
+        run: dict[str, dict[str, float]] = {}
+        for i, q in enumerate(qids):
+            best: dict[str, float] = {}
+            for j in top[i].tolist():
+                d = corpus.doc_ids[j]
+                s = float(scores[i, j])
+                if d not in best or s > best[d]:
+                    best[d] = s
+            run[q] = best
+        return {
+            k_: round(v, 5) for k_, v in evaluate(run, qrels, ("ndcg@10", "recall@10", "recall@100", "mrr@10")).items()
+        }
+
+
+def _encode(model: SentenceTransformer, texts: Sequence[str], *, query: bool, batch_size: int = 64) -> np.ndarray:
+    fn = getattr(model, "encode_query" if query else "encode_document", model.encode)
+    emb = fn(list(texts), batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)
+    return np.ascontiguousarray(emb, dtype=np.float32)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Tied-Atomic
+# ----------------------------------------------------------------------------------------------------
+class TiedAtomicTrainer(_Base):
+    """Train a Tied-Atomic encoder-decoder embedding (Nguyen & Yates, 2023); save a sentence-transformers model.
+
+    Args:
+        config: The training configuration (:class:`TiedAtomicConfig`).
+
+    Example:
+        >>> from rag_hier.corpus import read_beir_corpus, read_qrels, read_queries
+        >>> trainer = TiedAtomicTrainer(TiedAtomicConfig(base_model="t5-small", max_steps=1000))  # doctest: +SKIP
+        >>> trainer.train(read_beir_corpus("scifact"), "scifact-tied",  # doctest: +SKIP
+        ...               queries=read_queries("scifact/queries.jsonl"), qrels=read_qrels("scifact/qrels/train.tsv"))
+
+    """
+
+    citation = CITATION
+
+    def __init__(self, config: TiedAtomicConfig | None = None) -> None:
+        self.config: TiedAtomicConfig = config or TiedAtomicConfig()
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """The configuration as a dict (sentence-transformers' convention)."""
+        return self.config.to_dict()
+
+    def build_rows(
+        self,
+        corpus: TrainingCorpus,
+        pairs: Sequence[SupervisedPair],
+        cross_encoder: Any | None = None,
+    ) -> dict[str, list[Any]]:
+        """Training columns ``anchor, positive, negative_1..n`` (+ ``label`` margins for MarginMSE)."""
+        cfg = self.config
+        rng = np.random.default_rng(cfg.seed)
+        order = rng.permutation(len(pairs)).tolist()
+        chosen = [pairs[i] for i in order]
+        negs = bm25_negatives(
+            corpus,
+            chosen,
+            n_negatives=min(cfg.bm25_negatives, max(0, len(corpus.texts) - 1)),
+            depth=cfg.bm25_depth,
+            k1=cfg.bm25_k1,
+            b=cfg.bm25_b,
+            seed=cfg.seed,
+        )
+        cols: dict[str, list[Any]] = {
+            "anchor": [p.query for p in chosen],
+            "positive": [corpus.texts[p.positive] for p in chosen],
+        }
+        n_neg = min(len(n) for n in negs) if negs else 0
+        for j in range(n_neg):
+            cols[f"negative_{j + 1}"] = [corpus.texts[n[j]] for n in negs]
+        if cross_encoder is not None:
+            if n_neg == 0:
+                raise RagHierError("MarginMSE needs at least one negative per query (the corpus is too small)")
+            cols["label"] = self._margins(cross_encoder, cols, n_neg)
+        return cols
+
+    def _margins(self, cross_encoder: Any, cols: Mapping[str, list[Any]], n_neg: int) -> list[list[float]]:
+        texts = [cols["positive"]] + [cols[f"negative_{j + 1}"] for j in range(n_neg)]
+        scores = []
+        for column in texts:
+            pairs = list(zip(cols["anchor"], column, strict=True))
+            scores.append(np.asarray(cross_encoder.predict(pairs, batch_size=64, show_progress_bar=False), np.float32))
+        pos = scores[0]
+        margins = np.stack([pos - s for s in scores[1:]], axis=1)
+        return [[float(x) for x in row] for row in margins]
+
+    def _cross_encoder(self) -> Any:
+        from sentence_transformers import CrossEncoder
+
+        from rag_hier.encoders.device import resolve_device
+
+        name = self.config.cross_encoder
+        try:
+            return CrossEncoder(str(name), device=resolve_device(self.config.device))
+        except (OSError, ValueError) as exc:
+            raise RagHierError(f"cannot load cross-encoder {name!r}: {exc}") from exc
+
+    def train(
+        self,
+        corpus: CorpusInput,
+        output_dir: str | Path,
+        *,
+        queries: Mapping[str, str],
+        qrels: Mapping[str, Mapping[str, int]],
+        eval_queries: Mapping[str, str] | None = None,
+        eval_qrels: Mapping[str, Mapping[str, int]] | None = None,
+    ) -> TrainingResult:
+        """Train on (query, relevant document) pairs of ``corpus`` and save the model to ``output_dir``.
+
+        Args:
+            corpus: The documents (split into training items as ``max_passage_words`` says), Passages, a
+                mapping ``id -> text`` or a :class:`~rag_hier.training.hce.TrainingCorpus`.
+            output_dir: Where the sentence-transformers model and ``tied_atomic_training.json`` go.
+            queries: Training queries ``id -> text``.
+            qrels: ``query id -> {document id -> grade}``; grades > 0 are positives.
+            eval_queries: Held-out queries, scored after training (nDCG@10, Recall@10/100, MRR@10 over the
+                corpus).
+            eval_qrels: Their judgements.
+
+        Raises:
+            RagHierError: No usable pair, or a model that is not an encoder-decoder.
+            MissingDependencyError: The training stack (``datasets``, ``accelerate``) is missing.
+
+        """
+        from datasets import Dataset
+
+        cfg = self.config
+        t0 = time.perf_counter()
+        trainer_cls, args_cls, samplers = _st_training()
+        items = _as_corpus(corpus, cfg.max_passage_words)
+        pairs = resolve_pairs(items, queries, qrels)
+        out = Path(output_dir)
+        torch.manual_seed(cfg.seed)
+        with tempfile.TemporaryDirectory(prefix="rag-hier-tied-") as scratch:
+            probe = self._args(args_cls, samplers, scratch, 1, "NO_DUPLICATES")
+            _ = probe.device  # initialises torch.distributed under torchrun
+            world = world_size()
+            model = self._load_model(scratch)
+            cross = self._cross_encoder() if cfg.cross_encoder else None
+            cols = self.build_rows(items, pairs, cross)
+            del cross
+            losses = _st_losses()
+            gathered = False
+            if cfg.cross_encoder:
+                from sentence_transformers.util import pairwise_dot_score
+
+                loss: nn.Module = losses.MarginMSELoss(model, similarity_fct=pairwise_dot_score)
+            else:
+                from sentence_transformers.util import dot_score
+
+                gathered = cfg.gather_across_devices and is_distributed()
+                loss = losses.MultipleNegativesRankingLoss(
+                    model, scale=cfg.scale, similarity_fct=dot_score, gather_across_devices=gathered
+                )
+            steps = self._steps(len(cols["anchor"]), world)
+            args = self._args(args_cls, samplers, scratch, steps, "NO_DUPLICATES")
+            trainer = trainer_cls(model=model, args=args, train_dataset=Dataset.from_dict(cols), loss=loss)
+            outcome = trainer.train()
+            done = int(trainer.state.global_step)
+        train_loss = float(outcome.training_loss) if outcome.training_loss is not None else None
+        metrics: dict[str, float] = {}
+        if eval_queries is not None and eval_qrels is not None and rank() == 0:
+            metrics = self._evaluate(
+                lambda texts: _encode(model, texts, query=True),
+                _encode(model, items.texts, query=False),
+                items,
+                eval_queries,
+                eval_qrels,
+            )
+        seconds = time.perf_counter() - t0
+        result = TrainingResult(
+            out, done, len(cols["anchor"]), train_loss, seconds, world, metrics, cfg.to_dict(), gathered
+        )
+        if rank() == 0:
+            out.mkdir(parents=True, exist_ok=True)
+            model.save(str(out))
+            (out / TRAINING_REPORT).write_text(json.dumps(result.to_dict(), indent=1) + "\n", encoding="utf-8")
+        self.model = model
+        logger.info(
+            "Tied-Atomic: %d steps on %d rows in %.0fs (loss %s)", done, len(cols["anchor"]), seconds, train_loss
+        )
+        return result
+
+
+# ----------------------------------------------------------------------------------------------------
+# DSI-atomic (untied)
+# ----------------------------------------------------------------------------------------------------
+class AtomicDocidLoss(nn.Module):
+    """Cross-entropy over every docid of ``W_docs · h(x)``: DSI's atomic-docid objective (a sentence-transformers loss).
+
+    Args:
+        model: The encoder-decoder SentenceTransformer.
+        docid_embeddings: ``W_docs`` (``(n_docids, dim)``), trained with the model.
+
+    Inputs:
+        +--------+----------------------------+
+        | Texts  | Labels                     |
+        +========+============================+
+        | (text) | docid index (``0..n-1``)   |
+        +--------+----------------------------+
+
+    """
+
+    def __init__(self, model: SentenceTransformer, docid_embeddings: nn.Parameter) -> None:
+        super().__init__()
+        self.model = model
+        self.docid_embeddings = docid_embeddings
+
+    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor) -> Tensor:
+        """The mean cross-entropy of the batch."""
+        (features,) = list(sentence_features)
+        h = self.model(features)["sentence_embedding"]
+        logits = h.float() @ self.docid_embeddings.float().T
+        return F.cross_entropy(logits, labels.long().to(logits.device))
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """For the model card."""
+        return {"num_docids": int(self.docid_embeddings.shape[0])}
+
+
+class DSIAtomicTrainer(_Base):
+    """Train the untied DSI-atomic baseline (:class:`~rag_hier.retrieval.generative.DSIAtomicModel`).
+
+    One process only (it is a baseline): the free output rows live in the loss, outside DDP's gradient
+    averaging.
+
+    Args:
+        config: The training configuration (:class:`DSIAtomicConfig`).
+
+    """
+
+    def __init__(self, config: DSIAtomicConfig | None = None) -> None:
+        self.config: DSIAtomicConfig = config or DSIAtomicConfig()
+
+    def train(
+        self,
+        corpus: CorpusInput,
+        output_dir: str | Path,
+        *,
+        queries: Mapping[str, str],
+        qrels: Mapping[str, Mapping[str, int]],
+        eval_queries: Mapping[str, str] | None = None,
+        eval_qrels: Mapping[str, Mapping[str, int]] | None = None,
+    ) -> tuple[DSIAtomicModel, TrainingResult]:
+        """Train on the retrieval and indexing tasks; save the model (docids = the corpus item ids).
+
+        Returns:
+            The trained model and what the training did.
+
+        Raises:
+            RagHierError: Under torch.distributed, or without usable pairs.
+
+        """
+        from datasets import Dataset
+
+        from rag_hier.retrieval.generative import DSIAtomicModel
+
+        cfg = self.config
+        if is_distributed():
+            raise RagHierError("DSI-atomic training runs in one process (its output rows are not synchronised)")
+        t0 = time.perf_counter()
+        trainer_cls, args_cls, samplers = _st_training()
+        items = _as_corpus(corpus, cfg.max_passage_words)
+        pairs = resolve_pairs(items, queries, qrels)
+        torch.manual_seed(cfg.seed)
+        texts: list[str] = [p.query for p in pairs] * cfg.retrieval_repeats
+        labels: list[int] = [p.positive for p in pairs] * cfg.retrieval_repeats
+        if cfg.index_documents:
+            texts += list(items.texts)
+            labels += list(range(len(items.texts)))
+        if not texts:
+            raise RagHierError("DSI-atomic training has no example (retrieval_repeats=0 and index_documents=False)")
+        rng = np.random.default_rng(cfg.seed)
+        order = rng.permutation(len(texts)).tolist()
+        data = Dataset.from_dict({"text": [texts[i] for i in order], "label": [labels[i] for i in order]})
+        out = Path(output_dir)
+        with tempfile.TemporaryDirectory(prefix="rag-hier-dsi-") as scratch:
+            model = self._load_model(scratch)
+            dsi = DSIAtomicModel(model, items.ids, init_std=cfg.init_std, seed=cfg.seed)
+            dsi.weight.data = dsi.weight.data.to(model.device)
+            loss = AtomicDocidLoss(model, dsi.weight)
+            steps = self._steps(len(texts), 1)
+            extra: dict[str, Any] = {}
+            if cfg.docid_learning_rate is not None:
+                extra["learning_rate_mapping"] = {r"^docid_embeddings$": cfg.docid_learning_rate}
+            args = self._args(args_cls, samplers, scratch, steps, "BATCH_SAMPLER", **extra)
+            trainer = trainer_cls(model=model, args=args, train_dataset=data, loss=loss)
+            outcome = trainer.train()
+            done = int(trainer.state.global_step)
+        dsi.weight = loss.docid_embeddings
+        train_loss = float(outcome.training_loss) if outcome.training_loss is not None else None
+        metrics: dict[str, float] = {}
+        if eval_queries is not None and eval_qrels is not None:
+            w = dsi.weight.detach().cpu().numpy()
+            metrics = self._evaluate(lambda t: dsi.encode(t), w, items, eval_queries, eval_qrels)
+        seconds = time.perf_counter() - t0
+        result = TrainingResult(out, done, len(texts), train_loss, seconds, 1, metrics, cfg.to_dict())
+        dsi.save(out)
+        (out / DSI_TRAINING_REPORT).write_text(json.dumps(result.to_dict(), indent=1) + "\n", encoding="utf-8")
+        logger.info("DSI-atomic: %d steps on %d examples in %.0fs (loss %s)", done, len(texts), seconds, train_loss)
+        return dsi, result
