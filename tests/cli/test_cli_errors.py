@@ -423,7 +423,7 @@ def test_invalid_index_parameters_are_refused(
         (["--strategy", "dense", "--k1", "5"], "--k1 does not apply to --strategy dense"),
         (["--strategy", "hierarchical", "--k1", "0"], "--k1 must be >= 1"),
         (["--strategy", "tree", "--beam", "0"], "--beam must be >= 1"),
-        (["--strategy", "fusion", "--fusion", "average"], "method"),
+        (["--strategy", "fusion", "--fusion", "average"], "--fusion must be one of"),
     ],
 )
 def test_strategy_flags_are_checked_by_the_strategy(intact: Path, cli, args: list[str], fragment: str) -> None:
