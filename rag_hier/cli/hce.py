@@ -147,6 +147,7 @@ def add_train_parser(subparsers: Any) -> None:
     """``rag-hier train hce``."""
     from rag_hier.corpus.readers import CORPUS_FORMATS
     from rag_hier.training.hce.config import (
+        DIRECTION_REDUCTIONS,
         HCE_MODES,
         JOINT_SCHEDULES,
         RECLUSTER_POLICIES,
@@ -218,8 +219,22 @@ def add_train_parser(subparsers: Any) -> None:
         "--level-weight",
         type=float,
         default=d.level_weight,
-        help=f"factor on each sibling-centroid level term (default {d.level_weight}, chosen on SciFact dev "
-        "splits; 1 = the paper's plain sum)",
+        help=f"factor on each sibling-centroid level term (default {d.level_weight}: with --direction-reduction "
+        "sum, the paper's Eq. 8 exactly; docs/hce.md has the level-weight study)",
+    )
+    p.add_argument(
+        "--direction-reduction",
+        choices=DIRECTION_REDUCTIONS,
+        default=d.direction_reduction,
+        help="sum (paper, Eq. 8) or mean of the query->document and document->query terms (default "
+        f"{d.direction_reduction})",
+    )
+    p.add_argument(
+        "--mini-batch-size",
+        type=int,
+        default=d.mini_batch_size,
+        help=f"embed each step's texts in GradCache mini-batches of N texts to bound memory (default "
+        f"{d.mini_batch_size}; 0 = one forward pass for the whole batch)",
     )
     p.add_argument(
         "--batch-size",
@@ -311,6 +326,8 @@ def _train(args: argparse.Namespace) -> int:
             joint_schedule=args.joint_schedule,
             ict_remove_rate=args.ict_remove_rate,
             level_weight=args.level_weight,
+            direction_reduction=args.direction_reduction,
+            mini_batch_size=args.mini_batch_size or None,
             learning_rate=args.lr,
             batch_size=args.batch_size,
             epochs=args.epochs,
