@@ -259,7 +259,7 @@ def test_gradcache_mini_batches_give_the_plain_loss_and_gradients(tiny_model_pat
     cols = [["apple pie", "river bank", "rock", "rain"], texts[:4], texts[2:6]]
     labels = torch.tensor([[0, 2], [1, 3], [2, 4], [3, 5]])
     if joint:
-        cols = cols + [["pie", "bank", "stone", "sky"], texts[1:5], [texts[5], texts[0], texts[1], texts[2]]]
+        cols = [*cols, ["pie", "bank", "stone", "sky"], texts[1:5], [texts[5], texts[0], texts[1], texts[2]]]
         labels = torch.cat([labels, torch.tensor([[1, 5], [2, 0], [3, 1], [4, 2]])], dim=1)
     feats = [model.tokenize(c) for c in cols]
     results = []

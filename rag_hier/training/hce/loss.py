@@ -20,7 +20,14 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DIRECTION_REDUCTIONS", "HCE_CITATION", "DirectionReduction", "HierarchicalContrastiveLoss", "JointLoss", "ScaledLoss"]
+__all__ = [
+    "DIRECTION_REDUCTIONS",
+    "HCE_CITATION",
+    "DirectionReduction",
+    "HierarchicalContrastiveLoss",
+    "JointLoss",
+    "ScaledLoss",
+]
 
 DirectionReduction = Literal["sum", "mean"]
 DIRECTION_REDUCTIONS: tuple[str, ...] = ("sum", "mean")
@@ -72,14 +79,14 @@ def _cached_forward(
     params: list[nn.Parameter],
     mini_batch_size: int,
 ) -> dict[str, Tensor] | None:
-    """GradCache (Gao et al., 2021) through sentence-transformers' :class:`CachedLossMixin`: the loss of the whole
-    batch with the activations of only ``mini_batch_size`` texts alive at a time.
+    """GradCache (Gao et al., 2021): the whole batch's loss with only ``mini_batch_size`` texts' activations alive.
 
-    The columns are embedded in mini-batches without gradient; the loss components are computed from those
-    embeddings and differentiated with respect to them (and to the loss's own ``params``, HCE's centroids); the
-    backward pass then re-embeds each mini-batch with gradient (same dropout masks, replayed RNG) and feeds it
-    the cached gradient. Same loss value and gradients as the plain forward, for one extra forward pass.
-    Returns ``None`` where sentence-transformers has no ``CachedLossMixin`` (the caller runs the plain forward).
+    Runs through sentence-transformers' ``CachedLossMixin``. The columns are embedded in mini-batches without
+    gradient; the loss components are computed from those embeddings and differentiated with respect to them
+    (and to the loss's own ``params``, HCE's centroids); the backward pass then re-embeds each mini-batch with
+    gradient (same dropout masks: the RNG is replayed) and feeds it the cached gradient. Same loss value and
+    gradients as the plain forward, for one extra forward pass without gradient. Returns ``None`` where
+    sentence-transformers has no ``CachedLossMixin`` (the caller then runs the plain forward).
     """
     mixin = _cached_mixin()
     if mixin is None:
@@ -107,7 +114,7 @@ def _cached_forward(
                 return total
             leaves = [rep for r in reps for rep in r]
             trainable = [p for p in params if p.requires_grad]
-            grads = torch.autograd.grad(total, leaves + trainable, allow_unused=True)
+            grads = torch.autograd.grad(total, [*leaves, *trainable], allow_unused=True)
             for rep, g in zip(leaves, grads[: len(leaves)], strict=True):
                 rep.grad = torch.zeros_like(rep) if g is None else g
             self.param_grads = [(p, g) for p, g in zip(trainable, grads[len(leaves) :], strict=True) if g is not None]
