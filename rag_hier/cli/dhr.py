@@ -186,13 +186,25 @@ def add_train_parser(subparsers: Any) -> None:
     p.add_argument("--levels", default=",".join(d.levels), help="levels to train: document,passage (default both)")
     p.add_argument("--bm25-negatives", type=int, default=d.bm25_negatives, help="per question (default 1)")
     p.add_argument(
-        "--in-doc-negatives", type=int, default=d.in_doc_negatives, help="per question (default 0; In-Sec falls back)"
+        "--in-doc-negatives",
+        type=int,
+        default=d.in_doc_negatives,
+        help=f"per question: passages of the gold document without the answer (default {d.in_doc_negatives}, "
+        "the paper's)",
     )
     p.add_argument(
         "--in-sec-negatives",
         type=int,
         default=d.in_sec_negatives,
-        help="per question, same section, else same document (default 1)",
+        help=f"per question: passages of the gold passage's section, else of its document (default "
+        f"{d.in_sec_negatives})",
+    )
+    p.add_argument(
+        "--mined-negatives",
+        choices=("add", "replace"),
+        default=d.mined_negatives,
+        help="iteration 2 / --negatives-model: add the mined negatives to the BM25 and In-Doc ones (paper) or "
+        "replace them",
     )
     p.add_argument(
         "--negatives-model",
@@ -202,8 +214,9 @@ def add_train_parser(subparsers: Any) -> None:
     p.add_argument(
         "--mini-batch-size",
         type=int,
-        default=None,
-        help="bound memory: cached (GradCache) loss over mini-batches of N texts (default: plain loss)",
+        default=d.mini_batch_size,
+        help=f"bound memory: cached (GradCache) loss over mini-batches of N texts (default {d.mini_batch_size}; "
+        "0: plain loss)",
     )
     p.add_argument("--doc-negatives", type=int, default=d.doc_negatives, help="document level (default 1)")
     p.add_argument("--max-seq-length", type=int, default=None, help="override the model's sequence limit")
@@ -240,7 +253,8 @@ def _train(args: argparse.Namespace) -> int:
             doc_negatives=args.doc_negatives,
             iterations=args.iterations,
             negatives_model=args.negatives_model,
-            mini_batch_size=args.mini_batch_size,
+            mined_negatives=args.mined_negatives,
+            mini_batch_size=args.mini_batch_size or None,
             max_seq_length=args.max_seq_length,
             device=args.device,
             seed=args.seed,
