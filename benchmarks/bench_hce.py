@@ -113,6 +113,7 @@ def budget(args: argparse.Namespace) -> dict[str, Any]:
         "direction_reduction": args.direction_reduction,
         "mini_batch_size": args.mini_batch_size,
         "ct_negatives": args.ct_negatives,
+        "attention_dropout": args.attention_dropout,
         "evaluation": f"dev: {args.dev:.0%} of train queries (seed {args.dev_seed})" if args.dev else "test",
         "seed": args.seed,
         "threads": args.threads,
@@ -239,8 +240,11 @@ def stage_train(args: argparse.Namespace, method: str) -> dict[str, Any]:
             disable_tqdm=True,
             use_cpu=True,
         )
+        from rag_hier.training._attention import attention_dropout
+
         trainer = SentenceTransformerTrainer(model=model, args=targs, train_dataset=ds, loss=loss)
-        trainer.train()
+        with attention_dropout(model, args.attention_dropout):  # as the HCE trainer does
+            trainer.train()
         model.save(str(out_dir))
         info["steps_done"] = int(trainer.state.global_step)
     else:
@@ -257,6 +261,7 @@ def stage_train(args: argparse.Namespace, method: str) -> dict[str, Any]:
             level_weight=args.level_weight,
             direction_reduction=args.direction_reduction,
             mini_batch_size=args.mini_batch_size or None,
+            attention_dropout=args.attention_dropout,
             learning_rate=args.lr,
             batch_size=args.batch_size,
             epochs=args.epochs,
@@ -598,6 +603,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--level-weight", type=float, default=1.0)
     p.add_argument("--direction-reduction", choices=("sum", "mean"), default="sum")
     p.add_argument("--mini-batch-size", type=int, default=32, help="GradCache mini-batch (HCE and ct); 0: off")
+    p.add_argument(
+        "--attention-dropout", type=float, default=0.0, help="attention-probability dropout while training (ct, HCE)"
+    )
     p.add_argument("--ct-negatives", choices=("none", "bm25", "mined"), default="none", help="ct: hard negatives")
     p.add_argument("--negative-depth", type=int, default=30, help="ct: hard negatives drawn from the top N")
     p.add_argument("--seed", type=int, default=42)

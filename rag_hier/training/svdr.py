@@ -50,6 +50,7 @@ import numpy as np
 from rag_hier._logging import progress
 from rag_hier.corpus.model import Document, split_document
 from rag_hier.errors import RagHierError
+from rag_hier.training._attention import attention_dropout
 
 if TYPE_CHECKING:
     import torch
@@ -87,6 +88,9 @@ class SvdrTrainingConfig:
         max_seconds: Stop after this much wall-clock time, mining included (``None``: no limit).
         grad_clip: Gradient-norm clipping.
         seed: Seed for shuffling, negative sampling and dropout.
+        attention_dropout: Dropout on the attention probabilities while training (default 0: PyTorch's fused
+            CPU attention kernel applies, 1.7x faster with 1/7 of the activation memory at 256 tokens; ``None``
+            keeps the model's own rate).
         gradient_checkpointing: Recompute the backbone's activations in the backward pass (less memory,
             ~30% more compute).
         show_progress_bar: Show a progress bar.
@@ -108,6 +112,7 @@ class SvdrTrainingConfig:
     max_seconds: float | None = None
     grad_clip: float = 2.0
     seed: int = 0
+    attention_dropout: float | None = 0.0
     gradient_checkpointing: bool = False
     show_progress_bar: bool = False
     log_every: int = 10
@@ -126,6 +131,8 @@ class SvdrTrainingConfig:
             raise ValueError(f"max_steps must be >= 1 or None, got {self.max_steps}")
         if self.mining not in ("batch", "epoch"):
             raise ValueError(f"mining must be 'batch' or 'epoch', got {self.mining!r}")
+        if self.attention_dropout is not None and not 0 <= self.attention_dropout < 1:
+            raise ValueError(f"attention_dropout must be in [0, 1) or None, got {self.attention_dropout}")
         if self.negative_schedule not in ("paper", "beta"):
             raise ValueError(f"negative_schedule must be 'paper' or 'beta', got {self.negative_schedule!r}")
 
@@ -467,6 +474,8 @@ class SvdrTrainer:
         backbone = module.backbone
         if cfg.gradient_checkpointing:
             backbone.gradient_checkpointing_enable()
+        dropout = attention_dropout(module, cfg.attention_dropout)
+        dropout.__enter__()
         try:
             for epoch in range(cfg.epochs):
                 batches = self._batches(rng)
@@ -526,6 +535,7 @@ class SvdrTrainer:
                     continue
                 break
         finally:
+            dropout.__exit__(None, None, None)
             if cfg.gradient_checkpointing:
                 backbone.gradient_checkpointing_disable()
             module.eval()

@@ -68,13 +68,19 @@ class HCEConfig:
             (Alg. 3), ``"always"``, or ``"never"``.
         patience: Stop after this many consecutive epochs without dev improvement (``0``: never stop early).
         dev_fraction: Share of the training queries held out as the dev set (supervised and joint modes).
-        dev_size: Number of held-out pseudo-queries forming the dev set in unsupervised mode (0: none).
+        dev_size: Number of held-out ICT pseudo-queries forming a dev set in unsupervised mode (default 0: none,
+            so EM re-clusters after every epoch and keeps the last model). Such spans are found at rank 1 by the
+            base model already (dev nDCG@10 0.998 on XQuAD-en's paragraphs), so they cannot tell epochs apart and
+            early stopping on them mostly returned the base model.
         span_tokens: ICT pseudo-query length in tokens. Spans are drawn inside the part of the document the
             model encodes (its first ``max_seq_length`` tokens, special tokens excluded).
         max_seq_length: Truncate texts to this many tokens (``None``: the model's own limit).
         mini_batch_size: Embed each step's texts in GradCache mini-batches of this many texts (``None``: all in
             one forward pass). Same loss and gradients for one extra forward pass; bounds the activation memory,
             which otherwise grows with ``batch_size`` x (2 + negatives) x ``max_seq_length``.
+        attention_dropout: Dropout on the attention probabilities while training (default 0: PyTorch's fused CPU
+            attention kernel then applies, measured 1.7x faster with 1/7 of the activation memory at 256 tokens;
+            ``None`` keeps the model's own rate, 0.1 for BERT-family models). Hidden-state dropout is unchanged.
         gradient_accumulation_steps: Micro-batches per optimizer step (each has its own in-batch negatives).
         fp16: Mixed precision (float16) training; GPU only.
         bf16: Mixed precision (bfloat16) training; GPU or recent CPUs.
@@ -108,10 +114,11 @@ class HCEConfig:
     recluster: Recluster = "improved"
     patience: int = 1
     dev_fraction: float = 0.1
-    dev_size: int = 200
+    dev_size: int = 0
     span_tokens: int = 64
     max_seq_length: int | None = None
     mini_batch_size: int | None = 32
+    attention_dropout: float | None = 0.0
     gradient_accumulation_steps: int = 1
     fp16: bool = False
     bf16: bool = False
@@ -151,6 +158,8 @@ class HCEConfig:
         need(self.span_tokens >= 1, "span_tokens", ">= 1")
         need(self.max_seq_length is None or self.max_seq_length >= 8, "max_seq_length", ">= 8 or None")
         need(self.mini_batch_size is None or self.mini_batch_size >= 1, "mini_batch_size", ">= 1 or None")
+        dropout = self.attention_dropout
+        need(dropout is None or 0 <= dropout < 1, "attention_dropout", "in [0, 1) or None")
         need(self.gradient_accumulation_steps >= 1, "gradient_accumulation_steps", ">= 1")
         need(not (self.fp16 and self.bf16), "fp16", "False when bf16 is True")
         need(self.encode_batch_size >= 1, "encode_batch_size", ">= 1")

@@ -26,6 +26,7 @@ import torch
 from rag_hier.corpus.model import Document, Passage
 from rag_hier.errors import MissingDependencyError, RagHierError
 from rag_hier.index.tree import ClusterTree, TreeBuildConfig
+from rag_hier.training._attention import attention_dropout
 from rag_hier.training.hce.config import HCEConfig
 from rag_hier.training.hce.data import (
     SupervisedPair,
@@ -334,7 +335,8 @@ class HCETrainer:
                 trainer = Trainer(
                     model=model, args=args, train_dataset=train_ds, loss=losses, optimizers=(optimizer, scheduler)
                 )
-                outcome = trainer.train()
+                with attention_dropout(model, cfg.attention_dropout):
+                    outcome = trainer.train()
                 done = int(trainer.state.global_step)
                 steps += done
                 last = epoch == cfg.epochs or steps >= planned
