@@ -5,8 +5,11 @@ optimizer steps and records, for every step, the texts it trained on, the step's
 resident memory. Phase 2 trains a fresh copy of the base model with sentence-transformers' plain
 ``MultipleNegativesRankingLoss`` (no GradCache, AdamW, the same learning rate) on exactly those batches: the
 first text column is the anchor, all the other columns are its candidates, so the same texts go through the
-encoder with gradient. A background thread samples the resident set size every 20 ms; each phase reports its
-peak and the resident size at its start (model and data loaded).
+encoder with gradient (the model's own dropout, as a plain sentence-transformers run). Phase 2 runs in a child
+process watched by the parent, which stops it when its resident memory passes ``--anchor-limit-gb`` (plain MNRL
+on a large batch of long texts can take more memory than a shared machine has). A background thread samples the
+resident set size every 20 ms; each phase reports its peak and the resident size at its start (model and data
+loaded).
 
 Usage::
 
@@ -23,7 +26,6 @@ The first ``--warmup`` steps of each phase are left out of the seconds-per-step 
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import logging
 import os
@@ -364,6 +366,60 @@ def run_mnrl(args: argparse.Namespace, batches: list[list[list[str]]], lr: float
     return {"texts_per_step": [sum(len(c) for c in b) for b in batches]}
 
 
+def anchor_child(args: argparse.Namespace) -> int:
+    """Phase 2 on its own (child process): read the batches, train plain MNRL on them, write the summary."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    spec = json.loads(Path(args.anchor_from).read_text(encoding="utf-8"))
+    sampler = RssSampler()
+    sampler.phase("mnrl")
+    anchor = StepLog(sampler)
+    extra = run_mnrl(args, spec["batches"], spec["lr"], anchor)
+    out = {
+        **summarize(anchor, args.warmup),
+        "rss_start_gb": gb(sampler.starts["mnrl"]),
+        "rss_peak_gb": gb(sampler.peaks["mnrl"]),
+        **extra,
+    }
+    sampler.stop()
+    Path(args.anchor_from).with_suffix(".out.json").write_text(json.dumps(out), encoding="utf-8")
+    return 0
+
+
+def run_anchor(args: argparse.Namespace, batches: list[list[list[str]]], lr: float) -> dict[str, Any]:
+    """Phase 2 in a child process; stopped (and reported so) when its RSS passes ``--anchor-limit-gb``."""
+    import subprocess
+    import sys
+    import tempfile
+
+    import psutil
+
+    with tempfile.TemporaryDirectory() as tmp:
+        spec = Path(tmp) / "anchor.json"
+        spec.write_text(json.dumps({"batches": batches, "lr": lr}), encoding="utf-8")
+        cmd = [sys.executable, __file__, args.trainer, "--data", args.data, "--threads", str(args.threads)]
+        cmd += ["--warmup", str(args.warmup), "--anchor-from", str(spec)]
+        child = subprocess.Popen(cmd)
+        proc = psutil.Process(child.pid)
+        peak = 0
+        limit = args.anchor_limit_gb * 2**30
+        while child.poll() is None:
+            try:
+                peak = max(peak, proc.memory_info().rss)
+            except psutil.NoSuchProcess:
+                break
+            if peak > limit:
+                child.kill()
+                child.wait()
+                return {"stopped": f"resident memory passed {args.anchor_limit_gb} GB", "rss_peak_gb": gb(peak)}
+            time.sleep(0.05)
+        result = spec.with_suffix(".out.json")
+        if child.returncode != 0 or not result.is_file():
+            return {"failed": f"exit status {child.returncode}", "rss_peak_gb": gb(peak)}
+        return dict(json.loads(result.read_text(encoding="utf-8")))
+
+
 def summarize(steps: StepLog, warmup: int) -> dict[str, Any]:
     timed = steps.seconds[warmup:] or steps.seconds
     return {
@@ -384,8 +440,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--mini-batch-size", type=int, default=None, help="override the trainer's (0: plain forward)")
     p.add_argument("--no-anchor", action="store_true", help="skip the plain-MNRL phase")
+    p.add_argument("--anchor-limit-gb", type=float, default=8.0, help="stop the plain-MNRL phase above this RSS")
+    p.add_argument("--anchor-from", default=None, help=argparse.SUPPRESS)
     p.add_argument("--tag", default="")
     args = p.parse_args(argv)
+    if args.anchor_from:
+        return anchor_child(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     for noisy in ("transformers", "sentence_transformers", "httpx", "datasets", "faiss", "bm25s"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -409,30 +469,19 @@ def main(argv: list[str] | None = None) -> int:
     }
     load.append(os.getloadavg())
     result: dict[str, Any] = {"trainer": args.trainer, "data": args.data, "phase_trainer": trainer_summary}
+    OUT.mkdir(parents=True, exist_ok=True)
+    name = f"{args.trainer}-{args.data}{args.tag}.json"
+    (OUT / name).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")  # kept if phase 2 fails
     if not args.no_anchor and steps.batches:
-        batches = copy.deepcopy(steps.batches)
-        import gc
-
-        gc.collect()
-        sampler.phase("mnrl")
-        anchor = StepLog(sampler)
         lr = float(info.get("config", {}).get("learning_rate", 2e-5))
-        extra = run_mnrl(args, batches, lr, anchor)
-        result["phase_mnrl"] = {
-            **summarize(anchor, args.warmup),
-            "rss_start_gb": gb(sampler.starts["mnrl"]),
-            "rss_peak_gb": gb(sampler.peaks["mnrl"]),
-            **extra,
-        }
-        t, m = trainer_summary["seconds_per_step_median"], result["phase_mnrl"]["seconds_per_step_median"]
+        result["phase_mnrl"] = run_anchor(args, steps.batches[: len(steps.seconds)], lr)
+        t, m = trainer_summary["seconds_per_step_median"], result["phase_mnrl"].get("seconds_per_step_median")
         if t and m:
             result["seconds_ratio_trainer_over_mnrl"] = round(t / m, 2)
         load.append(os.getloadavg())
     sampler.stop()
     result["load_average"] = [list(np.round(x, 2)) for x in load]
     result["machine"] = f"{platform.processor() or platform.machine()}, {args.threads} torch threads, shared host"
-    OUT.mkdir(parents=True, exist_ok=True)
-    name = f"{args.trainer}-{args.data}{args.tag}.json"
     (OUT / name).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     print(json.dumps({k: v for k, v in result.items()}, indent=1)[:4000])
     return 0
