@@ -186,6 +186,9 @@ def run_hce(args: argparse.Namespace, data: dict[str, Any], steps: StepLog) -> d
         overrides["mini_batch_size"] = args.mini_batch_size or None
     cfg = HCEConfig(**overrides)
     trainer = HCETrainer(config=cfg, device="cpu", show_progress_bar=False)
+    embeddings = None
+    if args.corpus_embeddings:  # the base model's corpus vectors, e.g. bench_hce.py's cached ones (same texts)
+        embeddings = np.load(args.corpus_embeddings, allow_pickle=False)
     holder = {"decode": lambda feats: _decode(trainer.model, feats)}
     target = JointLoss if mode == "joint" else HierarchicalContrastiveLoss
     original = _record_features(target, steps, holder)
@@ -214,6 +217,7 @@ def run_hce(args: argparse.Namespace, data: dict[str, Any], steps: StepLog) -> d
                 queries=data["queries"] if mode != "unsupervised" else None,
                 qrels=data["qrels"] if mode != "unsupervised" else None,
                 max_passage_words=data["max_passage_words"],
+                corpus_embeddings=embeddings,
             )
     finally:
         target.forward = original
@@ -439,6 +443,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--mini-batch-size", type=int, default=None, help="override the trainer's (0: plain forward)")
+    p.add_argument("--corpus-embeddings", default=None, help="HCE: the base model's corpus vectors (.npy)")
     p.add_argument("--no-anchor", action="store_true", help="skip the plain-MNRL phase")
     p.add_argument("--anchor-limit-gb", type=float, default=8.0, help="stop the plain-MNRL phase above this RSS")
     p.add_argument("--anchor-from", default=None, help=argparse.SUPPRESS)
