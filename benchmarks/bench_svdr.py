@@ -441,7 +441,8 @@ def phase_train(args, results: dict) -> None:
         batch_size=args.train_batch_size,
         learning_rate=args.train_lr,
         hard_negatives=1,
-        negative_depth=30,
+        negative_depth=args.train_negative_depth,
+        negative_schedule=args.train_negative_schedule,
         temperature=args.train_temperature,
         max_seconds=args.train_minutes * 60,
         seed=0,
@@ -483,6 +484,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-batch-size", type=int, default=16)
     parser.add_argument("--train-lr", type=float, default=2e-5)
     parser.add_argument("--train-temperature", type=float, default=1.0)
+    parser.add_argument(
+        "--train-negative-schedule",
+        choices=("paper", "beta"),
+        default="paper",
+        help="paper: BM25 negatives for the first half, then beta search; beta: beta search throughout (0.1.0)",
+    )
+    parser.add_argument(
+        "--train-negative-depth", type=int, default=20, help="hard negatives from the top N (paper 20; 0.1.0: 30)"
+    )
     parser.add_argument("--train-selection-precision", choices=("float32", "bfloat16"), default="bfloat16")
     args = parser.parse_args(argv)
     if not (args.data / "qrels" / "test.tsv").is_file():
