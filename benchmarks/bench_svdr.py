@@ -262,8 +262,8 @@ def _bm25(docs, qids, queries, qrels, top_k=100) -> dict:
 def phase_eval(args, results: dict, tag: str, model: str) -> None:
     from rag_hier.encoders.vocab import VocabEncoder
     from rag_hier.eval import evaluate, hits_to_run
-    from rag_hier.store.extensions.token_index import TokenIndexExtension
     from rag_hier.retrieval.svdr import SvdrRetriever, save_vectors
+    from rag_hier.store.extensions.token_index import TokenIndexExtension
     from rag_hier.store.store import HierStore
 
     docs, texts, queries, qrels, qids = data_files(args.data)
@@ -381,8 +381,8 @@ def phase_latency(args, results: dict, tag: str, model: str) -> None:
     """β+rerank with nothing cached: E(d) of the top m encoded per query, on the fly."""
     from rag_hier.encoders.vocab import VocabEncoder
     from rag_hier.index.sparse import SparseRowIndex
-    from rag_hier.store.extensions.token_index import TokenIndexExtension
     from rag_hier.retrieval.svdr import SvdrRetriever
+    from rag_hier.store.extensions.token_index import TokenIndexExtension
     from rag_hier.store.store import HierStore
 
     docs, _, queries, _, qids = data_files(args.data)

@@ -49,7 +49,7 @@ import numpy as np
 
 from rag_hier._logging import progress
 from rag_hier.corpus.model import Document, split_document
-from rag_hier.errors import RagHierError
+from rag_hier.errors import MissingDependencyError, RagHierError
 from rag_hier.training._attention import attention_dropout
 
 if TYPE_CHECKING:
@@ -366,7 +366,13 @@ class SvdrTrainer:
     def bm25_negatives(self) -> dict[str, list[int]]:
         """BM25 (bm25s, English stopwords) top ``negative_depth`` usable passages of every training query."""
         if self._bm25 is None:
-            import bm25s
+            try:
+                import bm25s
+            except ImportError as exc:
+                raise MissingDependencyError(
+                    "SVDR's paper negative schedule mines BM25 negatives with bm25s: pip install bm25s (or: pip "
+                    "install 'rag-hier[train]'), or use negative_schedule='beta' / --negative-schedule beta"
+                ) from exc
 
             index = bm25s.BM25()
             index.index(bm25s.tokenize(self.texts, stopwords="en", show_progress=False), show_progress=False)

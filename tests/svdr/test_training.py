@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -87,6 +88,15 @@ def test_bm25_negatives_and_answer_filtering(vocab_encoder: VocabEncoder) -> Non
     assert 7 not in filtered.mine_negatives(["q1"])["q1"]
     with pytest.raises(ValueError, match="negative_schedule"):
         SvdrTrainingConfig(negative_schedule="bm25")  # type: ignore[arg-type]
+
+
+def test_bm25_schedule_without_bm25s_names_the_extra(vocab_encoder: VocabEncoder, monkeypatch) -> None:
+    from rag_hier.errors import MissingDependencyError
+
+    monkeypatch.setitem(sys.modules, "bm25s", None)  # import bm25s -> ImportError
+    trainer = SvdrTrainer.from_documents(vocab_encoder, make_docs(), {"q1": "bees"}, {"q1": {"d1": 1}})
+    with pytest.raises(MissingDependencyError, match=r"rag-hier\[train\].*negative-schedule beta"):
+        trainer.bm25_negatives()
 
 
 @pytest.mark.parametrize("schedule", ["paper", "beta"])
