@@ -59,8 +59,8 @@ def main() -> int:
         max_seq_length=128,
         n_negatives=2,
         # A 9-file corpus is too small for a meaningful dev metric (held-out spans are found at rank 1 even
-        # before training), so: no dev set, re-cluster after every epoch, keep the last model. On a real
-        # corpus leave dev_size at its default (200 held-out pseudo-queries) for EM with early stopping.
+        # before training, and on real corpora too: 0.998 nDCG@10 on XQuAD-en's paragraphs), so: no dev set
+        # (the default), re-cluster after every epoch, keep the last model.
         dev_size=0,
         recluster="always",
     )
