@@ -13,10 +13,16 @@ Measured per encoder:
   * passage level, top-1/5/20 by gold paragraph and by answer string (in the passage text only): flat dense
     search vs the engine's HierarchicalRetriever (serial, k1 x λ grid; parallel) with the same encoder.
 
+Dev split (choosing defaults without the test documents): the 24 training documents are shuffled again
+(``random.Random(1)``) into 16 dev-train and 8 dev documents; a variant is trained on the questions of the 16
+and scored on the questions of the 8, retrieving from the 24 training documents only.
+
 Usage:
-    python benchmarks/bench_dhr_xquad.py --train it1,it2,separate   # train what is missing, then evaluate
-    python benchmarks/bench_dhr_xquad.py                            # evaluate what is there
-Results: benchmarks/out/dhr_xquad/results.json and results.md (git-ignored).
+    python benchmarks/bench_dhr_xquad.py --split dev --train e1-lr2e-5,e1-lr1e-4,e3-lr5e-5   # dev study
+    python benchmarks/bench_dhr_xquad.py --split test --train defaults,it2,separate            # test, once
+    python benchmarks/bench_dhr_xquad.py --split test                                         # evaluate what is there
+Results: benchmarks/out/dhr_xquad/<split>-results.json and .md, per-question top-1 in <split>-perquery.json,
+paired bootstrap differences against the untrained model in <split>-paired.md (git-ignored).
 """
 
 from __future__ import annotations
@@ -38,12 +44,14 @@ from rag_hier.corpus.readers import QAQuestion, read_qa_documents, read_qa_quest
 from rag_hier.corpus.summary import summarize_document
 from rag_hier.encoders.dense import DEFAULT_MODEL, DenseEncoder
 from rag_hier.eval.qa import top_k_accuracy
-from rag_hier.store.extensions.doc_index import DocumentIndex
 from rag_hier.retrieval.hierarchical import HierarchicalRetriever
+from rag_hier.store.extensions.doc_index import DocumentIndex
 from rag_hier.training.dhr import DHRTrainer, DHRTrainingConfig, examples_from_questions
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "xquad_en"
+if not DATA.is_dir():  # a git worktree elsewhere: the machine's shared data
+    DATA = Path("/work/shared/data/xquad_en")
 OUT = ROOT / "benchmarks" / "out" / "dhr_xquad"
 KS = (1, 5, 20)
 K1S = (1, 3, 5, 10, 20)
@@ -52,11 +60,11 @@ LAMBDAS = (0.0, 0.5, 1.0)
 log = logging.getLogger("bench_dhr_xquad")
 
 
-def split(documents: list[Document], seed: int = 0) -> tuple[set[str], set[str]]:
+def split(documents: list[Document], seed: int = 0, fraction: float = 0.5) -> tuple[set[str], set[str]]:
     ids = sorted(d.doc_id for d in documents)
     random.Random(seed).shuffle(ids)
-    half = len(ids) // 2
-    return set(ids[:half]), set(ids[half:])
+    cut = round(len(ids) * fraction)
+    return set(ids[:cut]), set(ids[cut:])
 
 
 def write_split(out: Path, documents: list[Document], questions: list[QAQuestion], train_ids: set[str]) -> None:
@@ -73,54 +81,43 @@ def write_split(out: Path, documents: list[Document], questions: list[QAQuestion
                     f.write(json.dumps({**row, "paragraph_index": q.paragraph_index}) + "\n")
 
 
-STAGES = ("it1", "it2", "separate")
+# trainer variants: DHRTrainingConfig overrides on top of the trainer's defaults (max_passage_words 0, CPU)
+VARIANTS: dict[str, dict] = {
+    "defaults": {},
+    "e1-lr2e-5": {"epochs": 1, "learning_rate": 2e-5},
+    "e1-lr1e-4": {"epochs": 1, "learning_rate": 1e-4},
+    "e3-lr2e-5": {"epochs": 3, "learning_rate": 2e-5},
+    "e3-lr5e-5": {"epochs": 3, "learning_rate": 5e-5},
+    "it2": {"iterations": 2},
+    "separate": {"shared_encoder": False},
+    "it1-old": {"epochs": 1, "learning_rate": 2e-5, "in_doc_negatives": 0, "in_sec_negatives": 1},
+}
 
 
-def train_models(out: Path, documents, questions, train_ids: set[str], epochs: int, stages) -> None:
-    """Train in stages that each save a model (so an interrupted run keeps what it finished).
-
-    it1: one shared encoder, document + passage level, BM25 / In-Sec (In-Doc fallback) / in-batch negatives;
-    it2: the same from the base model again, negatives mined with it1 (DHR's second iteration);
-    separate: a document and a passage encoder (DHR-D / DHR-P), first iteration.
-    All use the cached (GradCache) loss in mini-batches of 16 texts to bound memory on a shared machine.
-    """
+def train_models(out: Path, split: str, documents, questions, train_ids: set[str], variants) -> None:
+    """Train each variant once (a finished one, with its ``dhr_training.json``, is skipped)."""
     docs = [d for d in documents if d.doc_id in train_ids]
     examples = examples_from_questions([q for q in questions if q.doc_id in train_ids], docs, max_passage_words=0)
-    m = out / "models"
-    common = {"max_passage_words": 0, "epochs": epochs, "device": "cpu", "mini_batch_size": 16}
-    plans = {
-        "it1": (m / "dhr-shared-it1", DHRTrainingConfig(**common)),
-        "it2": (m / "dhr-shared-it2", DHRTrainingConfig(negatives_model=str(m / "dhr-shared-it1"), **common)),
-        "separate": (m / "dhr-separate", DHRTrainingConfig(shared_encoder=False, **common)),
-    }
-    for stage in stages:
-        target, cfg = plans[stage]
+    for name in variants:
+        target = out / "models" / f"{split}-{name}"
         if (target / "dhr_training.json").exists():
-            log.info("%s: already trained (%s)", stage, target)
+            log.info("%s: already trained (%s)", name, target)
             continue
+        cfg = DHRTrainingConfig(max_passage_words=0, device="cpu", **VARIANTS[name])
         t0 = time.perf_counter()
         result = DHRTrainer(cfg).train(docs, examples, target)
-        log.info("%s trained in %.0fs: rows %s, losses %s", stage, time.perf_counter() - t0, result.rows, result.losses)
+        log.info("%s trained in %.0fs: rows %s, losses %s", name, time.perf_counter() - t0, result.rows, result.losses)
 
 
-def encoders(out: Path) -> list[tuple[str, str, str | None]]:
-    """(label, passage model, distinct document model or None)."""
-    found = [("untrained all-MiniLM-L6-v2", DEFAULT_MODEL, None)]
-    m = out / "models"
-    if (m / "dhr-shared-it1" / "modules.json").exists():
-        found.append(("DHR shared encoder, iteration 1", str(m / "dhr-shared-it1"), None))
-    if (m / "dhr-shared-it2" / "modules.json").exists():
-        found.append(
-            ("DHR shared encoder, iteration 2 (negatives mined by iteration 1)", str(m / "dhr-shared-it2"), None)
-        )
-    if (m / "dhr-separate" / "passage" / "modules.json").exists():
-        found.append(
-            (
-                "DHR separate D/P encoders, iteration 1",
-                str(m / "dhr-separate" / "passage"),
-                str(m / "dhr-separate" / "document"),
-            )
-        )
+def encoders(out: Path, split: str) -> list[tuple[str, str, str | None]]:
+    """(label, passage model, distinct document model or None): the untrained model and every trained variant."""
+    found = [("untrained", DEFAULT_MODEL, None)]
+    for name in VARIANTS:
+        m = out / "models" / f"{split}-{name}"
+        if (m / "passage" / "modules.json").exists():
+            found.append((name, str(m / "passage"), str(m / "document")))
+        elif (m / "modules.json").exists():
+            found.append((name, str(m), None))
     return found
 
 
@@ -185,6 +182,9 @@ def evaluate_encoder(label: str, passage_model: str, doc_model: str | None, docu
             return {
                 "paragraph": top_k_accuracy(res, ks=KS, by="passage", gold=gold),
                 "answer": top_k_accuracy(res, ks=KS, by="answer", answers=answers),
+                "top1_per_question": [
+                    int(bool(h) and h[0].passage_id in gold[q.qid]) for q, h in zip(tq, results, strict=True)
+                ],
             }
 
         rows = []
@@ -227,9 +227,9 @@ def _cells(values: list[float]) -> str:
     return " | ".join(f"{v:.3f}" for v in values)
 
 
-def to_markdown(results: list[dict], n_all: int, n_test: int) -> str:
+def to_markdown(results: list[dict], n_all: int, n_test: int, split: str = "test", n_docs: int = 48) -> str:
     lines = [
-        f"Questions: {n_all} (all), {n_test} (test split: 24 held-out documents); corpus 48 docs / 240 paragraphs.",
+        f"Questions: {n_all} (all), {n_test} ({split} split: held-out documents); corpus {n_docs} docs.",
         "",
     ]
     for r in results:
@@ -252,16 +252,52 @@ def to_markdown(results: list[dict], n_all: int, n_test: int) -> str:
     return "\n".join(lines)
 
 
+PAIRED_METHODS = (
+    "flat dense",
+    "hierarchical serial, doc=mean, k1=10, λ=0.0",
+    "hierarchical serial, doc=mean, k1=20, λ=0.0",
+)
+
+
+def paired(results: list[dict], n_boot: int = 10_000, seed: int = 0) -> list[dict]:
+    """Paired bootstrap (over questions) of top-1 paragraph accuracy: every trained variant minus untrained."""
+    base = next(r for r in results if r["encoder"] == "untrained")
+    out = []
+    for r in results:
+        if r is base:
+            continue
+        for method in (
+            "flat dense",
+            "hierarchical serial, doc=mean, k1=10, λ=0.0",
+            "hierarchical serial, doc=mean, k1=20, λ=0.0",
+        ):
+            a = next((np.asarray(x["top1_per_question"]) for x in base["passage_level"] if x["method"] == method), None)
+            b = next((np.asarray(x["top1_per_question"]) for x in r["passage_level"] if x["method"] == method), None)
+            if a is None or b is None:
+                continue
+            d = b - a
+            rng = np.random.default_rng(seed)
+            boots = d[rng.integers(0, len(d), size=(n_boot, len(d)))].mean(1)
+            out.append(
+                {
+                    "variant": r["encoder"],
+                    "method": method,
+                    "untrained": round(float(a.mean()), 4),
+                    "trained": round(float(b.mean()), 4),
+                    "delta": round(float(d.mean()), 4),
+                    "ci95": [round(float(np.percentile(boots, 2.5)), 4), round(float(np.percentile(boots, 97.5)), 4)],
+                    "better_worse": [int((d > 0).sum()), int((d < 0).sum())],
+                }
+            )
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument(
-        "--train",
-        default="",
-        help=f"comma-separated stages to train first ({','.join(STAGES)}); stages already trained are skipped",
-    )
-    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--split", choices=("dev", "test"), default="test")
+    parser.add_argument("--train", default="", help=f"comma-separated variants to train first ({', '.join(VARIANTS)})")
     parser.add_argument("--only-untrained", action="store_true")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -274,18 +310,44 @@ def main() -> int:
     questions = read_qa_questions(args.data)
     train_ids, test_ids = split(documents)
     write_split(args.out, documents, questions, train_ids)
-    stages = [x for x in args.train.split(",") if x]
-    if any(x not in STAGES for x in stages):
-        parser.error(f"--train stages are {', '.join(STAGES)}")
-    if stages:
-        train_models(args.out, documents, questions, train_ids, args.epochs, stages)
-    found = encoders(args.out)[: 1 if args.only_untrained else None]
-    results = [evaluate_encoder(label, pm, dm, documents, questions, test_ids) for label, pm, dm in found]
-    n_test = sum(q.doc_id in test_ids for q in questions)
-    (args.out / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    md = to_markdown(results, len(questions), n_test)
-    (args.out / "results.md").write_text(md + "\n", encoding="utf-8")
+    if args.split == "dev":  # never touches the test documents
+        fit_ids, eval_ids = split([d for d in documents if d.doc_id in train_ids], seed=1, fraction=2 / 3)
+        documents = [d for d in documents if d.doc_id in train_ids]
+        questions = [q for q in questions if q.doc_id in train_ids]
+    else:
+        fit_ids, eval_ids = train_ids, test_ids
+    variants = [x for x in args.train.split(",") if x]
+    if any(x not in VARIANTS for x in variants):
+        parser.error(f"--train variants are {', '.join(VARIANTS)}")
+    if variants:
+        train_models(args.out, args.split, documents, questions, fit_ids, variants)
+    found = encoders(args.out, args.split)[: 1 if args.only_untrained else None]
+    results = [evaluate_encoder(label, pm, dm, documents, questions, eval_ids) for label, pm, dm in found]
+    n_eval = sum(q.doc_id in eval_ids for q in questions)
+    prefix = args.out / f"{args.split}-"
+    (args.out / f"{args.split}-perquery.json").write_text(
+        json.dumps(results, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    slim = [
+        {**r, "passage_level": [{k: v for k, v in x.items() if k != "top1_per_question"} for x in r["passage_level"]]}
+        for r in results
+    ]
+    Path(f"{prefix}results.json").write_text(json.dumps(slim, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    md = to_markdown(slim, len(questions), n_eval, args.split, len(documents))
+    Path(f"{prefix}results.md").write_text(md + "\n", encoding="utf-8")
+    pairs = paired(results)
+    lines = [
+        "| variant | method | untrained top1 | trained top1 | Δ | 95 % CI | better / worse |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in pairs:
+        lines.append(
+            f"| {r['variant']} | {r['method']} | {r['untrained']:.3f} | {r['trained']:.3f} | {r['delta']:+.3f} | "
+            f"[{r['ci95'][0]:+.3f}, {r['ci95'][1]:+.3f}] | {r['better_worse'][0]} / {r['better_worse'][1]} |"
+        )
+    Path(f"{prefix}paired.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(md)
+    print("\n".join(lines))
     return 0
 
 

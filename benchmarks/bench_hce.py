@@ -4,6 +4,7 @@ Usage (each stage writes ``benchmarks/out/hce/<stage>.json``; run them in the ba
 
     python benchmarks/bench_hce.py base            # encode the corpus with the base model (cached) + test metrics
     python benchmarks/bench_hce.py ct              # +CT: MultipleNegativesRankingLoss (symmetric, scale 1/tau)
+    python benchmarks/bench_hce.py ct --ct-negatives bm25 --negatives 4 --tag=-bm25   # +CT with BM25 hard negatives
     python benchmarks/bench_hce.py hce-u           # HCE unsupervised (ICT)
     python benchmarks/bench_hce.py hce-s           # HCE supervised
     python benchmarks/bench_hce.py hce-j           # HCE joint (supervised + alpha * ICT)
@@ -33,6 +34,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_DATA = HERE.parent.parent / "shared" / "data" / "scifact"
+if not DEFAULT_DATA.is_dir():  # a git worktree elsewhere: the machine's shared data
+    DEFAULT_DATA = Path("/work/shared/data/scifact")
 OUT = HERE / "out" / "hce"
 BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 METRICS = ("ndcg@10", "recall@100", "recall@10", "mrr@10")
@@ -108,10 +111,47 @@ def budget(args: argparse.Namespace) -> dict[str, Any]:
         "ict_remove_rate": args.ict_remove_rate,
         "epochs": args.epochs,
         "level_weight": args.level_weight,
+        "direction_reduction": args.direction_reduction,
+        "mini_batch_size": args.mini_batch_size,
+        "ct_negatives": args.ct_negatives,
+        "attention_dropout": args.attention_dropout,
         "evaluation": f"dev: {args.dev:.0%} of train queries (seed {args.dev_seed})" if args.dev else "test",
         "seed": args.seed,
         "threads": args.threads,
     }
+
+
+def hard_negative_pools(args: argparse.Namespace, corpus: Any, pairs: list[Any], c_base: np.ndarray) -> list[list[int]]:
+    """Per training pair: the top ``--negative-depth`` documents not judged relevant to its query.
+
+    ``--ct-negatives bm25``: bm25s (Lucene, English stopwords) over the document texts; ``mined``: the base
+    model's nearest documents (its cached corpus vectors), as ANCE's first mining round.
+    """
+    depth = args.negative_depth
+    queries = [p.query for p in pairs]
+    if args.ct_negatives == "bm25":
+        import bm25s
+
+        index = bm25s.BM25()
+        index.index(bm25s.tokenize(list(corpus.texts), stopwords="en", show_progress=False), show_progress=False)
+        tokens = bm25s.tokenize(queries, stopwords="en", show_progress=False)
+        ranked, scores = index.retrieve(tokens, k=depth + 20, show_progress=False)
+        ranked = [row[s > 0] for row, s in zip(ranked, scores, strict=True)]  # no shared term: not a hard negative
+    else:
+        from sentence_transformers import SentenceTransformer
+
+        from rag_hier.encoders.dense import resolve_model_path
+
+        model = SentenceTransformer(resolve_model_path(BASE_MODEL), device="cpu")
+        model.max_seq_length = args.max_seq_length
+        q = encode(model, queries, query=True)
+        ranked = np.argsort(-(q @ c_base.T), axis=1)[:, : depth + 20]
+    pools = [[int(i) for i in row if int(i) not in p.relevant][:depth] for row, p in zip(ranked, pairs, strict=True)]
+    rng = np.random.default_rng(args.seed + 1)
+    for pool, p in zip(pools, pairs, strict=True):
+        while not pool:  # a query sharing no term with any document: random documents
+            pool.extend(int(i) for i in rng.choice(len(corpus), size=depth) if int(i) not in p.relevant)
+    return pools
 
 
 def stage_base(args: argparse.Namespace) -> dict[str, Any]:
@@ -155,18 +195,38 @@ def stage_train(args: argparse.Namespace, method: str) -> dict[str, Any]:
         corpus = TrainingCorpus.from_passages(passages)
         pairs = resolve_pairs(corpus, queries, train_qrels)
         rng = np.random.default_rng(args.seed)
-        order = rng.permutation(len(pairs))
-        ds = Dataset.from_dict(
-            {"anchor": [pairs[i].query for i in order], "positive": [corpus.texts[pairs[i].positive] for i in order]}
-        )
+        cols: dict[str, list[str]] = {"anchor": [], "positive": []}
+        n_neg = args.negatives if args.ct_negatives != "none" else 0
+        for j in range(n_neg):
+            cols[f"negative_{j + 1}"] = []
+        pools = hard_negative_pools(args, corpus, pairs, c_base) if n_neg else None
+        rows = args.steps * args.batch_size
+        while len(cols["anchor"]) < rows:  # one shuffled pass after another, fresh negatives in each pass
+            for i in rng.permutation(len(pairs)):
+                cols["anchor"].append(pairs[i].query)
+                cols["positive"].append(corpus.texts[pairs[i].positive])
+                if pools is not None:
+                    pool = pools[i]
+                    picks = rng.choice(len(pool), size=n_neg, replace=len(pool) < n_neg)
+                    for j, k in enumerate(picks):
+                        cols[f"negative_{j + 1}"].append(corpus.texts[pool[int(k)]])
+        ds = Dataset.from_dict(cols)
+        info["ct_negatives"] = args.ct_negatives
+        if pools is not None:
+            info["negative_pool_size_mean"] = round(float(np.mean([len(p) for p in pools])), 1)
         model = SentenceTransformer(resolve_model_path(BASE_MODEL), device="cpu")
         model.max_seq_length = args.max_seq_length
-        loss = MultipleNegativesRankingLoss(
-            model,
-            scale=1.0 / args.temperature,
-            directions=("query_to_doc", "doc_to_query"),
-            partition_mode="per_direction",
-        )
+        mnrl_kwargs = {
+            "scale": 1.0 / args.temperature,
+            "directions": ("query_to_doc", "doc_to_query"),
+            "partition_mode": "per_direction",
+        }
+        if args.mini_batch_size:  # the same GradCache mini-batches as the HCE runs (same memory bound)
+            from sentence_transformers.sentence_transformer.losses import CachedMultipleNegativesRankingLoss
+
+            loss = CachedMultipleNegativesRankingLoss(model, mini_batch_size=args.mini_batch_size, **mnrl_kwargs)
+        else:
+            loss = MultipleNegativesRankingLoss(model, **mnrl_kwargs)
         targs = SentenceTransformerTrainingArguments(
             output_dir=str(OUT / "scratch-ct"),
             max_steps=args.steps,
@@ -181,8 +241,11 @@ def stage_train(args: argparse.Namespace, method: str) -> dict[str, Any]:
             disable_tqdm=True,
             use_cpu=True,
         )
+        from rag_hier.training._attention import attention_dropout
+
         trainer = SentenceTransformerTrainer(model=model, args=targs, train_dataset=ds, loss=loss)
-        trainer.train()
+        with attention_dropout(model, args.attention_dropout):  # as the HCE trainer does
+            trainer.train()
         model.save(str(out_dir))
         info["steps_done"] = int(trainer.state.global_step)
     else:
@@ -197,6 +260,9 @@ def stage_train(args: argparse.Namespace, method: str) -> dict[str, Any]:
             joint_schedule=args.joint_schedule,
             ict_remove_rate=args.ict_remove_rate,
             level_weight=args.level_weight,
+            direction_reduction=args.direction_reduction,
+            mini_batch_size=args.mini_batch_size or None,
+            attention_dropout=args.attention_dropout,
             learning_rate=args.lr,
             batch_size=args.batch_size,
             epochs=args.epochs,
@@ -548,6 +614,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--levels-m", type=int, default=2)
     p.add_argument("--alpha", type=float, default=0.5)
     p.add_argument("--level-weight", type=float, default=1.0)
+    p.add_argument("--direction-reduction", choices=("sum", "mean"), default="sum")
+    p.add_argument("--mini-batch-size", type=int, default=32, help="GradCache mini-batch (HCE and ct); 0: off")
+    p.add_argument(
+        "--attention-dropout", type=float, default=0.0, help="attention-probability dropout while training (ct, HCE)"
+    )
+    p.add_argument("--ct-negatives", choices=("none", "bm25", "mined"), default="none", help="ct: hard negatives")
+    p.add_argument("--negative-depth", type=int, default=30, help="ct: hard negatives drawn from the top N")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--branching", type=int, default=None)

@@ -262,8 +262,8 @@ def _bm25(docs, qids, queries, qrels, top_k=100) -> dict:
 def phase_eval(args, results: dict, tag: str, model: str) -> None:
     from rag_hier.encoders.vocab import VocabEncoder
     from rag_hier.eval import evaluate, hits_to_run
-    from rag_hier.store.extensions.token_index import TokenIndexExtension
     from rag_hier.retrieval.svdr import SvdrRetriever, save_vectors
+    from rag_hier.store.extensions.token_index import TokenIndexExtension
     from rag_hier.store.store import HierStore
 
     docs, texts, queries, qrels, qids = data_files(args.data)
@@ -381,8 +381,8 @@ def phase_latency(args, results: dict, tag: str, model: str) -> None:
     """β+rerank with nothing cached: E(d) of the top m encoded per query, on the fly."""
     from rag_hier.encoders.vocab import VocabEncoder
     from rag_hier.index.sparse import SparseRowIndex
-    from rag_hier.store.extensions.token_index import TokenIndexExtension
     from rag_hier.retrieval.svdr import SvdrRetriever
+    from rag_hier.store.extensions.token_index import TokenIndexExtension
     from rag_hier.store.store import HierStore
 
     docs, _, queries, _, qids = data_files(args.data)
@@ -441,7 +441,8 @@ def phase_train(args, results: dict) -> None:
         batch_size=args.train_batch_size,
         learning_rate=args.train_lr,
         hard_negatives=1,
-        negative_depth=30,
+        negative_depth=args.train_negative_depth,
+        negative_schedule=args.train_negative_schedule,
         temperature=args.train_temperature,
         max_seconds=args.train_minutes * 60,
         seed=0,
@@ -483,6 +484,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-batch-size", type=int, default=16)
     parser.add_argument("--train-lr", type=float, default=2e-5)
     parser.add_argument("--train-temperature", type=float, default=1.0)
+    parser.add_argument(
+        "--train-negative-schedule",
+        choices=("paper", "beta"),
+        default="paper",
+        help="paper: BM25 negatives for the first half, then beta search; beta: beta search throughout (0.1.0)",
+    )
+    parser.add_argument(
+        "--train-negative-depth", type=int, default=20, help="hard negatives from the top N (paper 20; 0.1.0: 30)"
+    )
     parser.add_argument("--train-selection-precision", choices=("float32", "bfloat16"), default="bfloat16")
     args = parser.parse_args(argv)
     if not (args.data / "qrels" / "test.tsv").is_file():

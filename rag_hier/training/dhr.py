@@ -4,12 +4,13 @@ Liu et al., "Dense Hierarchical Retrieval for Open-Domain Question Answering" (F
 train a document encoder (DHR-D) on question → document-summary pairs and a passage encoder (DHR-P) on
 question → passage pairs, each with an InfoNCE loss over in-batch and hard negatives:
 
-- document level: BM25 negatives over the summaries and over the documents' full text (alternating);
+- document level: BM25 negatives over the summaries and over the documents' full text (alternating), never a
+  document that contains an answer string of the question;
 - passage level: BM25 negatives (from other documents), **In-Doc** negatives (passages of the gold document
-  without the answer) and **In-Sec** negatives (passages of the gold passage's own section without the
-  answer), each ranked by BM25 against the question, as in the paper's code;
-- optionally a second iteration, trained again from the base model, whose BM25 negatives are replaced by
-  negatives mined with the first iteration's model (and In-Doc/In-Sec ranked by that model).
+  without the answer; the default, as the paper's code) and optionally **In-Sec** negatives (passages of the
+  gold passage's own section without the answer), each ranked by BM25 against the question;
+- optionally a second iteration, trained again from the base model, whose negatives are the first iteration's
+  plus negatives mined with the first iteration's model (In-Doc/In-Sec ranked by that model).
 
 Built on sentence-transformers' public training API (``SentenceTransformerTrainer`` with
 ``MultipleNegativesRankingLoss`` over ``(anchor, positive, negative_1, ..., negative_n)`` columns and the
@@ -46,6 +47,7 @@ from rag_hier.corpus.readers import QAQuestion
 from rag_hier.corpus.summary import DEFAULT_ABSTRACT_WORDS, summarize_document
 from rag_hier.encoders.dense import DEFAULT_MODEL, resolve_model_path
 from rag_hier.errors import MissingDependencyError, RagHierError
+from rag_hier.training._attention import attention_dropout
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -244,18 +246,26 @@ class DHRTrainingConfig:
         warmup_ratio: Fraction of steps for warm-up.
         scale: Inverse temperature of the InfoNCE loss on cosine similarities.
         bm25_negatives: BM25 passage negatives per question (from other documents).
-        in_doc_negatives: In-Doc negatives per question (other passages of the gold document).
-        in_sec_negatives: In-Sec negatives per question (passages of the gold passage's section; In-Doc ones
-            fill in when the section has none, e.g. in a corpus without sections). The defaults (1 BM25 +
-            1 In-Sec) are the paper's passage-level setting (``--hard_negatives 1 --insec_negatives 1``).
+        in_doc_negatives: In-Doc negatives per question: passages of the gold document without the answer,
+            BM25-ranked. The defaults (1 BM25 + 1 In-Doc) are the paper's passage-level setting
+            (``--hard_negatives 1 --insec_negatives 1``, whose "insec" negatives are drawn from the whole gold
+            document in the public code) and its best negative type.
+        in_sec_negatives: In-Sec negatives per question (passages of the gold passage's own section; In-Doc ones
+            fill in when the section has none, e.g. in a corpus without sections).
         doc_negatives: Document negatives per question (BM25 over summaries and over full text, alternating).
-        iterations: 1, or 2 to re-train from ``base_model`` with negatives mined by the first model.
+        iterations: 1, or 2 to re-train from ``base_model`` with negatives mined by the first model added to
+            the first iteration's (BM25) ones.
         negatives_model: Mine negatives with this trained model (a directory from an earlier run, with
-            ``document/`` and ``passage/`` when separate) instead of BM25: DHR's second iteration, run on its
-            own.
+            ``document/`` and ``passage/`` when separate): DHR's second iteration, run on its own.
+        mined_negatives: ``"add"`` (paper): mined negatives come on top of the BM25 / In-Doc ones, so a second
+            iteration trains on twice as many negatives per question; ``"replace"``: only the mined ones.
         mini_batch_size: Compute the loss with sentence-transformers' cached (GradCache) variant in
-            mini-batches of this many texts: the same loss with memory bounded by the mini-batch (``None``:
-            plain in-batch loss; memory grows with ``batch_size`` x columns x sequence length).
+            mini-batches of this many texts: the same loss with memory bounded by the mini-batch, for one extra
+            forward pass (``None``: plain in-batch loss; memory grows with ``batch_size`` x columns x sequence
+            length).
+        attention_dropout: Dropout on the attention probabilities while training (default 0: PyTorch's fused
+            CPU attention kernel applies, 1.7x faster with 1/7 of the activation memory at 256 tokens; ``None``
+            keeps the model's own rate). Hidden-state dropout is unchanged.
         abstract_words: Words of the abstract in a document summary (match the DocumentIndex).
         include_toc: Put the table of contents in a summary (match the DocumentIndex).
         max_seq_length: Override the model's maximum sequence length.
@@ -275,12 +285,14 @@ class DHRTrainingConfig:
     warmup_ratio: float = 0.1
     scale: float = 20.0
     bm25_negatives: int = 1
-    in_doc_negatives: int = 0
-    in_sec_negatives: int = 1
+    in_doc_negatives: int = 1
+    in_sec_negatives: int = 0
     doc_negatives: int = 1
     iterations: int = 1
     negatives_model: str | None = None
-    mini_batch_size: int | None = None
+    mined_negatives: Literal["add", "replace"] = "add"
+    mini_batch_size: int | None = 32
+    attention_dropout: float | None = 0.0
     abstract_words: int = DEFAULT_ABSTRACT_WORDS
     include_toc: bool = True
     max_seq_length: int | None = None
@@ -303,8 +315,16 @@ class DHRTrainingConfig:
             raise ValueError(f"DHRTrainingConfig.warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
         if self.learning_rate <= 0 or self.scale <= 0:
             raise ValueError("DHRTrainingConfig.learning_rate and scale must be > 0")
+        if self.attention_dropout is not None and not 0 <= self.attention_dropout < 1:
+            raise ValueError(
+                f"DHRTrainingConfig.attention_dropout must be in [0, 1) or None, got {self.attention_dropout}"
+            )
         if self.mini_batch_size is not None and self.mini_batch_size < 1:
             raise ValueError(f"DHRTrainingConfig.mini_batch_size must be >= 1 or None, got {self.mini_batch_size}")
+        if self.mined_negatives not in ("add", "replace"):
+            raise ValueError(
+                f"DHRTrainingConfig.mined_negatives must be 'add' or 'replace', got {self.mined_negatives!r}"
+            )
         if self.negatives_model is not None and self.iterations != 1:
             raise ValueError("DHRTrainingConfig.negatives_model replaces the first iteration; use iterations=1 with it")
 
@@ -370,6 +390,7 @@ class _Corpus:
     passages: list[Passage]
     summaries: list[str]
     full_texts: list[str]
+    doc_texts: list[str]  # every passage's text of a document (answer-string checks)
     pos_of: dict[str, int]  # passage id -> index
     doc_index: dict[str, int]  # doc id -> index
     doc_of: np.ndarray  # passage index -> document index
@@ -390,6 +411,9 @@ class _Corpus:
                 passages.append(p)
                 owners.append(i)
         doc_of = np.asarray(owners, dtype=np.int64)
+        texts_of: list[list[str]] = [[] for _ in docs]
+        for p, o in zip(passages, owners, strict=True):
+            texts_of[o].append(p.text)
         return cls(
             documents=docs,
             passages=passages,
@@ -398,6 +422,7 @@ class _Corpus:
                 for d in docs
             ],
             full_texts=[", ".join([d.title, d.text]) if d.title else d.text for d in docs],
+            doc_texts=["\n".join(group) for group in texts_of],
             pos_of={p.id: i for i, p in enumerate(passages)},
             doc_index=doc_index,
             doc_of=doc_of,
@@ -467,6 +492,55 @@ def _columns(n_negatives: int) -> dict[str, list[str]]:
     return cols
 
 
+def _document_negatives(
+    corpus: _Corpus, ex: DHRExample, rankings: list[np.ndarray], n_neg: int, exclude: set[int]
+) -> list[int]:
+    """Document negatives from ``rankings`` (alternating), never the gold document nor one containing an answer."""
+    gold = corpus.doc_index[ex.doc_id]
+    exclude.add(gold)
+    negs: list[int] = []
+    n_docs = len(corpus.documents)
+    pos = 0
+
+    def usable(k: int) -> bool:
+        return not (ex.answers and _contains_answer(corpus.doc_texts[k], ex.answers))
+
+    while len(negs) < n_neg and pos < n_docs:
+        for r in rankings:  # alternate summary-BM25 and full-text-BM25 (one ranking when mined)
+            negs.extend(_take(r[pos : pos + 1], exclude, n_neg - len(negs), usable))
+        pos += 1
+    return negs
+
+
+def _passage_negatives(
+    corpus: _Corpus,
+    ex: DHRExample,
+    scores: np.ndarray,
+    config: DHRTrainingConfig,
+    n_neg: int,
+    exclude: set[int],
+) -> list[int]:
+    """In-Sec, then In-Doc, then other-document negatives ranked by ``scores``; none contains an answer."""
+    golds = [corpus.pos_of[p] for p in ex.passage_ids if p in corpus.pos_of]
+    positive = golds[0]
+    doc = corpus.doc_index[ex.doc_id]
+    ranked = np.argsort(-scores, kind="stable")
+    exclude.update(golds)
+    exclude.update(j for j in corpus.passages_of[doc].tolist() if _contains_answer(corpus.passages[j].text, ex.answers))
+    section = corpus.passages[positive].section
+    in_doc = [j for j in ranked.tolist() if corpus.doc_of[j] == doc]
+    in_sec = [j for j in in_doc if corpus.passages[j].section == section]
+    negs = _take(in_sec, exclude, config.in_sec_negatives)
+    negs += _take(in_doc, exclude, config.in_doc_negatives + config.in_sec_negatives - len(negs))
+    negs += _take(
+        ranked.tolist(),
+        exclude,
+        n_neg - len(negs),
+        lambda j: corpus.doc_of[j] != doc and not _contains_answer(corpus.passages[j].text, ex.answers),
+    )
+    return negs
+
+
 def build_training_rows(
     documents: Sequence[Document],
     examples: Sequence[DHRExample],
@@ -474,6 +548,7 @@ def build_training_rows(
     *,
     model: SentenceTransformer | None = None,
     document_model: SentenceTransformer | None = None,
+    keep_bm25: bool = False,
 ) -> dict[str, dict[str, list[str]]]:
     """The contrastive training columns per level: ``{"anchor", "positive", "negative_1", ...}``.
 
@@ -483,11 +558,14 @@ def build_training_rows(
         config: Counts of each kind of negative, passage splitting and summary format.
         model: Rank passage negatives with this model instead of BM25 (the second iteration's mined negatives).
         document_model: Rank document negatives with this model (default: ``model``).
+        keep_bm25: With ``model``: keep the BM25 negatives and add the mined ones after them (DHR's second
+            iteration: twice as many negatives per question), instead of replacing them.
 
     Returns:
         ``{"document": columns, "passage": columns}`` for the configured levels (a level without rows is
         left out). Every row of a level has the same number of negatives; a question whose own document has
-        too few passages for In-Doc/In-Sec negatives gets BM25 (or mined) ones instead.
+        too few passages for In-Doc/In-Sec negatives gets BM25 (or mined) ones instead. Negatives never
+        contain an answer string of the question (documents: any of their passages), nor are they gold.
 
     """
     corpus = _Corpus.build(documents, config)
@@ -495,63 +573,59 @@ def build_training_rows(
     for ex in examples:
         if ex.doc_id not in corpus.doc_index:
             raise RagHierError(f"example {ex.query!r} names document {ex.doc_id!r}, which is not in the corpus")
-    scorer = _Scorer(corpus, [ex.query for ex in examples], model, document_model)
+    queries = [ex.query for ex in examples]
+    scorers = [_Scorer(corpus, queries, model, document_model)]
+    if model is not None and keep_bm25:
+        scorers.insert(0, _Scorer(corpus, queries, None, None))
     out: dict[str, dict[str, list[str]]] = {}
     n_docs, n_pass = len(corpus.documents), len(corpus.passages)
     if "document" in config.levels and n_docs > 1:
-        n_neg = min(config.doc_negatives, n_docs - 1)
-        cols = _columns(n_neg)
+        per = min(config.doc_negatives, n_docs - 1)
+        rows: list[tuple[str, int, list[int]]] = []
         for i, ex in enumerate(examples):
-            gold = corpus.doc_index[ex.doc_id]
-            rankings = scorer.document_rankings(i, ex.query)
-            exclude: set[int] = {gold}
+            exclude: set[int] = set()
             negs: list[int] = []
-            pos = 0
-            while len(negs) < n_neg and pos < n_docs:
-                for r in rankings:  # alternate summary-BM25 and full-text-BM25 (one ranking when mined)
-                    negs.extend(_take(r[pos : pos + 1], exclude, n_neg - len(negs)))
-                pos += 1
-            cols["anchor"].append(ex.query)
+            for sc in scorers:
+                negs += _document_negatives(corpus, ex, sc.document_rankings(i, ex.query), per, exclude)
+            rows.append((ex.query, corpus.doc_index[ex.doc_id], negs))
+        width = min(per * len(scorers), n_docs - 1)
+        cols = _columns(width)
+        short = 0
+        for query, gold, negs in rows:
+            if len(negs) < width:  # every other document contains an answer: no usable negative
+                short += 1
+                continue
+            cols["anchor"].append(query)
             cols["positive"].append(corpus.summaries[gold])
-            for j, k in enumerate(negs):
+            for j, k in enumerate(negs[:width]):
                 cols[f"negative_{j + 1}"].append(corpus.summaries[k])
-        out["document"] = cols
+        if short:
+            logger.info("document level: %d questions without %d answer-free negative documents skipped", short, width)
+        if cols["anchor"]:
+            out["document"] = cols
     want = config.bm25_negatives + config.in_doc_negatives + config.in_sec_negatives
     if "passage" in config.levels and n_pass > 1:
-        n_neg = min(want, n_pass - 1)
-        cols = _columns(n_neg)
+        per = min(want, n_pass - 1)
+        n_neg = per * len(scorers)
+        cols = _columns(min(n_neg, n_pass - 1))
         for i, ex in enumerate(examples):
             golds = [corpus.pos_of[p] for p in ex.passage_ids if p in corpus.pos_of]
             if not golds:
                 continue
-            positive = golds[0]
-            doc = corpus.doc_index[ex.doc_id]
-            scores = scorer.passage_scores(i, ex.query)
-            ranked = np.argsort(-scores, kind="stable")
-            unusable = set(golds) | {
-                j for j in corpus.passages_of[doc].tolist() if _contains_answer(corpus.passages[j].text, ex.answers)
-            }
-            exclude = set(unusable)
-            section = corpus.passages[positive].section
-            in_doc = [j for j in ranked.tolist() if corpus.doc_of[j] == doc]
-            in_sec = [j for j in in_doc if corpus.passages[j].section == section]
-            negs = _take(in_sec, exclude, config.in_sec_negatives)
-            negs += _take(in_doc, exclude, config.in_doc_negatives + config.in_sec_negatives - len(negs))
-            negs += _take(
-                ranked.tolist(),
-                exclude,
-                n_neg - len(negs),
-                lambda j: corpus.doc_of[j] != doc and not _contains_answer(corpus.passages[j].text, ex.answers),  # noqa: B023
-            )
-            if len(negs) < n_neg:  # tiny corpora: anything but the positives
+            exclude = set()
+            negs = []
+            for sc in scorers:
+                negs += _passage_negatives(corpus, ex, sc.passage_scores(i, ex.query), config, per, exclude)
+            target = len(cols) - 2
+            if len(negs) < target:  # tiny corpora: anything but the positives
                 rest = [j for j in range(n_pass) if j not in exclude]
                 rng.shuffle(rest)
-                negs += _take(rest, exclude, n_neg - len(negs))
-            if len(negs) < n_neg:
+                negs += _take(rest, exclude, target - len(negs))
+            if len(negs) < target:
                 continue
             cols["anchor"].append(ex.query)
-            cols["positive"].append(corpus.passages[positive].embedding_text)
-            for j, k in enumerate(negs):
+            cols["positive"].append(corpus.passages[golds[0]].embedding_text)
+            for j, k in enumerate(negs[:target]):
                 cols[f"negative_{j + 1}"].append(corpus.passages[k].embedding_text)
         if cols["anchor"]:
             out["passage"] = cols
@@ -658,7 +732,12 @@ class DHRTrainer:
             if models:
                 logger.info("DHR iteration %d: mining negatives with an earlier model", iteration)
             rows = build_training_rows(
-                documents, examples, cfg, model=models.get("passage"), document_model=models.get("document")
+                documents,
+                examples,
+                cfg,
+                model=models.get("passage"),
+                document_model=models.get("document"),
+                keep_bm25=cfg.mined_negatives == "add",
             )
             if not rows:
                 raise RagHierError("no training rows could be built (does the corpus hold more than one passage?)")
@@ -749,7 +828,8 @@ class DHRTrainer:
             with tempfile.TemporaryDirectory(prefix="rag-hier-dhr-") as tmp:
                 train_dataset: Any = subset if len(subset) > 1 else next(iter(subset.values()))
                 trainer = trainer_cls(model=model, args=self._args(Path(tmp)), train_dataset=train_dataset, loss=loss)
-                output = trainer.train()
+                with attention_dropout(model, self.config.attention_dropout):
+                    output = trainer.train()
             last_loss = float(output.training_loss) if output is not None else None
             logger.info("DHR %s model trained (loss %s)", "+".join(levels), last_loss)
             for lv in levels:

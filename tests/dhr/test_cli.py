@@ -180,10 +180,19 @@ def test_train_dhr_cli(capsys, qa: Path, tmp_path: Path, tiny_model_path: str) -
         "passage",
         "--device",
         "cpu",
+        "--mined-negatives",
+        "replace",
+        "--attention-dropout",
+        "-1",
+        "--mini-batch-size",
+        "0",
         "--no-progress",
     )
     assert code == 0, err
     assert "trained DHR on 3 questions over 3 documents" in out and f"model: {out_dir}" in out
+    config = json.loads((out_dir / "dhr_training.json").read_text())["config"]
+    assert config["mined_negatives"] == "replace" and config["in_doc_negatives"] == 1  # the paper's In-Doc default
+    assert config["attention_dropout"] is None and config["mini_batch_size"] is None
     assert (out_dir / "modules.json").is_file()
     # the trained model indexes a store
     code, _, err = run(

@@ -44,7 +44,7 @@ def test_rows_have_in_sec_in_doc_and_bm25_negatives_without_the_answer() -> None
     q = QAQuestion("q1", "When was Rome founded?", ("753 BC",), "rome", 2)
     examples = examples_from_questions([q], docs, max_passage_words=0)
     assert examples == [DHRExample("When was Rome founded?", "rome", ("rome#2",), ("753 BC",))]
-    cfg = DHRTrainingConfig(max_passage_words=0, doc_negatives=2, in_doc_negatives=1)
+    cfg = DHRTrainingConfig(max_passage_words=0, doc_negatives=2, in_doc_negatives=1, in_sec_negatives=1)
     rows = build_training_rows(docs, examples, cfg)
     p = rows["passage"]
     assert list(p) == ["anchor", "positive", "negative_1", "negative_2", "negative_3"]
@@ -58,6 +58,46 @@ def test_rows_have_in_sec_in_doc_and_bm25_negatives_without_the_answer() -> None
     d = rows["document"]
     assert d["positive"][0] == "Rome, Rome is the capital of Italy. Rome has many fountains., History, Food"
     assert {d["negative_1"][0].split(",")[0], d["negative_2"][0].split(",")[0]} == {"Paris", "Oslo"}
+
+
+def test_document_negatives_never_contain_the_answer() -> None:
+    docs = sectioned_docs()
+    # BM25 ranks Oslo first ("founded around 1040"), but Oslo holds the answer string: Paris is the negative
+    ex = DHRExample("What was founded around 1040?", "rome", ("rome#2",), ("1040",))
+    cfg = DHRTrainingConfig(max_passage_words=0, doc_negatives=1, levels=("document",))
+    d = build_training_rows(docs, [ex], cfg)["document"]
+    assert d["negative_1"][0].startswith("Paris")
+    assert build_training_rows(docs, [DHRExample("founded", "rome", (), ())], cfg)["document"]["negative_1"][
+        0
+    ].startswith("Oslo")  # without answers only the gold document is excluded
+    # every other document holds the answer: the question gets no document row
+    capital = DHRExample("capital?", "rome", ("rome#0",), ("capital",))
+    assert "document" not in build_training_rows(docs, [capital], cfg)
+
+
+def test_second_iteration_adds_mined_negatives_to_the_first(tiny_model_path: str) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    docs = sectioned_docs()
+    examples = [
+        DHRExample("When was Rome founded?", "rome", ("rome#2",), ("753 BC",)),
+        DHRExample("What flows through Paris?", "paris", ("paris#1",), ("Seine",)),
+    ]
+    cfg = DHRTrainingConfig(max_passage_words=0)
+    model = SentenceTransformer(tiny_model_path, device="cpu")
+    first = build_training_rows(docs, examples, cfg)
+    second = build_training_rows(docs, examples, cfg, model=model, keep_bm25=True)
+    replaced = build_training_rows(docs, examples, cfg, model=model)
+    for level, n in (("document", 1), ("passage", 2)):
+        assert len(first[level]) == 2 + n and len(replaced[level]) == 2 + n
+        assert len(second[level]) == 2 + 2 * n
+        for j in range(1, n + 1):  # the first iteration's negatives come first, unchanged
+            assert second[level][f"negative_{j}"] == first[level][f"negative_{j}"]
+        for i in range(len(examples)):
+            negs = [second[level][f"negative_{j}"][i] for j in range(1, 2 * n + 1)]
+            assert len(set(negs)) == len(negs) and second[level]["positive"][i] not in negs
+    with pytest.raises(ValueError, match="mined_negatives"):
+        DHRTrainingConfig(mined_negatives="merge")  # type: ignore[arg-type]
 
 
 def test_rows_fall_back_when_the_document_has_one_passage() -> None:
@@ -120,7 +160,8 @@ def test_trainer_runs_and_saves_loadable_models(tmp_path: Path, tiny_model_path:
     model = SentenceTransformer(str(result.passage_model), device="cpu")
     assert model.encode(["x"]).shape == (1, 32)
     report = json.loads((tmp_path / "shared" / "dhr_training.json").read_text())
-    assert report["negatives"] == {"document": 1, "passage": 2}  # BM25 + In-Sec (In-Doc fallback)
+    # iteration 2: the first iteration's negatives (1 BM25 document; BM25 + In-Doc passages) plus as many mined
+    assert report["negatives"] == {"document": 2, "passage": 4}
 
 
 @pytest.mark.slow

@@ -83,10 +83,14 @@ def test_joint_flags_reach_the_training_report(tmp_path, capsys, tiny_model_path
     )  # fmt: skip
     code, _, err = _run(
         capsys, "train", "hce", beir_dir, "--output", model, "--mode", "joint",
-        "--joint-schedule", "alternate", "--ict-remove-rate", "0.9", *common,
+        "--joint-schedule", "alternate", "--ict-remove-rate", "0.9", "--direction-reduction", "mean",
+        "--level-weight", "0.2", "--attention-dropout", "-1", "--mini-batch-size", "0", *common,
     )  # fmt: skip
     assert code == 0, err
     report = json.loads((model / "hce_training.json").read_text())
     assert report["config"]["joint_schedule"] == "alternate" and report["config"]["ict_remove_rate"] == 0.9
+    # issue 17's switches: the pre-fix loss weighting, the model's own attention dropout, no GradCache
+    assert report["config"]["direction_reduction"] == "mean" and report["config"]["level_weight"] == 0.2
+    assert report["config"]["attention_dropout"] is None and report["config"]["mini_batch_size"] is None
     code, _, err = _run(capsys, "train", "hce", beir_dir, "--output", tmp_path / "x", "--ict-remove-rate", "2", *common)
     assert code == 2 and "--ict-remove-rate must be in [0, 1]" in err

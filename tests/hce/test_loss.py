@@ -39,7 +39,15 @@ def test_hand_computed_example() -> None:
     # query 2 -> docs: [d1=0, d2=1, n1=0.8, n2=0]
     qd2 = -math.log(e / (1 + e + e**0.8 + 1))
     dq = math.log(1 + e**-1)
-    assert out["documents"].item() == pytest.approx(((qd1 + qd2) / 2 + dq) / 2, rel=1e-5)
+    # Eq. 8: the two directions are summed (the "mean" option averages them)
+    assert out["documents"].item() == pytest.approx((qd1 + qd2) / 2 + dq, rel=1e-5)
+    mean = HierarchicalContrastiveLoss(
+        torch.nn.Linear(1, 1), _toy_tree(), levels_m=2, temperature=1.0, direction_reduction="mean"
+    ).compute_loss_from_embeddings([q, pos, neg], labels)
+    assert mean["documents"].item() == pytest.approx(((qd1 + qd2) / 2 + dq) / 2, rel=1e-5)
+    assert mean["level_1"].item() == pytest.approx(out["level_1"].item(), rel=1e-6)
+    with pytest.raises(ValueError, match="direction_reduction"):
+        HierarchicalContrastiveLoss(torch.nn.Linear(1, 1), _toy_tree(), direction_reduction="max")  # type: ignore[arg-type]
 
 
 def test_levels_m_and_asymmetric_variant() -> None:
@@ -104,7 +112,7 @@ def test_matches_a_numpy_oracle_at_tau_001() -> None:
     dn = x[items] / np.linalg.norm(x[items], axis=1, keepdims=True)
     qd = np.mean([ce(qn[i] @ dn.T / 0.01, i) for i in range(6)])
     dq = np.mean([ce(dn[i] @ qn.T / 0.01, i) for i in range(6)])
-    assert out["documents"].item() == pytest.approx((qd + dq) / 2, rel=1e-4)
+    assert out["documents"].item() == pytest.approx(qd + dq, rel=1e-4)
 
 
 def test_centroids_are_trainable_and_reset_by_set_tree() -> None:
@@ -165,6 +173,20 @@ def test_ict_spans_are_substrings() -> None:
     assert spans[2] == ""
 
 
+def test_ict_spans_lie_inside_the_encoded_window() -> None:
+    from rag_hier.training.hce import ict_examples
+
+    texts = [" ".join(f"w{i}" for i in range(300)) for _ in range(200)]
+    queries, _ = ict_examples(texts, np.random.default_rng(0), span_tokens=16, max_tokens=40)
+    ends = [max(int(w[1:]) for w in q.split()) for q in queries]
+    assert max(ends) <= 39 and min(int(q.split()[0][1:]) for q in queries) == 0  # the window is covered
+    assert all(len(q.split()) == 16 for q in queries)
+    short = ict_examples(texts[:1], np.random.default_rng(0), span_tokens=64, max_tokens=20)[0][0]
+    assert len(short.split()) == 10 and max(int(w[1:]) for w in short.split()) <= 19  # half the window
+    with pytest.raises(ValueError, match="max_tokens"):
+        ict_examples(texts[:1], np.random.default_rng(0), max_tokens=0)
+
+
 def test_ict_examples_cut_the_span_out_of_its_context() -> None:
     from rag_hier.training.hce import ict_examples
 
@@ -210,3 +232,51 @@ def test_joint_loss_is_supervised_plus_alpha_unsupervised(tiny_model_path) -> No
     assert joint.model is model and joint.get_config_dict()["alpha"] == 0.5
     with pytest.raises(ValueError, match="2 x 3 text columns"):
         joint(feats[:5], None)
+
+
+def _grads(model: torch.nn.Module, loss: torch.nn.Module, feats, labels, scale: float = 1.0):
+    model.zero_grad(set_to_none=True)
+    for p in loss.parameters():
+        p.grad = None
+    out = loss([{k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in f.items()} for f in feats], labels)
+    total = torch.stack(list(out.values())).sum()
+    (total * scale).backward()
+    named = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    cents = [c.grad.clone() for c in getattr(loss, "loss", loss).centroids]
+    return {k: v.item() for k, v in out.items()}, float(total.item()), named, cents
+
+
+@pytest.mark.parametrize("joint", [False, True])
+def test_gradcache_mini_batches_give_the_plain_loss_and_gradients(tiny_model_path, joint) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    from rag_hier.training.hce import JointLoss
+
+    model = SentenceTransformer(tiny_model_path, device="cpu")
+    model.eval()  # no dropout, so both passes see the same embeddings
+    texts = [f"text {i} about {w}" for i, w in enumerate(["apple", "river", "stone", "cloud", "music", "forest"])]
+    tree = ClusterTree.build(model.encode(texts, normalize_embeddings=True), branching=2)
+    cols = [["apple pie", "river bank", "rock", "rain"], texts[:4], texts[2:6]]
+    labels = torch.tensor([[0, 2], [1, 3], [2, 4], [3, 5]])
+    if joint:
+        cols = [*cols, ["pie", "bank", "stone", "sky"], texts[1:5], [texts[5], texts[0], texts[1], texts[2]]]
+        labels = torch.cat([labels, torch.tensor([[1, 5], [2, 0], [3, 1], [4, 2]])], dim=1)
+    feats = [model.tokenize(c) for c in cols]
+    results = []
+    for mbs in (None, 3):
+        hce = HierarchicalContrastiveLoss(model, tree, levels_m=1, temperature=0.05, mini_batch_size=mbs)
+        loss = JointLoss(hce, alpha=0.5, n_columns=3) if joint else hce
+        results.append(_grads(model, loss, feats, labels, scale=0.5))
+    (parts0, total0, named0, cents0), (parts1, total1, named1, cents1) = results
+    assert total1 == pytest.approx(total0, rel=1e-5)
+    assert sum(parts1.values()) == pytest.approx(sum(parts0.values()), rel=1e-5)
+    for k in parts0:
+        if k not in ("level_1",):  # the first component carries the gradient; the others are the same values
+            assert parts1[k] == pytest.approx(parts0[k], rel=1e-5)
+    assert set(named1) == set(named0) and named0
+    for n, g in named0.items():
+        torch.testing.assert_close(named1[n], g, rtol=1e-4, atol=1e-6)
+    for a, b in zip(cents1, cents0, strict=True):  # the centroids' gradients are scaled like the embeddings'
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-7)
+    with pytest.raises(ValueError, match="mini_batch_size"):
+        HierarchicalContrastiveLoss(model, tree, mini_batch_size=0)

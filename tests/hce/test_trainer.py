@@ -134,3 +134,21 @@ def test_joint_sum_rows_pair_a_supervised_and_an_unsupervised_example(tiny_model
         # the ICT span is cut out of the positive context (remove rate 1), whose label is still the item
         assert row["unsup_anchor"] in items.texts[uns_items[0]] and row["unsup_anchor"] not in row["unsup_positive"]
         assert row["unsup_negative_1"] == items.texts[uns_items[1]]
+
+
+def test_unsupervised_ict_spans_lie_in_the_window_the_model_encodes(tiny_model_path):
+    """Issue 17: an ICT pseudo-query must come from the part of its passage the encoder sees (max_seq_length)."""
+    from rag_hier.training.hce import TrainingCorpus
+
+    trainer = HCETrainer(tiny_model_path, _config("unsupervised", max_seq_length=24), device="cpu")
+    assert trainer._ict_window() == 22  # 24 minus [CLS] and [SEP]
+    texts = [" ".join(f"word{d}x{i}" for i in range(150)) for d in range(6)]
+    items = TrainingCorpus.from_texts({f"d{d}": t for d, t in enumerate(texts)})
+    tokenizer = trainer.model.tokenizer
+    queries, positives = trainer._unsup_rows(items, np.arange(6).repeat(5), np.random.default_rng(0))
+    assert len(queries) == 30
+    for query, text in zip(queries, positives, strict=True):
+        enc = tokenizer(text, truncation=True, max_length=24, return_offsets_mapping=True)
+        window_end = max(end for _, end in enc["offset_mapping"])  # last character the model encodes
+        start = text.find(query)
+        assert start >= 0 and start + len(query) <= window_end, (query, window_end)

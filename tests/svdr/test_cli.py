@@ -140,10 +140,17 @@ def test_train_svdr_command(beir: Path, tmp_path: Path, tiny_model_path: str) ->
         "2",
         "--max-steps",
         "1",
+        "--negative-schedule",
+        "beta",
+        "--negative-depth",
+        "30",
         "--no-progress",
     )
     assert code == 0, err
     assert "1 steps" in out and (out_dir / "vocab_encoder.json").is_file()
+    config = json.loads((out_dir / "training.json").read_text())["config"]
+    assert config["negative_schedule"] == "beta" and config["negative_depth"] == 30  # the 0.1.0 schedule
+    assert config["attention_dropout"] == 0.0  # the default
     store = tmp_path / "store"
     assert (
         run(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -69,6 +70,47 @@ def test_hard_negatives_come_from_beta_search_and_exclude_positives(vocab_encode
     _, ids = trainer.token_index.search(vectors, top_k=len(TEXTS))
     assert negatives["q0"] == [int(i) for i in ids[0] if i != 0][:3]
     assert all(trainer.passage_ids[i] != f"d{q[1:]}#0" for q, neg in negatives.items() for i in neg)
+
+
+def test_bm25_negatives_and_answer_filtering(vocab_encoder: VocabEncoder) -> None:
+    queries = {"q1": "bees honey apple trees", "q6": "rivers deltas sediment"}
+    qrels = {"q1": {"d1": 1}, "q6": {"d6": 1}}
+    config = SvdrTrainingConfig(negative_depth=3)
+    trainer = SvdrTrainer.from_documents(vocab_encoder, make_docs(), queries, qrels, config=config)
+    negatives = trainer.bm25_negatives()
+    assert negatives["q1"][0] == 7 and 1 not in negatives["q1"]  # "Bees pollinate ... apple trees"
+    assert all(i != 6 for i in negatives["q6"])
+    # a passage that contains an answer string is never a negative (BM25 or beta)
+    filtered = SvdrTrainer.from_documents(
+        vocab_encoder, make_docs(), queries, qrels, config=config, answers={"q1": ["Apple"]}
+    )
+    assert 7 not in filtered.bm25_negatives()["q1"]
+    assert 7 not in filtered.mine_negatives(["q1"])["q1"]
+    with pytest.raises(ValueError, match="negative_schedule"):
+        SvdrTrainingConfig(negative_schedule="bm25")  # type: ignore[arg-type]
+
+
+def test_bm25_schedule_without_bm25s_names_the_extra(vocab_encoder: VocabEncoder, monkeypatch) -> None:
+    from rag_hier.errors import MissingDependencyError
+
+    monkeypatch.setitem(sys.modules, "bm25s", None)  # import bm25s -> ImportError
+    trainer = SvdrTrainer.from_documents(vocab_encoder, make_docs(), {"q1": "bees"}, {"q1": {"d1": 1}})
+    with pytest.raises(MissingDependencyError, match=r"rag-hier\[train\].*negative-schedule beta"):
+        trainer.bm25_negatives()
+
+
+@pytest.mark.parametrize("schedule", ["paper", "beta"])
+def test_negative_schedule_bm25_first_half_then_beta(tiny_model_path: str, schedule: str) -> None:
+    encoder = VocabEncoder(tiny_model_path, device="cpu")
+    config = SvdrTrainingConfig(batch_size=3, epochs=2, max_steps=4, negative_schedule=schedule)  # type: ignore[arg-type]
+    trainer = SvdrTrainer.from_documents(encoder, make_docs(), QUERIES, QRELS, config=config)
+    calls: list[int] = []
+    original = trainer.mine_negatives
+    trainer.mine_negatives = lambda qids=None: calls.append(len(qids or [])) or original(qids)  # type: ignore[method-assign]
+    result = trainer.train()
+    assert result.steps == 4 and len(result.step_seconds) == 4
+    assert result.bm25_steps == (2 if schedule == "paper" else 0)
+    assert len(calls) == (2 if schedule == "paper" else 4)  # beta search: once per step after the switch
 
 
 def test_training_runs_saves_and_loads(tiny_model_path: str, tmp_path: Path) -> None:

@@ -136,15 +136,22 @@ def _whitespace_offsets(text: str) -> list[tuple[int, int]]:
 
 
 def ict_queries(
-    texts: Sequence[str], rng: np.random.Generator, *, span_tokens: int = 64, tokenize: Tokenize | None = None
+    texts: Sequence[str],
+    rng: np.random.Generator,
+    *,
+    span_tokens: int = 64,
+    tokenize: Tokenize | None = None,
+    max_tokens: int | None = None,
 ) -> list[str]:
     """Inverse Cloze Task pseudo-queries: a random span of ``span_tokens`` tokens of each text.
 
     Texts shorter than twice the span give a span of half their length (so the query never is the whole
     text). The span is cut from the original text at token boundaries (``tokenize`` returns character
-    offsets per token, e.g. a fast tokenizer's ``offset_mapping``; default: whitespace words).
+    offsets per token, e.g. a fast tokenizer's ``offset_mapping``; default: whitespace words). With
+    ``max_tokens`` the span lies inside the first ``max_tokens`` tokens: the part of the text an encoder
+    truncating there sees.
     """
-    return ict_examples(texts, rng, span_tokens=span_tokens, tokenize=tokenize)[0]
+    return ict_examples(texts, rng, span_tokens=span_tokens, tokenize=tokenize, max_tokens=max_tokens)[0]
 
 
 def ict_examples(
@@ -154,20 +161,25 @@ def ict_examples(
     span_tokens: int = 64,
     tokenize: Tokenize | None = None,
     remove_rate: float = 0.0,
+    max_tokens: int | None = None,
 ) -> tuple[list[str], list[str]]:
     """Inverse Cloze Task examples: ``(pseudo-queries, contexts)``.
 
-    Each pseudo-query is a random span of ``span_tokens`` tokens (see :func:`ict_queries`). Its context is
-    the text with the span cut out with probability ``remove_rate`` (Lee et al., 2019 remove it 90 % of the
-    time, so that the task is not solved by word overlap alone), else the whole text. The same generator
-    state gives the same spans whatever the rate.
+    Each pseudo-query is a random span of ``span_tokens`` tokens (see :func:`ict_queries`), drawn inside the
+    first ``max_tokens`` tokens when given (the encoder's window: a span beyond it would pair the query with
+    a document whose encoded part does not contain it). Its context is the text with the span cut out with
+    probability ``remove_rate`` (Lee et al., 2019 remove it 90 % of the time, so that the task is not solved
+    by word overlap alone), else the whole text. The same generator state gives the same spans whatever the
+    rate.
     """
+    if max_tokens is not None and max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1 or None, got {max_tokens}")
     queries: list[str] = []
     contexts: list[str] = []
     offsets_of = tokenize or _whitespace_offsets
     for text in texts:
         offsets = offsets_of(text)
-        n = len(offsets)
+        n = len(offsets) if max_tokens is None else min(len(offsets), max_tokens)
         if n == 0:
             queries.append(text)
             contexts.append(text)

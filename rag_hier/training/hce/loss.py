@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+import logging
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
@@ -17,7 +18,19 @@ if TYPE_CHECKING:
 
     from rag_hier.index.tree import ClusterTree
 
-__all__ = ["HCE_CITATION", "HierarchicalContrastiveLoss", "JointLoss", "ScaledLoss"]
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "DIRECTION_REDUCTIONS",
+    "HCE_CITATION",
+    "DirectionReduction",
+    "HierarchicalContrastiveLoss",
+    "JointLoss",
+    "ScaledLoss",
+]
+
+DirectionReduction = Literal["sum", "mean"]
+DIRECTION_REDUCTIONS: tuple[str, ...] = ("sum", "mean")
 
 HCE_CITATION = """@article{chen2025hce,
   title={Hierarchical Corpus Encoder: Fusing Generative Retrieval and Dense Indices},
@@ -37,6 +50,90 @@ def _embed(model: nn.Module, features: Iterable[dict[str, Tensor]]) -> list[Tens
     return list(embed_columns(model, feats))
 
 
+Components = Callable[[list[Tensor], "Tensor | None"], dict[str, Tensor]]
+
+
+def _cached_mixin() -> Any:
+    """sentence-transformers' GradCache machinery (``CachedLossMixin``), or ``None`` where it is missing (< 6)."""
+    try:
+        from sentence_transformers.base.losses.gradcache import CachedLossMixin
+    except ImportError:  # pragma: no cover - depends on the installed sentence-transformers
+        return None
+    return CachedLossMixin
+
+
+def _reconstruct(total: Tensor, parts: dict[str, Tensor]) -> dict[str, Tensor]:
+    """The components for logging, with the gradient-carrying ``total`` folded into the first one (sums to it)."""
+    out = dict(parts)
+    first = next(iter(out))
+    others = sum((v for k, v in out.items() if k != first), start=torch.zeros_like(total))
+    out[first] = total - others
+    return out
+
+
+def _cached_forward(
+    owner: nn.Module,
+    features: list[dict[str, Tensor]],
+    labels: Tensor | None,
+    compute: Components,
+    params: list[nn.Parameter],
+    mini_batch_size: int,
+) -> dict[str, Tensor] | None:
+    """GradCache (Gao et al., 2021): the whole batch's loss with only ``mini_batch_size`` texts' activations alive.
+
+    Runs through sentence-transformers' ``CachedLossMixin``. The columns are embedded in mini-batches without
+    gradient; the loss components are computed from those embeddings and differentiated with respect to them
+    (and to the loss's own ``params``, HCE's centroids); the backward pass then re-embeds each mini-batch with
+    gradient (same dropout masks: the RNG is replayed) and feeds it the cached gradient. Same loss value and
+    gradients as the plain forward, for one extra forward pass without gradient. Returns ``None`` where
+    sentence-transformers has no ``CachedLossMixin`` (the caller then runs the plain forward).
+    """
+    mixin = _cached_mixin()
+    if mixin is None:
+        logger.warning("mini_batch_size needs sentence-transformers >= 6 (CachedLossMixin); using the plain loss")
+        return None
+
+    class _Runner(mixin):  # type: ignore[misc,valid-type]
+        def __init__(self) -> None:
+            self.mini_batch_size = mini_batch_size
+            self.parts: dict[str, Tensor] = {}
+            self.param_grads: list[tuple[nn.Parameter, Tensor]] = []
+
+        @property
+        def model(self) -> Any:  # the trainer may have swapped in a wrapped (DDP) model
+            return owner.model
+
+        def calculate_loss(
+            self, reps: list[list[Tensor]], labels: Tensor | None = None, *, with_backward: bool = False
+        ) -> Tensor:
+            embeddings = [torch.cat(r) for r in reps]
+            parts = compute(embeddings, labels)
+            total = torch.stack(list(parts.values())).sum()
+            self.parts = {k: v.detach() for k, v in parts.items()}
+            if not with_backward:
+                return total
+            leaves = [rep for r in reps for rep in r]
+            trainable = [p for p in params if p.requires_grad]
+            grads = torch.autograd.grad(total, [*leaves, *trainable], allow_unused=True)
+            for rep, g in zip(leaves, grads[: len(leaves)], strict=True):
+                rep.grad = torch.zeros_like(rep) if g is None else g
+            self.param_grads = [(p, g) for p, g in zip(trainable, grads[len(leaves) :], strict=True) if g is not None]
+            return total.detach()
+
+    runner = _Runner()
+    total = runner.forward_cached(features, labels)
+    if runner.param_grads and total.requires_grad:
+        pending = runner.param_grads
+
+        def add_param_grads(grad_output: Tensor) -> None:
+            for p, g in pending:  # scaled like the embeddings' (gradient accumulation, loss scaling)
+                contribution = (g * grad_output).to(p.dtype)
+                p.grad = contribution if p.grad is None else p.grad + contribution
+
+        total.register_hook(add_param_grads)
+    return _reconstruct(total, runner.parts)
+
+
 class HierarchicalContrastiveLoss(nn.Module):
     """HCE loss (Chen et al., 2025, Eq. 5–6): contrast each query against tiered sibling negatives of a cluster tree.
 
@@ -48,7 +145,9 @@ class HierarchicalContrastiveLoss(nn.Module):
     * **Lower levels**: a bidirectional contrastive loss. Query → document over the positive, the
       sampled negatives of the input (``n_NS`` per lower level, drawn among the children of the
       positive's prefix by :func:`~rag_hier.training.hce.data.sample_tree_negatives`) and every other
-      document of the batch; document → query over the batch's queries. The two directions are averaged.
+      document of the batch; document → query over the batch's queries. The two directions are summed, as
+      in the paper's Eq. 8 (``direction_reduction="mean"`` averages them, this library's behaviour before
+      0.2, under which ``level_weight`` w weighs the level terms as 2w does under the sum).
 
     Cosine similarities divided by ``temperature``. In-batch entries that are the query's own positive
     document (same item label) are masked instead of being counted as negatives. Under torch.distributed
@@ -62,9 +161,15 @@ class HierarchicalContrastiveLoss(nn.Module):
         levels_m: ``M``: tree levels trained against sibling centroids (capped at the tree's depth).
         temperature: ``τ`` on cosine similarity (paper: 0.01).
         symmetric: Add the document → query term.
-        level_weight: Factor on each level term (``level_1`` … ``level_M``); 1.0 is the paper's plain sum,
-            0.0 keeps only the document term (the tree still supplies the sampled negatives).
+        level_weight: Factor on each level term (``level_1`` … ``level_M``); 1.0 with ``direction_reduction="sum"``
+            is the paper's Eq. 8 exactly, 0.0 keeps only the document terms (the tree still supplies the sampled
+            negatives).
+        direction_reduction: ``"sum"`` (paper, Eq. 8) or ``"mean"`` of the query → document and document → query
+            terms.
         gather_across_devices: Gather across processes when torch.distributed is initialised.
+        mini_batch_size: Embed the columns in mini-batches of this many texts with GradCache (sentence-transformers'
+            ``CachedLossMixin``): the same loss and gradients for one extra forward pass, with the activation memory
+            of ``mini_batch_size`` texts instead of the whole batch (``None``: one plain forward pass).
 
     Requirements:
         1. A :class:`~rag_hier.index.tree.ClusterTree` over the training corpus.
@@ -82,7 +187,8 @@ class HierarchicalContrastiveLoss(nn.Module):
 
     Returns:
         A dict of loss components (``level_1`` … ``level_M``, ``documents``); sentence-transformers'
-        trainer sums them and logs each.
+        trainer sums them and logs each. With ``mini_batch_size`` the gradient flows through the first
+        component (the dict still sums to the loss; the values are the same).
 
     Example:
         ::
@@ -102,7 +208,9 @@ class HierarchicalContrastiveLoss(nn.Module):
         temperature: float = 0.01,
         symmetric: bool = True,
         level_weight: float = 1.0,
+        direction_reduction: DirectionReduction = "sum",
         gather_across_devices: bool = True,
+        mini_batch_size: int | None = None,
     ) -> None:
         super().__init__()
         if levels_m < 0:
@@ -111,12 +219,18 @@ class HierarchicalContrastiveLoss(nn.Module):
             raise ValueError(f"temperature must be > 0, got {temperature}")
         if level_weight < 0:
             raise ValueError(f"level_weight must be >= 0, got {level_weight}")
+        if direction_reduction not in DIRECTION_REDUCTIONS:
+            raise ValueError(f"direction_reduction must be 'sum' or 'mean', got {direction_reduction!r}")
+        if mini_batch_size is not None and mini_batch_size < 1:
+            raise ValueError(f"mini_batch_size must be >= 1 or None, got {mini_batch_size}")
         self.model = model
         self.levels_m = levels_m
         self.temperature = temperature
         self.symmetric = symmetric
         self.level_weight = level_weight
+        self.direction_reduction = direction_reduction
         self.gather_across_devices = gather_across_devices
+        self.mini_batch_size = mini_batch_size
         self.centroids = nn.ParameterList()
         self._node_paths = torch.zeros((0, 0), dtype=torch.long)
         self._parents: list[Tensor] = []
@@ -157,7 +271,14 @@ class HierarchicalContrastiveLoss(nn.Module):
         self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None
     ) -> dict[str, Tensor]:
         """Embed every input column with the model, then :meth:`compute_loss_from_embeddings`."""
-        return self.compute_loss_from_embeddings(_embed(self.model, sentence_features), labels)
+        feats = list(sentence_features)
+        if self.mini_batch_size is not None and torch.is_grad_enabled():
+            out = _cached_forward(
+                self, feats, labels, self.compute_loss_from_embeddings, list(self.centroids), self.mini_batch_size
+            )
+            if out is not None:
+                return out
+        return self.compute_loss_from_embeddings(_embed(self.model, feats), labels)
 
     def compute_loss_from_embeddings(self, embeddings: list[Tensor], labels: Tensor | None = None) -> dict[str, Tensor]:
         """The loss components for ``[queries, positives, negatives_1, …]`` embeddings (each ``(batch, dim)``)."""
@@ -217,7 +338,7 @@ class HierarchicalContrastiveLoss(nn.Module):
             same_q = (pos_label[None, :] == pos_label[:, None]) & known[:, None]
             same_q[target, target] = False
             loss_dq = F.cross_entropy(back.masked_fill(same_q, float("-inf")), target)
-            out["documents"] = (loss_qd + loss_dq) / 2
+            out["documents"] = loss_qd + loss_dq if self.direction_reduction == "sum" else (loss_qd + loss_dq) / 2
         else:
             out["documents"] = loss_qd
         return out
@@ -230,7 +351,9 @@ class HierarchicalContrastiveLoss(nn.Module):
             "temperature": self.temperature,
             "symmetric": self.symmetric,
             "level_weight": self.level_weight,
+            "direction_reduction": self.direction_reduction,
             "gather_across_devices": self.gather_across_devices,
+            "mini_batch_size": self.mini_batch_size,
             "active_levels": self.active_levels,
         }
 
@@ -317,15 +440,28 @@ class JointLoss(nn.Module):
         n = self.n_columns
         if len(feats) != 2 * n:
             raise ValueError(f"JointLoss expects 2 x {n} text columns, got {len(feats)}")
-        emb = _embed(self.loss.model, feats)
-        sup_labels = uns_labels = None
         if labels is not None:
             lab = labels.reshape(labels.size(0), -1)
             if lab.size(1) != 2 * (n - 1):
                 raise ValueError(f"JointLoss expects 2 x {n - 1} item labels per row, got {lab.size(1)}")
+        inner = self.loss
+        if inner.mini_batch_size is not None and torch.is_grad_enabled():
+            out = _cached_forward(
+                self, feats, labels, self.compute_loss_from_embeddings, list(inner.centroids), inner.mini_batch_size
+            )
+            if out is not None:
+                return out
+        return self.compute_loss_from_embeddings(_embed(inner.model, feats), labels)
+
+    def compute_loss_from_embeddings(self, embeddings: list[Tensor], labels: Tensor | None = None) -> dict[str, Tensor]:
+        """Both halves' components from the embeddings of all ``2 x n_columns`` columns."""
+        n = self.n_columns
+        sup_labels = uns_labels = None
+        if labels is not None:
+            lab = labels.reshape(labels.size(0), -1)
             sup_labels, uns_labels = lab[:, : n - 1], lab[:, n - 1 :]
-        sup = self.loss.compute_loss_from_embeddings(emb[:n], sup_labels)
-        uns = self.loss.compute_loss_from_embeddings(emb[n:], uns_labels)
+        sup = self.loss.compute_loss_from_embeddings(embeddings[:n], sup_labels)
+        uns = self.loss.compute_loss_from_embeddings(embeddings[n:], uns_labels)
         return {**sup, **{f"unsup_{k}": v * self.alpha for k, v in uns.items()}}
 
     def get_config_dict(self) -> dict[str, Any]:

@@ -26,6 +26,7 @@ import torch
 from rag_hier.corpus.model import Document, Passage
 from rag_hier.errors import MissingDependencyError, RagHierError
 from rag_hier.index.tree import ClusterTree, TreeBuildConfig
+from rag_hier.training._attention import attention_dropout
 from rag_hier.training.hce.config import HCEConfig
 from rag_hier.training.hce.data import (
     SupervisedPair,
@@ -215,6 +216,18 @@ class HCETrainer:
 
         return offsets
 
+    def _ict_window(self) -> int | None:
+        """Tokens of a document the model encodes (its ``max_seq_length`` minus special tokens): ICT spans lie there."""
+        tokenizer = getattr(self.model, "tokenizer", None)
+        limit = self.config.max_seq_length or getattr(self.model, "max_seq_length", None)
+        if tokenizer is None or not getattr(tokenizer, "is_fast", False) or not limit:
+            return None
+        try:
+            special = int(tokenizer.num_special_tokens_to_add(pair=False))
+        except (AttributeError, TypeError):  # pragma: no cover - every fast tokenizer has it
+            special = 2
+        return max(1, int(limit) - special)
+
     # -- training ---------------------------------------------------------------------------------
     def train(
         self,
@@ -294,7 +307,9 @@ class HCETrainer:
                 temperature=cfg.temperature,
                 symmetric=cfg.symmetric,
                 level_weight=cfg.level_weight,
+                direction_reduction=cfg.direction_reduction,
                 gather_across_devices=cfg.gather_across_devices,
+                mini_batch_size=cfg.mini_batch_size,
             )
             n_sup = len(train_pairs)
             rows_per_step = cfg.batch_size * cfg.gradient_accumulation_steps * world
@@ -320,7 +335,8 @@ class HCETrainer:
                 trainer = Trainer(
                     model=model, args=args, train_dataset=train_ds, loss=losses, optimizers=(optimizer, scheduler)
                 )
-                outcome = trainer.train()
+                with attention_dropout(model, cfg.attention_dropout):
+                    outcome = trainer.train()
                 done = int(trainer.state.global_step)
                 steps += done
                 last = epoch == cfg.epochs or steps >= planned
@@ -515,7 +531,11 @@ class HCETrainer:
             dev_rng = np.random.default_rng(cfg.seed + 7919)
             picks = dev_rng.choice(len(items), size=min(cfg.dev_size, len(items)), replace=False)
             spans = ict_queries(
-                [items.texts[i] for i in picks], dev_rng, span_tokens=cfg.span_tokens, tokenize=self._tokenize_offsets()
+                [items.texts[i] for i in picks],
+                dev_rng,
+                span_tokens=cfg.span_tokens,
+                tokenize=self._tokenize_offsets(),
+                max_tokens=self._ict_window(),
             )
             dq = {f"dev-{i}": s for i, s in zip(picks.tolist(), spans, strict=True)}
             return pairs, (dq, {f"dev-{i}": {items.ids[i]} for i in picks.tolist()})
@@ -552,6 +572,7 @@ class HCETrainer:
             span_tokens=self.config.span_tokens,
             tokenize=self._tokenize_offsets(),
             remove_rate=self.config.ict_remove_rate,
+            max_tokens=self._ict_window(),
         )
 
     def _datasets(
