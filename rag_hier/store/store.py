@@ -121,7 +121,7 @@ class HierStore:
     @classmethod
     def create(cls, path: None = None, *, uri: str, **kwargs: Any) -> MilvusStore: ...
     @classmethod
-    def create(  # type: ignore[misc]
+    def create(
         cls,
         path: str | Path | None = None,
         *,
@@ -246,7 +246,7 @@ class HierStore:
     @classmethod
     def open(cls, path: None = None, *, uri: str, **kwargs: Any) -> MilvusStore: ...
     @classmethod
-    def open(  # type: ignore[misc]
+    def open(
         cls,
         path: str | Path | None = None,
         *,

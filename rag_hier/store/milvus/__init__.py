@@ -1,4 +1,6 @@
-"""The Milvus backend: the store contract on a Milvus server, cluster or Milvus Lite file (``pip install 'rag-hier[milvus]'``).
+"""The Milvus backend: the store contract on a Milvus server, cluster or Milvus Lite file.
+
+Install it with ``pip install 'rag-hier[milvus]'``.
 
 See ``docs/milvus.md``. :class:`MilvusStore` implements :class:`~rag_hier.store.contract.StoreBackend`;
 :mod:`~rag_hier.store.milvus.migrate` moves a collection between a local directory and Milvus without

@@ -13,7 +13,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from rag_hier.errors import MissingDependencyError, StoreError
 
@@ -110,7 +110,9 @@ class Connection:
 
     """
 
-    _SHARED: dict[tuple[Any, ...], tuple[Any, int]] = {}
+    _SHARED: ClassVar[dict[tuple[Any, ...], tuple[Any, int]]] = {}
+    _orphans: ClassVar[dict[Any, tuple[Any, int]]] = {}
+    """Clients no longer shared (their server went away), by ``id``, with the handles still holding them."""
     _LOCK = threading.Lock()
 
     def __init__(
@@ -124,6 +126,13 @@ class Connection:
     ) -> None:
         self.uri = uri
         self.timeout = timeout
+        self.options: dict[str, Any] = {
+            "token": token,
+            "db_name": db_name,
+            "timeout": timeout,
+            "client_options": dict(client_options or {}),
+        }
+        """The arguments that open another connection like this one (:meth:`MilvusStore.reopen`)."""
         self._key = (str(Path(uri).resolve()) if uri.endswith(".db") else uri, token, db_name)
         options = dict(client_options or {})
         with self._LOCK:
@@ -149,8 +158,20 @@ class Connection:
         """``fn(*args, **kwargs)`` with Milvus errors turned into one-line store errors."""
         if self._closed:
             raise StoreError(f"the connection to {self.uri} is closed")
-        with milvus_errors(self.uri, what):
-            return fn(*args, **kwargs)
+        try:
+            with milvus_errors(self.uri, what):
+                return fn(*args, **kwargs)
+        except MilvusUnavailableError:
+            self._forget()
+            raise
+
+    def _forget(self) -> None:
+        """Stop sharing a client whose server went away: the next handle on this URI connects afresh."""
+        with self._LOCK:
+            shared = self._SHARED.get(self._key)
+            if shared is not None and shared[0] is self.client:
+                del self._SHARED[self._key]
+                self._orphans[id(self.client)] = shared
 
     def close(self) -> None:
         """Release this reference; the last one closes the client."""
@@ -158,12 +179,18 @@ class Connection:
             return
         self._closed = True
         with self._LOCK:
-            client, count = self._SHARED.get(self._key, (None, 0))
-            if client is None:
+            shared = self._SHARED.get(self._key)
+            table = self._SHARED
+            key: Any = self._key
+            if shared is None or shared[0] is not self.client:  # forgotten: counted among the orphans
+                table, key = self._orphans, id(self.client)
+                shared = table.get(key)
+            if shared is None:
                 return
+            client, count = shared
             if count <= 1:
-                del self._SHARED[self._key]
+                del table[key]
                 with contextlib.suppress(Exception):
                     client.close()
             else:
-                self._SHARED[self._key] = (client, count - 1)
+                table[key] = (client, count - 1)

@@ -41,7 +41,7 @@ FALSE = "(false)"
 
 
 class _Untranslatable(Exception):
-    """This filter needs the client-side predicate."""
+    """The filter needs the client-side predicate."""
 
 
 def escape_string(value: str) -> str:
@@ -129,7 +129,7 @@ def _leaf(node: Mapping[str, Any]) -> str:
             raise FilterError(f"operator {op!r} needs a single value, got {type(value).__name__}")
         if value is None:
             return FALSE
-        if isinstance(value, str) or isinstance(value, bool) or kind == "str":
+        if isinstance(value, (str, bool)) or kind == "str":
             raise _Untranslatable  # dates (Haystack compares datetimes) and type errors: the local rules
         lit = literal(value)
         return f"({path} is not null and {path} {op} {lit})" if kind == "json" else f"({path} {op} {lit})"

@@ -142,7 +142,8 @@ def milvus_to_local(source: MilvusStore | str, directory: str | Path, **milvus_o
                     if not run:
                         return
                     db.execute(
-                        "INSERT OR REPLACE INTO sqlite_sequence(name, seq) VALUES ('passages', ?)", (run[0][0].rowid - 1,)
+                        "INSERT OR REPLACE INTO sqlite_sequence(name, seq) VALUES ('passages', ?)",
+                        (run[0][0].rowid - 1,),
                     )
                     writer.insert_passages(
                         [r.to_passage() for r, _, _ in run],

@@ -116,7 +116,7 @@ class MilvusRowids(np.ndarray):
         obj.expr = expr
         return obj
 
-    def __array_finalize__(self, obj: Any) -> None:  # noqa: D105
+    def __array_finalize__(self, obj: Any) -> None:
         self.expr = None
 
 
@@ -263,7 +263,9 @@ class MilvusStore:
         if self._closed:
             raise StoreError(f"the store {self.location} is closed")
         out: list[dict[str, Any]] = []
-        it = self._call(what, "query_iterator", collection, batch_size=MAX_LIMIT // 4, filter=expr, output_fields=fields)
+        it = self._call(
+            what, "query_iterator", collection, batch_size=MAX_LIMIT // 4, filter=expr, output_fields=fields
+        )
         try:
             while True:
                 part = self._conn.call(what, it.next)
@@ -284,11 +286,18 @@ class MilvusStore:
         for i in range(0, len(ids), _IN_CHUNK):
             part = ids[i : i + _IN_CHUNK]
             cond = (
-                _str_list(part) if part and isinstance(part[0], str) else "[" + ",".join(str(int(x)) for x in part) + "]"
+                _str_list(part)
+                if part and isinstance(part[0], str)
+                else "[" + ",".join(str(int(x)) for x in part) + "]"
             )
             where = f"{field_name} in {cond} and {expr}"
             rows = self._call(
-                "a query", "query", collection, filter=where, output_fields=fields, limit=MAX_LIMIT,
+                "a query",
+                "query",
+                collection,
+                filter=where,
+                output_fields=fields,
+                limit=MAX_LIMIT,
                 consistency_level="Strong",
             )
             out.extend(rows if len(rows) < MAX_LIMIT else self._query(collection, where, fields))
@@ -372,7 +381,16 @@ class MilvusStore:
         try:
             if store._call("listing collections", "has_collection", store._s):
                 if exist_ok:
-                    store._load_state()
+                    store.close()
+                    store = cls.open(
+                        uri,
+                        collection=name,
+                        encoder=encoder,
+                        token=token,
+                        db_name=db_name,
+                        timeout=timeout,
+                        client_options=client_options,
+                    )
                     store._check_dimension(dimension)
                     return store
                 raise StoreError(f"{store.location} already holds a rag-hier collection; open it with open()")
@@ -434,6 +452,8 @@ class MilvusStore:
                         "(no state collection); choose another name"
                     )
                 raise StoreError(f"{store.location}: no rag-hier collection {name!r} there")
+            for coll in (store._s, store._p, store._d, store._f, store._r):
+                store._call("loading the collection", "load_collection", coll)
             store._load_state()
             store._check_schema()
             if not read_only:
@@ -444,6 +464,17 @@ class MilvusStore:
             store.close()
             raise
         return store
+
+    def reopen(self, *, read_only: bool = False) -> MilvusStore:
+        """Another handle on this collection, with the same connection options and encoder."""
+        return type(self).open(
+            self._conn.uri,
+            collection=self.name,
+            encoder=self.encoder,
+            device=self._device,
+            read_only=read_only,
+            **self._conn.options,
+        )
 
     @classmethod
     def open_or_create(cls, uri: str, **kwargs: Any) -> MilvusStore:
@@ -486,8 +517,14 @@ class MilvusStore:
         ip.add_index("vector", index_type=params["index_type"], metric_type="IP", params=params["params"])
         for f in ("rowid", "gen", "passage_id", "doc_id"):
             ip.add_index(f, index_type="INVERTED")
-        self._call("creating the passage collection", "create_collection", self._p, schema=s, index_params=ip,
-                   consistency_level="Strong")
+        self._call(
+            "creating the passage collection",
+            "create_collection",
+            self._p,
+            schema=s,
+            index_params=ip,
+            consistency_level="Strong",
+        )
         # documents
         s = dummy_schema()
         s.add_field("vid", DataType.INT64, is_primary=True)
@@ -500,8 +537,14 @@ class MilvusStore:
         s.add_field("dummy", DataType.FLOAT_VECTOR, dim=_DUMMY_DIM)
         ip = dummy_index()
         ip.add_index("doc_id", index_type="INVERTED")
-        self._call("creating the document collection", "create_collection", self._d, schema=s, index_params=ip,
-                   consistency_level="Strong")
+        self._call(
+            "creating the document collection",
+            "create_collection",
+            self._d,
+            schema=s,
+            index_params=ip,
+            consistency_level="Strong",
+        )
         # extension files
         s = dummy_schema()
         s.add_field("key", DataType.VARCHAR, is_primary=True, max_length=512)
@@ -510,8 +553,14 @@ class MilvusStore:
         s.add_field("chunk", DataType.INT64)
         s.add_field("data", DataType.VARCHAR, max_length=_VARCHAR)
         s.add_field("dummy", DataType.FLOAT_VECTOR, dim=_DUMMY_DIM)
-        self._call("creating the file collection", "create_collection", self._f, schema=s, index_params=dummy_index(),
-                   consistency_level="Strong")
+        self._call(
+            "creating the file collection",
+            "create_collection",
+            self._f,
+            schema=s,
+            index_params=dummy_index(),
+            consistency_level="Strong",
+        )
         # retired row versions
         s = dummy_schema()
         s.add_field("key", DataType.VARCHAR, is_primary=True, max_length=64)
@@ -519,15 +568,27 @@ class MilvusStore:
         s.add_field("target", DataType.INT64)
         s.add_field("gen", DataType.INT64)
         s.add_field("dummy", DataType.FLOAT_VECTOR, dim=_DUMMY_DIM)
-        self._call("creating the retired collection", "create_collection", self._r, schema=s,
-                   index_params=dummy_index(), consistency_level="Strong")
+        self._call(
+            "creating the retired collection",
+            "create_collection",
+            self._r,
+            schema=s,
+            index_params=dummy_index(),
+            consistency_level="Strong",
+        )
         # the state, created last: its existence marks a complete rag-hier collection
         s = dummy_schema()
         s.add_field("key", DataType.VARCHAR, is_primary=True, max_length=64)
         s.add_field("value", DataType.VARCHAR, max_length=_VARCHAR)
         s.add_field("dummy", DataType.FLOAT_VECTOR, dim=_DUMMY_DIM)
-        self._call("creating the state collection", "create_collection", self._s, schema=s, index_params=dummy_index(),
-                   consistency_level="Strong")
+        self._call(
+            "creating the state collection",
+            "create_collection",
+            self._s,
+            schema=s,
+            index_params=dummy_index(),
+            consistency_level="Strong",
+        )
 
     def _check_schema(self) -> None:
         """The passage collection must have our fields and the recorded dimension."""
@@ -912,7 +973,11 @@ class MilvusStore:
         ids = list(passage_ids)
         with self._reading() as view:
             rows = self._query_in(
-                self._p, "passage_id", list(dict.fromkeys(ids)), view.expr("p"), ["passage_id", "has_vector", "exact", "vector"]
+                self._p,
+                "passage_id",
+                list(dict.fromkeys(ids)),
+                view.expr("p"),
+                ["passage_id", "has_vector", "exact", "vector"],
             )
         by_id = {r["passage_id"]: r for r in rows}
         out: list[np.ndarray | None] = []
@@ -1054,7 +1119,11 @@ class MilvusStore:
             return np.zeros((0, self.dimension or 0), np.float32)
         with self._reading() as view:
             rows = self._query_in(
-                self._p, "rowid", np.unique(ids).tolist(), f"has_vector == true and {view.expr('p')}", ["rowid", "vector"]
+                self._p,
+                "rowid",
+                np.unique(ids).tolist(),
+                f"has_vector == true and {view.expr('p')}",
+                ["rowid", "vector"],
             )
         by = {int(r["rowid"]): r["vector"] for r in rows}
         missing = [int(r) for r in ids if int(r) not in by]
@@ -1284,7 +1353,9 @@ class MilvusStore:
 
     def _doc_rows(self, doc_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         view = self._view()
-        rows = self._query_in(self._d, "doc_id", list(doc_ids), view.expr("d"), ["vid", "doc_id", "seq", "title", "meta", "toc"])
+        rows = self._query_in(
+            self._d, "doc_id", list(doc_ids), view.expr("d"), ["vid", "doc_id", "seq", "title", "meta", "toc"]
+        )
         return {r["doc_id"]: r for r in rows}
 
     def _put_doc(self, doc_id: str, title: str, meta: str, toc: str, old: Mapping[str, Any] | None) -> None:
@@ -1441,7 +1512,10 @@ class MilvusStore:
             return
         view = self._view()
         taken = self._query_in(
-            self._p, "passage_id", [p.id for p in passages], f"doc_id != {_str_list([doc_id])[1:-1]} and {view.expr('p')}",
+            self._p,
+            "passage_id",
+            [p.id for p in passages],
+            f"doc_id != {_str_list([doc_id])[1:-1]} and {view.expr('p')}",
             ["passage_id", "doc_id"],
         )
         if taken:
@@ -1484,7 +1558,9 @@ class MilvusStore:
         vecs = [vecs[i] for i in idx]
         with self.batch():
             view = self._view()
-            stored = self._query_in(self._p, "passage_id", [p.id for p in items], view.expr("p"), ["vid", "rowid", "passage_id", "doc_id"])
+            stored = self._query_in(
+                self._p, "passage_id", [p.id for p in items], view.expr("p"), ["vid", "rowid", "passage_id", "doc_id"]
+            )
             if policy == "fail" and stored:
                 raise DuplicateIdError(f"passage id {sorted(r['passage_id'] for r in stored)[0]!r} is already stored")
             if policy == "skip":
@@ -1720,7 +1796,8 @@ class MilvusStore:
             top = int(self._state["next_rowid"])
         for start in range(0, top, chunk):
             rows = self._passage_rows(
-                f"rowid >= {start} and rowid < {start + chunk}", _View(view.gen_max, view.floor, view.excluded),
+                f"rowid >= {start} and rowid < {start + chunk}",
+                _View(view.gen_max, view.floor, view.excluded),
                 [*_PASSAGE_FIELDS, "vector"],
             )
             for r in sorted(rows, key=lambda r: int(r["rowid"])):
@@ -1760,4 +1837,3 @@ def _index_config(index: IndexConfig | str | Mapping[str, Any]) -> IndexConfig:
     if isinstance(index, Mapping):
         return IndexConfig.from_dict(dict(index))
     raise ValueError(f"index must be 'flat', 'ivf', 'hnsw', an IndexConfig or a dict of options, got {index!r}")
-
