@@ -1074,7 +1074,12 @@ class MilvusStore:
             q = q[None, :]
         n = q.shape[0]
         with self._reading() as view:
-            live = self._count(self._p, f"has_vector == true and {view.expr('p')}")
+            counts = self._state.get("counts") if self._batch is None else None
+            live = (
+                int(counts["vectors"])
+                if counts and "vectors" in counts  # the committed count: no extra round trip
+                else self._count(self._p, f"has_vector == true and {view.expr('p')}")
+            )
             k = min(int(top_k), live, MAX_LIMIT)
             if k <= 0 or n == 0:
                 return np.zeros((n, 0), np.float32), np.zeros((n, 0), np.int64)
