@@ -340,7 +340,19 @@ class SvdrRetriever(Retriever[sp.csr_matrix]):
             return ext.index  # α with complete vectors: no model needed
         return self._vectors_of(wanted)
 
+    def warm_up(self) -> None:
+        """Load the token index's tokenizer and the vocabulary encoder, as far as this mode uses them."""
+        if self.mode in ("beta", "beta-rerank", "lexical"):
+            self._token_index().index.binarizer  # noqa: B018 - loads the tokenizer
+        if self.mode in ("full", "beta", "beta-rerank") or (self.mode == "alpha" and self._encoder_arg is not None):
+            self.encoder.module  # noqa: B018 - loads the model
+
     # -- search -------------------------------------------------------------------------------------
+    @property
+    def uses_query_vectors(self) -> bool:
+        """SVDR searches with the query text (vocabulary-space vectors), never dense query vectors."""
+        return False
+
     def query_vectors(self, queries: Sequence[str]) -> sp.csr_matrix:
         """The query side this mode uses: E(q), T(q) (α) or idf-weighted T(q) (lexical)."""
         if self.mode == "lexical":

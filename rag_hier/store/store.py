@@ -322,6 +322,17 @@ class HierStore:
     def _reading(self) -> contextlib.AbstractContextManager[None]:
         return self._core.reading(self)
 
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[HierStore]:
+        """Run several reads against one committed generation: ``with store.reading(): ...``.
+
+        Every read inside the block (records, embeddings, counts, searches) answers from the generation
+        current when the block starts: other threads of this process and writers in other processes wait
+        until it ends, so keep it short, and write nothing inside it (a write raises).
+        """
+        with self._reading():
+            yield self
+
     @property
     def location(self) -> str:
         """The store directory, as a string."""
