@@ -115,3 +115,27 @@ def test_cli_errors_are_one_line(md_store: Path, cli, tmp_path: Path) -> None:
     )
     assert bad_field.code == 2 and len(bad_field.err_lines) == 1, bad_field.err
     assert "a b" in bad_field.err
+
+
+def test_eval_on_milvus_equals_the_local_store(beir_store: Path, corpora, cli, tmp_path: Path) -> None:
+    uri = f"{tmp_path / 'm.db'}#beir"
+    assert cli("migrate", "--store", beir_store, "--to", uri).code == 0
+    reports = {}
+    for name, store in (("local", beir_store), ("milvus", uri)):
+        out = tmp_path / f"{name}.json"
+        result = cli(
+            "eval",
+            "--store",
+            store,
+            "--queries",
+            corpora.beir / "queries.jsonl",
+            "--qrels",
+            corpora.beir / "qrels" / "test.tsv",
+            "--output",
+            out,
+            "--no-progress",
+        )
+        assert result.code == 0, result.err
+        reports[name] = json.loads(out.read_text())
+    assert reports["milvus"]["metrics"] == pytest.approx(reports["local"]["metrics"], abs=1e-6)
+    assert reports["milvus"]["metrics"]["mrr@10"] == pytest.approx(1.0)

@@ -46,6 +46,22 @@ def split_uri(location: str, collection: str | None = None) -> tuple[str, str]:
     return uri, name
 
 
+class _LiteNoise(logging.Filter):
+    """Drops the two log records Milvus Lite causes on every paged query, and nothing else.
+
+    Milvus Lite does not implement ``AllocTimestamp``: its in-process gRPC server logs the call as an error
+    with a traceback (logger ``grpc._server``) and pymilvus' query iterator warns that it falls back to a
+    client-side timestamp. Reads use consistency level ``Strong`` anyway, so neither says anything to a user.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not ("failed to get mvccTs" in message or "Method not implemented" in message)
+
+
+_NOISE = _LiteNoise()
+
+
 def _pymilvus() -> Any:
     try:
         import pymilvus
@@ -53,6 +69,10 @@ def _pymilvus() -> Any:
         raise MissingDependencyError(
             "Milvus stores need pymilvus (and milvus-lite for .db files): pip install 'rag-hier[milvus]'"
         ) from exc
+    for name in ("grpc._server", "pymilvus.client.iterator.query_iterator"):
+        target = logging.getLogger(name)
+        if _NOISE not in target.filters:
+            target.addFilter(_NOISE)
     return pymilvus
 
 
