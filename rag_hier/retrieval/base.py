@@ -438,10 +438,20 @@ class Retriever(ABC, Generic[Q]):
     def run_prepared(
         self, prepared: Q, n_queries: int, top_k: int = 10, filters: Filters = None, aggregate: Aggregate = "passage"
     ) -> list[QueryResult]:
-        """:meth:`run` with queries already in the strategy's own representation (:meth:`prepare`'s output)."""
+        """:meth:`run` with queries already in the strategy's own representation (:meth:`prepare`'s output).
+
+        All the store reads of one call (filter, candidates, ranking, records) answer from one committed
+        generation, even while another process writes.
+        """
         top_k = _check_top_k(top_k)
         if aggregate not in AGGREGATES:
             raise ValueError(f"aggregate must be 'passage' or 'doc', got {aggregate!r}")
+        with self.store.reading():
+            return self._run_prepared(prepared, n_queries, top_k, filters, aggregate)
+
+    def _run_prepared(
+        self, prepared: Q, n_queries: int, top_k: int, filters: Filters, aggregate: Aggregate
+    ) -> list[QueryResult]:
         allowed = self.store.matching_rowids(filters, with_vector=self.over_vectors)
         pool = self.candidates() if allowed is None else int(allowed.size)
         if pool == 0:
