@@ -250,3 +250,19 @@ def test_server_gone_mid_write_leaves_the_last_commit(tmp_path: Path, encoder: D
         assert again.count_passages() == len(before) + 1
     finally:
         again.close()
+
+
+def test_reading_pins_one_committed_generation(both) -> None:
+    _, remote = both
+    reader = remote.reopen(read_only=True)
+    try:
+        before = reader.count_passages()
+        with reader.reading():
+            assert reader.count_passages() == before
+            remote.add_documents([Document("new", "New", ("Written during the block.",))], max_passage_words=0)
+            assert reader.count_passages() == before  # the block keeps its generation
+            assert reader.get_passages(["new#0"]) == []
+        assert reader.count_passages() == before + 1  # the next read sees the commit
+        assert [p.id for p in reader.get_passages(["new#0"])] == ["new#0"]
+    finally:
+        reader.close()

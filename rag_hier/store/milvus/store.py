@@ -225,6 +225,7 @@ class MilvusStore:
         self._batch: _Batch | None = None
         self._settled_gen = -1
         self._syncing = False
+        self._pinned = 0
         self._closed = False
 
     # ------------------------------------------------------------------------------------------------
@@ -658,7 +659,7 @@ class MilvusStore:
 
     def _sync(self, *, force: bool = False) -> None:
         """Bring the handle to the committed generation (reload extensions whose files changed)."""
-        if self._batch is not None or self._syncing:
+        if self._batch is not None or self._syncing or self._pinned:
             return
         state = self._get_state()
         gen = int(state["generation"])
@@ -757,6 +758,25 @@ class MilvusStore:
         with self._lock:
             self._sync()
             yield self._view()
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[MilvusStore]:
+        """Run several reads against one committed generation: ``with store.reading(): ...``.
+
+        Every read inside the block answers from the generation current when it starts (the handle does not
+        look for a newer commit until the block ends, which also saves a round trip per read); other threads
+        of this process wait on this handle until it ends. Writers in other processes are not held up (Milvus
+        has no lock to hold them): their new row versions are invisible to this generation, but a writer
+        deletes the versions its commit replaced right after committing, so a block that outlives another
+        process' commit may miss those rows. Keep the block short.
+        """
+        with self._lock:
+            self._sync()
+            self._pinned += 1
+            try:
+                yield self
+            finally:
+                self._pinned -= 1
 
     # ------------------------------------------------------------------------------------------------
     # identity
