@@ -35,7 +35,7 @@ SearchFn = Callable[[Any, argparse.Namespace, list[str], int, Any], list[Any]]
 
 def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of ``rag-hier eval`` (``--strategy``, its parameters and the runtime flags are added by ``main``)."""
-    parser.add_argument("--store", required=True, help="store directory")
+    parser.add_argument("--store", required=True, help="store directory, or a Milvus URI")
     parser.add_argument(
         "--queries", default=None, help="queries file (BEIR queries.jsonl or QA questions.jsonl); or use --beir"
     )

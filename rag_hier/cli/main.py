@@ -1,4 +1,4 @@
-"""The ``rag-hier`` command line: ``index``, ``search``, ``eval``, ``compare``, ``info``, ``train``."""
+"""The ``rag-hier`` command line: ``index``, ``search``, ``eval``, ``compare``, ``info``, ``migrate``, ``train``."""
 
 from __future__ import annotations
 
@@ -47,7 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
         "same store adds new documents, re-encodes changed passages only, and leaves unchanged ones alone.",
     )
     p.add_argument("corpus", help="corpus file or directory")
-    p.add_argument("--store", required=True, help="store directory (created if missing)")
+    p.add_argument(
+        "--store",
+        required=True,
+        help="store directory (created if missing), or a Milvus URI (./x.db, http://host:19530#name)",
+    )
     p.add_argument(
         "--model",
         default=None,
@@ -77,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Search with one query (printed) or a queries file (BEIR queries.jsonl or QA questions.jsonl; "
         "written as a TREC run 'qid Q0 id rank score tag').",
     )
-    s.add_argument("--store", required=True, help="store directory")
+    s.add_argument("--store", required=True, help="store directory, or a Milvus URI")
     q = s.add_mutually_exclusive_group(required=True)
     q.add_argument("--query", help="one query text")
     q.add_argument("--queries", help="queries file: BEIR queries.jsonl, QA questions.jsonl, or qid<TAB>text")
@@ -103,9 +107,20 @@ def build_parser() -> argparse.ArgumentParser:
     add_compare_parser(sub)
 
     i = sub.add_parser("info", help="describe a store (counts, encoder, index, files)")
-    i.add_argument("--store", required=True, help="store directory")
+    i.add_argument("--store", required=True, help="store directory, or a Milvus URI (./x.db, http://host:19530#name)")
     i.add_argument("--json", action="store_true", help="print the full manifest as JSON")
     i.add_argument("--no-verify", action="store_true", help="skip checksum verification")
+
+    m = sub.add_parser(
+        "migrate",
+        help="copy a store between a local directory and Milvus (no re-encoding)",
+        description="Copy a collection — passages, vectors, extensions — from a local store directory into a new "
+        "Milvus collection (--to URI: a Milvus Lite file ./x.db, or http://host:19530; #name picks the "
+        "collection), or from Milvus into a new local directory. Nothing is re-encoded; rowids are kept, so the "
+        "extensions' files are copied as they are. Token and database: RAG_HIER_MILVUS_TOKEN, RAG_HIER_MILVUS_DB.",
+    )
+    m.add_argument("--store", required=True, help="the source: a store directory or a Milvus URI")
+    m.add_argument("--to", required=True, help="the target: a Milvus URI (from a directory) or a new directory")
 
     t = sub.add_parser("train", help="train or fine-tune a model with one of the methods")
     train_sub = t.add_subparsers(dest="method", required=True, metavar="METHOD")
@@ -153,10 +168,48 @@ def _encoder_for(args: argparse.Namespace, model: str) -> Any:
     return DenseEncoder(model, **kwargs)
 
 
-def _open_store(args: argparse.Namespace, *, read_only: bool) -> Any:
+def _milvus_options() -> dict[str, Any]:
+    """Milvus connection options from the environment (``RAG_HIER_MILVUS_TOKEN``, ``RAG_HIER_MILVUS_DB``)."""
+    import os
+
+    out: dict[str, Any] = {}
+    if os.environ.get("RAG_HIER_MILVUS_TOKEN"):
+        out["token"] = os.environ["RAG_HIER_MILVUS_TOKEN"]
+    if os.environ.get("RAG_HIER_MILVUS_DB"):
+        out["db_name"] = os.environ["RAG_HIER_MILVUS_DB"]
+    return out
+
+
+def _is_uri(location: str) -> bool:
+    from rag_hier.store.milvus.client import is_milvus_uri
+
+    return is_milvus_uri(location)
+
+
+def _open_location(location: str, *, read_only: bool, device: str | None = None, verify: bool = True) -> Any:
+    """A local store directory, or a Milvus collection (``URI`` / ``URI#collection``)."""
     from rag_hier.store.store import HierStore
 
-    store = HierStore.open(args.store, device=args.device, read_only=read_only)
+    if _is_uri(location):
+        return HierStore.open(uri=location, device=device, read_only=read_only, **_milvus_options())
+    return HierStore.open(location, device=device, read_only=read_only, verify_checksums=verify)
+
+
+def _milvus_exists(location: str) -> bool:
+    from rag_hier.store.milvus.client import Connection, split_uri
+
+    uri, name = split_uri(location)
+    if not uri.startswith(("http://", "https://", "tcp://", "grpc://", "unix:")) and not Path(uri).exists():
+        return False
+    conn = Connection(uri, **_milvus_options())
+    try:
+        return bool(conn.call("listing collections", conn.client.has_collection, f"{name}__state"))
+    finally:
+        conn.close()
+
+
+def _open_store(args: argparse.Namespace, *, read_only: bool) -> Any:
+    store = _open_location(args.store, read_only=read_only, device=args.device)
     if store.encoder is not None:
         store.encoder.show_progress_bar = not getattr(args, "no_progress", True)
         if getattr(args, "batch_size", None):
@@ -183,7 +236,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     if model and Path(model).exists():
         # a local model is recorded by its absolute path, so the store works from any directory
         model = str(Path(model).absolute())
-    if (store_dir / MANIFEST).exists():
+    milvus = _is_uri(args.store)
+    if (milvus and _milvus_exists(args.store)) or (not milvus and (store_dir / MANIFEST).exists()):
         store = _open_store(args, read_only=False)
         recorded = (store.manifest.get("encoder") or {}).get("model")
         if model and recorded and model != recorded:
@@ -208,8 +262,9 @@ def cmd_index(args: argparse.Namespace) -> int:
         if args.nprobe is not None:
             options["nprobe"] = args.nprobe
         no_dense = bool(getattr(args, "no_dense", False))  # SVDR plugin: a store with no dense vectors
+        location: dict[str, Any] = {"uri": args.store, **_milvus_options()} if milvus else {"path": store_dir}
         store = HierStore.create(
-            store_dir,
+            **location,
             model=None,
             encoder=None if no_dense else _encoder_for(args, model or DEFAULT_MODEL),
             index=IndexConfig(**options),
@@ -343,17 +398,54 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return run_compare(args)
 
 
+def cmd_migrate(args: argparse.Namespace) -> int:
+    """``rag-hier migrate``."""
+    from rag_hier.store.milvus.migrate import local_to_milvus, milvus_to_local
+
+    src_uri, dst_uri = _is_uri(args.store), _is_uri(args.to)
+    t0 = time.perf_counter()
+    if not src_uri and dst_uri:
+        target: Any = local_to_milvus(args.store, args.to, **_milvus_options())
+    elif src_uri and not dst_uri:
+        target = milvus_to_local(args.store, args.to, **_milvus_options())
+    else:
+        raise CliError("migrate copies between a store directory and a Milvus URI: give one of each")
+    try:
+        counts = target.info()["counts"]
+        extensions = sorted(target.extensions)
+    finally:
+        target.close()
+    print(
+        f"copied {args.store} to {args.to} in {time.perf_counter() - t0:.1f}s: {counts['documents']} documents, "
+        f"{counts['passages']} passages, {counts['vectors']} vectors, extensions: {', '.join(extensions) or 'none'}"
+    )
+    return 0
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     """``rag-hier info``."""
-    from rag_hier.store.store import HierStore
-
-    store = HierStore.open(args.store, read_only=True, verify_checksums=not args.no_verify)
+    store = _open_location(args.store, read_only=True, verify=not args.no_verify)
     try:
         info = store.info()
     finally:
         store.close()
     if args.json:
         print(json.dumps(info, indent=2, sort_keys=True))
+        return 0
+    if info.get("backend") == "milvus":
+        enc = info.get("encoder") or {}
+        counts = info["counts"]
+        milvus_index = info["indexes"]["dense"].get("milvus", {})
+        print(f"store      {info['path']}  (Milvus, format v{info['format_version']}, generation {info['generation']})")
+        print(
+            f"encoder    {enc.get('model', '(none: vectors come from outside)')}  dim={info.get('dimension')}"
+            f"  normalized={enc.get('normalize_embeddings')}"
+        )
+        print(f"index      {milvus_index.get('index_type')} {milvus_index.get('params') or {}} (metric IP)")
+        print(f"corpus     {info.get('corpus') or {}}")
+        print(f"counts     {counts['documents']} documents, {counts['passages']} passages, {counts['vectors']} vectors")
+        for name, desc in sorted(info.get("extensions_state", {}).items()):
+            print(f"extension  {name}  {desc}")
         return 0
     enc = info.get("encoder") or {}
     counts = info["counts"]
@@ -394,7 +486,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     return int(func(args))
 
 
-_EXTRAS = {"bm25s": "train", "datasets": "train", "accelerate": "train", "mteb": "mteb"}
+_EXTRAS = {
+    "bm25s": "train",
+    "datasets": "train",
+    "accelerate": "train",
+    "mteb": "mteb",
+    "pymilvus": "milvus",
+    "milvus_lite": "milvus",
+}
 """Optional dependencies by module, and the extra that installs each."""
 
 COMMANDS = {
@@ -403,6 +502,7 @@ COMMANDS = {
     "eval": cmd_eval,
     "compare": cmd_compare,
     "info": cmd_info,
+    "migrate": cmd_migrate,
     "train": cmd_train,
 }
 
@@ -415,7 +515,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     if args.verbose < 2:
         _quiet_transformers()
-        for noisy in ("sentence_transformers", "transformers", "huggingface_hub", "httpx", "faiss"):
+        for noisy in ("sentence_transformers", "transformers", "huggingface_hub", "httpx", "faiss", "pymilvus"):
             logging.getLogger(noisy).setLevel(logging.ERROR)
     from rag_hier.errors import RagHierError
 
@@ -426,7 +526,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         extra = _EXTRAS.get(top)
         if extra is None:
             raise
-        _err(f"rag-hier {args.command}: error: {top} is not installed; pip install \"rag-hier[{extra}]\"")
+        _err(f'rag-hier {args.command}: error: {top} is not installed; pip install "rag-hier[{extra}]"')
         return 2
     except (CliError, RagHierError, OSError, ValueError) as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

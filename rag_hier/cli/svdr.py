@@ -43,14 +43,16 @@ def _persist_unsaved(store: Any, retriever: Any) -> None:
     if pending is None:
         return
     ids, rows = pending
+    reopen = getattr(store, "reopen", None)  # a Milvus collection: the same connection options
     try:
-        with HierStore.open(store.path, encoder=store.encoder) as writable:
+        writable = reopen(read_only=False) if reopen else HierStore.open(store.path, encoder=store.encoder)
+        with writable:
             n = save_vectors(writable, retriever.encoder, ids, rows)
     except (RagHierError, OSError) as exc:
-        logger.warning("could not cache %d SVDR passage vectors in %s: %s", ids.shape[0], store.path, exc)
+        logger.warning("could not cache %d SVDR passage vectors in %s: %s", ids.shape[0], store.location, exc)
         return
     if n:
-        logger.info("cached %d SVDR passage vectors in %s", n, store.path)
+        logger.info("cached %d SVDR passage vectors in %s", n, store.location)
 
 
 def configure_search(name: str, store: Any, args: argparse.Namespace) -> dict[str, Any]:

@@ -608,6 +608,15 @@ class ClusterTree:
             kept = cand
         return kept
 
+    def leaf_items(self, leaves: np.ndarray) -> np.ndarray:
+        """The item ids in ``leaves`` (e.g. from :meth:`beam_leaves`), ascending."""
+        if not self.depth:
+            return np.sort(self.item_ids)
+        order, ptr = self._members_index(self.depth)
+        parts = [order[ptr[int(leaf)] : ptr[int(leaf) + 1]] for leaf in leaves]
+        pos = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        return np.sort(self.item_ids[pos])
+
     def search(
         self,
         queries: np.ndarray,

@@ -32,6 +32,7 @@ import numpy as np
 from rag_hier.errors import StoreError
 from rag_hier.index.selection import select_top_k
 from rag_hier.retrieval.base import Aggregate, Queries, Ranking, Retriever, RetrieverParams, param
+from rag_hier.store.contract import remote_vectors
 
 if TYPE_CHECKING:
     from rag_hier.retrieval.hit import Hit
@@ -248,7 +249,7 @@ class HierarchicalRetriever(Retriever[DualQueries]):
                 out.append(Ranking.empty(documents_searched=float(fids.size), passages_scored=0.0))
                 continue
             pool_doc = fscores[owner].astype(np.float64)
-            if pool.size <= self.params.gather_max:
+            if pool.size <= self.params.gather_max and not remote_vectors(self.store):
                 try:
                     vectors = self.store.vectors(pool)
                 except RuntimeError:  # a passage deleted earlier in an open batch: let the index skip it

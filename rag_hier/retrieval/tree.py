@@ -17,6 +17,7 @@ import numpy as np
 
 from rag_hier.errors import StoreError
 from rag_hier.retrieval.base import Ranking, Retriever, RetrieverParams, param
+from rag_hier.store.contract import remote_vectors
 
 if TYPE_CHECKING:
     from rag_hier.store.extensions.tree import TreeExtension
@@ -74,6 +75,8 @@ class TreeRetriever(Retriever[np.ndarray]):
         """Beam search, then exact scores for the passages of the leaves reached."""
         ext = self._extension()
         tree = ext.require_tree()
+        if remote_vectors(self.store):
+            return self._rank_in_engine(queries, k, allowed)
         item_vectors = ext.item_vectors(self.store)
         result = tree.search(
             queries, beam=self.params.beam, top_k=k, vectors_of=lambda pos: item_vectors[pos], allowed_ids=allowed
@@ -91,6 +94,40 @@ class TreeRetriever(Retriever[np.ndarray]):
                         "passages_scored": float(scored),
                         "fraction_scored": scored / total,
                         "leaves_visited": float(result.leaves_visited[i]),
+                    },
+                    exhausted=int(keep.sum()) < k,
+                )
+            )
+        return out
+
+    def _rank_in_engine(self, queries: np.ndarray, k: int, allowed: np.ndarray | None) -> list[Ranking]:
+        """Beam search over the centroids here, then one dense search restricted to the reached leaves.
+
+        On a backend whose vectors are remote (Milvus), the leaves' passages are scored by the engine
+        (``search_dense`` restricted to them: exact over a FLAT index) instead of gathering their vectors.
+        """
+        tree = self._extension().require_tree()
+        total = max(len(tree), 1)
+        allowed_set = None if allowed is None else np.asarray(allowed, dtype=np.int64)
+        out = []
+        for i in range(queries.shape[0]):
+            leaves = tree.beam_leaves(queries[i], self.params.beam)
+            items = tree.leaf_items(leaves)
+            if allowed_set is not None:
+                items = items[np.isin(items, allowed_set)]
+            if items.size == 0:
+                out.append(Ranking.empty(passages_scored=0.0, fraction_scored=0.0, leaves_visited=0.0))
+                continue
+            scores, ids = self.store.search_dense(queries[i : i + 1], min(k, int(items.size)), items)
+            keep = ids[0] >= 0
+            out.append(
+                Ranking(
+                    ids[0][keep],
+                    scores[0][keep].astype(np.float64),
+                    stats={
+                        "passages_scored": float(items.size),
+                        "fraction_scored": items.size / total,
+                        "leaves_visited": float(leaves.size),
                     },
                     exhausted=int(keep.sum()) < k,
                 )

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from rag_hier.encoders.dense import DenseEncoder
     from rag_hier.store.records import PassageRecord, WritePolicy, WriteSummary
 
-__all__ = ["SIMILARITIES", "Filters", "Similarity", "StoreBackend", "StoreExtension"]
+__all__ = ["SIMILARITIES", "Filters", "Similarity", "StoreBackend", "StoreExtension", "remote_vectors"]
 
 Filters = Mapping[str, Any] | Predicate | None
 """A Haystack-syntax filter dict, a compiled predicate over passage records, or ``None`` (no filter)."""
@@ -219,6 +219,17 @@ class StoreBackend(Protocol):
     def close(self) -> None:
         """Release the store."""
         ...
+
+
+def remote_vectors(store: object) -> bool:
+    """Whether a store's vectors live in a remote engine (an optional capability; default ``False``).
+
+    A backend sets the class attribute ``remote_vectors = True`` when reading vectors into the client costs
+    a network transfer (Milvus). Strategies then restrict a dense search to a candidate set
+    (``search_dense(queries, k, allowed=...)``, done inside the engine) instead of gathering the candidates'
+    vectors and scoring them in the client, which is what they do on the local store.
+    """
+    return bool(getattr(store, "remote_vectors", False))
 
 
 class StoreExtension:

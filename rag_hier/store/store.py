@@ -25,7 +25,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
@@ -43,6 +43,9 @@ from rag_hier.store.records import Hit, PassageRecord, WritePolicy, WriteSummary
 from rag_hier.store.schema import SCHEMA, dumps, query_in
 from rag_hier.store.state import DATABASE, DENSE_FILE, FORMAT_VERSION, MANIFEST
 from rag_hier.store.writes import Writer, check_ids
+
+if TYPE_CHECKING:
+    from rag_hier.store.milvus.store import MilvusStore
 
 logger = logging.getLogger(__name__)
 
@@ -100,11 +103,29 @@ class HierStore:
     # ------------------------------------------------------------------------------------------------
     # creation and loading
     # ------------------------------------------------------------------------------------------------
+    @overload
     @classmethod
     def create(
         cls,
         path: str | Path,
         *,
+        model: str | None = ...,
+        encoder: DenseEncoder | None = ...,
+        dimension: int | None = ...,
+        index: IndexConfig | str | Mapping[str, Any] = ...,
+        corpus: Mapping[str, Any] | None = ...,
+        similarity: Similarity | None = ...,
+        exist_ok: bool = ...,
+    ) -> HierStore: ...
+    @overload
+    @classmethod
+    def create(cls, path: None = None, *, uri: str, **kwargs: Any) -> MilvusStore: ...
+    @classmethod
+    def create(
+        cls,
+        path: str | Path | None = None,
+        *,
+        uri: str | None = None,
         model: str | None = DEFAULT_MODEL,
         encoder: DenseEncoder | None = None,
         dimension: int | None = None,
@@ -112,11 +133,15 @@ class HierStore:
         corpus: Mapping[str, Any] | None = None,
         similarity: Similarity | None = None,
         exist_ok: bool = False,
-    ) -> HierStore:
-        """Create an empty store in directory ``path``.
+        **milvus_options: Any,
+    ) -> HierStore | MilvusStore:
+        """Create an empty store in directory ``path`` (or a collection in Milvus at ``uri``).
 
         Args:
             path: Directory to create (it may exist if empty).
+            uri: Instead of ``path``: a Milvus Lite file (``./x.db``, ``./x.db#collection``) or a Milvus server
+                (``http://host:19530``); returns a :class:`~rag_hier.store.milvus.MilvusStore`. Milvus options
+                (``collection``, ``token``, ``db_name``, ``timeout``, ``client_options`` for TLS) pass through.
             model: Sentence-transformers model for passages and queries; ``None`` for a store that only
                 receives vectors from outside (e.g. a framework's embedder).
             encoder: A ready :class:`DenseEncoder` (overrides ``model``; lets you choose device etc.).
@@ -128,6 +153,24 @@ class HierStore:
             exist_ok: Open the store instead of failing when ``path`` already holds one.
 
         """
+        if uri is not None or milvus_options:
+            if path is not None or uri is None:
+                raise ValueError("pass either a directory path or uri= (a Milvus URI), not both")
+            from rag_hier.store.milvus.store import MilvusStore
+
+            return MilvusStore.create(
+                uri,
+                model=model,
+                encoder=encoder,
+                dimension=dimension,
+                index=index,
+                corpus=corpus,
+                similarity=similarity,
+                exist_ok=exist_ok,
+                **milvus_options,
+            )
+        if path is None:
+            raise ValueError("HierStore.create needs a directory path (or uri= for Milvus)")
         root = Path(path)
         if (root / MANIFEST).exists():
             if exist_ok:
@@ -188,17 +231,33 @@ class HierStore:
             pass
         return store
 
+    @overload
     @classmethod
     def open(
         cls,
         path: str | Path,
         *,
+        encoder: DenseEncoder | None = ...,
+        device: str | None = ...,
+        read_only: bool = ...,
+        verify_checksums: bool = ...,
+    ) -> HierStore: ...
+    @overload
+    @classmethod
+    def open(cls, path: None = None, *, uri: str, **kwargs: Any) -> MilvusStore: ...
+    @classmethod
+    def open(
+        cls,
+        path: str | Path | None = None,
+        *,
+        uri: str | None = None,
         encoder: DenseEncoder | None = None,
         device: str | None = None,
         read_only: bool = False,
         verify_checksums: bool = True,
-    ) -> HierStore:
-        """Open an existing store, checking it (schema, manifest, counts, checksums).
+        **milvus_options: Any,
+    ) -> HierStore | MilvusStore:
+        """Open an existing store, checking it (schema, manifest, counts, checksums); ``uri=``: a Milvus collection.
 
         A read-write handle also finishes a commit whose writer died after the commit point (renames, the
         manifest, temporary files) when no other process is writing; read-only handles never touch a file.
@@ -209,8 +268,17 @@ class HierStore:
             device: Device for the recorded encoder (``None``: CUDA when available).
             read_only: Refuse writes (and never touch the files).
             verify_checksums: Hash every file against the manifest (sizes and counts are always checked).
+            uri: Instead of ``path``: a Milvus URI (see :meth:`create`); Milvus options pass through.
 
         """
+        if uri is not None or milvus_options:
+            if path is not None or uri is None:
+                raise ValueError("pass either a directory path or uri= (a Milvus URI), not both")
+            from rag_hier.store.milvus.store import MilvusStore
+
+            return MilvusStore.open(uri, encoder=encoder, device=device, read_only=read_only, **milvus_options)
+        if path is None:
+            raise ValueError("HierStore.open needs a directory path (or uri= for Milvus)")
         root = Path(path)
         store = cls(root, encoder, read_only=read_only, device=device)
         StoreCore.shared(root, store, store._attach, verify=verify_checksums)

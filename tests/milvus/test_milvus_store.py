@@ -1,0 +1,268 @@
+"""MilvusStore on Milvus Lite: the same writes and reads as the local store, escaping, index kinds, bad input, failure.
+
+Each write sequence runs on a local store and on a Milvus Lite collection side by side, and the two must hold
+the same passages (ids, document ids, title paths, metadata, text) and return the same filtered reads.
+Skips without ``pymilvus`` and ``milvus-lite``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pymilvus")
+pytest.importorskip("milvus_lite")
+
+from rag_hier import Document, HierStore, Section
+from rag_hier.encoders import DenseEncoder
+from rag_hier.errors import DimensionMismatchError, FilterError, StoreError
+from rag_hier.index.dense import IndexConfig
+from rag_hier.retrieval import Queries, build_retriever
+from rag_hier.store.milvus import GPU_INDEXES, MilvusStore, MilvusUnavailableError, milvus_index_params, translate
+from rag_hier.store.milvus import store as milvus_store_module
+
+HOSTILE = 'x" or 1==1 or meta["k"] == "'
+
+
+def _docs() -> list[Document]:
+    return [
+        Document("tides", "Tides", ("The moon pulls the oceans.",), metadata={"topic": "sea", "year": 2001}),
+        Document(
+            "bees",
+            "Honeybees",
+            ("Honeybees live in colonies.",),
+            sections=(Section("Honey", ("Bees turn nectar into honey.",), (Section("Storage", ("Wax cells.",)),)),),
+            metadata={"topic": "animals", "year": 2010, "tags": ["insect", "farm"]},
+        ),
+        Document(
+            "volcano",
+            "Volcanoes",
+            ("Magma rises through the crust.", "Eruptions can be explosive."),
+            metadata={"topic": "earth", "year": 1999, "note": HOSTILE, "path": "C:\\temp\\'q'"},
+        ),
+    ]
+
+
+@pytest.fixture(scope="module")
+def encoder(tiny_model_path: str) -> DenseEncoder:
+    enc = DenseEncoder(tiny_model_path, device="cpu")
+    enc.model  # noqa: B018 - load once
+    return enc
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One Milvus Lite file for the module (each test uses its own collection in it)."""
+    return tmp_path_factory.mktemp("milvus-store") / "m.db"
+
+
+@pytest.fixture()
+def both(request, tmp_path: Path, db: Path, encoder: DenseEncoder) -> Iterator[tuple[HierStore, MilvusStore]]:
+    local = HierStore.create(tmp_path / "local", encoder=encoder)
+    remote = HierStore.create(uri=f"{db}#{request.node.name.replace('[', '_').replace(']', '')[:60]}", encoder=encoder)
+    for s in (local, remote):
+        s.add_documents(_docs(), max_passage_words=0)
+    yield local, remote
+    remote.drop()
+    local.close()
+
+
+@pytest.fixture(scope="module")
+def shared(
+    tmp_path_factory: pytest.TempPathFactory, db: Path, encoder: DenseEncoder
+) -> Iterator[tuple[HierStore, MilvusStore]]:
+    """A pair the read-only tests share."""
+    local = HierStore.create(tmp_path_factory.mktemp("shared") / "local", encoder=encoder)
+    remote = HierStore.create(uri=f"{db}#shared", encoder=encoder)
+    for s in (local, remote):
+        s.add_documents(_docs(), max_passage_words=0)
+    yield local, remote
+    remote.drop()
+    local.close()
+
+
+def _same(local: HierStore, remote: MilvusStore, filters=None) -> None:
+    want = {p.id: p for p in local.filter_passages(filters)}
+    got = {p.id: p for p in remote.filter_passages(filters)}
+    assert got == want, filters
+    assert remote.count_passages(filters) == local.count_passages(filters)
+
+
+def test_writes_match_the_local_store(both) -> None:
+    local, remote = both
+    _same(local, remote)
+    assert remote.count_documents() == 3 and remote.count_vectors() == 6
+    assert remote.get_document("bees") == local.get_document("bees")
+    (bees,) = remote.get_passages(["bees#2"])
+    assert bees.title_path == ("Honeybees", "Honey", "Storage")
+
+    again = [s.add_documents(_docs(), max_passage_words=0) for s in (local, remote)]  # unchanged: nothing encoded
+    assert again[1] == again[0] and again[1].encoded == 0 and again[1].passages_unchanged == 6
+    changed = _docs()
+    changed[0] = dataclasses.replace(changed[0], paragraphs=("The moon pulls the oceans.", "Twice a day."))
+    summaries = [s.add_documents(changed, max_passage_words=0) for s in (local, remote)]
+    assert summaries[1] == summaries[0] and summaries[1].encoded == 1
+    _same(local, remote)
+
+    for s in (local, remote):
+        assert s.update_meta(["tides#0"], {"checked": True}) == 1
+        assert s.update_by_filter({"field": "meta.topic", "operator": "==", "value": "earth"}, {"hot": 1}) == 2
+    _same(local, remote)
+    for s in (local, remote):
+        with s.batch():  # several writes, one commit
+            assert s.delete_passages(["bees#1"]) == 1
+            assert s.delete_by_filter({"field": "meta.hot", "operator": "==", "value": 1}) == 2
+    _same(local, remote)
+    assert remote.document_ids() == local.document_ids() == ["tides", "bees"]
+    for s in (local, remote):
+        assert s.delete_documents(["tides"]) == 2
+    _same(local, remote)
+    np.testing.assert_array_equal(remote.get_embeddings(["bees#0"])[0], local.get_embeddings(["bees#0"])[0])
+
+
+def test_a_failed_batch_keeps_nothing(both, monkeypatch) -> None:
+    local, remote = both
+    with pytest.raises(RuntimeError, match="boom"), remote.batch():
+        remote.delete_documents(["bees"])
+        remote.add_documents([Document("new", "New", ("Fresh text.",))], max_passage_words=0)
+        raise RuntimeError("boom")
+    _same(local, remote)
+
+    def fail(name: str) -> None:
+        if name == "before_commit":
+            raise OSError("disk gone at the commit point")
+
+    monkeypatch.setattr(milvus_store_module, "_step", fail)
+    with pytest.raises(OSError, match="commit point"):
+        remote.delete_documents(["bees"])
+    monkeypatch.undo()
+    _same(local, remote)
+    fresh = remote.reopen(read_only=True)
+    try:
+        _same(local, fresh)  # nothing of the failed commit is visible to another handle either
+    finally:
+        fresh.close()
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {"field": "meta.note", "operator": "==", "value": HOSTILE},
+        {"field": "meta.note", "operator": "!=", "value": HOSTILE},
+        {"field": "meta.path", "operator": "==", "value": "C:\\temp\\'q'"},
+        {"field": "meta.topic", "operator": "in", "value": ['sea" or "1"=="1', "animals"]},
+        {"field": "id", "operator": "==", "value": '" || true || "'},
+        {"operator": "NOT", "conditions": [{"field": "meta.year", "operator": ">", "value": 2000}]},
+        {"field": "meta.year", "operator": "==", "value": None},
+        {"field": "meta.missing", "operator": "!=", "value": 3},
+        {"field": "meta.tags", "operator": "==", "value": ["insect", "farm"]},
+        {
+            "operator": "OR",
+            "conditions": [
+                {"field": "doc_id", "operator": "==", "value": "tides"},
+                {"field": "content", "operator": "==", "value": "Wax cells."},
+            ],
+        },
+    ],
+)
+def test_filters_match_the_local_store_and_values_cannot_inject(shared, filters) -> None:
+    local, remote = shared
+    _same(local, remote, filters)
+
+
+def test_translation_escapes_values_and_checks_field_names() -> None:
+    expr = translate({"field": "meta.note", "operator": "==", "value": HOSTILE})
+    assert expr is not None and 'x\\" or 1==1 or meta[\\"k\\"] == \\"' in expr
+    with pytest.raises(FilterError, match="a b"):
+        translate({"field": "meta.a b", "operator": "==", "value": 1})
+    with pytest.raises(FilterError):
+        translate({"field": 'meta.x"]', "operator": "==", "value": 1})
+
+
+@pytest.mark.parametrize("kind", ["flat", "ivf", "hnsw"])
+def test_index_kinds_find_stored_vectors(db: Path, encoder: DenseEncoder, kind: str) -> None:
+    options = {"kind": kind} | ({"nlist": 4, "nprobe": 4} if kind == "ivf" else {})
+    params = milvus_index_params(IndexConfig(**options))
+    assert params["index_type"] == {"flat": "FLAT", "ivf": "IVF_FLAT", "hnsw": "HNSW"}[kind]
+    assert GPU_INDEXES[kind].startswith("GPU_")
+    store = HierStore.create(uri=f"{db}#kind_{kind}", encoder=encoder, index=options)
+    try:
+        rng = np.random.default_rng(0)
+        docs = [
+            Document(f"d{i}", "", (" ".join(rng.choice(["a", "b", "c", "d", "e"], 6)) + f" {i}",)) for i in range(40)
+        ]
+        store.add_documents(docs, max_passage_words=0)
+        assert store.info()["indexes"]["dense"]["milvus"]["index_type"] == params["index_type"]
+        vectors = np.stack(store.get_embeddings(["d3#0", "d17#0"]))
+        hits = build_retriever("dense", store).run(Queries(vectors=vectors), top_k=3)
+        assert [r.hits[0].passage_id for r in hits] == ["d3#0", "d17#0"]
+    finally:
+        store.drop()
+
+
+def test_bad_input_is_a_clear_error(db: Path, encoder: DenseEncoder) -> None:
+    from pymilvus import MilvusClient
+
+    client = MilvusClient(str(db))
+    client.create_collection("foreign", dimension=8)
+    with pytest.raises(StoreError, match="not created by rag-hier"):
+        MilvusStore.open(f"{db}#foreign")
+    with pytest.raises(StoreError, match="no rag-hier collection 'absent'"):
+        HierStore.open(uri=f"{db}#absent")
+    with pytest.raises(StoreError, match="not a valid Milvus collection name"):
+        HierStore.create(uri=f"{db}#bad-name", encoder=encoder)
+    store = HierStore.create(uri=f"{db}#dim32", encoder=encoder)
+    store.close()
+    with pytest.raises(DimensionMismatchError):
+        MilvusStore.create(f"{db}#dim32", model=None, dimension=16, exist_ok=True)
+    with pytest.raises(StoreError), HierStore.create(uri=f"{db}#dim32", encoder=encoder):
+        pass
+    with pytest.raises(MilvusUnavailableError, match="unreachable"):
+        MilvusStore.open("http://127.0.0.1:9#x", timeout=2)
+    with pytest.raises(ValueError, match="not both"):
+        HierStore.create(db, uri=str(db))
+
+
+def test_server_gone_mid_write_leaves_the_last_commit(tmp_path: Path, encoder: DenseEncoder) -> None:
+    """Milvus Lite stopped under a writer: a one-line error; reopened, the collection is as last committed."""
+    from milvus_lite.server_manager import server_manager_instance
+
+    uri = f"{tmp_path / 'gone.db'}#c"
+    store = HierStore.create(uri=uri, encoder=encoder)
+    store.add_documents(_docs(), max_passage_words=0)
+    before = {p.id: p for p in store.filter_passages()}
+    with pytest.raises(MilvusUnavailableError) as err, store.batch():
+        store.delete_documents(["bees"])
+        store.add_documents([Document("new", "New", ("Fresh text.",))], max_passage_words=0)
+        server_manager_instance.release_server(str(tmp_path / "gone.db"))  # the server goes away
+    message = str(err.value)
+    assert "\n" not in message and "gone.db is unreachable" in message, message
+    store.close()
+    again = HierStore.open(uri=uri, encoder=encoder)  # a new server on the same file
+    try:
+        assert {p.id: p for p in again.filter_passages()} == before
+        assert again.count_documents() == 3
+        again.add_documents([Document("later", "Later", ("Written after the restart.",))], max_passage_words=0)
+        assert again.count_passages() == len(before) + 1
+    finally:
+        again.close()
+
+
+def test_reading_pins_one_committed_generation(both) -> None:
+    _, remote = both
+    reader = remote.reopen(read_only=True)
+    try:
+        before = reader.count_passages()
+        with reader.reading():
+            assert reader.count_passages() == before
+            remote.add_documents([Document("new", "New", ("Written during the block.",))], max_passage_words=0)
+            assert reader.count_passages() == before  # the block keeps its generation
+            assert reader.get_passages(["new#0"]) == []
+        assert reader.count_passages() == before + 1  # the next read sees the commit
+        assert [p.id for p in reader.get_passages(["new#0"])] == ["new#0"]
+    finally:
+        reader.close()

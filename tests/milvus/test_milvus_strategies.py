@@ -1,0 +1,158 @@
+"""Every strategy on Milvus Lite returns what it returns on the local store, for the same vectors (issue 16).
+
+One local store (10 documents x 3 passages, dense vectors, sparse embeddings, the token index, the document
+index and the tree) is migrated into a Milvus Lite file without re-encoding; each registered strategy then
+runs the same queries on both, unfiltered and filtered, and must return the same passages in the same order
+with the same scores (FLAT is exact on both sides). Skips without ``pymilvus`` and ``milvus-lite``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pymilvus")
+pytest.importorskip("milvus_lite")
+
+from rag_hier import Document, HierStore
+from rag_hier.encoders import DenseEncoder
+from rag_hier.retrieval import Queries, build_retriever, strategy, strategy_names
+from rag_hier.store.extensions.doc_index import DocumentIndex
+from rag_hier.store.extensions.token_index import TokenIndexExtension
+from rag_hier.store.extensions.tree import TreeExtension
+from rag_hier.store.milvus import MilvusStore
+from rag_hier.store.milvus.migrate import local_to_milvus, milvus_to_local
+
+WORDS = ["river", "glacier", "magma", "honey", "moon", "comet", "delta", "nectar", "crust", "valley", "tide", "orbit"]
+PARAMS = {"tree": {"beam": 64}, "hierarchical": {"k1": 100}}
+TEXTS = ["river delta", "honey nectar bees", "moon tide orbit"]
+FILTERS = [
+    None,
+    {"field": "meta.parity", "operator": "==", "value": 1},
+    {
+        "operator": "AND",
+        "conditions": [
+            {"field": "meta.n", "operator": ">=", "value": 3},
+            {"field": "meta.n", "operator": "not in", "value": [5, 6]},
+        ],
+    },
+]
+
+
+def _docs() -> list[Document]:
+    rng = np.random.default_rng(3)
+    docs = []
+    for d in range(10):
+        paragraphs = tuple(" ".join(rng.choice(WORDS, size=5)) for _ in range(3))
+        docs.append(Document(f"doc{d}", f"Title {d}", paragraphs, metadata={"n": d, "parity": d % 2}))
+    return docs
+
+
+@pytest.fixture(scope="module")
+def encoder(tiny_model_path: str) -> DenseEncoder:
+    enc = DenseEncoder(tiny_model_path, device="cpu")
+    enc.model  # noqa: B018 - load once
+    return enc
+
+
+@pytest.fixture(scope="module")
+def vocab(tiny_model_path: str):
+    from rag_hier.encoders.vocab import VocabEncoder
+
+    enc = VocabEncoder(tiny_model_path, device="cpu", batch_size=8)
+    enc.module  # noqa: B018 - load once
+    return enc
+
+
+@pytest.fixture(scope="module")
+def pair(
+    tmp_path_factory: pytest.TempPathFactory, encoder: DenseEncoder, tiny_model_path: str, vocab
+) -> Iterator[tuple[HierStore, MilvusStore]]:
+    """The local store and its copy in Milvus Lite."""
+    from rag_hier.retrieval.svdr import encode_missing_vectors
+
+    root = tmp_path_factory.mktemp("milvus-strategies")
+    local = HierStore.create(root / "local", encoder=encoder)
+    local.add_extension(TokenIndexExtension(model=tiny_model_path))
+    local.ensure_extension("sparse-embeddings")
+    local.add_documents(_docs(), max_passage_words=0)
+    with local.batch():
+        for p in local.filter_passages():
+            ids = sorted({WORDS.index(w) for w in p.text.split()})
+            local.add_passages(
+                [dataclasses.replace(p, extra={"sparse_embedding": {"indices": ids, "values": [1.0] * len(ids)}})],
+                local.get_embeddings([p.id]),
+            )
+    local.add_extension(DocumentIndex())
+    local.add_extension(TreeExtension(branching=3))
+    encode_missing_vectors(local, vocab)
+    remote = local_to_milvus(local, str(root / "m.db#contract"))
+    remote.close()
+    remote = MilvusStore.open(str(root / "m.db#contract"), encoder=encoder)
+    yield local, remote
+    remote.close()
+    local.close()
+
+
+def _queries(store, texts: list[str]) -> Queries:
+    sparse = [sorted({WORDS.index(w) for w in t.split() if w in WORDS}) for t in texts]
+    return Queries(texts=texts, vectors=store.encode_queries(texts), sparse=[(ids, [1.0] * len(ids)) for ids in sparse])
+
+
+def _retriever(name: str, store, vocab):
+    kwargs = {"encoder": vocab} if strategy(name).retriever.__name__ == "SvdrRetriever" else {}
+    if name == "fusion":
+        from rag_hier.retrieval.fusion import FusionRetriever
+
+        parts = [build_retriever("dense", store), build_retriever("svdr-lexical", store)]
+        return FusionRetriever(store, components=parts)
+    return strategy(name).retriever(store, params=strategy(name).parse(PARAMS.get(name)), **kwargs)
+
+
+def test_migration_round_trips_ids_titles_metadata_vectors(pair, tmp_path: Path) -> None:
+    local, remote = pair
+    assert remote.count_passages() == local.count_passages() == 30
+    assert remote.count_documents() == 10 and remote.count_vectors() == 30
+    assert sorted(remote.extensions) == sorted(local.extensions)
+    mine = {p.id: p for p in local.filter_passages()}
+    theirs = {p.id: p for p in remote.filter_passages()}
+    assert mine == theirs  # ids, document ids, title paths, metadata, text
+    ids = sorted(mine)
+    for a, b in zip(local.get_embeddings(ids), remote.get_embeddings(ids), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert local.get_document("doc3") == remote.get_document("doc3")
+    back = milvus_to_local(remote, tmp_path / "back")
+    try:
+        assert {p.id: p for p in back.filter_passages()} == mine
+        assert sorted(back.extensions) == sorted(local.extensions)
+    finally:
+        back.close()
+
+
+@pytest.mark.parametrize("name", strategy_names())
+def test_same_top10_as_the_local_store(pair, vocab, name: str) -> None:
+    local, remote = pair
+    for filters in FILTERS:
+        want = _retriever(name, local, vocab).run(_queries(local, TEXTS), top_k=10, filters=filters)
+        got = _retriever(name, remote, vocab).run(_queries(remote, TEXTS), top_k=10, filters=filters)
+        for w, g in zip(want, got, strict=True):
+            assert w.hits, (name, filters)
+            assert [h.passage_id for h in g.hits] == [h.passage_id for h in w.hits], (name, filters)
+            assert [h.score for h in g.hits] == pytest.approx([h.score for h in w.hits], rel=1e-4, abs=1e-5)
+            assert [h.meta for h in g.hits] == [h.meta for h in w.hits]
+
+
+@pytest.mark.parametrize("name", ["dense", "hierarchical", "tree"])
+def test_filtered_search_returns_top_k_whenever_that_many_match(pair, vocab, name: str) -> None:
+    _, remote = pair
+    retriever = _retriever(name, remote, vocab)
+    q = _queries(remote, TEXTS[:1])
+    for n_docs in (1, 5, 10):  # 3, 15, 30 passages match
+        filters = {"field": "meta.n", "operator": "<", "value": n_docs}
+        hits = retriever.run(q, top_k=10, filters=filters)[0].hits
+        assert len(hits) == min(10, 3 * n_docs)
+        assert all(h.meta["n"] < n_docs for h in hits)
