@@ -2,12 +2,68 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rag_hier._limits import MAX_NESTING_DEPTH, exceeds_depth, first_control_character
+from rag_hier.corpus.sentences import split_sentences
+from rag_hier.errors import InvalidInputError
+
 __all__ = ["Document", "Passage", "Section", "passage_id", "split_document", "split_documents"]
+
+logger = logging.getLogger(__name__)
+
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _type_name(value: Any) -> str:
+    return "None" if value is None else type(value).__name__
+
+
+def _check_text(owner: str, name: str, value: Any) -> None:
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{owner}.{name} must be a string, got {_type_name(value)} {value!r:.80}")
+
+
+def _as_tuple(owner: str, name: str, value: Any, item_type: type, item_name: str) -> tuple[Any, ...]:
+    """``value`` (a list or tuple of ``item_type``) as a tuple; anything else is an InvalidInputError."""
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise InvalidInputError(
+            f"{owner}.{name} must be a list or tuple of {item_name}, got {_type_name(value)} {value!r:.80}"
+        )
+    for i, item in enumerate(value):
+        if not isinstance(item, item_type):
+            raise InvalidInputError(
+                f"{owner}.{name}[{i}] must be a {item_name[:-1] if item_name.endswith('s') else item_name}, "
+                f"got {_type_name(item)} {item!r:.80}"
+            )
+    return tuple(value)
+
+
+def _check_metadata(owner: str, metadata: Any) -> None:
+    """Metadata must be a mapping of JSON values (the store keeps it as JSON), nested at most 100 deep."""
+    if not isinstance(metadata, Mapping):
+        raise InvalidInputError(f"{owner}.metadata must be a mapping (dict), got {_type_name(metadata)}")
+    if exceeds_depth(metadata, MAX_NESTING_DEPTH):
+        raise InvalidInputError(f"{owner}.metadata is nested more than {MAX_NESTING_DEPTH} levels deep")
+    stack: list[tuple[str, Any]] = [("metadata", metadata)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise InvalidInputError(f"{owner}.{where} has a key that is not a string: {key!r:.80}")
+                stack.append((f"{where}[{key!r}]", item))
+        elif isinstance(value, list | tuple):
+            stack.extend((f"{where}[{i}]", item) for i, item in enumerate(value))
+        elif not isinstance(value, _JSON_SCALARS):
+            raise InvalidInputError(
+                f"{owner}.{where} must hold JSON values (str, int, float, bool, None, lists and dicts), "
+                f"got {_type_name(value)} {value!r:.80}"
+            )
 
 
 @dataclass(frozen=True)
@@ -18,10 +74,22 @@ class Section:
     paragraphs: tuple[str, ...] = ()
     subsections: tuple[Section, ...] = ()
 
+    def __post_init__(self) -> None:
+        """Check the field types (lists are accepted and stored as tuples)."""
+        _check_text("Section", "title", self.title)
+        object.__setattr__(self, "paragraphs", _as_tuple("Section", "paragraphs", self.paragraphs, str, "strings"))
+        object.__setattr__(
+            self, "subsections", _as_tuple("Section", "subsections", self.subsections, Section, "Sections")
+        )
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Section:
-        """Build a section from ``{"title", "paragraphs", "sections"|"subsections"}``."""
-        subs = data.get("sections", data.get("subsections", ())) or ()
+        """Build a section from ``{"title", "paragraphs", "sections", "subsections"}``.
+
+        ``sections`` and ``subsections`` are two names for the child sections; when both are present the
+        children of both are kept, in the order the keys appear in ``data``.
+        """
+        subs = [s for key in data if key in ("sections", "subsections") for s in data[key] or ()]
         return cls(
             title=str(data.get("title", "") or ""),
             paragraphs=tuple(str(p) for p in data.get("paragraphs", ()) or ()),
@@ -55,6 +123,42 @@ class Document:
     paragraphs: tuple[str, ...] = ()
     sections: tuple[Section, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """Check the field types and the id (lists are accepted and stored as tuples).
+
+        Raises:
+            InvalidInputError: A field of the wrong type, an empty ``doc_id`` or one with a control
+                character (tab, newline, ...), metadata that is not JSON or nests more than 100 levels,
+                or sections nested more than 100 levels.
+
+        """
+        doc_id = self.doc_id
+        if not isinstance(doc_id, str):
+            raise InvalidInputError(f"Document.doc_id must be a string, got {_type_name(doc_id)} {doc_id!r:.80}")
+        if not doc_id.strip():
+            raise InvalidInputError(f"Document.doc_id must not be empty, got {doc_id!r}")
+        bad = first_control_character(doc_id)
+        if bad is not None:
+            raise InvalidInputError(
+                f"Document.doc_id {doc_id!r:.120} contains the control character {bad!r}; ids may not hold "
+                "tabs, line breaks or other control characters"
+            )
+        _check_text("Document", "title", self.title)
+        object.__setattr__(self, "paragraphs", _as_tuple("Document", "paragraphs", self.paragraphs, str, "strings"))
+        object.__setattr__(self, "sections", _as_tuple("Document", "sections", self.sections, Section, "Sections"))
+        _check_metadata("Document", self.metadata)
+        level, frontier = 0, list(self.sections)
+        while frontier:
+            level += 1
+            if level > MAX_NESTING_DEPTH:
+                raise InvalidInputError(f"Document {doc_id!r}: sections nest more than {MAX_NESTING_DEPTH} levels deep")
+            frontier = [sub for s in frontier for sub in s.subsections]
+
+    @property
+    def has_text(self) -> bool:
+        """Whether any paragraph holds a word: a document without one yields no passages."""
+        return any(not p.isspace() and p for _, _, p in self.iter_paragraphs())
 
     @property
     def text(self) -> str:
@@ -123,37 +227,119 @@ def passage_id(doc_id: str, n: int) -> str:
     return f"{doc_id}#{n}"
 
 
-def _split_words(text: str, max_words: int) -> list[str]:
-    """Split ``text`` into balanced consecutive blocks of at most ``max_words`` words.
-
-    Uses the fewest blocks that fit, and block sizes differ by at most one word (the longer first).
-    """
-    words = text.split()
-    if not words:
-        return []
+def _balanced_blocks(words: Sequence[str], max_words: int) -> list[list[str]]:
+    """Cut ``words`` into the fewest consecutive blocks of at most ``max_words``, sizes differing by <= 1."""
     if max_words <= 0 or len(words) <= max_words:
-        return [" ".join(words)]
+        return [list(words)]
     n_blocks = math.ceil(len(words) / max_words)
     base, extra = divmod(len(words), n_blocks)
-    blocks: list[str] = []
+    blocks: list[list[str]] = []
     start = 0
     for i in range(n_blocks):
         end = start + base + (1 if i < extra else 0)
-        blocks.append(" ".join(words[start:end]))
+        blocks.append(list(words[start:end]))
         start = end
     return blocks
 
 
-def split_document(document: Document, max_words: int = 100) -> list[Passage]:
+def _pack(sizes: Sequence[int], capacity: int, overlap: int) -> list[tuple[int, int]]:
+    """Greedily pack units of ``sizes`` words into blocks ``[start, end)`` of at most ``capacity`` words.
+
+    Each block after the first starts with the last units of the previous block that together hold at
+    most ``overlap`` words (never the whole previous block), then takes new units while they fit; the
+    overlap shrinks when it leaves no room for the next new unit. Every size must be <= ``capacity``.
+    """
+    blocks: list[tuple[int, int]] = []
+    i, n = 0, len(sizes)
+    while i < n:
+        start, used = i, 0
+        if blocks and overlap:
+            previous_start = blocks[-1][0]
+            while start - 1 > previous_start and used + sizes[start - 1] <= overlap:
+                start -= 1
+                used += sizes[start]
+        while start < i and used + sizes[i] > capacity:
+            used -= sizes[start]
+            start += 1
+        end = i
+        while end < n and (end == i or used + sizes[end] <= capacity):
+            used += sizes[end]
+            end += 1
+        blocks.append((start, end))
+        i = end
+    return blocks
+
+
+def _sentence_blocks(paragraphs: Sequence[str], max_words: int, overlap: int) -> list[str]:
+    """Cut the paragraphs of one section into passages of at most ``max_words`` words at sentence ends.
+
+    Sentences come from :func:`~rag_hier.corpus.sentences.split_sentences`, paragraph ends are sentence
+    ends, and a sentence longer than ``max_words`` is cut into balanced word blocks. Sentences are packed
+    into the fewest passages that fit, and among packings with that many passages the one whose longest
+    passage is shortest (so there is no short tail passage when a more even cut exists).
+    """
+    words = [w for p in paragraphs for w in p.split()]
+    if not words:
+        return []
+    if len(words) <= max_words:
+        return [" ".join(words)]
+    units: list[list[str]] = []
+    for paragraph in paragraphs:
+        for sentence in split_sentences(paragraph):
+            units.extend(_balanced_blocks(sentence.split(), max_words))
+    sizes = [len(u) for u in units]
+    target = len(_pack(sizes, max_words, overlap))
+    low, high = max(sizes), max_words  # _pack(sizes, high) has at most `target` blocks
+    while low < high:
+        middle = (low + high) // 2
+        if len(_pack(sizes, middle, overlap)) <= target:
+            high = middle
+        else:
+            low = middle + 1
+    return [" ".join(w for unit in units[a:b] for w in unit) for a, b in _pack(sizes, high, overlap)]
+
+
+def split_document(document: Document, max_words: int = 100, *, overlap: int = 0) -> list[Passage]:
     """Cut a document into passages that never cross a section boundary.
 
     With ``max_words=0`` every paragraph is one passage, so ``n`` in ``<doc_id>#<n>`` is the paragraph's
-    index in :meth:`Document.iter_paragraphs` order. Otherwise the paragraphs of one section are joined
-    and cut into balanced blocks of at most ``max_words`` words. Empty paragraphs are skipped (but still
-    counted when ``max_words=0``, so paragraph indices stay aligned with the source).
+    index in :meth:`Document.iter_paragraphs` order. Otherwise the paragraphs of one section are cut at
+    sentence boundaries into passages of at most ``max_words`` words: a section that fits is one passage
+    (its paragraphs joined), a longer one is packed sentence by sentence into the fewest passages that
+    fit, as even as sentence boundaries allow; a single sentence longer than ``max_words`` is cut into
+    balanced word blocks. Empty paragraphs are skipped (but still counted when ``max_words=0``, so
+    paragraph indices stay aligned with the source). Whitespace is collapsed to single spaces. The cut
+    depends only on the text, so an unchanged document always gives the same passages.
+
+    Args:
+        document: The document.
+        max_words: Most words in one passage; 0 keeps paragraphs whole.
+        overlap: Words of context repeated from the previous passage of the same section: the longest run
+            of whole sentences at the end of the previous passage that holds at most ``overlap`` words
+            (none when its last sentence alone is longer). Must be smaller than ``max_words``; 0 (the
+            default) cuts without overlap.
+
+    Returns:
+        The passages, ``<doc_id>#0``, ``<doc_id>#1``, ... (none for a document without text, which is
+        logged as a warning).
+
+    Raises:
+        InvalidInputError: ``document`` is not a Document, ``max_words`` or ``overlap`` is not an
+            integer, is negative, or ``overlap`` is not below ``max_words``.
+
     """
-    if max_words < 0:
-        raise ValueError(f"max_words must be >= 0, got {max_words}")
+    if not isinstance(document, Document):
+        raise InvalidInputError(f"split_document() takes a Document, got {_type_name(document)}")
+    for name, value in (("max_words", max_words), ("overlap", overlap)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidInputError(f"{name} must be an integer, got {_type_name(value)} {value!r:.40}")
+        if value < 0:
+            raise InvalidInputError(f"{name} must be >= 0, got {value}")
+    if overlap and overlap >= max_words:
+        raise InvalidInputError(
+            f"overlap must be smaller than max_words, got overlap={overlap} with max_words={max_words}"
+            + (" (0 keeps paragraphs whole, without overlap)" if max_words == 0 else "")
+        )
     title = document.title
     meta = dict(document.metadata)
     passages: list[Passage] = []
@@ -176,19 +362,20 @@ def split_document(document: Document, max_words: int = 100) -> list[Passage]:
             text = " ".join(paragraph.split())
             if text:
                 emit(text, section, path, n)
-        return passages
-
-    groups: dict[int, tuple[tuple[str, ...], list[str]]] = {}
-    for section, path, paragraph in document.iter_paragraphs():
-        groups.setdefault(section, (path, []))[1].append(paragraph)
-    n = 0
-    for section, (path, paragraphs) in groups.items():
-        for block in _split_words(" ".join(paragraphs), max_words):
-            emit(block, section, path, n)
-            n += 1
+    else:
+        groups: dict[int, tuple[tuple[str, ...], list[str]]] = {}
+        for section, path, paragraph in document.iter_paragraphs():
+            groups.setdefault(section, (path, []))[1].append(paragraph)
+        n = 0
+        for section, (path, paragraphs) in groups.items():
+            for block in _sentence_blocks(paragraphs, max_words, overlap):
+                emit(block, section, path, n)
+                n += 1
+    if not passages:
+        logger.warning("document %r has no text: it yields no passages and cannot be found by search", document.doc_id)
     return passages
 
 
-def split_documents(documents: Sequence[Document], max_words: int = 100) -> list[Passage]:
+def split_documents(documents: Sequence[Document], max_words: int = 100, *, overlap: int = 0) -> list[Passage]:
     """:func:`split_document` over many documents."""
-    return [p for d in documents for p in split_document(d, max_words)]
+    return [p for d in documents for p in split_document(d, max_words, overlap=overlap)]
