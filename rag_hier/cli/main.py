@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -63,8 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-passage-words",
         type=int,
         default=None,
-        help="split sections into passages of at most N words; 0 keeps paragraphs whole "
-        "(default: 0 for BEIR corpora, whose documents are kept whole, else 100)",
+        help="split sections into passages of at most N words, cut at sentence ends; 0 keeps paragraphs whole "
+        "(default: 0 for BEIR corpora, whose documents are kept whole, and for QA documents, whose questions "
+        "are judged by paragraph; else 100)",
     )
     p.add_argument("--prune", action="store_true", help="also delete stored documents absent from the corpus")
     for mod in mods:
@@ -209,7 +211,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     else:
         max_words = args.max_passage_words
         if max_words is None:
-            max_words = 0 if fmt == "beir" else 100
+            max_words = 0 if fmt in ("beir", "qa-docs") else 100
         if max_words < 0:
             raise CliError(f"--max-passage-words must be >= 0, got {max_words}")
         options: dict[str, Any] = {"kind": args.index or "flat"}
@@ -227,6 +229,10 @@ def cmd_index(args: argparse.Namespace) -> int:
             | ({"dense": False} if no_dense else {}),
         )
         created = True
+    without_text = [d.doc_id for d in documents if not d.has_text]  # the reader has warned, naming lines
+    split_log = logging.getLogger("rag_hier.corpus.model")
+    quiet_split = _DropNoTextWarnings()
+    split_log.addFilter(quiet_split)  # ... so the splitter's warning per document would only repeat it
     try:
         t1 = time.perf_counter()
         with store.batch():
@@ -252,7 +258,11 @@ def cmd_index(args: argparse.Namespace) -> int:
         t_write = time.perf_counter() - t1
         counts = store.manifest["counts"]
     finally:
+        split_log.removeFilter(quiet_split)
         store.close()
+    if without_text:
+        shown = ", ".join(repr(d) for d in without_text[:5]) + (" ..." if len(without_text) > 5 else "")
+        extra_lines.append(f"warning: {len(without_text)} documents have no text and yield no passages: {shown}")
     print(
         f"{'created' if created else 'updated'} store {store_dir} from {len(documents)} {fmt} documents "
         f"(read {t_read:.1f}s, encode+write {t_write:.1f}s)\n"
@@ -264,6 +274,13 @@ def cmd_index(args: argparse.Namespace) -> int:
         f"{counts['vectors']} vectors" + "".join(f"\n  {line}" for line in extra_lines)
     )
     return 0
+
+
+class _DropNoTextWarnings(logging.Filter):
+    """Drops the splitter's "document has no text" warnings (``rag-hier index`` reports them once)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "has no text" not in str(record.msg)
 
 
 def _default_aggregate(store: Any, requested: str | None) -> str:
@@ -279,6 +296,8 @@ def _parse_filters(text: str | None) -> dict[str, Any] | None:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise CliError(f"--filters is not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise CliError("--filters nests lists or objects too deeply (at most 100 levels are allowed)") from exc
     if not isinstance(value, dict):
         raise CliError("--filters must be a JSON object")
     return value
@@ -469,12 +488,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         _quiet_transformers()
         for noisy in ("sentence_transformers", "transformers", "huggingface_hub", "httpx", "faiss"):
             logging.getLogger(noisy).setLevel(logging.ERROR)
+    import sqlite3
+
     from rag_hier.errors import RagHierError
 
     try:
-        return COMMANDS[args.command](args)
-    except (CliError, RagHierError, OSError, ValueError) as exc:
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's flush at exit
+        return code
+    except BrokenPipeError:
+        return _closed_pipe()
+    except (CliError, RagHierError, OSError, ValueError, sqlite3.Error, RecursionError) as exc:
+        if isinstance(exc, sqlite3.Error):
+            where = getattr(args, "store", None)
+            message = f"SQLite error{f' in store {where}' if where else ''}: {exc}"
+        elif isinstance(exc, RecursionError):
+            message = "input nested too deeply (metadata, filters or sections); at most 100 levels are allowed"
+        else:
+            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         _err(f"rag-hier {args.command}: error: {message}")
         if args.verbose:
             logger.exception("details")
@@ -482,6 +513,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _err("rag-hier: interrupted")
         return 130
+
+
+def _closed_pipe() -> int:
+    """The reader of stdout went away (``rag-hier info --json | head``): stop quietly, as ``cat`` would.
+
+    Points stdout at ``/dev/null`` so that the interpreter's final flush of what is still buffered does
+    not fail again, and exits with 141 (128 + SIGPIPE), what a shell reports for a tool the closed pipe
+    stopped.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout is not a real file (tests capture it)
+        pass
+    return 141
 
 
 if __name__ == "__main__":  # pragma: no cover

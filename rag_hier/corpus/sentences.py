@@ -13,6 +13,8 @@ sentences are exactly the words of the text, in order.
 
 from __future__ import annotations
 
+import itertools
+
 import sentencex
 
 __all__ = ["split_sentences"]
@@ -48,5 +50,5 @@ def split_sentences(text: str, language: str = "en") -> list[str]:
     if position != len(normalized):
         return [normalized]
     bounds = [0, *cuts, len(normalized)]
-    sentences = (normalized[start:end].strip() for start, end in zip(bounds, bounds[1:], strict=False))
+    sentences = (normalized[start:end].strip() for start, end in itertools.pairwise(bounds))
     return [s for s in sentences if s]
