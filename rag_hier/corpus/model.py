@@ -242,31 +242,41 @@ def _balanced_blocks(words: Sequence[str], max_words: int) -> list[list[str]]:
     return blocks
 
 
-def _pack(sizes: Sequence[int], capacity: int, overlap: int) -> list[tuple[int, int]]:
-    """Greedily pack units of ``sizes`` words into blocks ``[start, end)`` of at most ``capacity`` words.
+def _even_pack(sizes: Sequence[int], capacity: int) -> list[tuple[int, int]]:
+    """Pack units into the fewest blocks ``[start, end)`` of at most ``capacity`` words, spread evenly.
 
-    Each block after the first starts with the last units of the previous block that together hold at
-    most ``overlap`` words (never the whole previous block), then takes new units while they fit; the
-    overlap shrinks when it leaves no room for the next new unit. Every size must be <= ``capacity``.
+    Each block ends at the unit boundary closest to an equal share of the words still to place (the
+    longer block on a tie) among the ends that still let the rest fit in the remaining blocks. Linear
+    time: the fewest blocks for every suffix come from one right-to-left pass. Every size must be <=
+    ``capacity``.
     """
-    blocks: list[tuple[int, int]] = []
-    i, n = 0, len(sizes)
-    while i < n:
-        start, used = i, 0
-        if blocks and overlap:
-            previous_start = blocks[-1][0]
-            while start - 1 > previous_start and used + sizes[start - 1] <= overlap:
-                start -= 1
-                used += sizes[start]
-        while start < i and used + sizes[i] > capacity:
-            used -= sizes[start]
-            start += 1
-        end = i
-        while end < n and (end == i or used + sizes[end] <= capacity):
-            used += sizes[end]
+    n = len(sizes)
+    prefix = [0]
+    for size in sizes:
+        prefix.append(prefix[-1] + size)
+    furthest = [0] * n  # furthest end of a block starting at j
+    end = 0
+    for j in range(n):
+        end = max(end, j + 1)
+        while end < n and prefix[end + 1] - prefix[j] <= capacity:
             end += 1
-        blocks.append((start, end))
-        i = end
+        furthest[j] = end
+    fewest = [0] * (n + 1)  # fewest blocks for units j.. (greedy from the left is optimal)
+    for j in range(n - 1, -1, -1):
+        fewest[j] = 1 + fewest[furthest[j]]
+    blocks: list[tuple[int, int]] = []
+    start, remaining = 0, fewest[0]
+    while start < n:
+        share = (prefix[n] - prefix[start]) / remaining
+        best = furthest[start]
+        for candidate in range(start + 1, furthest[start] + 1):
+            if fewest[candidate] > remaining - 1:
+                continue
+            gap = abs(prefix[candidate] - prefix[start] - share)
+            if gap <= abs(prefix[best] - prefix[start] - share):
+                best = candidate
+        blocks.append((start, best))
+        start, remaining = best, remaining - 1
     return blocks
 
 
@@ -274,29 +284,33 @@ def _sentence_blocks(paragraphs: Sequence[str], max_words: int, overlap: int) ->
     """Cut the paragraphs of one section into passages of at most ``max_words`` words at sentence ends.
 
     Sentences come from :func:`~rag_hier.corpus.sentences.split_sentences`, paragraph ends are sentence
-    ends, and a sentence longer than ``max_words`` is cut into balanced word blocks. Sentences are packed
-    into the fewest passages that fit, and among packings with that many passages the one whose longest
-    passage is shortest (so there is no short tail passage when a more even cut exists).
+    ends, and a sentence longer than the limit is cut into balanced word blocks. The sentences go into
+    the fewest passages of at most ``max_words - overlap`` words, spread as evenly as sentence ends allow
+    (no short tail passage when a more even cut exists). With ``overlap``, each passage after the first
+    then starts with the last whole sentences of the passage before (not of its own overlap) that hold
+    at most ``overlap`` words.
     """
     words = [w for p in paragraphs for w in p.split()]
     if not words:
         return []
     if len(words) <= max_words:
         return [" ".join(words)]
+    capacity = max_words - overlap
     units: list[list[str]] = []
     for paragraph in paragraphs:
         for sentence in split_sentences(paragraph):
-            units.extend(_balanced_blocks(sentence.split(), max_words))
-    sizes = [len(u) for u in units]
-    target = len(_pack(sizes, max_words, overlap))
-    low, high = max(sizes), max_words  # _pack(sizes, high) has at most `target` blocks
-    while low < high:
-        middle = (low + high) // 2
-        if len(_pack(sizes, middle, overlap)) <= target:
-            high = middle
-        else:
-            low = middle + 1
-    return [" ".join(w for unit in units[a:b] for w in unit) for a, b in _pack(sizes, high, overlap)]
+            units.extend(_balanced_blocks(sentence.split(), capacity))
+    blocks = _even_pack([len(u) for u in units], capacity)
+    passages: list[str] = []
+    for k, (start, end) in enumerate(blocks):
+        first, used = start, 0
+        if k and overlap:
+            previous_start = blocks[k - 1][0]
+            while first > previous_start and used + len(units[first - 1]) <= overlap:
+                first -= 1
+                used += len(units[first])
+        passages.append(" ".join(w for unit in units[first:end] for w in unit))
+    return passages
 
 
 def split_document(document: Document, max_words: int = 100, *, overlap: int = 0) -> list[Passage]:
@@ -314,10 +328,12 @@ def split_document(document: Document, max_words: int = 100, *, overlap: int = 0
     Args:
         document: The document.
         max_words: Most words in one passage; 0 keeps paragraphs whole.
-        overlap: Words of context repeated from the previous passage of the same section: the longest run
-            of whole sentences at the end of the previous passage that holds at most ``overlap`` words
-            (none when its last sentence alone is longer). Must be smaller than ``max_words``; 0 (the
-            default) cuts without overlap.
+        overlap: Words of each passage kept for context from the passage before it in the same section:
+            sections are cut into passages of at most ``max_words - overlap`` words, then each passage
+            after the first is prefixed with the longest run of whole sentences at the end of the one
+            before (not of its own overlap) that holds at most ``overlap`` words (none when its last
+            sentence alone is longer).
+            Must be smaller than ``max_words``; 0 (the default) cuts without overlap.
 
     Returns:
         The passages, ``<doc_id>#0``, ``<doc_id>#1``, ... (none for a document without text, which is

@@ -363,7 +363,12 @@ def test_markdown_structure(tmp_path: Path) -> None:
     assert doc.doc_id == "guide"
     assert doc.title == "Main Title"
     # YAML: quotes are stripped, comments skipped, nested lists kept as lists.
-    assert doc.metadata == {"author": "Ada", "date": "2024-01-02", "tags": ["nested lists are kept"], "source": "guide.md"}
+    assert doc.metadata == {
+        "author": "Ada",
+        "date": "2024-01-02",
+        "tags": ["nested lists are kept"],
+        "source": "guide.md",
+    }
     assert doc.paragraphs == ("Lead paragraph one,\ncontinued on a second line.", "Lead paragraph two.")
     a, b, h1 = doc.sections
     assert a.title == "Section A"
