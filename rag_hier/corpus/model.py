@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rag_hier._limits import MAX_NESTING_DEPTH, exceeds_depth, first_control_character
+from rag_hier._limits import MAX_NESTING_DEPTH, first_control_character
 from rag_hier.corpus.sentences import split_sentences
 from rag_hier.errors import InvalidInputError
 
@@ -44,26 +44,38 @@ def _as_tuple(owner: str, name: str, value: Any, item_type: type, item_name: str
 
 
 def _check_metadata(owner: str, metadata: Any) -> None:
-    """Metadata must be a mapping of JSON values (the store keeps it as JSON), nested at most 100 deep."""
+    """Metadata must be a mapping of JSON values (the store keeps it as JSON), nested at most 100 deep.
+
+    One iterative walk (safe on any depth); a container reached again by another path is walked again
+    only when reached deeper, so shared references cost no more than distinct ones.
+    """
     if not isinstance(metadata, Mapping):
         raise InvalidInputError(f"{owner}.metadata must be a mapping (dict), got {_type_name(metadata)}")
-    if exceeds_depth(metadata, MAX_NESTING_DEPTH):
-        raise InvalidInputError(f"{owner}.metadata is nested more than {MAX_NESTING_DEPTH} levels deep")
-    stack: list[tuple[str, Any]] = [("metadata", metadata)]
+    if not metadata:
+        return
+    stack: list[tuple[str, Any, int]] = [("metadata", metadata, 1)]
+    deepest: dict[int, int] = {}
     while stack:
-        where, value = stack.pop()
-        if isinstance(value, Mapping):
-            for key, item in value.items():
-                if not isinstance(key, str):
-                    raise InvalidInputError(f"{owner}.{where} has a key that is not a string: {key!r:.80}")
-                stack.append((f"{where}[{key!r}]", item))
-        elif isinstance(value, list | tuple):
-            stack.extend((f"{where}[{i}]", item) for i, item in enumerate(value))
-        elif not isinstance(value, _JSON_SCALARS):
+        where, value, depth = stack.pop()
+        if isinstance(value, _JSON_SCALARS):
+            continue
+        if not isinstance(value, Mapping | list | tuple):
             raise InvalidInputError(
                 f"{owner}.{where} must hold JSON values (str, int, float, bool, None, lists and dicts), "
                 f"got {_type_name(value)} {value!r:.80}"
             )
+        if depth > MAX_NESTING_DEPTH:
+            raise InvalidInputError(f"{owner}.metadata is nested more than {MAX_NESTING_DEPTH} levels deep")
+        if deepest.get(id(value), 0) >= depth:
+            continue
+        deepest[id(value)] = depth
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise InvalidInputError(f"{owner}.{where} has a key that is not a string: {key!r:.80}")
+                stack.append((f"{where}[{key!r}]", item, depth + 1))
+        else:
+            stack.extend((f"{where}[{i}]", item, depth + 1) for i, item in enumerate(value))
 
 
 @dataclass(frozen=True)
@@ -89,6 +101,8 @@ class Section:
         ``sections`` and ``subsections`` are two names for the child sections; when both are present the
         children of both are kept, in the order the keys appear in ``data``.
         """
+        if not isinstance(data, Mapping):
+            raise InvalidInputError(f"Section.from_dict() takes a mapping, got {_type_name(data)} {data!r:.80}")
         subs = [s for key in data if key in ("sections", "subsections") for s in data[key] or ()]
         return cls(
             title=str(data.get("title", "") or ""),
@@ -158,7 +172,9 @@ class Document:
     @property
     def has_text(self) -> bool:
         """Whether any paragraph holds a word: a document without one yields no passages."""
-        return any(not p.isspace() and p for _, _, p in self.iter_paragraphs())
+        if any(p and not p.isspace() for p in self.paragraphs):
+            return True
+        return any(p and not p.isspace() for _, s in self.iter_sections() for p in s.paragraphs)
 
     @property
     def text(self) -> str:

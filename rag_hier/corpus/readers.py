@@ -236,7 +236,9 @@ def _iter_jsonl(path: Path) -> Generator[_Record, None, None]:
             too_deep: Exception | None = exc
         else:
             too_deep = None
-        if too_deep is not None or exceeds_depth(data, MAX_NESTING_DEPTH):
+        # depth <= number of opening brackets: most records need no walk at all
+        maybe_deep = line.count("[") + line.count("{") > MAX_NESTING_DEPTH
+        if too_deep is not None or (maybe_deep and exceeds_depth(data, MAX_NESTING_DEPTH)):
             raise CorpusFormatError(
                 f"the record nests lists or objects more than {MAX_NESTING_DEPTH} levels deep",
                 path=str(path),

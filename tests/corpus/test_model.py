@@ -264,6 +264,8 @@ def test_section_from_dict_keeps_sections_and_subsections() -> None:
     assert [s.title for s in Section.from_dict(data).subsections] == ["A", "B"]
     data = {"title": "S", "subsections": [{"title": "B"}], "sections": [{"title": "A"}]}
     assert [s.title for s in Section.from_dict(data).subsections] == ["B", "A"]
+    with pytest.raises(InvalidInputError, match="takes a mapping, got str"):
+        Section.from_dict({"title": "S", "sections": ["not a section"]})
 
 
 def test_has_text() -> None:
