@@ -262,7 +262,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         store.close()
     if without_text:
         shown = ", ".join(repr(d) for d in without_text[:5]) + (" ..." if len(without_text) > 5 else "")
-        extra_lines.append(f"warning: {len(without_text)} documents have no text and yield no passages: {shown}")
+        noun = "document" if len(without_text) == 1 else "documents"
+        extra_lines.append(f"warning: {len(without_text)} {noun} without text, stored with no passages: {shown}")
     print(
         f"{'created' if created else 'updated'} store {store_dir} from {len(documents)} {fmt} documents "
         f"(read {t_read:.1f}s, encode+write {t_write:.1f}s)\n"

@@ -62,7 +62,7 @@ def test_index_reports_documents_without_text(
     store = tmp_path / "store"
     with caplog.at_level(logging.WARNING):
         result = index_cli(corpora.markdown, store)
-    assert "warning: 2 documents have no text and yield no passages: 'empty', 'heading_only'" in result.out
+    assert "warning: 2 documents without text, stored with no passages: 'empty', 'heading_only'" in result.out
     assert probe.counts(store)["documents"] == 5  # stored (with no passages), not dropped
     no_text = [r for r in caplog.records if "no text" in r.getMessage()]
     # one warning from the reader (naming the files); the splitter's per-document ones are not repeated
