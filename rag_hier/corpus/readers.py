@@ -6,12 +6,15 @@ Corpus formats (see :data:`CORPUS_FORMATS`):
 - ``"qa-docs"``: a ``documents.jsonl[.gz]`` of structured documents, one
   ``{"doc_id", "title", "paragraphs", "sections", "metadata"}`` object a line (doc→paragraph QA data
   such as XQuAD/SQuAD, or anything with nested sections).
-- ``"markdown"``: ``*.md`` / ``*.markdown`` files; ATX headings become nested sections.
+- ``"markdown"``: ``*.md`` / ``*.markdown`` files, parsed with markdown-it-py; headings (ATX and setext)
+  become nested sections, YAML front matter becomes typed metadata.
 - ``"text"``: ``*.txt`` files; blank lines separate paragraphs.
 
 Queries (BEIR ``queries.jsonl``, QA ``questions.jsonl`` or a ``qid<TAB>text`` file) and qrels (BEIR TSV or
 TREC) come back as plain dicts in the shape IR metric libraries expect. Every malformed input raises
-:class:`~rag_hier.errors.CorpusFormatError` naming the file and, where there is one, the 1-based line.
+:class:`~rag_hier.errors.CorpusFormatError` naming the file and, where there is one, the 1-based line:
+among others ids with control characters (tab, newline, ...) and records nested more than 100 levels
+deep. Documents without any text are read, and logged as a warning (they yield no passages).
 """
 
 from __future__ import annotations
