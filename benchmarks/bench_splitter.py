@@ -133,6 +133,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-words", type=int, default=100)
     parser.add_argument("--overlap", type=int, default=20)
     parser.add_argument("--eval", action="store_true", help="also run SciFact retrieval for each splitter")
+    parser.add_argument(
+        "--eval-variants",
+        default="word_blocks,sentences,overlap",
+        help="comma-separated splitters to evaluate with --eval (word_blocks, sentences, overlap)",
+    )
     parser.add_argument("--out", type=Path, default=HERE / "out" / "splitter.json")
     args = parser.parse_args(argv)
     report: dict = {"max_words": args.max_words, "overlap": args.overlap, "corpora": {}}
@@ -154,7 +159,13 @@ def main(argv: list[str] | None = None) -> int:
         print(name, json.dumps(report["corpora"][name], indent=1), flush=True)
         if name == "scifact":
             scifact_docs = documents
-            scifact_variants = {"word_blocks": old, "sentences": new, f"sentences+overlap{args.overlap}": over}
+            wanted = set(args.eval_variants.split(","))
+            all_variants = {"word_blocks": old, "sentences": new, "overlap": over}
+            scifact_variants = {
+                (f"sentences+overlap{args.overlap}" if k == "overlap" else k): v
+                for k, v in all_variants.items()
+                if k in wanted
+            }
     if args.eval:
         report["scifact_retrieval"] = evaluate_scifact(corpora["scifact"], scifact_variants, scifact_docs)
     args.out.parent.mkdir(parents=True, exist_ok=True)
