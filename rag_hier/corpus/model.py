@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -13,8 +12,6 @@ from rag_hier.corpus.sentences import split_sentences
 from rag_hier.errors import InvalidInputError
 
 __all__ = ["Document", "Passage", "Section", "passage_id", "split_document", "split_documents"]
-
-logger = logging.getLogger(__name__)
 
 _JSON_SCALARS = (str, int, float, bool, type(None))
 
@@ -352,8 +349,9 @@ def split_document(document: Document, max_words: int = 100, *, overlap: int = 0
             Must be smaller than ``max_words``; 0 (the default) cuts without overlap.
 
     Returns:
-        The passages, ``<doc_id>#0``, ``<doc_id>#1``, ... (none for a document without text, which is
-        logged as a warning).
+        The passages, ``<doc_id>#0``, ``<doc_id>#1``, ... (none for a document without text: the corpus
+        readers warn about those, naming the file and line, and :meth:`HierStore.add_documents
+        <rag_hier.store.HierStore.add_documents>` counts them in ``WriteSummary.documents_empty``).
 
     Raises:
         InvalidInputError: ``document`` is not a Document, ``max_words`` or ``overlap`` is not an
@@ -403,8 +401,6 @@ def split_document(document: Document, max_words: int = 100, *, overlap: int = 0
             for block in _sentence_blocks(paragraphs, max_words, overlap):
                 emit(block, section, path, n)
                 n += 1
-    if not passages:
-        logger.warning("document %r has no text: it yields no passages and cannot be found by search", document.doc_id)
     return passages
 
 
