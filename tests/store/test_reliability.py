@@ -181,6 +181,30 @@ def test_dimension_of_an_existing_store_cannot_change(tmp_path: Path) -> None:
     store.close()
 
 
+def test_a_reader_racing_the_rename_of_the_index_it_opens_looks_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen in the reader stress run: a reader located ``dense.faiss.gN.tmp``, the writer renamed it, FAISS failed."""
+    from rag_hier.store import core
+
+    store = HierStore.create(tmp_path / "s", model=None, dimension=4)
+    store.add_passages([Passage("d1#0", "d1", 0, "text")], np.ones((1, 4), dtype=np.float32))
+    store.close()
+    real = core.committed_path
+    calls: list[str] = []
+
+    def renamed_under_us(root: Path, name: str, info: dict, *, verify: bool) -> Path:
+        calls.append(name)
+        if len(calls) == 1:
+            return root / f"{name}.g99.tmp"  # existed when looked at, gone when FAISS opens it
+        return real(root, name, info, verify=verify)
+
+    monkeypatch.setattr(core, "committed_path", renamed_under_us)
+    reader = HierStore.open(tmp_path / "s", read_only=True)
+    assert reader.count_vectors() == 1 and calls.count("dense.faiss") >= 2
+    reader.close()
+
+
 def test_a_document_without_text_is_stored_and_counted(tmp_path: Path) -> None:
     store = HierStore.create(tmp_path / "s", model=None)
     summary = store.add_documents(
@@ -188,5 +212,6 @@ def test_a_document_without_text_is_stored_and_counted(tmp_path: Path) -> None:
     )
     assert summary.documents_empty == 1 and summary.documents_added == 2 and summary.passages_added == 1
     empty = store.get_document("empty")
-    assert empty is not None and empty.title == "Only a title" and dict(empty.metadata) == {"k": 1}
+    assert empty is not None and empty["title"] == "Only a title" and empty["meta"] == {"k": 1}
+    assert empty["passage_ids"] == []
     store.close()
