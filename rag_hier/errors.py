@@ -7,6 +7,7 @@ __all__ = [
     "DimensionMismatchError",
     "DuplicateIdError",
     "FilterError",
+    "InvalidInputError",
     "MissingDependencyError",
     "RagHierError",
     "StoreCorruptedError",
@@ -48,6 +49,14 @@ class DuplicateIdError(StoreError, ValueError):
 
 class FilterError(RagHierError, ValueError):
     """A metadata filter is malformed or compares incompatible types."""
+
+
+class InvalidInputError(RagHierError, ValueError, TypeError):
+    """An argument of the wrong type or value (a document id, metadata, a parameter); the message names it.
+
+    It is both a :class:`ValueError` and a :class:`TypeError` (as numpy's ``AxisError`` is both a
+    ``ValueError`` and an ``IndexError``), so callers catching either builtin keep working.
+    """
 
 
 class MissingDependencyError(RagHierError, ImportError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -66,8 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-passage-words",
         type=int,
         default=None,
-        help="split sections into passages of at most N words; 0 keeps paragraphs whole "
-        "(default: 0 for BEIR corpora, whose documents are kept whole, else 100)",
+        help="split sections into passages of at most N words, cut at sentence ends; 0 keeps paragraphs whole "
+        "(default: 0 for BEIR corpora, whose documents are kept whole, and for QA documents, whose questions "
+        "are judged by paragraph; else 100)",
     )
     p.add_argument("--prune", action="store_true", help="also delete stored documents absent from the corpus")
     for mod in mods:
@@ -253,7 +255,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     else:
         max_words = args.max_passage_words
         if max_words is None:
-            max_words = 0 if fmt == "beir" else 100
+            max_words = 0 if fmt in ("beir", "qa-docs") else 100
         if max_words < 0:
             raise CliError(f"--max-passage-words must be >= 0, got {max_words}")
         options: dict[str, Any] = {"kind": args.index or "flat"}
@@ -298,6 +300,9 @@ def cmd_index(args: argparse.Namespace) -> int:
         counts = store.manifest["counts"]
     finally:
         store.close()
+    if summary.documents_empty:  # the reader has warned already, naming each document and its file or line
+        noun = "document" if summary.documents_empty == 1 else "documents"
+        extra_lines.append(f"warning: {summary.documents_empty} {noun} without text, stored with no passages")
     print(
         f"{'created' if created else 'updated'} store {store_dir} from {len(documents)} {fmt} documents "
         f"(read {t_read:.1f}s, encode+write {t_write:.1f}s)\n"
@@ -324,6 +329,8 @@ def _parse_filters(text: str | None) -> dict[str, Any] | None:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise CliError(f"--filters is not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise CliError("--filters nests lists or objects too deeply (at most 100 levels are allowed)") from exc
     if not isinstance(value, dict):
         raise CliError("--filters must be a JSON object")
     return value
@@ -517,10 +524,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         _quiet_transformers()
         for noisy in ("sentence_transformers", "transformers", "huggingface_hub", "httpx", "faiss", "pymilvus"):
             logging.getLogger(noisy).setLevel(logging.ERROR)
+    import sqlite3
+
     from rag_hier.errors import RagHierError
 
     try:
-        return COMMANDS[args.command](args)
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's flush at exit
+        return code
+    except BrokenPipeError:
+        return _closed_pipe()
     except ModuleNotFoundError as exc:
         top = (exc.name or "").split(".")[0]
         extra = _EXTRAS.get(top)
@@ -528,8 +541,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         _err(f'rag-hier {args.command}: error: {top} is not installed; pip install "rag-hier[{extra}]"')
         return 2
-    except (CliError, RagHierError, OSError, ValueError) as exc:
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    except (CliError, RagHierError, OSError, ValueError, sqlite3.Error, RecursionError) as exc:
+        if isinstance(exc, sqlite3.Error):
+            where = getattr(args, "store", None)
+            message = f"SQLite error{f' in store {where}' if where else ''}: {exc}"
+        elif isinstance(exc, RecursionError):
+            message = "input nested too deeply (metadata, filters or sections); at most 100 levels are allowed"
+        else:
+            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         _err(f"rag-hier {args.command}: error: {message}")
         if args.verbose:
             logger.exception("details")
@@ -537,6 +556,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _err("rag-hier: interrupted")
         return 130
+
+
+def _closed_pipe() -> int:
+    """The reader of stdout went away (``rag-hier info --json | head``): stop quietly, as ``cat`` would.
+
+    Points stdout at ``/dev/null`` so that the interpreter's final flush of what is still buffered does
+    not fail again, and exits with 141 (128 + SIGPIPE), what a shell reports for a tool the closed pipe
+    stopped.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout is not a real file (tests capture it)
+        pass
+    return 141
 
 
 if __name__ == "__main__":  # pragma: no cover

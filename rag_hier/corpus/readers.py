@@ -6,16 +6,20 @@ Corpus formats (see :data:`CORPUS_FORMATS`):
 - ``"qa-docs"``: a ``documents.jsonl[.gz]`` of structured documents, one
   ``{"doc_id", "title", "paragraphs", "sections", "metadata"}`` object a line (doc→paragraph QA data
   such as XQuAD/SQuAD, or anything with nested sections).
-- ``"markdown"``: ``*.md`` / ``*.markdown`` files; ATX headings become nested sections.
+- ``"markdown"``: ``*.md`` / ``*.markdown`` files, parsed with markdown-it-py; headings (ATX and setext)
+  become nested sections, YAML front matter becomes typed metadata.
 - ``"text"``: ``*.txt`` files; blank lines separate paragraphs.
 
 Queries (BEIR ``queries.jsonl``, QA ``questions.jsonl`` or a ``qid<TAB>text`` file) and qrels (BEIR TSV or
 TREC) come back as plain dicts in the shape IR metric libraries expect. Every malformed input raises
-:class:`~rag_hier.errors.CorpusFormatError` naming the file and, where there is one, the 1-based line.
+:class:`~rag_hier.errors.CorpusFormatError` naming the file and, where there is one, the 1-based line:
+among others ids with control characters (tab, newline, ...) and records nested more than 100 levels
+deep. Documents without any text are read, and logged as a warning (they yield no passages).
 """
 
 from __future__ import annotations
 
+import datetime
 import gzip
 import json
 import logging
@@ -28,8 +32,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal, TypeAlias
 
+import yaml
+from markdown_it import MarkdownIt
+
+from rag_hier._limits import MAX_NESTING_DEPTH, exceeds_depth, first_control_character
 from rag_hier.corpus.model import Document, Section, passage_id
-from rag_hier.errors import CorpusFormatError
+from rag_hier.errors import CorpusFormatError, InvalidInputError
 
 __all__ = [
     "CORPUS_FORMATS",
@@ -175,6 +183,7 @@ class _Record:
         text = str(value)
         if not text.strip():
             raise self.error(f"field {name!r} must not be empty")
+        _check_id(text, f"field {name!r}", self.path, self.line)
         return text
 
     def string(self, name: str, *, required: bool = True) -> str:
@@ -205,6 +214,18 @@ class _Record:
         return tuple(value)
 
 
+def _check_id(value: str, what: str, path: Path, line: int | None) -> None:
+    """Reject an id holding a control character (tab, newline, ...): it would break TREC and TSV lines."""
+    bad = first_control_character(value)
+    if bad is not None:
+        raise CorpusFormatError(
+            f"{what} {value!r:.120} contains the control character {bad!r}; ids may not hold tabs, line breaks "
+            "or other control characters",
+            path=str(path),
+            line=line,
+        )
+
+
 def _iter_jsonl(path: Path) -> Generator[_Record, None, None]:
     """Yield every JSON object of a JSONL file (``*.gz`` gunzipped) with its line; blank lines are skipped."""
     for line_no, line in _iter_lines(path):
@@ -216,6 +237,19 @@ def _iter_jsonl(path: Path) -> Generator[_Record, None, None]:
             raise CorpusFormatError(
                 f"malformed JSON: {exc.msg} (column {exc.colno})", path=str(path), line=line_no
             ) from exc
+        except RecursionError as exc:
+            data = None
+            too_deep: Exception | None = exc
+        else:
+            too_deep = None
+        # depth <= number of opening brackets: most records need no walk at all
+        maybe_deep = line.count("[") + line.count("{") > MAX_NESTING_DEPTH
+        if too_deep is not None or (maybe_deep and exceeds_depth(data, MAX_NESTING_DEPTH)):
+            raise CorpusFormatError(
+                f"the record nests lists or objects more than {MAX_NESTING_DEPTH} levels deep",
+                path=str(path),
+                line=line_no,
+            ) from too_deep
         if not isinstance(data, dict):
             raise CorpusFormatError(f"expected a JSON object, got {_json_type(data)}", path=str(path), line=line_no)
         yield _Record(path, line_no, data)
@@ -268,15 +302,34 @@ def _non_empty(items: Sized, path: Path, what: str) -> None:
 # --------------------------------------------------------------------------------------------------------
 
 
+def _warn_without_text(path: Path, empty: list[str]) -> None:
+    """Log one warning for the documents of ``path`` that hold no text (``where`` strings, first few shown)."""
+    if empty:
+        shown = ", ".join(empty[:5]) + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")
+        logger.warning(
+            "%s: %d document(s) have no text and will yield no passages (cannot be found by search): %s",
+            path,
+            len(empty),
+            shown,
+        )
+
+
 def _read_jsonl_documents(path: Path, parse: Callable[[_Record], Document], fmt: str) -> list[Document]:
     """Parse every record of a JSONL corpus, rejecting duplicate ids and empty corpora."""
     ids = _UniqueIds(path, "doc_id")
     documents: list[Document] = []
+    empty: list[str] = []
     for record in _iter_jsonl(path):
-        document = parse(record)
+        try:
+            document = parse(record)
+        except InvalidInputError as exc:  # a value the document model refuses
+            raise record.error(str(exc)) from exc
         ids.add(document.doc_id, record.line)
         documents.append(document)
+        if not document.has_text:
+            empty.append(f"{document.doc_id!r} (line {record.line})")
     _non_empty(documents, path, "documents")
+    _warn_without_text(path, empty)
     logger.info("read %d %s documents from %s", len(documents), fmt, path)
     return documents
 
@@ -331,22 +384,25 @@ def _check_section(record: _Record, data: Any, where: str) -> None:
 def _qa_document(record: _Record) -> Document:
     doc_id = record.identifier("doc_id")
     raw_paragraphs = record.data.get("paragraphs")
-    raw_sections = record.data.get("sections")
-    if raw_paragraphs is None and raw_sections is None:
+    section_keys = [key for key in record.data if key in ("sections", "subsections")]
+    if raw_paragraphs is None and all(record.data[key] is None for key in section_keys):
         raise record.error("missing required field 'paragraphs' (or 'sections')")
     paragraphs = () if raw_paragraphs is None else record.strings("paragraphs", raw_paragraphs)
-    sections: tuple[Section, ...] = ()
-    if raw_sections is not None:
+    sections: list[Section] = []
+    for key in section_keys:  # two names for the same thing: both are kept, in the order they appear
+        raw_sections = record.data[key]
+        if raw_sections is None:
+            continue
         if not isinstance(raw_sections, list):
-            raise record.error(f"field 'sections' must be a list, got {_json_type(raw_sections)}")
+            raise record.error(f"field {key!r} must be a list, got {_json_type(raw_sections)}")
         for i, raw in enumerate(raw_sections):
-            _check_section(record, raw, f"sections[{i}]")
-        sections = tuple(Section.from_dict(raw) for raw in raw_sections)
+            _check_section(record, raw, f"{key}[{i}]")
+        sections.extend(Section.from_dict(raw) for raw in raw_sections)
     return Document(
         doc_id=doc_id,
         title=record.string("title", required=False),
         paragraphs=paragraphs,
-        sections=sections,
+        sections=tuple(sections),
         metadata=record.mapping("metadata"),
     )
 
@@ -356,8 +412,11 @@ def read_qa_documents(path: StrPath) -> list[Document]:
 
     Each line is ``{"doc_id", "title", "paragraphs": [str, ...], "sections": [{"title", "paragraphs",
     "sections"}, ...], "metadata"}``; ``title``, ``metadata`` and one of ``paragraphs``/``sections`` are
-    optional. Paragraph ``i`` of a document without sections becomes passage ``<doc_id>#<i>`` under
-    ``split_document(..., max_words=0)``, which is what :func:`qa_qrels` assumes.
+    optional. ``subsections`` is accepted as another name for ``sections`` (at any level); where both are
+    given, the sections of both are kept, in the order the keys appear. A document without any text is
+    read (and logged as a warning): it yields no passages. Paragraph ``i`` of a document without
+    sections becomes passage ``<doc_id>#<i>`` under ``split_document(..., max_words=0)``, which is what
+    :func:`qa_qrels` assumes (and what ``rag-hier index`` uses for this format by default).
 
     Args:
         path: ``documents.jsonl``, ``documents.jsonl.gz``, or a directory holding one of them.
@@ -423,16 +482,24 @@ def _read_file_corpus(
     root = _existing(path)
     documents: list[Document] = []
     sources: dict[str, str] = {}
+    empty: list[str] = []
     for file, relative in _corpus_files(root, suffixes):
         doc_id = file.stem if file == root else PurePosixPath(relative).with_suffix("").as_posix()
+        _check_id(doc_id, "doc_id (from the file name)", file, None)
         if doc_id in sources:
             raise CorpusFormatError(f"duplicate doc_id {doc_id!r} (also produced by {sources[doc_id]})", path=str(file))
         sources[doc_id] = relative
-        document = parse(_read_text_file(file), doc_id, file)
-        documents.append(replace(document, metadata={**document.metadata, "source": relative}))
+        try:
+            document = parse(_read_text_file(file), doc_id, file)
+            documents.append(replace(document, metadata={**document.metadata, "source": relative}))
+        except InvalidInputError as exc:
+            raise CorpusFormatError(str(exc), path=str(file)) from exc
+        if not document.has_text:
+            empty.append(repr(doc_id))
     if not documents:
         patterns = " or ".join(f"*{s}" for s in suffixes)
         raise CorpusFormatError(f"no documents found (no {patterns} files)", path=str(root))
+    _warn_without_text(root, empty)
     logger.info("read %d %s documents from %s", len(documents), fmt, root)
     return documents
 
@@ -472,9 +539,11 @@ def read_text(path: StrPath) -> list[Document]:
     return _read_file_corpus(path, _TEXT_SUFFIXES, _text_document, "text")
 
 
-_ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
-_FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_THEMATIC_BREAK = re.compile(r"^ {0,3}([-*_])[ \t]*(?:\1[ \t]*){2,}$")
+_MARKDOWN = MarkdownIt("commonmark", {"maxNesting": 20}).enable("table")
+"""CommonMark (plus GFM tables) with bounded nesting, so hostile input cannot exhaust the stack."""
+
+_MAX_FRONT_MATTER_VALUES = 10_000
+"""Most values (scalars, lists and mappings) in one file's front matter; YAML aliases cannot inflate past it."""
 
 
 @dataclass
@@ -490,8 +559,44 @@ class _SectionBuilder:
         return Section(self.title, tuple(self.paragraphs), tuple(c.freeze() for c in self.children))
 
 
-def _front_matter(lines: list[str]) -> tuple[dict[str, str], int]:
-    """Parse ``---``-delimited front matter as ``key: value`` lines; return it and the first body line."""
+def _json_value(value: Any, where: str, budget: list[int], error: Callable[[str], CorpusFormatError]) -> Any:
+    """A YAML value as JSON: dates and datetimes become ISO 8601 strings, sets become lists."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise error(f"front matter holds more than {_MAX_FRONT_MATTER_VALUES} values")
+    if isinstance(value, datetime.date):  # datetime.datetime is a date too
+        return value.isoformat()
+    if isinstance(value, bytes):
+        raise error(f"front matter value {where} is binary (!!binary); only text, numbers, dates and lists are kept")
+    if isinstance(value, dict):
+        result: dict[str, Any] = {}
+        for key, item in value.items():
+            if isinstance(key, datetime.date):
+                key = key.isoformat()
+            elif isinstance(key, bool | int | float) or key is None:
+                key = json.dumps(key)  # how JSON would write it: 1, 1.5, true, null
+            if not isinstance(key, str):
+                raise error(f"front matter key {key!r:.40} in {where} is not text")
+            result[key] = _json_value(item, f"{where}.{key}", budget, error)
+        return result
+    if isinstance(value, set):
+        items = [_json_value(item, where, budget, error) for item in value]
+        try:
+            return sorted(items)
+        except TypeError:
+            return sorted(items, key=repr)
+    if isinstance(value, list | tuple):
+        return [_json_value(item, f"{where}[{i}]", budget, error) for i, item in enumerate(value)]
+    return value
+
+
+def _front_matter(lines: list[str], file: Path) -> tuple[dict[str, Any], int]:
+    """Parse YAML front matter between ``---`` lines at the top; return it and the first body line.
+
+    Values keep their YAML types (numbers, booleans, lists, mappings); dates and timestamps become ISO
+    8601 strings (``"2021-03-04"``, ``"2021-03-04T10:00:00+02:00"``), which the store's filters order as
+    dates. Only ``yaml.safe_load`` is used: no tags that build Python objects.
+    """
     if not lines or lines[0].strip() != "---":
         return {}, 0
     for end in range(1, len(lines)):
@@ -499,56 +604,46 @@ def _front_matter(lines: list[str]) -> tuple[dict[str, str], int]:
             break
     else:
         return {}, 0  # no closing marker: a thematic break, not front matter
-    metadata: dict[str, str] = {}
-    for line in lines[1:end]:
-        key, sep, value = line.partition(":")
-        key = key.strip()
-        if not sep or not key or key.startswith("#") or line[:1].isspace():
-            continue  # blank lines, comments, list items and nested values are not simple pairs
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        metadata[key] = value
-    return metadata, end + 1
+
+    def error(message: str, line: int | None = 1) -> CorpusFormatError:
+        return CorpusFormatError(message, path=str(file), line=line)
+
+    try:
+        data = yaml.safe_load("\n".join(lines[1:end]))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 2 if mark is not None else 1
+        problem = " ".join(str(exc.problem or exc.context or "syntax error").split())
+        raise error(f"front matter is not valid YAML: {problem}", line) from exc
+    except yaml.YAMLError as exc:
+        raise error(f"front matter is not valid YAML: {' '.join(str(exc).split())}") from exc
+    except RecursionError as exc:
+        raise error(f"front matter is nested too deeply (more than {MAX_NESTING_DEPTH} levels allowed)") from exc
+    if data is None:
+        return {}, end + 1
+    if not isinstance(data, dict):
+        raise error(f"front matter must be a YAML mapping of keys to values, got {_json_type(data)}")
+    if exceeds_depth(data, MAX_NESTING_DEPTH):
+        raise error(f"front matter is nested more than {MAX_NESTING_DEPTH} levels deep")
+    return _json_value(data, "front matter", [_MAX_FRONT_MATTER_VALUES], error), end + 1
 
 
 def _markdown_document(text: str, doc_id: str, file: Path) -> Document:
-    """Parse Markdown: front matter, an optional leading ``# title``, lead paragraphs, nested sections."""
+    """Parse Markdown: front matter, an optional leading title heading, lead paragraphs, nested sections."""
     lines = text.split("\n")
-    metadata, i = _front_matter(lines)
+    metadata, body_start = _front_matter(lines, file)
+    body = lines[body_start:]
     root = _SectionBuilder(0, "")
     stack = [root]
     title: str | None = None
     seen_content = False
-    paragraph: list[str] = []
-
-    def flush() -> None:
-        if paragraph:
-            stack[-1].paragraphs.append("\n".join(paragraph).strip())
-            paragraph.clear()
-
-    while i < len(lines):
-        line = lines[i]
-        i += 1
-        fence = _FENCE_OPEN.match(line)
-        if fence:
-            flush()
-            marker = fence.group(1)
-            closing_fence = re.compile(rf"^ {{0,3}}{re.escape(marker[0])}{{{len(marker)},}}[ \t]*$")
-            code: list[str] = []
-            while i < len(lines) and not closing_fence.match(lines[i]):
-                code.append(lines[i].rstrip())
-                i += 1
-            i += 1  # the closing fence (or the end of the file)
-            if any(c.strip() for c in code):
-                stack[-1].paragraphs.append("\n".join(code).strip("\n"))
-                seen_content = True
-            continue
-        heading = _ATX_HEADING.match(line)
-        if heading:
-            flush()
-            level = len(heading.group(1))
-            heading_text = (heading.group(2) or "").strip()
+    tokens = _MARKDOWN.parse("\n".join(body))
+    for i, token in enumerate(tokens):
+        if token.level != 0 or token.nesting == -1 or token.map is None:
+            continue  # inside a container block (kept with it), or a closing token
+        if token.type == "heading_open":
+            level = int(token.tag[1:])
+            heading_text = tokens[i + 1].content.strip()
             if level == 1 and not seen_content:
                 title = heading_text
             else:
@@ -558,16 +653,24 @@ def _markdown_document(text: str, doc_id: str, file: Path) -> Document:
                 stack[-1].children.append(section)
                 stack.append(section)
             seen_content = True
-            continue
-        if not line.strip() or _THEMATIC_BREAK.match(line):
-            flush()
-            continue
-        paragraph.append(line.rstrip())
-        seen_content = True
-    flush()
+        elif token.type == "fence":
+            code = "\n".join(line.rstrip() for line in token.content.split("\n")).strip("\n")
+            if code.strip():
+                stack[-1].paragraphs.append(code)
+                seen_content = True
+        elif token.type != "hr":
+            # Any other block (paragraph, list, quote, table, HTML, indented code) keeps its source text;
+            # blank lines inside it (loose lists, long quotes) separate paragraphs.
+            start, stop = token.map
+            paragraphs = _split_paragraphs(body[start:stop])
+            stack[-1].paragraphs.extend(paragraphs)
+            seen_content = seen_content or bool(paragraphs)
+    front_title = metadata.get("title")
+    if isinstance(front_title, bool) or not isinstance(front_title, str | int | float):
+        front_title = None
     return Document(
         doc_id=doc_id,
-        title=title or metadata.get("title") or _pretty_stem(file),
+        title=title or (str(front_title) if front_title is not None else "") or _pretty_stem(file),
         paragraphs=tuple(root.paragraphs),
         sections=tuple(c.freeze() for c in root.children),
         metadata=metadata,
@@ -575,14 +678,19 @@ def _markdown_document(text: str, doc_id: str, file: Path) -> Document:
 
 
 def read_markdown(path: StrPath) -> list[Document]:
-    """Read Markdown files: ATX headings (``#`` … ``######``) become nested sections.
+    """Read Markdown files with markdown-it-py: headings (ATX ``#`` and setext underlines) make nested sections.
 
     A level-1 heading that comes before any other heading or text is the document title (otherwise the
     front matter's ``title``, else the file stem with ``_``/``-`` as spaces). Text before the first
-    section heading is the lead. Paragraphs are separated by blank lines (and thematic breaks); a fenced
-    code block is one paragraph without its fence lines. Front matter between ``---`` lines at the top is
-    read as simple ``key: value`` pairs into ``metadata`` (values stay strings). Setext headings
-    (underlined with ``===``/``---``) are not recognised.
+    section heading is the lead; a heading of level *n* opens a section inside the nearest open section
+    of a lower level. Every top-level block (paragraph, list, quote, table, HTML block) is kept as its
+    source text, blank lines inside it separating paragraphs; a fenced code block is one paragraph
+    without its fence lines; thematic breaks are dropped. Headings inside quotes or lists are text.
+
+    Front matter between ``---`` lines at the top is parsed as YAML (``yaml.safe_load``) into
+    ``metadata``, keeping types: ``year: 2021`` is the number 2021, ``tags: [a, b]`` a list, ``draft:
+    true`` a boolean; dates become ISO 8601 strings (``date: 2021-03-04`` is ``"2021-03-04"``), which
+    filters compare as dates. YAML 1.1 rules apply (unquoted ``yes``/``no``/``on``/``off`` are booleans).
 
     Args:
         path: A ``.md``/``.markdown`` file, or a directory searched recursively (sorted) for them.
@@ -592,8 +700,9 @@ def read_markdown(path: StrPath) -> list[Document]:
         ``/`` separators (for a single file: its stem); ``metadata["source"]`` is the relative path.
 
     Raises:
-        CorpusFormatError: A missing path, a file that is not UTF-8, two files with the same ``doc_id``
-            (``a.md`` and ``a.markdown``), or no Markdown files at all.
+        CorpusFormatError: A missing path, a file that is not UTF-8, front matter that is not a YAML
+            mapping (naming the line), two files with the same ``doc_id`` (``a.md`` and ``a.markdown``),
+            a file name with a control character, or no Markdown files at all.
 
     """
     return _read_file_corpus(path, _MARKDOWN_SUFFIXES, _markdown_document, "markdown")
@@ -735,6 +844,7 @@ def read_queries(path: StrPath) -> dict[str, str]:
                 )
             if not qid:
                 raise CorpusFormatError("empty query id", path=str(file), line=line_no)
+            _check_id(qid, "query id", file, line_no)
             ids.add(qid, line_no)
             queries[qid] = text.strip()
     _non_empty(queries, file, "queries")
@@ -821,6 +931,8 @@ def read_qrels_file(path: StrPath) -> QrelsFile:
             qid, doc_id, raw_score = columns
         else:
             qid, _, doc_id, raw_score = columns
+        _check_id(qid, "query id", file, line_no)
+        _check_id(doc_id, "document id", file, line_no)
         score = _parse_score(raw_score)
         if score is None:
             if header_allowed:

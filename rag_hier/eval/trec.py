@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from rag_hier.errors import CorpusFormatError
+from rag_hier._limits import first_control_character
+from rag_hier.errors import CorpusFormatError, InvalidInputError
 from rag_hier.retrieval.hit import Hit
 
 __all__ = ["hits_to_run", "read_run", "write_run"]
@@ -26,12 +27,30 @@ def hits_to_run(
     return run
 
 
+def _check_field(value: str, what: str) -> None:
+    """TREC lines are whitespace-separated: a field holding whitespace or a control character breaks them."""
+    if not value or any(c.isspace() for c in value) or first_control_character(value) is not None:
+        raise InvalidInputError(
+            f"cannot write {what} {value!r:.120} into a TREC run: its fields are separated by whitespace, so "
+            "ids must be non-empty and hold no spaces, tabs, line breaks or other control characters"
+        )
+
+
 def write_run(run: Mapping[str, Mapping[str, float]], path: str | Path, tag: str = "rag-hier") -> None:
-    """Write a run in TREC format, ranks from 1 by descending score."""
+    """Write a run in TREC format, ranks from 1 by descending score.
+
+    Raises:
+        InvalidInputError: A query id, document/passage id or ``tag`` that is empty or holds whitespace
+            or a control character (the line could not be read back); nothing is written then.
+
+    """
+    _check_field(tag, "the run tag")
     lines = []
     for qid, scores in run.items():
+        _check_field(qid, "query id")
         ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
         for rank, (doc, score) in enumerate(ranked, start=1):
+            _check_field(doc, "id")
             lines.append(f"{qid} Q0 {doc} {rank} {score:.6f} {tag}\n")
     Path(path).write_text("".join(lines), encoding="utf-8")
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from rag_hier._limits import MAX_NESTING_DEPTH, exceeds_depth
 from rag_hier.errors import FilterError
 
 __all__ = ["Predicate", "compile_filter", "record_field"]
@@ -93,16 +94,21 @@ def _order(op: str) -> Callable[[Any, Any], bool]:
     return check
 
 
+def _contains(values: Any, doc_value: Any, op: str) -> bool:
+    if not isinstance(values, list | tuple | set | frozenset):
+        raise FilterError(f"operator {op!r} needs a list value, got {type(values).__name__}")
+    try:
+        return doc_value in values
+    except TypeError:  # an unhashable stored value (a list) tested against a set
+        return any(doc_value == v for v in values)
+
+
 def _in(doc_value: Any, filter_value: Any) -> bool:
-    if not isinstance(filter_value, list | tuple | set):
-        raise FilterError(f"operator 'in' needs a list value, got {type(filter_value).__name__}")
-    return doc_value in filter_value
+    return _contains(filter_value, doc_value, "in")
 
 
 def _not_in(doc_value: Any, filter_value: Any) -> bool:
-    if not isinstance(filter_value, list | tuple | set):
-        raise FilterError(f"operator 'not in' needs a list value, got {type(filter_value).__name__}")
-    return doc_value not in filter_value
+    return not _contains(filter_value, doc_value, "not in")
 
 
 _COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
@@ -122,7 +128,9 @@ def compile_filter(filters: Mapping[str, Any] | Predicate | None) -> Predicate |
     """Validate ``filters`` and return a predicate over passage records (``None`` for no filter).
 
     A callable is returned unchanged, so integrations can pass their host framework's own matcher.
-    An empty dict means "no filter".
+    An empty dict means "no filter". Filters (conditions and values together) may nest lists and dicts
+    at most :data:`~rag_hier._limits.MAX_NESTING_DEPTH` (100) levels deep; deeper ones raise a
+    :class:`FilterError` (never a ``RecursionError``).
     """
     if filters is None:
         return None
@@ -132,6 +140,8 @@ def compile_filter(filters: Mapping[str, Any] | Predicate | None) -> Predicate |
         raise FilterError(f"filters must be a dict, got {type(filters).__name__}")
     if not filters:
         return None
+    if exceeds_depth(filters, MAX_NESTING_DEPTH):
+        raise FilterError(f"filters nest lists and dicts more than {MAX_NESTING_DEPTH} levels deep")
     return _compile(filters)
 
 
@@ -143,7 +153,7 @@ def _compile(node: Mapping[str, Any]) -> Predicate:
         if missing:
             raise FilterError(f"comparison on {node['field']!r} lacks {' and '.join(missing)}: {dict(node)!r}")
         field, op, value = node["field"], node["operator"], node["value"]
-        if op not in _COMPARISONS:
+        if not isinstance(op, str) or op not in _COMPARISONS:
             raise FilterError(f"unknown comparison operator {op!r}; allowed: {', '.join(_COMPARISONS)}")
         if not isinstance(field, str):
             raise FilterError(f"filter field must be a string, got {field!r}")
@@ -152,7 +162,7 @@ def _compile(node: Mapping[str, Any]) -> Predicate:
     if "operator" not in node or "conditions" not in node:
         raise FilterError(f"a filter needs 'field'/'operator'/'value' or 'operator'/'conditions': {dict(node)!r}")
     op = node["operator"]
-    if op not in _LOGICAL:
+    if not isinstance(op, str) or op not in _LOGICAL:
         raise FilterError(f"unknown logical operator {op!r}; allowed: AND, OR, NOT")
     conditions = node["conditions"]
     if not isinstance(conditions, list | tuple):

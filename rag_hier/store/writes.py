@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rag_hier._limits import MAX_NESTING_DEPTH, exceeds_depth, first_control_character
 from rag_hier.corpus.model import Document, Passage, split_document
 from rag_hier.errors import DimensionMismatchError, DuplicateIdError, StoreError
 from rag_hier.index.dense import DenseIndex
@@ -26,9 +27,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MAX_NESTING", "POLICIES", "WritePolicy", "WriteSummary", "Writer", "check_ids", "check_nesting"]
-
-_CONTROL = {chr(c) for c in range(32)} | {"\x7f"}
+__all__ = ["POLICIES", "WritePolicy", "WriteSummary", "Writer", "check_ids"]
 
 
 def check_ids(ids: Any, what: str) -> list[str]:
@@ -42,28 +41,15 @@ def check_ids(ids: Any, what: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-MAX_NESTING = 100
-"""Deepest nesting of lists and objects accepted in metadata and extras."""
-
-
-def check_nesting(value: Any, what: str, limit: int = MAX_NESTING) -> None:
-    """Refuse metadata nested deeper than ``limit`` levels (checked without recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, Mapping):
-            children: Iterable[Any] = node.values()
-        elif isinstance(node, list | tuple):
-            children = node
-        else:
-            continue
-        if depth > limit:
-            raise StoreError(f"{what} is nested more than {limit} levels deep")
-        stack.extend((c, depth + 1) for c in children)
+# The limits themselves (nesting depth, control characters) live in rag_hier._limits, shared with the
+# corpus readers, the document model, the filters and the TREC writer. Documents check their own id and
+# metadata when they are built (rag_hier.corpus.model.Document); these checks cover what reaches the
+# store as raw Passages and metadata updates.
 
 
 def _check_json(value: Mapping[str, Any], what: str) -> None:
-    check_nesting(value, what)
+    if exceeds_depth(value, MAX_NESTING_DEPTH):
+        raise StoreError(f"{what} is nested more than {MAX_NESTING_DEPTH} levels deep")
     try:
         dumps(dict(value))
     except (TypeError, ValueError) as exc:
@@ -73,8 +59,12 @@ def _check_json(value: Mapping[str, Any], what: str) -> None:
 def _check_id(value: Any, what: str) -> None:
     if not isinstance(value, str) or not value:
         raise StoreError(f"{what} must be a non-empty string, got {value!r:.80}")
-    if _CONTROL & set(value):
-        raise StoreError(f"{what} {value!r:.80} contains a control character (tab, newline, ...)")
+    bad = first_control_character(value)
+    if bad is not None:
+        raise StoreError(
+            f"{what} {value!r:.80} contains the control character {bad!r}; ids may not hold tabs, line breaks "
+            "or other control characters"
+        )
 
 
 def _policy(policy: Any) -> WritePolicy:
@@ -139,7 +129,7 @@ class Writer:
         for d in docs:
             if not isinstance(d, Document):
                 raise TypeError(f"add_documents() takes Document objects, got {type(d).__name__}")
-            _check_id(d.doc_id, "document id")
+            # a Document's id and metadata were checked when it was built (Document.__post_init__)
             if d.doc_id in seen:
                 raise DuplicateIdError(f"document id {d.doc_id!r} appears twice in the input")
             seen.add(d.doc_id)
@@ -155,7 +145,6 @@ class Writer:
             if d.doc_id in existing and policy == "skip":
                 skipped += 1
                 continue
-            _check_json(d.metadata, f"metadata of document {d.doc_id!r}")
             passages = split_document(d, max_passage_words)
             if not passages:
                 empty += 1

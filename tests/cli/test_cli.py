@@ -67,7 +67,7 @@ def test_index_markdown_dir_prints_summary(probe, corpora, index_cli, tmp_path: 
     [
         ("text", "text", {"documents": 2, "passages": 2, "vectors": 2}),
         ("beir", "beir", {"documents": 5, "passages": 5, "vectors": 5}),
-        ("qa", "qa-docs", {"documents": 2, "passages": 2, "vectors": 2}),
+        ("qa", "qa-docs", {"documents": 2, "passages": 5, "vectors": 5}),
     ],
 )
 def test_index_other_formats(
@@ -82,8 +82,9 @@ def test_index_other_formats(
     assert probe.counts(store) == counts
     with HierStore.open(store, read_only=True) as s:
         assert s.corpus_info["format"] == fmt
-        # BEIR documents are kept whole by default; the others are split at 100 words
-        assert s.corpus_info["max_passage_words"] == (0 if fmt == "beir" else 100)
+        # BEIR documents are kept whole and QA documents' paragraphs are passages by default (so that
+        # paragraph judgements name passages); the others are split at 100 words
+        assert s.corpus_info["max_passage_words"] == (0 if fmt in ("beir", "qa-docs") else 100)
 
 
 def test_index_explicit_format(probe, corpora, index_cli, tmp_path: Path) -> None:

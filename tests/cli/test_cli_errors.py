@@ -380,9 +380,9 @@ def test_eval_without_qrels_needs_qa_questions(intact: Path, cli, corpora) -> No
 
 def test_eval_paragraph_judgements_need_whole_paragraphs(corpora, index_cli, cli, tmp_path: Path) -> None:
     # paragraph judgements name "<doc>#<paragraph index>", which are passage ids only with
-    # --max-passage-words 0; with the default (100) the scores would silently be wrong
+    # --max-passage-words 0; with passages of 100 words the scores would silently be wrong
     store = tmp_path / "qa-store"
-    index_cli(corpora.qa, store)
+    index_cli(corpora.qa, store, "--max-passage-words", "100")
     result = cli("eval", "--store", store, "--queries", corpora.qa / "questions.jsonl", "--no-progress")
     assert_fails(result, "--max-passage-words 0", "--aggregate doc")
     result = cli(

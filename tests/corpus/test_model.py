@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import datetime
+import logging
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rag_hier.corpus import Document, Passage, Section, passage_id, split_document, split_documents
+from rag_hier.corpus.model import _balanced_blocks
+from rag_hier.corpus.sentences import split_sentences
+from rag_hier.errors import InvalidInputError, RagHierError
 
 
 def words(n: int, prefix: str = "w") -> str:
@@ -167,3 +175,227 @@ def test_section_dict_round_trip() -> None:
     assert Section.from_dict(section.to_dict()) == section
     assert Section.from_dict({"title": "X", "subsections": [{"title": "Y"}]}) == Section("X", (), (Section("Y"),))
     assert Section.from_dict({"title": None, "paragraphs": None}) == Section("")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# validation: wrong types and bad ids give the library's own error (issue 19, items 8 and 9)
+# ----------------------------------------------------------------------------------------------------------
+
+
+def nested_list(depth: int) -> list:
+    value: list = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def test_invalid_input_error_is_a_library_value_and_type_error() -> None:
+    assert issubclass(InvalidInputError, RagHierError)
+    assert issubclass(InvalidInputError, ValueError)
+    assert issubclass(InvalidInputError, TypeError)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"doc_id": None}, "doc_id must be a string, got None"),
+        ({"doc_id": 7}, "doc_id must be a string, got int"),
+        ({"doc_id": ""}, "doc_id must not be empty"),
+        ({"doc_id": "  "}, "doc_id must not be empty"),
+        ({"doc_id": "d", "title": None}, "title must be a string, got None"),
+        ({"doc_id": "d", "paragraphs": "one string"}, "paragraphs must be a list or tuple of strings, got str"),
+        ({"doc_id": "d", "paragraphs": ("ok", 3)}, "paragraphs[1] must be a string, got int"),
+        ({"doc_id": "d", "sections": ({"title": "S"},)}, "sections[0] must be a Section, got dict"),
+        ({"doc_id": "d", "metadata": ["a"]}, "metadata must be a mapping"),
+        ({"doc_id": "d", "metadata": {"when": datetime.date(2021, 1, 1)}}, "metadata['when'] must hold JSON values"),
+        ({"doc_id": "d", "metadata": {"tags": {"a", "b"}}}, "got set"),
+        ({"doc_id": "d", "metadata": {"n": [1, object()]}}, "metadata['n'][1] must hold JSON values"),
+        ({"doc_id": "d", "metadata": {1: "x"}}, "key that is not a string: 1"),
+        ({"doc_id": "d", "metadata": {"deep": nested_list(400)}}, "more than 100 levels deep"),
+        ({"doc_id": "d", "metadata": {"deep": nested_list(5000)}}, "more than 100 levels deep"),
+    ],
+)
+def test_document_rejects_wrong_types(kwargs: dict, fragment: str) -> None:
+    with pytest.raises(InvalidInputError) as info:
+        Document(**kwargs)
+    assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize("char", ["\t", "\n", "\r", "\x00", "\x1f", "\x7f", "\x85", "\u2028", "\u2029"])
+def test_document_id_with_a_control_character_is_rejected(char: str) -> None:
+    with pytest.raises(InvalidInputError, match="control character"):
+        Document(f"a{char}b", paragraphs=("x",))
+
+
+def test_ids_with_spaces_and_unicode_are_fine() -> None:
+    assert Document("my notes/été #1", paragraphs=("x",)).doc_id == "my notes/été #1"
+
+
+def test_section_rejects_wrong_types() -> None:
+    with pytest.raises(InvalidInputError, match=r"Section.title must be a string, got None"):
+        Section(None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match=r"Section.subsections\[0\] must be a Section, got str"):
+        Section("S", subsections=("child",))  # type: ignore[arg-type]
+
+
+def test_lists_are_accepted_and_stored_as_tuples() -> None:
+    doc = Document("d", paragraphs=["a", "b"], sections=[Section("S", ["x"], [Section("T")])])  # type: ignore[arg-type]
+    assert doc.paragraphs == ("a", "b")
+    assert doc.sections == (Section("S", ("x",), (Section("T"),)),)
+    assert isinstance(doc.sections[0].paragraphs, tuple)
+
+
+def test_metadata_at_the_depth_limit_is_accepted() -> None:
+    Document("d", metadata={"deep": nested_list(99)})  # the dict is level 1: 100 in all
+    with pytest.raises(InvalidInputError):
+        Document("d", metadata={"deep": nested_list(100)})
+
+
+def test_sections_nested_too_deep_are_rejected() -> None:
+    section = Section("leaf", ("x",))
+    for _ in range(100):
+        section = Section("s", subsections=(section,))
+    with pytest.raises(InvalidInputError, match="sections nest more than 100 levels"):
+        Document("d", sections=(section,))
+
+
+def test_section_from_dict_keeps_sections_and_subsections() -> None:
+    data = {"title": "S", "sections": [{"title": "A"}], "subsections": [{"title": "B"}]}
+    assert [s.title for s in Section.from_dict(data).subsections] == ["A", "B"]
+    data = {"title": "S", "subsections": [{"title": "B"}], "sections": [{"title": "A"}]}
+    assert [s.title for s in Section.from_dict(data).subsections] == ["B", "A"]
+    with pytest.raises(InvalidInputError, match="takes a mapping, got str"):
+        Section.from_dict({"title": "S", "sections": ["not a section"]})
+
+
+def test_has_text() -> None:
+    assert Document("d", paragraphs=("x",)).has_text
+    assert Document("d", sections=(Section("S", subsections=(Section("T", ("deep",)),)),)).has_text
+    assert not Document("d", title="Only a title").has_text
+    assert not Document("d", paragraphs=("", "  \n\t"), sections=(Section("Empty"),)).has_text
+
+
+def test_split_document_argument_errors() -> None:
+    doc = Document("d", paragraphs=("x",))
+    with pytest.raises(InvalidInputError, match="takes a Document, got str"):
+        split_document("d")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="max_words must be an integer, got str"):
+        split_document(doc, "100")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="overlap must be >= 0"):
+        split_document(doc, 10, overlap=-1)
+    with pytest.raises(InvalidInputError, match="overlap must be smaller than max_words"):
+        split_document(doc, 10, overlap=10)
+    with pytest.raises(InvalidInputError, match="keeps paragraphs whole"):
+        split_document(doc, 0, overlap=1)
+
+
+def test_document_without_text_yields_no_passage_silently(caplog: pytest.LogCaptureFixture) -> None:
+    # the splitter only cuts: the readers warn (naming file and line), the store counts (documents_empty)
+    with caplog.at_level(logging.WARNING, logger="rag_hier.corpus.model"):
+        assert split_document(Document("empty", title="T", paragraphs=("  ",)), 100) == []
+        assert split_document(Document("empty0", paragraphs=("",)), 0) == []
+        assert len(split_document(Document("full", paragraphs=("x",)), 100)) == 1
+    assert caplog.records == []
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the sentence-aware splitter (issue 19, item 11)
+# ----------------------------------------------------------------------------------------------------------
+
+
+def sentences(n: int, length: int, prefix: str = "s") -> list[str]:
+    """``n`` sentences of ``length`` words each: ``"S0w1 s0w2 ... s0w<length>."``."""
+    out = []
+    for i in range(n):
+        body = " ".join(f"{prefix}{i}w{j}" for j in range(1, length))
+        out.append(f"{prefix.upper()}{i}w0 {body}.")
+    return out
+
+
+def test_split_sentences_keeps_every_word_and_cuts_only_at_whitespace() -> None:
+    text = "Dr. Smith saw 3.5 mg/kg i.v. doses.  Histone H2A.X was phosphorylated!\nWas it? Yes."
+    got = split_sentences(text)
+    assert got == ["Dr. Smith saw 3.5 mg/kg i.v. doses.", "Histone H2A.X was phosphorylated!", "Was it?", "Yes."]
+    assert split_sentences("") == []
+    assert split_sentences(" \n\t ") == []
+
+
+@given(st.text(alphabet=st.sampled_from("ab .!?\n\t\u00a0\u3002Dr"), max_size=80))
+@settings(max_examples=200, deadline=None)
+def test_split_sentences_loses_nothing(text: str) -> None:
+    got = split_sentences(text)
+    assert " ".join(got) == " ".join(text.split())
+    assert all(s and s == s.strip() for s in got)
+
+
+def test_passages_end_at_sentence_ends() -> None:
+    text = " ".join(sentences(10, 7))
+    passages = split_document(Document("d", paragraphs=(text,)), max_words=20)
+    assert [len(p.text.split()) for p in passages] == [14] * 5
+    assert all(p.text.endswith(".") for p in passages)
+    assert " ".join(p.text for p in passages) == text
+    assert [p.id for p in passages] == [f"d#{n}" for n in range(5)]
+
+
+def test_passages_are_as_even_as_sentence_ends_allow() -> None:
+    # greedy packing would give 36 + 9 words and 28 + 28 + 14; the splitter spreads the sentences evenly
+    text = " ".join(sentences(5, 9))
+    passages = split_document(Document("d", paragraphs=(text,)), max_words=40)
+    assert [len(p.text.split()) for p in passages] == [27, 18]
+    text = " ".join(sentences(10, 7))
+    passages = split_document(Document("d", paragraphs=(text,)), max_words=30)
+    assert [len(p.text.split()) for p in passages] == [21, 28, 21]
+
+
+@given(
+    lengths=st.lists(st.integers(1, 30), min_size=1, max_size=40),
+    max_words=st.integers(1, 60),
+    overlap=st.integers(0, 59),
+)
+@settings(max_examples=150, deadline=None)
+def test_splitter_properties(lengths: list[int], max_words: int, overlap: int) -> None:
+    sents = [" ".join([f"S{i}w0", *(f"s{i}w{j}" for j in range(1, n))]) + "." for i, n in enumerate(lengths)]
+    text = " ".join(sents)
+    overlap = overlap % max_words
+    passages = split_document(Document("d", paragraphs=(text,)), max_words=max_words, overlap=overlap)
+    words = text.split()
+    assert [p.id for p in passages] == [f"d#{n}" for n in range(len(passages))]
+    assert all(0 < len(p.text.split()) <= max_words for p in passages)
+    if len(words) <= max_words:
+        assert [p.text for p in passages] == [text]
+    if not overlap:
+        assert " ".join(p.text for p in passages) == text
+        # the fewest passages: greedy packing of the same units
+        units = [len(b) for s in sents for b in _balanced_blocks(s.split(), max_words)]
+        fewest, used = 0, max_words
+        for n in units:
+            fewest, used = (fewest + 1, n) if used + n > max_words else (fewest, used + n)
+        assert len(passages) == fewest
+        # cuts at sentence ends, unless a sentence is longer than max_words
+        for p in passages[:-1]:
+            assert p.text.endswith(".") or any(n > max_words for n in lengths)
+    else:
+        # runs of consecutive words, each starting inside (or right after) the one before
+        previous_start, position = 0, 0
+        for p in passages:
+            piece = p.text.split()
+            start = words.index(piece[0])
+            assert words[start : start + len(piece)] == piece
+            assert previous_start <= start <= position
+            previous_start, position = start, start + len(piece)
+        assert position == len(words)
+
+
+def test_overlap_never_crosses_sections() -> None:
+    a = sentences(3, 3, "a")
+    doc = Document("d", sections=(Section("A", (" ".join(a),)), Section("B", ("b1 b2 b3.",))))
+    passages = split_document(doc, max_words=7, overlap=3)
+    assert [p.text for p in passages] == [a[0], f"{a[0]} {a[1]}", f"{a[1]} {a[2]}", "b1 b2 b3."]
+
+
+def test_splitting_is_deterministic() -> None:
+    text = " ".join(sentences(30, 11))
+    doc = Document("d", title="T", sections=(Section("S", (text, text)),))
+    first = split_document(doc, max_words=50, overlap=12)
+    again = split_document(Document("d", title="T", sections=(Section("S", (text, text)),)), 50, overlap=12)
+    assert first == again

@@ -315,7 +315,7 @@ author: Ada
 date: "2024-01-02"
 # a comment
 tags:
-  - nested lists are ignored
+  - nested lists are kept
 ---
 # Main Title
 
@@ -362,8 +362,13 @@ def test_markdown_structure(tmp_path: Path) -> None:
     (doc,) = read_markdown(write_lines(tmp_path / "guide.md", [MARKDOWN]))
     assert doc.doc_id == "guide"
     assert doc.title == "Main Title"
-    # Simple pairs only: quotes are stripped, an empty value stays "", nested YAML lines are skipped.
-    assert doc.metadata == {"author": "Ada", "date": "2024-01-02", "tags": "", "source": "guide.md"}
+    # YAML: quotes are stripped, comments skipped, nested lists kept as lists.
+    assert doc.metadata == {
+        "author": "Ada",
+        "date": "2024-01-02",
+        "tags": ["nested lists are kept"],
+        "source": "guide.md",
+    }
     assert doc.paragraphs == ("Lead paragraph one,\ncontinued on a second line.", "Lead paragraph two.")
     a, b, h1 = doc.sections
     assert a.title == "Section A"

@@ -13,7 +13,7 @@ import pytest
 
 from rag_hier import Document, HierStore, Passage, Section
 from rag_hier.encoders import DenseEncoder
-from rag_hier.errors import DimensionMismatchError, DuplicateIdError, StoreError
+from rag_hier.errors import DimensionMismatchError, DuplicateIdError, InvalidInputError, StoreError
 from rag_hier.store.extensions.doc_index import DocumentIndex
 
 
@@ -71,8 +71,12 @@ def test_ids_with_control_characters_are_refused(tmp_path: Path, bad_id: str) ->
     store = HierStore.create(tmp_path / "s", model=None)
     with pytest.raises(StoreError, match="id"):
         store.add_passages([Passage(bad_id, "d", 0, "x")], np.ones((1, 4)))
-    with pytest.raises(StoreError, match="id"):
+    with pytest.raises(StoreError, match="document id of passage"):
+        store.add_passages([Passage("p", bad_id, 0, "x")], np.ones((1, 4)))
+    # a Document checks its own id when it is built, before it can reach any store
+    with pytest.raises(InvalidInputError, match=r"Document\.doc_id"):
         store.add_documents([Document(bad_id, "", ("x",))], encode=False)
+    assert store.count_passages() == 0 and store.count_documents() == 0
     store.close()
 
 
@@ -85,7 +89,7 @@ def test_wrong_types_are_refused_before_anything_changes(tmp_path: Path) -> None
         store.delete_documents("d")
     with pytest.raises(TypeError, match="Document"):
         store.add_documents([{"doc_id": "x"}])  # type: ignore[list-item]
-    with pytest.raises(StoreError, match="document id"):
+    with pytest.raises(InvalidInputError, match=r"Document\.doc_id must be a string, got None"):
         store.add_documents([Document(None, "", ("x",))], encode=False)  # type: ignore[arg-type]
     assert store.count_passages() == 2
     store.close()
@@ -199,3 +203,15 @@ def test_a_reader_racing_the_rename_of_the_index_it_opens_looks_again(
     reader = HierStore.open(tmp_path / "s", read_only=True)
     assert reader.count_vectors() == 1 and calls.count("dense.faiss") >= 2
     reader.close()
+
+
+def test_a_document_without_text_is_stored_and_counted(tmp_path: Path) -> None:
+    store = HierStore.create(tmp_path / "s", model=None)
+    summary = store.add_documents(
+        [Document("empty", "Only a title", ("  ",), metadata={"k": 1}), Document("full", "", ("x",))], encode=False
+    )
+    assert summary.documents_empty == 1 and summary.documents_added == 2 and summary.passages_added == 1
+    empty = store.get_document("empty")
+    assert empty is not None and empty["title"] == "Only a title" and empty["meta"] == {"k": 1}
+    assert empty["passage_ids"] == []
+    store.close()
