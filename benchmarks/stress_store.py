@@ -90,8 +90,14 @@ def kill_trials(trials: int, seed: int) -> dict[str, float]:
         first = 10_000
         present: dict[int, bool] = {d: True for d in range(500)}
         for _ in range(trials):
+            log_path.write_text("")
             proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(log_path), str(first)])
-            time.sleep(rnd.uniform(2.0, 5.0))  # the interpreter starts in ~2 s; then it writes
+            deadline = time.monotonic() + 120
+            # the writer has finished its first write (imports and tokenizer loaded: a kill before that tests
+            # nothing but process start-up) ...
+            while b'"ack"' not in log_path.read_bytes() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            time.sleep(rnd.uniform(0.0, 3.0))  # ... then a random moment of its writing
             proc.send_signal(signal.SIGKILL)
             proc.wait()
             events = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
@@ -191,6 +197,7 @@ def reader_stress(writes: int) -> dict[str, float]:
         "reader_processes": 2,
         "reader_checked_reads": sum(r["ops"] for r in reports),
         "reader_errors": sum(len(r["errors"]) for r in reports),
+        "reader_error_samples": [e for r in reports for e in r["errors"]][:5],
         "writer_errors": len(writer_errors),
         "lost": lost,
     }

@@ -175,3 +175,27 @@ def test_dimension_of_an_existing_store_cannot_change(tmp_path: Path) -> None:
     with pytest.raises(DimensionMismatchError):
         store.add_passages([Passage("b", "d", 1, "y")], np.ones((1, 5)))
     store.close()
+
+
+def test_a_reader_racing_the_rename_of_the_index_it_opens_looks_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen in the reader stress run: a reader located ``dense.faiss.gN.tmp``, the writer renamed it, FAISS failed."""
+    from rag_hier.store import core
+
+    store = HierStore.create(tmp_path / "s", model=None, dimension=4)
+    store.add_passages([Passage("d1#0", "d1", 0, "text")], np.ones((1, 4), dtype=np.float32))
+    store.close()
+    real = core.committed_path
+    calls: list[str] = []
+
+    def renamed_under_us(root: Path, name: str, info: dict, *, verify: bool) -> Path:
+        calls.append(name)
+        if len(calls) == 1:
+            return root / f"{name}.g99.tmp"  # existed when looked at, gone when FAISS opens it
+        return real(root, name, info, verify=verify)
+
+    monkeypatch.setattr(core, "committed_path", renamed_under_us)
+    reader = HierStore.open(tmp_path / "s", read_only=True)
+    assert reader.count_vectors() == 1 and calls.count("dense.faiss") >= 2
+    reader.close()
