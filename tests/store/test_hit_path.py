@@ -72,7 +72,7 @@ def test_lazy_decoding_is_thread_safe() -> None:
     for _ in range(50):
         hit = new_hit(row, 1.0, 1)
         seen: list[object] = []
-        threads = [threading.Thread(target=lambda: seen.append(hit.meta)) for _ in range(4)]
+        threads = [threading.Thread(target=lambda h=hit, s=seen: s.append(h.meta)) for _ in range(4)]
         for t in threads:
             t.start()
         for t in threads:
