@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -78,18 +79,19 @@ def _make(path: Path) -> None:
     store.close()
 
 
-def kill_trials(trials: int, seed: int) -> dict[str, float]:
+def kill_trials(trials: int, seed: int, keep: Path | None = None) -> dict[str, object]:
     from rag_hier import HierStore
 
     rnd = random.Random(seed)
     acknowledged = inflight = lost = torn = stray = 0
+    details: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "store"
         _make(path)
         log_path = Path(tmp) / "log.jsonl"
         first = 10_000
         present: dict[int, bool] = {d: True for d in range(500)}
-        for _ in range(trials):
+        for trial in range(trials):
             log_path.write_text("")
             proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(log_path), str(first)])
             deadline = time.monotonic() + 120
@@ -120,6 +122,13 @@ def kill_trials(trials: int, seed: int) -> dict[str, float]:
             for d, there in present.items():
                 if (f"d{d}" in stored) != there:
                     lost += 1
+                    details.append(
+                        {"trial": trial, "doc": d, "acknowledged": "add" if there else "delete",
+                         "in_flight": pending, "generation": store.generation}
+                    )
+                    if keep is not None:
+                        shutil.copytree(path, keep / f"trial{trial}", dirs_exist_ok=True)
+                        shutil.copy(log_path, keep / f"trial{trial}.log")
             if pending is not None:
                 inflight += 1
                 d = pending["doc"]
@@ -137,6 +146,7 @@ def kill_trials(trials: int, seed: int) -> dict[str, float]:
         "lost": lost,
         "torn": torn,
         "stray_temporary_files": stray,
+        "lost_details": details[:20],
     }
 
 
@@ -209,11 +219,12 @@ def main() -> int:
     k = sub.add_parser("kill")
     k.add_argument("--trials", type=int, default=100)
     k.add_argument("--seed", type=int, default=0)
+    k.add_argument("--keep", type=Path, help="copy the store and log of a trial that lost a write here")
     r = sub.add_parser("readers")
     r.add_argument("--writes", type=int, default=1000)
     args = parser.parse_args()
     t0 = time.perf_counter()
-    result = kill_trials(args.trials, args.seed) if args.cmd == "kill" else reader_stress(args.writes)
+    result = kill_trials(args.trials, args.seed, args.keep) if args.cmd == "kill" else reader_stress(args.writes)
     result["seconds"] = round(time.perf_counter() - t0, 1)
     print(json.dumps(result, indent=2))
     return 0

@@ -33,7 +33,6 @@ plus one line in :mod:`rag_hier.retrieval.registry`.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import typing
@@ -353,6 +352,14 @@ class Retriever(ABC, Generic[Q]):
         to some documents should let at least that many in.
         """
 
+    def warm_up(self) -> None:
+        """Load what searching needs (models, tokenizers) now rather than at the first query; idempotent.
+
+        Default: the store's dense model, for strategies that rank dense vectors.
+        """
+        if self.over_vectors and self.store.encoder is not None:
+            self.store.encoder.model  # noqa: B018 - loads it
+
     def candidates(self) -> int:
         """How many passages this strategy ranks at most (caps ``k``)."""
         return int(self.store.count_vectors() if self.over_vectors else self.store.count_passages())
@@ -432,12 +439,15 @@ class Retriever(ABC, Generic[Q]):
     def run_prepared(
         self, prepared: Q, n_queries: int, top_k: int = 10, filters: Filters = None, aggregate: Aggregate = "passage"
     ) -> list[QueryResult]:
-        """:meth:`run` with queries already in the strategy's own representation (:meth:`prepare`'s output)."""
+        """:meth:`run` with queries already in the strategy's own representation (:meth:`prepare`'s output).
+
+        All the store reads of one call (filter, candidates, ranking, records) answer from one committed
+        generation, even while another process writes.
+        """
         top_k = _check_top_k(top_k)
         if aggregate not in AGGREGATES:
             raise ValueError(f"aggregate must be 'passage' or 'doc', got {aggregate!r}")
-        reading = getattr(self.store, "reading", None)  # one committed generation for the whole search
-        with reading() if reading is not None else contextlib.nullcontext():
+        with self.store.reading():
             return self._run_prepared(prepared, n_queries, top_k, filters, aggregate)
 
     def _run_prepared(

@@ -129,6 +129,20 @@ class FusionParams(RetrieverParams):
         cli=False,
     )
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.method not in FUSIONS:
+            raise ParameterError(f"FusionParams.method must be one of {', '.join(FUSIONS)}; got {self.method!r}")
+        if "fusion" in self.strategies:
+            raise ParameterError("FusionParams.strategies cannot contain 'fusion'")
+        from rag_hier.retrieval.registry import strategy_names
+
+        unknown = [name for name in self.strategies if name not in strategy_names()]
+        if unknown:
+            raise ParameterError(
+                f"FusionParams.strategies: unknown strategy {unknown[0]!r}; known: {', '.join(strategy_names())}"
+            )
+
 
 class FusionRetriever(Retriever[list[Any]]):
     """Hybrid retrieval: component strategies' rankings fused (see the module docstring).
@@ -159,13 +173,9 @@ class FusionRetriever(Retriever[list[Any]]):
     ) -> None:
         super().__init__(store, params, **kwargs)
         p = self.params
-        if p.method not in FUSIONS:
-            raise ParameterError(f"FusionParams.method must be one of {', '.join(FUSIONS)}; got {p.method!r}")
         if components is None:
             from rag_hier.retrieval.registry import build_retriever
 
-            if "fusion" in p.strategies:
-                raise ParameterError("FusionParams.strategies cannot contain 'fusion'")
             components = [build_retriever(name, store) for name in p.strategies]
             names = list(p.strategies)
         else:

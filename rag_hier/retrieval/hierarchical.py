@@ -151,7 +151,8 @@ class HierarchicalRetriever(Retriever[DualQueries]):
         ext = self.store.extension(self.params.extension)
         if ext is None:
             raise StoreError(
-                f"the store at {self.store.location} has no {self.params.extension!r} extension; build it with "
+                f"the store at {self.store.location} has no document index (the {self.params.extension!r} "
+                "extension); build it with "
                 "store.add_extension(DocumentIndex()) or `rag-hier index ... --hierarchical`"
             )
         if not isinstance(ext, DocumentIndex):

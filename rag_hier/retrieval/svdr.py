@@ -340,6 +340,13 @@ class SvdrRetriever(Retriever[sp.csr_matrix]):
             return ext.index  # α with complete vectors: no model needed
         return self._vectors_of(wanted)
 
+    def warm_up(self) -> None:
+        """Load the token index's tokenizer and the vocabulary encoder, as far as this mode uses them."""
+        if self.mode in ("beta", "beta-rerank", "lexical"):
+            self._token_index().index.binarizer  # noqa: B018 - loads the tokenizer
+        if self.mode in ("full", "beta", "beta-rerank") or (self.mode == "alpha" and self._encoder_arg is not None):
+            self.encoder.module  # noqa: B018 - loads the model
+
     # -- search -------------------------------------------------------------------------------------
     @property
     def uses_query_vectors(self) -> bool:

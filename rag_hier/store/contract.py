@@ -195,6 +195,10 @@ class StoreBackend(Protocol):
         """A verified copy of one committed generation."""
         ...
 
+    def reading(self) -> AbstractContextManager[Any]:
+        """A block of reads that all answer from one committed generation (``with store.reading(): ...``)."""
+        ...
+
     # -- extensions -------------------------------------------------------------------------------------
     def extension(self, name: str) -> StoreExtension | None:
         """The extension registered as ``name``, or ``None``."""

@@ -451,6 +451,8 @@ class StoreCore:
         """A write batch: nested batches join the outermost, which commits (or rolls back on an exception)."""
         with self.lock:
             outer = self.depth == 0
+            if outer and self.db.in_transaction:
+                raise StoreError(f"{self.root}: cannot write inside store.reading() (a read of one generation)")
             if outer:
                 self._begin(handle)
             self.depth += 1

@@ -262,14 +262,16 @@ class HierStore:
     def _reading(self) -> contextlib.AbstractContextManager[None]:
         return self._core.reading(self)
 
-    def reading(self) -> contextlib.AbstractContextManager[None]:
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[HierStore]:
         """Run several reads against one committed generation: ``with store.reading(): ...``.
 
-        Every read already answers from one generation on its own; inside this block all of them answer from
-        the same one (a writer in another process waits until the block ends, so keep it short). Retrievers
-        run each search inside one, so the candidate count, the index search and the hits agree.
+        Every read inside the block (records, embeddings, counts, searches) answers from the generation
+        current when the block starts: other threads of this process and writers in other processes wait
+        until it ends, so keep it short, and write nothing inside it (a write raises).
         """
-        return self._core.reading(self)
+        with self._reading():
+            yield self
 
     @property
     def location(self) -> str:

@@ -22,8 +22,8 @@ from rag_hier import HierStore
 from rag_hier.corpus import Document as CorpusDocument
 from rag_hier.corpus import Section
 from rag_hier.encoders.dense import DenseEncoder
-from rag_hier.store.extensions.doc_index import DocumentIndex
 from rag_hier.retrieval import HierarchicalRetriever as EngineHierarchicalRetriever
+from rag_hier.store.extensions.doc_index import DocumentIndex
 
 STORE_TYPE = "haystack_integrations.document_stores.rag_hier.document_store.RagHierDocumentStore"
 RETRIEVERS = (RagHierEmbeddingRetriever, HierarchicalRetriever)
@@ -80,9 +80,13 @@ def test_run_and_run_async_have_identical_signatures(cls):
     assert inspect.iscoroutinefunction(cls.run_async)
     reference = inspect.signature(InMemoryEmbeddingRetriever.run).parameters
     ours = inspect.signature(cls.run).parameters
-    assert list(ours)[2:] == list(reference)[2:]  # self, query or query_embedding, then filters, top_k, ...
+    # self, query or query_embedding, then filters, top_k, ... (HierarchicalRetriever also takes a query embedding)
+    extra = ["query_embedding"] if cls is HierarchicalRetriever else []
+    assert list(ours)[2:] == list(reference)[2:] + extra
     for name in list(reference)[2:]:
         assert ours[name].default == reference[name].default
+    for name in extra:
+        assert ours[name].default is None
 
 
 @pytest.mark.parametrize("cls", RETRIEVERS)

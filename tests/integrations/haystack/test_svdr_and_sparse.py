@@ -37,9 +37,9 @@ from haystack_integrations.document_stores.rag_hier import RagHierDocumentStore
 
 from rag_hier import HierStore, Passage
 from rag_hier.encoders.vocab import VocabEncoder
+from rag_hier.retrieval.svdr import SvdrRetriever
 from rag_hier.store.extensions.sparse_embeddings import SparseEmbeddingExtension
 from rag_hier.store.extensions.token_index import TokenIndexExtension
-from rag_hier.retrieval.svdr import SvdrRetriever
 
 TEXTS = [
     "The moon pulls the oceans into two bulges.",

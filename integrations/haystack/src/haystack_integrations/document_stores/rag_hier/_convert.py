@@ -22,6 +22,7 @@ their Documents get ``source_id`` (the document id), ``split_id`` (the passage's
 from __future__ import annotations
 
 import base64
+import copy
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -36,6 +37,9 @@ from haystack.errors import FilterError
 from haystack.utils.filters import COMPARISON_OPERATORS, LOGICAL_OPERATORS
 
 from rag_hier.corpus.model import Passage
+from rag_hier.errors import StoreError
+from rag_hier.retrieval.hit import Hit
+from rag_hier.store.writes import MAX_NESTING, check_nesting
 
 __all__ = [
     "EXTRA_KEY",
@@ -43,6 +47,7 @@ __all__ = [
     "document_meta",
     "document_to_passage",
     "filter_roots",
+    "hit_to_document",
     "parent_id",
     "passage_to_document",
     "record_view",
@@ -117,6 +122,10 @@ def _decode_exact(data: Mapping[str, Any]) -> Any:
 
 def _split_meta(meta: Mapping[str, Any], what: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(JSON form, tagged exact values of the keys whose JSON form is lossy)``."""
+    try:
+        check_nesting(meta, f"{what}: meta")
+    except StoreError as exc:
+        raise DocumentStoreError(str(exc)) from exc
     plain: dict[str, Any] = {}
     exact: dict[str, Any] = {}
     for key, value in meta.items():
@@ -134,8 +143,15 @@ def _split_meta(meta: Mapping[str, Any], what: str) -> tuple[dict[str, Any], dic
     return plain, exact
 
 
+def _own_copy(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of stored metadata that shares no nested list or dict with the engine's records."""
+    if any(isinstance(v, list | dict) for v in meta.values()):
+        return copy.deepcopy(dict(meta))
+    return dict(meta)
+
+
 def _restore_meta(plain: Mapping[str, Any], exact: Mapping[str, Any] | None) -> dict[str, Any]:
-    meta = dict(plain)
+    meta = _own_copy(plain)
     for key, tagged in (exact or {}).items():
         if key not in meta:
             continue
@@ -207,7 +223,7 @@ def document_meta(
     payload = extra.get(EXTRA_KEY)
     if payload is not None:
         return _restore_meta(meta, payload.get("meta_exact"))
-    out = dict(meta)
+    out = _own_copy(meta)
     out.setdefault("source_id", doc_id)
     out.setdefault("split_id", position)
     if title_path:
@@ -251,6 +267,32 @@ def passage_to_document(passage: Passage, embedding: Any = None, score: float | 
     )
 
 
+def hit_to_document(
+    hit: Hit, embedding: Any = None, score: float | None = None, extra_meta: Mapping[str, Any] | None = None
+) -> Document:
+    """The Haystack Document for a search hit (which carries everything the passage holds).
+
+    Args:
+        hit: The engine's hit.
+        embedding: Its dense vector (numpy) when asked for, else ``None``.
+        score: The Document's score (default: the hit's).
+        extra_meta: Keys added to (replacing those of) the returned Document's meta, e.g. ``scores``.
+
+    """
+    meta = document_meta(hit.meta, hit.extra, hit.doc_id, hit.position, hit.title_path)
+    if extra_meta:
+        meta.update(extra_meta)
+    return Document(
+        id=hit.passage_id,
+        content=_content(hit.text, hit.extra),
+        blob=_blob(hit.extra),
+        meta=meta,
+        score=hit.score if score is None else score,
+        embedding=None if embedding is None else embedding.tolist(),
+        sparse_embedding=_sparse(hit.extra),
+    )
+
+
 # ----------------------------------------------------------------------------------------------------
 # filters
 # ----------------------------------------------------------------------------------------------------
@@ -288,8 +330,10 @@ def record_view(record: Mapping[str, Any], roots: frozenset[str], embedding: Any
     )
 
 
-def validate_filters(filters: Any) -> None:
+def validate_filters(filters: Any, _depth: int = 1) -> None:
     """Check the structure of a Haystack filter, raising ``FilterError`` (before any document is read)."""
+    if _depth > MAX_NESTING:
+        raise FilterError(f"the filter is nested more than {MAX_NESTING} levels deep")
     if not isinstance(filters, dict):
         raise FilterError(f"filters must be a dict, got {type(filters).__name__}: {filters!r}")
     if "field" in filters:
@@ -321,7 +365,7 @@ def validate_filters(filters: Any) -> None:
     if not isinstance(filters["conditions"], list):
         raise FilterError(f"'conditions' must be a list in {filters}")
     for condition in filters["conditions"]:
-        validate_filters(condition)
+        validate_filters(condition, _depth + 1)
 
 
 def filter_roots(filters: Mapping[str, Any]) -> frozenset[str]:

@@ -1,4 +1,12 @@
-"""RagHierDocumentStore: a Haystack document store backed by a rag-hier store directory (SQLite + FAISS)."""
+"""RagHierDocumentStore: a Haystack document store backed by a rag-hier store directory (SQLite + FAISS).
+
+The store converts Haystack objects to the engine's passages and hits and back, and calls only the engine's
+public API: :class:`rag_hier.HierStore` for reads and writes (filters are Haystack's reference matcher run
+over the engine's records), :meth:`HierStore.ensure_extension` for extra indexes, and the strategy registry
+(:mod:`rag_hier.retrieval.registry`) for every kind of search. All handles on one directory in a process share
+one engine (the engine's doing, not this module's), and each handle sees other processes' commits at its
+next read.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +15,8 @@ import contextlib
 import functools
 import logging
 import math
-import os
 import threading
-import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -29,6 +34,7 @@ from haystack_integrations.document_stores.rag_hier._convert import (
     document_meta,
     document_to_passage,
     filter_roots,
+    hit_to_document,
     passage_to_document,
     record_view,
     to_plain_json,
@@ -40,12 +46,13 @@ from rag_hier.corpus.model import Passage
 from rag_hier.encoders.dense import DEFAULT_MODEL, DenseEncoder
 from rag_hier.errors import DuplicateIdError, StoreError
 from rag_hier.index.dense import IndexConfig
-from rag_hier.store.extensions.sparse_embeddings import SparseEmbeddingExtension
-from rag_hier.store.extensions.token_index import TokenIndexExtension
-from rag_hier.retrieval.dense import DenseRetriever
-from rag_hier.retrieval.svdr import SVDR_MODES, SvdrMode, SvdrRetriever, default_vocab_model
+from rag_hier.retrieval.base import Queries, Retriever, RetrieverParams
+from rag_hier.retrieval.hit import Hit
+from rag_hier.retrieval.registry import StrategyEntry, strategy
+from rag_hier.store.contract import SIMILARITIES, StoreExtension
+from rag_hier.store.extensions.base import extension_class
 from rag_hier.store.filters import Predicate
-from rag_hier.store.store import DATABASE, MANIFEST, HierStore, WriteSummary
+from rag_hier.store.store import MANIFEST, HierStore, WriteSummary
 
 logger = logging.getLogger(__name__)
 
@@ -67,50 +74,8 @@ _ENGINE_POLICY = {
     DuplicatePolicy.OVERWRITE: "upsert",
 }
 
-
-class _SharedHandle:
-    """The open :class:`HierStore` of one directory, shared by the RagHierDocumentStores of a process on it.
-
-    Pipelines loaded from YAML give every component its own store instance; sharing the handle (like
-    InMemoryDocumentStore's shared storage) makes a writer's documents visible to a retriever at once, and
-    serializes access to the directory (one lock, one worker thread for the async methods).
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.RLock()
-        self.store: HierStore | None = None
-        self.executor: ThreadPoolExecutor | None = None
-        self.users = 0
-
-
-_HANDLES: dict[str, _SharedHandle] = {}
-_HANDLES_LOCK = threading.Lock()
-
-
-def _acquire_handle(key: str) -> _SharedHandle:
-    with _HANDLES_LOCK:
-        handle = _HANDLES.get(key)
-        if handle is None:
-            handle = _HANDLES[key] = _SharedHandle()
-        handle.users += 1
-        return handle
-
-
-def _release_handle(key: str, handle: _SharedHandle) -> None:
-    """Drop one user of ``handle``; the last one closes the store and its worker thread."""
-    with _HANDLES_LOCK:
-        handle.users -= 1
-        if handle.users > 0:
-            return
-        if _HANDLES.get(key) is handle:
-            del _HANDLES[key]
-    with handle.lock:
-        if handle.store is not None:
-            handle.store.close()
-            handle.store = None
-        if handle.executor is not None:
-            handle.executor.shutdown(wait=False)
-            handle.executor = None
+_OPEN_LOCK = threading.Lock()
+"""Serializes creating and opening store directories in this process (two instances may race on a new path)."""
 
 
 def _sigmoid(x: float) -> float:
@@ -118,6 +83,39 @@ def _sigmoid(x: float) -> float:
         return 1.0 / (1.0 + math.exp(-x))
     z = math.exp(x)
     return z / (1.0 + z)
+
+
+def scaled_score(score: float, similarity: str) -> float:
+    """Map a dense score to [0, 1] as Haystack's InMemory store does: cosine ``(s+1)/2``, dot ``sigmoid(s/100)``."""
+    if similarity == "cosine":
+        return (score + 1.0) / 2.0
+    return _sigmoid(score / DOT_PRODUCT_SCALING_FACTOR)
+
+
+UNIT_NORM_TOLERANCE = 1e-3
+"""How far from 1 the norm of an embedding written to a cosine store may be (float32 rounding, half precision)."""
+
+
+def _check_unit_vectors(docs: Sequence[Document], path: str) -> None:
+    """Refuse embeddings that are not unit vectors in a cosine store (its scores are inner products).
+
+    InMemoryDocumentStore normalizes every vector when it scores; this store's index ranks by inner product,
+    which is the cosine only for unit vectors, so a longer or shorter one would be ranked and scaled wrongly.
+    """
+    for doc in docs:
+        if doc.embedding is None:
+            continue
+        try:
+            norm = math.sqrt(math.fsum(float(x) * float(x) for x in doc.embedding))
+        except (TypeError, ValueError):
+            continue  # not numbers: the engine's check names the problem
+        if not abs(norm - 1.0) <= UNIT_NORM_TOLERANCE:
+            raise DocumentStoreError(
+                f"document {doc.id!r}: its embedding has norm {norm:.6g}, but the store at {path} records "
+                "similarity 'cosine' and holds unit vectors. Normalize the embeddings (e.g. "
+                "SentenceTransformersDocumentEmbedder(normalize_embeddings=True)), or create the store with "
+                "similarity='dot_product'."
+            )
 
 
 def _hashable(value: Any) -> Any:
@@ -146,27 +144,51 @@ def _engine_errors() -> Iterator[None]:
         raise DocumentStoreError(str(exc)) from exc
 
 
+def _check_top_k(top_k: Any) -> int:
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
+        raise ValueError(f"top_k must be an integer >= 0, got {top_k!r}")
+    return top_k
+
+
+def _query_vector(query_embedding: Any) -> list[float]:
+    if isinstance(query_embedding, str | bytes) or not isinstance(query_embedding, Sequence) or not query_embedding:
+        raise ValueError("query_embedding should be a non-empty list of floats.")
+    if any(isinstance(x, Sequence) for x in query_embedding):
+        raise ValueError("query_embedding must be a flat list of floats")
+    return list(query_embedding)
+
+
+class _CachedRetriever:
+    """An engine retriever kept between queries (with what it loaded), and a lock serializing its use."""
+
+    def __init__(self, retriever: Retriever[Any]) -> None:
+        self.retriever = retriever
+        self.lock = threading.Lock()
+
+
 class RagHierDocumentStore:
     """A Haystack document store kept in a rag-hier store directory (SQLite + FAISS, atomic writes).
 
     Each Haystack ``Document`` is one passage of the store: its embedding is indexed by FAISS (vectors
     come back bit-exact), its metadata is kept exactly as written, and filters (Haystack's filter syntax,
-    evaluated by Haystack's own reference matcher) are applied *before* the vector search, so a filtered
-    search returns ``top_k`` documents whenever that many match. Passages are grouped into the engine's
-    documents by ``meta["__parent_id"]`` (HierarchicalDocumentSplitter) or ``meta["source_id"]``
-    (DocumentSplitter), which later hierarchical strategies use.
+    evaluated by Haystack's own reference matcher) are applied *before* the search, so a filtered search
+    returns ``top_k`` documents whenever that many match. Passages are grouped into the engine's documents by
+    ``meta["__parent_id"]`` (HierarchicalDocumentSplitter) or ``meta["source_id"]`` (DocumentSplitter), which
+    hierarchical strategies use.
 
-    With ``token_index=True`` the store also keeps SVDR's binary token index of every document (built by
-    tokenization alone, no model), which ``RagHierSvdrRetriever`` searches with query text (β, β+rerank,
-    lexical; α and full search use learned passage vectors the store fills in). With ``dense=False`` it
-    never computes dense vectors: documents can be written without embeddings and are found through the
-    token index. Documents written with a ``sparse_embedding`` keep it (JSON, no pickle) and are searched by
-    ``RagHierSparseEmbeddingRetriever`` (exact inner product over the stored sparse embeddings).
+    Every search strategy registered with the engine (``rag_hier.retrieval.registry``: dense, hierarchical,
+    tree, svdr-*, sparse-embedding, fusion, ...) is available through :meth:`retrieve` and the
+    ``RagHierRetriever`` component. With ``token_index=True`` the store also keeps SVDR's binary token index
+    of every document (built by tokenization alone, no model). With ``dense=False`` it never computes dense
+    vectors. Documents written with a ``sparse_embedding`` keep it (JSON, no pickle) and are searched by the
+    ``sparse-embedding`` strategy.
 
-    The directory is opened (or created) on first use, not in ``__init__``; it holds the data, the
-    init parameters only say where it is. Every write is atomic and durable when it returns. All
-    instances on one directory in a process share one open store (pipelines loaded from YAML build a
-    store per component); another process's writes become visible after :meth:`close`.
+    The directory is opened (or created) on first use, not in ``__init__``; it holds the data, the init
+    parameters only say where it is. Reads use a read-only handle until this instance first writes (a
+    read-only handle never renames or deletes a file, so readers cannot disturb another process's writes);
+    the first write opens a read-write handle. Every write is atomic and durable when it returns. All
+    instances on one directory in a process see one view, and other processes' writes are seen at the next
+    read.
 
     Usage example:
     ```python
@@ -183,9 +205,9 @@ class RagHierDocumentStore:
         index: Index kind used when the store is created: ``"flat"`` (exact), ``"ivf"`` or ``"hnsw"``, or a
             dict of ``rag_hier.IndexConfig`` options. An existing store keeps the index it was created with.
         model: A sentence-transformers model (name or path) the store encodes with: documents written
-            without an embedding are encoded with it, and ``HierarchicalRetriever`` encodes query text
-            with it. ``None``: the store only receives vectors from outside (an embedder), or uses the
-            model recorded in an existing store.
+            without an embedding are encoded with it, and retrievers encode query text with it. ``None``: the
+            store only receives vectors from outside (an embedder), or uses the model recorded in an existing
+            store.
         device: Device for the store's model (``"cpu"``, ``"cuda:0"``, ...); ``None`` picks CUDA when
             available. A device the machine lacks falls back to the CPU with a warning, so a saved pipeline
             loads anywhere.
@@ -194,10 +216,14 @@ class RagHierDocumentStore:
         token_index: Keep SVDR's binary token index (``True``, or a dict with ``model``, whose tokenizer
             defines the vocabulary, and ``max_length``, tokens per document, default 256). The tokenizer
             defaults to ``model``, else the offline all-MiniLM-L6-v2's. Added to an existing store that lacks
-            one (tokenizing what it holds); the token index follows every write.
+            one at its first write or search (tokenizing what it holds); the token index follows every write.
         dense: Compute dense vectors with ``model`` for documents written without an embedding (default).
             ``False``: never encode; ``model`` then only names the token index's tokenizer and the default
-            vocabulary encoder of ``RagHierSvdrRetriever``, and documents keep whatever embedding they bring.
+            vocabulary encoder of SVDR search, and documents keep whatever embedding they bring.
+        similarity: How dense scores compare vectors, recorded when the store is created: ``"dot_product"``
+            or ``"cosine"`` (unit vectors). ``None``: what an existing store recorded; for a new store,
+            ``"cosine"`` with a normalizing model, else ``"dot_product"`` (InMemoryDocumentStore's default).
+            ``scale_score`` follows it, as in InMemoryDocumentStore.
 
     """
 
@@ -211,6 +237,7 @@ class RagHierDocumentStore:
         strict_datetime_comparison: bool = False,
         token_index: bool | dict[str, Any] = False,
         dense: bool = True,
+        similarity: str | None = None,
     ) -> None:
         if isinstance(path, Path):
             path = str(path)
@@ -218,6 +245,8 @@ class RagHierDocumentStore:
             raise ValueError(f"path must be a non-empty string (the store directory), got {path!r}")
         if not isinstance(dense, bool):
             raise ValueError(f"dense must be True or False, got {dense!r}")
+        if similarity is not None and similarity not in SIMILARITIES:
+            raise ValueError(f"similarity must be one of {', '.join(SIMILARITIES)} or None, got {similarity!r}")
         self._index_config = self._parse_index(index)
         self._token_options = self._parse_token_index(token_index)
         self.path = path
@@ -227,11 +256,12 @@ class RagHierDocumentStore:
         self.strict_datetime_comparison = strict_datetime_comparison
         self.token_index = token_index
         self.dense = dense
-        self._svdr_retrievers: dict[tuple[str, int, str | None], SvdrRetriever] = {}
-        self._vocab_encoders: dict[str, Any] = {}  # model -> VocabEncoder, shared by the SVDR modes
-        self._handle: _SharedHandle | None = None
-        self._release: weakref.finalize | None = None
-        self._handle_lock = threading.Lock()
+        self.similarity = similarity
+        self._lock = threading.RLock()
+        self._reader: HierStore | None = None
+        self._writer: HierStore | None = None
+        self._encoder: DenseEncoder | None = None
+        self._retrievers: dict[tuple[str, RetrieverParams], _CachedRetriever] = {}
 
     @staticmethod
     def _parse_index(index: str | dict[str, Any]) -> IndexConfig:
@@ -258,95 +288,133 @@ class RagHierDocumentStore:
         raise ValueError(f"token_index must be True, False or a dict of token index options, got {token_index!r}")
 
     # ------------------------------------------------------------------------------------------------
-    # lifecycle and serialization
+    # handles: read-only until the first write
     # ------------------------------------------------------------------------------------------------
-    def _shared(self) -> _SharedHandle:
-        with self._handle_lock:
-            if self._handle is None:
-                key = os.path.realpath(self.path)
-                self._handle = _acquire_handle(key)
-                self._release = weakref.finalize(self, _release_handle, key, self._handle)
-            return self._handle
+    def _device(self) -> str | None:
+        # a device this machine lacks (a store saved with "cuda" loaded on a CPU-only machine) falls back to the CPU
+        return resolve_device(ComponentDevice.from_str(self.device)) if self.device else None
 
-    @property
-    def _lock(self) -> threading.RLock:
-        """The lock of this directory's shared handle (held around every store operation)."""
-        return self._shared().lock
+    def _dense_encoder(self) -> DenseEncoder | None:
+        """The model of this instance (one object for both handles), when it encodes."""
+        if self._encoder is None and self.model and self.dense:
+            self._encoder = DenseEncoder(self.model, device=self._device())
+        return self._encoder
 
-    def _hier(self) -> HierStore:
-        handle = self._shared()
-        with handle.lock:
-            if handle.store is None:
-                handle.store = self._open()
-            return handle.store
-
-    def _open(self) -> HierStore:
+    def _open(self, *, write: bool) -> HierStore:
+        """A new handle on the directory (creating the store when there is none: that is a write)."""
         root = Path(self.path)
-        device = self._device()
-        encoder = DenseEncoder(self.model, device=device) if self.model and self.dense else None
-        with _engine_errors():
-            if (root / MANIFEST).is_file():
-                store = HierStore.open(root, encoder=encoder, device=device)
-                recorded = (store.manifest.get("encoder") or {}).get("model")
-                if self.model and self.dense and recorded and recorded != self.model:
-                    logger.warning(
-                        "%s was built with model %r; encoding with model=%r instead", root, recorded, self.model
-                    )
-            else:
+        with _OPEN_LOCK, _engine_errors():
+            if not (root / MANIFEST).is_file():
                 logger.info("creating a rag-hier store in %s", root)
-                store = HierStore.create(root, model=None, encoder=encoder, index=self._index_config)
+                return HierStore.create(
+                    root,
+                    model=None,
+                    encoder=self._dense_encoder(),
+                    index=self._index_config,
+                    similarity=self.similarity,  # type: ignore[arg-type]
+                )
+            store = HierStore.open(root, encoder=self._dense_encoder(), device=self._device(), read_only=not write)
             try:
-                self._attach_token_index(store)
+                self._check_recorded(store)
             except BaseException:
                 store.close()
                 raise
             return store
 
-    def _device(self) -> str | None:
-        # a device this machine lacks (a store saved with "cuda" loaded on a CPU-only machine) falls back to the CPU
-        return resolve_device(ComponentDevice.from_str(self.device)) if self.device else None
+    def _check_recorded(self, store: HierStore) -> None:
+        """Compare what the store recorded with this instance's options."""
+        recorded = (store.manifest.get("encoder") or {}).get("model")
+        if self.model and self.dense and recorded and recorded != self.model:
+            logger.warning(
+                "%s was built with model %r; encoding with model=%r instead", store.path, recorded, self.model
+            )
+        if self.similarity is not None and store.similarity != self.similarity:
+            raise StoreError(
+                f"the store at {store.path} records similarity {store.similarity!r}, not {self.similarity!r}; "
+                "leave similarity=None to use the recorded one (it is fixed when a store is created)"
+            )
 
-    def _attach_token_index(self, store: HierStore) -> None:
-        """Give the store the configured token index if it has none (tokenizing the documents it holds)."""
-        options = self._token_options
-        if options is None:
-            return
-        model = options.get("model") or self.model or DEFAULT_MODEL
-        existing = store.extension(TokenIndexExtension.name)
-        if isinstance(existing, TokenIndexExtension):
-            if "model" in options and existing.model != options["model"]:
-                logger.warning(
-                    "%s has a token index built with %r; keeping it (token_index asked for %r)",
-                    store.path,
-                    existing.model,
-                    options["model"],
-                )
-            return
-        if store.read_only:
-            raise StoreError(f"{store.path} has no token index and is read-only")
-        logger.info("adding a token index (tokenizer %s) to %s", model, store.path)
-        store.add_extension(TokenIndexExtension(model=str(model), max_length=options.get("max_length", 256)))
+    def _read_handle(self) -> HierStore:
+        """The handle reads use: read-only until this instance writes (then its read-write handle)."""
+        with self._lock:
+            if self._writer is not None:
+                return self._writer
+            if self._reader is None:
+                if not (Path(self.path) / MANIFEST).is_file():
+                    return self._write_handle()  # nothing to read yet: create the store
+                self._reader = self._open(write=False)
+            return self._reader
+
+    def _write_handle(self) -> HierStore:
+        """The read-write handle, opened on first use (with the configured extensions ensured)."""
+        with self._lock:
+            if self._writer is None:
+                store = self._open(write=True)
+                try:
+                    if self._token_options is not None:
+                        with _engine_errors():
+                            self._ensure_extension(store, "token-index")
+                except BaseException:
+                    store.close()
+                    raise
+                self._writer = store
+            return self._writer
+
+    def _extension_config(self, name: str) -> dict[str, Any]:
+        """How this store builds extension ``name`` when it adds one."""
+        if name == "token-index":
+            options = self._token_options or {}
+            return {
+                "model": str(options.get("model") or self.model or DEFAULT_MODEL),
+                "max_length": options.get("max_length", 256),
+            }
+        if name == "sparse-embeddings":
+            return {"key": list(SPARSE_EMBEDDING_KEY)}
+        return {}
+
+    def _ensure_extension(self, store: HierStore, name: str) -> StoreExtension:
+        """The store's extension ``name``, built with this store's configuration when it has none.
+
+        The one place this adapter adds extensions; a read-only handle refuses to (``StoreError``).
+        """
+        ext = store.ensure_extension(name, **self._extension_config(name))
+        if name == "sparse-embeddings" and tuple(getattr(ext, "key", ())) != SPARSE_EMBEDDING_KEY:
+            raise StoreError(
+                f"{store.path} indexes sparse embeddings stored at {list(getattr(ext, 'key', ()))}, not Haystack's; "
+                "remove its 'sparse-embeddings' extension"
+            )
+        asked = (self._token_options or {}).get("model")
+        if name == "token-index" and asked and getattr(ext, "model", asked) != asked:
+            logger.warning(
+                "%s has a token index built with %r; keeping it (token_index asked for %r)",
+                store.path,
+                getattr(ext, "model", None),
+                asked,
+            )
+        return ext
 
     @property
     def hier_store(self) -> HierStore:
-        """The underlying :class:`rag_hier.HierStore` (opened or created on first access)."""
-        return self._hier()
+        """The underlying :class:`rag_hier.HierStore`, read-write (opened or created on first access).
+
+        For what this class does not wrap, e.g. ``hier_store.add_extension(TreeExtension())``.
+        """
+        return self._write_handle()
 
     def warm_up(self) -> None:
         """Open the store and load its model, if it has one (idempotent and cheap once done)."""
-        store = self._hier()
+        store = self._read_handle()
         if store.encoder is not None:
             _ = store.encoder.model
 
     def close(self) -> None:
-        """Release the store; the last instance on a directory closes its files. The store reopens on next use.
-
-        Other processes' writes become visible after a reopen (one process should write to a directory).
-        """
-        with self._handle_lock:
-            release, self._release, self._handle = self._release, None, None
-        if release is not None:
-            release()
+        """Release this instance's handles; the store reopens on next use."""
+        with self._lock:
+            handles, self._reader, self._writer = (self._writer, self._reader), None, None
+            self._retrievers.clear()
+        for handle in handles:
+            if handle is not None:
+                handle.close()
 
     async def close_async(self) -> None:
         """Asynchronous :meth:`close`."""
@@ -355,14 +423,16 @@ class RagHierDocumentStore:
     def to_dict(self) -> dict[str, Any]:
         """Serialize this store's configuration (the directory path, never its data) to a dictionary.
 
-        ``token_index`` and ``dense`` are written only when set (not at their defaults), so pipelines saved
-        before these options existed serialize exactly as they did.
+        ``token_index``, ``dense`` and ``similarity`` are written only when set (not at their defaults), so
+        pipelines saved before these options existed serialize exactly as they did.
         """
         options: dict[str, Any] = {}
         if self.token_index is not False:
             options["token_index"] = self.token_index
         if self.dense is not True:
             options["dense"] = self.dense
+        if self.similarity is not None:
+            options["similarity"] = self.similarity
         return default_to_dict(
             self,
             path=self.path,
@@ -426,8 +496,8 @@ class RagHierDocumentStore:
         return store.filter_passages(self._predicate(filters, store))
 
     def _matching_metas(self, filters: dict[str, Any] | None) -> list[dict[str, Any]]:
-        with self._lock:
-            passages = self._matching_passages(filters, self._hier())
+        with _engine_errors():
+            passages = self._matching_passages(filters, self._read_handle())
         return [document_meta(p.meta, p.extra, p.doc_id, p.position, p.title_path) for p in passages]
 
     # ------------------------------------------------------------------------------------------------
@@ -435,14 +505,14 @@ class RagHierDocumentStore:
     # ------------------------------------------------------------------------------------------------
     def count_documents(self) -> int:
         """Return the number of documents in the store."""
-        with self._lock:
-            return self._hier().count_passages()
+        with _engine_errors():
+            return self._read_handle().count_passages()
 
     def filter_documents(self, filters: dict[str, Any] | None = None) -> list[Document]:
         """Return the documents that match ``filters``, in insertion order, with their embeddings.
 
         A document overwritten with ``DuplicatePolicy.OVERWRITE`` moves to the end, as in Haystack's
-        ``InMemoryDocumentStore``.
+        ``InMemoryDocumentStore``. The answer comes from one committed state of the store.
 
         Args:
             filters: A Haystack filter (see https://docs.haystack.deepset.ai/docs/metadata-filtering);
@@ -452,10 +522,13 @@ class RagHierDocumentStore:
             FilterError: The filter is malformed or compares incompatible values.
 
         """
-        with self._lock:
-            store = self._hier()
-            passages = self._matching_passages(filters, store)
-            embeddings = store.get_embeddings([p.id for p in passages])
+        if filters:
+            validate_filters(filters)
+        with _engine_errors():
+            store = self._read_handle()
+            with store.reading():
+                passages = self._matching_passages(filters, store)
+                embeddings = store.get_embeddings([p.id for p in passages])
         return [passage_to_document(p, e) for p, e in zip(passages, embeddings, strict=True)]
 
     @staticmethod
@@ -474,7 +547,7 @@ class RagHierDocumentStore:
         Documents without an embedding are encoded with the store's model when it has one (and have
         content) unless the store was created with ``dense=False``; otherwise they are stored without a
         vector (found by filters, the token index or their sparse embedding, not by dense vector search).
-        A ``sparse_embedding`` is kept as written and indexed for ``sparse_embedding_retrieval``.
+        A ``sparse_embedding`` is kept as written and indexed for the ``sparse-embedding`` strategy.
 
         Args:
             documents: The documents.
@@ -485,8 +558,9 @@ class RagHierDocumentStore:
         Raises:
             ValueError: ``documents`` is not a list of Documents.
             DuplicateDocumentError: Under ``FAIL``, an id already stored or repeated in the input.
-            DocumentStoreError: Embeddings of different dimensions, metadata the store cannot keep, or a
-                sparse embedding with negative indices or non-finite values.
+            DocumentStoreError: Embeddings of different dimensions, an embedding that is not a unit vector
+                in a ``similarity="cosine"`` store, metadata the store cannot keep, or a sparse embedding with
+                negative indices or non-finite values.
 
         """
         docs = self._check_documents(documents)
@@ -503,17 +577,19 @@ class RagHierDocumentStore:
                     raise DuplicateDocumentError(f"ID '{doc.id}' appears more than once in the documents written.")
                 seen.add(doc.id)
         passages = [document_to_passage(doc) for doc in docs]
-        with self._lock, _engine_errors():
-            store = self._hier()
+        with _engine_errors():
+            store = self._write_handle()
+            if store.similarity == "cosine":
+                _check_unit_vectors(docs, self.path)
             vectors: list[Any] = [doc.embedding for doc in docs]
             if self.dense:
                 self._encode_missing(store, docs, vectors, skip_stored=policy == DuplicatePolicy.SKIP)
             try:
                 with store.batch():
                     if any(doc.sparse_embedding is not None for doc in docs):
-                        self._sparse_extension(store)
+                        self._ensure_extension(store, "sparse-embeddings")
                     summary = store.add_passages(passages, embeddings=vectors, policy=_ENGINE_POLICY[policy])  # type: ignore[arg-type]
-            except ValueError as exc:
+            except (ValueError, TypeError) as exc:
                 if isinstance(exc, StoreError):
                     raise
                 raise DocumentStoreError(f"cannot write documents to {self.path}: {exc}") from exc
@@ -523,6 +599,7 @@ class RagHierDocumentStore:
 
     @staticmethod
     def _encode_missing(store: HierStore, docs: list[Document], vectors: list[Any], *, skip_stored: bool) -> None:
+        """Vectors from the store's model for the documents with content and no embedding."""
         encoder = store.encoder
         if encoder is None:
             return
@@ -540,8 +617,8 @@ class RagHierDocumentStore:
         """Delete documents by id; unknown ids are ignored."""
         if isinstance(document_ids, str):
             raise ValueError("document_ids must be a list of ids, not a single string")
-        with self._lock, _engine_errors():
-            self._hier().delete_passages(list(document_ids))
+        with _engine_errors():
+            self._write_handle().delete_passages(list(document_ids))
 
     # ------------------------------------------------------------------------------------------------
     # optional methods exercised by Haystack's shared store tests
@@ -550,42 +627,22 @@ class RagHierDocumentStore:
         """Delete every document.
 
         Args:
-            recreate_index: Also recreate the store from scratch (same index kind, model, token index and
-                document index): the vector dimension is forgotten, so documents with embeddings of another
-                size can be written next. Only the files the store recorded in its manifest are removed.
+            recreate_index: Also forget the vector dimension (a store without a model), so documents with
+                embeddings of another size can be written next. The store keeps its index kind, model and
+                extensions (token index, document index, ...; rebuilt empty with the same settings). Nothing
+                but the store's own files is touched.
 
         """
-        with self._lock, _engine_errors():
-            store = self._hier()
-            if not recreate_index:
-                store.delete_all()
-                return
-            root = store.path
-            files = {*store.manifest.get("files", {}), MANIFEST, DATABASE, f"{DATABASE}-journal"}
-            config, encoder = store.index_config, store.encoder
-            token = store.extension(TokenIndexExtension.name)
-            token_config = token.config() if isinstance(token, TokenIndexExtension) else None
-            doc_index = store.extension("doc-index")  # DHR's document index: kept (empty), same settings
-            store.close()
-            handle = self._shared()
-            handle.store = None
-            for name in files:
-                with contextlib.suppress(FileNotFoundError):
-                    (root / name).unlink()
-            for stray in root.glob("*.tmp"):
-                stray.unlink()
-            handle.store = HierStore.create(root, model=None, encoder=encoder, index=config)
-            if token_config is not None:  # the same tokenizer (and fingerprint) as before
-                handle.store.add_extension(TokenIndexExtension(**token_config))
-            if doc_index is not None:
-                handle.store.add_extension(type(doc_index).from_config(doc_index.config()))
+        with _engine_errors():
+            store = self._write_handle()
+            store.delete_all(forget_dimension=recreate_index and store.encoder is None)
 
     def delete_by_filter(self, filters: dict[str, Any]) -> int:
         """Delete the documents matching ``filters``; returns how many were deleted."""
         if not filters:
             raise FilterError("delete_by_filter() needs a non-empty filter; use delete_all_documents() to delete all")
-        with self._lock, _engine_errors():
-            store = self._hier()
+        with _engine_errors():
+            store = self._write_handle()
             doc_id = self._id_lookup(filters)
             if doc_id is not None:
                 return store.delete_passages([doc_id])
@@ -602,16 +659,16 @@ class RagHierDocumentStore:
             raise ValueError(f"meta must be a dict, got {type(meta).__name__}")
         try:
             payload = to_plain_json(meta)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError) as exc:
             raise DocumentStoreError(f"update_by_filter(): meta is not JSON serializable ({exc})") from exc
-        with self._lock, _engine_errors():
-            store = self._hier()
+        with _engine_errors():
+            store = self._write_handle()
             return store.update_by_filter(cast(Predicate, self._predicate(filters, store)), payload)
 
     def count_documents_by_filter(self, filters: dict[str, Any]) -> int:
         """Return the number of documents matching ``filters`` (all documents for an empty filter)."""
-        with self._lock:
-            store = self._hier()
+        with _engine_errors():
+            store = self._read_handle()
             if self._id_lookup(filters) is not None:
                 return len(self._matching_passages(filters, store))
             return store.count_passages(self._predicate(filters, store))
@@ -700,7 +757,7 @@ class RagHierDocumentStore:
         return [unique[k] for k in ordered[from_ : from_ + size]], len(ordered)
 
     # ------------------------------------------------------------------------------------------------
-    # rag-hier specific
+    # rag-hier specific: corpus documents
     # ------------------------------------------------------------------------------------------------
     def write_corpus(
         self,
@@ -725,47 +782,300 @@ class RagHierDocumentStore:
 
         """
         engine_policy = _ENGINE_POLICY[DuplicatePolicy.FAIL if policy == DuplicatePolicy.NONE else policy]
-        with self._lock, _engine_errors():
-            return self._hier().add_documents(
+        with _engine_errors():
+            return self._write_handle().add_documents(
                 documents,
                 max_passage_words=max_passage_words,
                 policy=engine_policy,  # type: ignore[arg-type]
                 show_progress_bar=show_progress_bar,
             )
 
-    def _scale(self, store: HierStore, scores: list[float]) -> list[float]:
-        encoder = store.manifest.get("encoder") or {}
-        if encoder.get("normalize_embeddings"):  # cosine similarity
-            return [(s + 1.0) / 2.0 for s in scores]
-        return [_sigmoid(s / DOT_PRODUCT_SCALING_FACTOR) for s in scores]
+    # ------------------------------------------------------------------------------------------------
+    # search: every registered strategy, one way
+    # ------------------------------------------------------------------------------------------------
+    def _engine_retriever(self, store: HierStore, entry: StrategyEntry, params: RetrieverParams) -> _CachedRetriever:
+        """The engine retriever of ``entry`` with ``params`` over ``store``, kept (with what it loaded) while open."""
+        key = (entry.name, params)
+        with self._lock:
+            cached = self._retrievers.get(key)
+            if cached is None or cached.retriever.store is not store:
+                cached = self._retrievers[key] = _CachedRetriever(entry.retriever(store, params=params))
+            return cached
 
-    def _search(
+    @staticmethod
+    def _needed_extensions(entry: StrategyEntry, params: RetrieverParams) -> tuple[str, ...]:
+        """The extensions a search with ``entry`` and ``params`` uses: its own and its component strategies'.
+
+        A strategy built from other registered strategies (``fusion``) names them in a ``strategies`` parameter.
+        """
+        names = list(entry.extensions)
+        for component in getattr(params, "strategies", ()) or ():
+            names.extend(strategy(component).extensions)
+        return tuple(dict.fromkeys(names))
+
+    def _prepare_extensions(self, entry: StrategyEntry, params: RetrieverParams, auto_extensions: bool) -> None:
+        """Build the extensions the search needs that the store lacks, when asked to or configured to."""
+        store = self._read_handle()
+        for name in self._needed_extensions(entry, params):
+            if store.extension(name) is not None:
+                continue
+            if auto_extensions or (name == "token-index" and self._token_options is not None):
+                self._ensure_extension(self._write_handle(), name)
+
+    def _missing_extension_hint(self, entry: StrategyEntry, params: RetrieverParams, auto_option: str) -> str:
+        store = self._read_handle()
+        missing = [name for name in self._needed_extensions(entry, params) if store.extension(name) is None]
+        if not missing:
+            return ""
+        adds = []
+        for name in missing:
+            cls = extension_class(name)
+            adds.append(f"`document_store.hier_store.add_extension({cls.__module__}.{cls.__qualname__}())`")
+        return (
+            f". Pass {auto_option} (it builds what the {entry.name!r} strategy needs on first use; every later "
+            f"write keeps it current), or add it once with {' and '.join(adds)}"
+        )
+
+    @staticmethod
+    def _check_strategy_params(
+        entry: StrategyEntry, strategy_params: RetrieverParams | Mapping[str, Any] | None
+    ) -> RetrieverParams:
+        if isinstance(strategy_params, RetrieverParams):
+            if not isinstance(strategy_params, entry.params):
+                raise ValueError(
+                    f"strategy_params for {entry.name!r} must be a {entry.params.__name__}, "
+                    f"got {type(strategy_params).__name__}"
+                )
+            return strategy_params
+        return entry.parse(strategy_params, where=f"strategy_params of {entry.name!r}")
+
+    def _queries(
+        self,
+        entry: StrategyEntry,
+        store: HierStore,
+        query: str | None,
+        query_embedding: Any,
+        query_sparse_embedding: Any,
+    ) -> Queries:
+        """The engine's queries from Haystack's inputs (checked; clear errors for what cannot be searched)."""
+        if query is not None and (not isinstance(query, str) or not query.strip()):
+            raise ValueError(f"query must be a non-empty string, got {query!r}")
+        vector: list[float] | None = None
+        if query_embedding is not None:
+            vector = _query_vector(query_embedding)
+        sparse = None
+        if query_sparse_embedding is not None:
+            if not isinstance(query_sparse_embedding, SparseEmbedding):
+                raise ValueError(
+                    f"query_sparse_embedding must be a SparseEmbedding, got {type(query_sparse_embedding).__name__}"
+                )
+            sparse = [(list(query_sparse_embedding.indices), list(query_sparse_embedding.values))]
+        if query is None and vector is None and sparse is None:
+            raise ValueError(
+                f"the {entry.name!r} strategy needs a query: pass query (text), query_embedding or "
+                "query_sparse_embedding"
+            )
+        if entry.retriever.over_vectors and vector is None:
+            if query is None:
+                raise ValueError(f"the {entry.name!r} strategy ranks dense vectors: pass query or query_embedding")
+            if store.encoder is None:
+                if not self.dense:
+                    raise StoreError(
+                        f"the store at {self.path} keeps no dense vectors of its own (dense=False) and has no model "
+                        f"to encode query text for the {entry.name!r} strategy: pass query_embedding (for "
+                        "documents written with embeddings), or search it with a token strategy (svdr-*)"
+                    )
+                raise StoreError(
+                    f"the store at {self.path} has no model to encode query text for the {entry.name!r} "
+                    "strategy: pass query_embedding (from a text embedder such as RagHierTextEmbedder or "
+                    "SentenceTransformersTextEmbedder, with the model that embedded the documents), or create "
+                    "the RagHierDocumentStore with model=..."
+                )
+        if vector is not None:
+            dim = store.dimension
+            if dim is not None and len(vector) != dim:
+                raise StoreError(
+                    f"the query embedding has {len(vector)} dimensions; the documents in {self.path} have {dim}. "
+                    "Embed queries with the model that embedded the documents."
+                )
+            if store.similarity == "cosine":  # as InMemoryDocumentStore: cosine of the query, whatever its norm
+                norm = math.sqrt(math.fsum(float(x) * float(x) for x in vector))
+                if norm > 0:
+                    vector = [float(x) / norm for x in vector]
+        return Queries(
+            texts=None if query is None else [query],
+            vectors=None if vector is None else np.asarray([vector], dtype=np.float32),
+            sparse=sparse,
+        )
+
+    def _documents(
         self,
         store: HierStore,
-        query: np.ndarray,
-        filters: dict[str, Any] | None,
-        top_k: int,
-        scale_score: bool,
+        hits: list[Hit],
+        *,
+        scale: str | None,
         return_embedding: bool,
+        component_scores: bool,
+        parent_documents: bool,
     ) -> list[Document]:
-        if top_k < 0:
-            raise ValueError(f"top_k must be >= 0, got {top_k}")
-        if top_k == 0 or store.index is None or store.dimension is None:
-            return []
-        if query.shape[1] != store.dimension:
-            raise DocumentStoreError(
-                f"the query embedding has {query.shape[1]} dimensions; the documents in {self.path} have "
-                f"{store.dimension}. Embed queries with the model that embedded the documents."
-            )
-        predicate = self._predicate(filters, store)
-        hits = DenseRetriever(store).search_vectors(query, top_k=top_k, filters=predicate)[0]
+        """Documents built from hits (embeddings and parent documents read from one committed state)."""
         ids = [h.passage_id for h in hits]
-        passages = store.get_passages(ids)
-        embeddings = store.get_embeddings(ids) if return_embedding else [None] * len(ids)
-        scores = [h.score for h in hits]
-        if scale_score:
-            scores = self._scale(store, scores)
-        return [passage_to_document(p, e, s) for p, e, s in zip(passages, embeddings, scores, strict=True)]
+        parents: dict[str, dict[str, Any]] = {}
+        with store.reading():
+            embeddings = store.get_embeddings(ids) if return_embedding else [None] * len(ids)
+            if parent_documents:
+                for doc_id in dict.fromkeys(h.doc_id for h in hits):
+                    parents[doc_id] = store.get_document(doc_id) or {}
+        out = []
+        for hit, embedding in zip(hits, embeddings, strict=True):
+            extra: dict[str, Any] = {}
+            if component_scores and hit.scores:
+                extra["scores"] = dict(hit.scores)
+            if parent_documents:
+                parent = parents.get(hit.doc_id) or {}
+                extra["parent_document"] = {
+                    "id": hit.doc_id,
+                    "title": parent.get("title", ""),
+                    "title_path": list(hit.title_path),
+                    "meta": dict(parent.get("meta") or {}),
+                }
+            score = scaled_score(hit.score, scale) if scale else hit.score
+            out.append(hit_to_document(hit, embedding, score, extra))
+        return out
+
+    def _retrieve(
+        self,
+        strategy_name: str,
+        strategy_params: RetrieverParams | Mapping[str, Any] | None = None,
+        *,
+        query: str | None = None,
+        query_embedding: list[float] | None = None,
+        query_sparse_embedding: SparseEmbedding | None = None,
+        filters: dict[str, Any] | None = None,
+        top_k: int = 10,
+        scale_score: bool = False,
+        return_embedding: bool = False,
+        auto_extensions: bool = False,
+        component_scores: bool = True,
+        parent_documents: bool = False,
+        auto_option: str = "auto_extensions=True",
+    ) -> list[Document]:
+        entry = strategy(strategy_name)
+        params = self._check_strategy_params(entry, strategy_params)
+        top_k = _check_top_k(top_k)
+        if scale_score and not entry.retriever.over_vectors:
+            raise ValueError(
+                f"scale_score maps inner products of dense vectors to [0, 1]; the {entry.name!r} strategy's "
+                "scores are not such products: leave scale_score off"
+            )
+        if filters:
+            validate_filters(filters)
+        with _engine_errors():
+            store = self._read_handle()
+            queries = self._queries(entry, store, query, query_embedding, query_sparse_embedding)
+            if top_k == 0 or store.count_passages() == 0:
+                return []
+            self._prepare_extensions(entry, params, auto_extensions)
+            store = self._read_handle()  # the read-write handle if extensions were just built
+            cached = self._engine_retriever(store, entry, params)
+            try:
+                with cached.lock:
+                    result = cached.retriever.run(queries, top_k, self._predicate(filters, store))[0]
+            except StoreError as exc:
+                hint = self._missing_extension_hint(entry, params, auto_option)
+                if hint:
+                    raise StoreError(f"{exc}{hint}") from exc
+                raise
+            return self._documents(
+                store,
+                result.hits,
+                scale=store.similarity if scale_score else None,
+                return_embedding=return_embedding,
+                component_scores=component_scores,
+                parent_documents=parent_documents,
+            )
+
+    def retrieve(
+        self,
+        strategy: str = "dense",
+        strategy_params: RetrieverParams | Mapping[str, Any] | None = None,
+        *,
+        query: str | None = None,
+        query_embedding: list[float] | None = None,
+        query_sparse_embedding: SparseEmbedding | None = None,
+        filters: dict[str, Any] | None = None,
+        top_k: int = 10,
+        scale_score: bool = False,
+        return_embedding: bool = False,
+        auto_extensions: bool = False,
+    ) -> list[Document]:
+        """Search with any registered strategy (``rag_hier.retrieval.registry``): the engine's results as Documents.
+
+        Args:
+            strategy: A registered strategy name: ``"dense"``, ``"hierarchical"``, ``"tree"``, ``"svdr-beta"``,
+                ``"sparse-embedding"``, ``"fusion"``, ...
+            strategy_params: Its parameters (a mapping checked against the strategy's parameters dataclass,
+                or the dataclass itself).
+            query: Query text (encoded by the store's model for dense strategies; SVDR needs it).
+            query_embedding: A dense query vector (dense strategies use it instead of encoding ``query``).
+            query_sparse_embedding: A sparse query vector (the ``sparse-embedding`` strategy).
+            filters: A Haystack filter applied before the search (exact ``top_k`` among the matches).
+            top_k: How many documents to return (``0``: none).
+            scale_score: Map scores to [0, 1] by the store's similarity: ``(s + 1) / 2`` (cosine) or
+                ``sigmoid(s / 100)`` (dot product), as InMemoryDocumentStore does; only for strategies that
+                rank dense vectors.
+            return_embedding: Include the documents' dense embeddings.
+            auto_extensions: Build the store extensions the strategy needs (document index, cluster tree,
+                token index, ...) when the store lacks them; they then follow every write.
+
+        Returns:
+            Documents, best first, with ``score`` set and, when the strategy reports component scores
+            (``hierarchical``, ``svdr-*``, ``fusion``), ``meta["scores"]``.
+
+        Raises:
+            ValueError: Unknown strategy or parameter, bad query input, negative ``top_k``.
+            DocumentStoreError: The store cannot run the strategy (no model for query text, a missing
+                extension, ...); the message says how to fix it.
+
+        """
+        return self._retrieve(
+            strategy,
+            strategy_params,
+            query=query,
+            query_embedding=query_embedding,
+            query_sparse_embedding=query_sparse_embedding,
+            filters=filters,
+            top_k=top_k,
+            scale_score=scale_score,
+            return_embedding=return_embedding,
+            auto_extensions=auto_extensions,
+        )
+
+    def warm_up_strategy(
+        self,
+        strategy_name: str,
+        strategy_params: RetrieverParams | Mapping[str, Any] | None = None,
+        *,
+        models: bool = True,
+    ) -> None:
+        """Open the store and load what searching with a strategy needs (idempotent and cheap once done).
+
+        Extensions the store lacks are left for the first search (which builds them or says how to).
+        ``models=False`` only opens the store (a caller that brings query vectors needs no model).
+        """
+        entry = strategy(strategy_name)
+        params = self._check_strategy_params(entry, strategy_params)
+        with _engine_errors():
+            store = self._read_handle()
+            if not models:
+                return
+            if any(store.extension(name) is None for name in self._needed_extensions(entry, params)):
+                if entry.retriever.over_vectors and store.encoder is not None:
+                    _ = store.encoder.model  # what the first search will need in any case
+                return
+            cached = self._engine_retriever(store, entry, params)
+            with cached.lock:
+                cached.retriever.warm_up()
 
     def embedding_retrieval(
         self,
@@ -775,27 +1085,29 @@ class RagHierDocumentStore:
         scale_score: bool = False,
         return_embedding: bool = False,
     ) -> list[Document]:
-        """Return the ``top_k`` documents with the largest inner product with ``query_embedding``.
+        """Return the ``top_k`` documents with the largest inner product with ``query_embedding`` (``dense``).
 
         Args:
             query_embedding: The query vector.
             filters: A Haystack filter applied before the search (exact ``top_k`` among the matches).
             top_k: How many documents to return (``0``: none).
-            scale_score: Map scores to [0, 1]: ``(s + 1) / 2`` for a store whose model normalizes (cosine),
-                else ``sigmoid(s / 100)`` (dot product), as Haystack's InMemory store does.
+            scale_score: Map scores to [0, 1] by the store's similarity, as InMemoryDocumentStore does.
             return_embedding: Include the documents' embeddings.
 
         Returns:
             Documents with ``score`` set, best first.
 
         """
-        if query_embedding is None or len(query_embedding) == 0:
+        if query_embedding is None:
             raise ValueError("query_embedding should be a non-empty list of floats.")
-        query = np.asarray(query_embedding, dtype=np.float32)
-        if query.ndim != 1:
-            raise ValueError(f"query_embedding must be a flat list of floats, got shape {query.shape}")
-        with self._lock, _engine_errors():
-            return self._search(self._hier(), query[None, :], filters, top_k, scale_score, return_embedding)
+        return self._retrieve(
+            "dense",
+            query_embedding=query_embedding,
+            filters=filters,
+            top_k=top_k,
+            scale_score=scale_score,
+            return_embedding=return_embedding,
+        )
 
     def text_retrieval(
         self,
@@ -813,79 +1125,37 @@ class RagHierDocumentStore:
         """
         if not isinstance(query, str) or not query.strip():
             raise ValueError(f"query must be a non-empty string, got {query!r}")
-        store = self._hier()
-        encoder = store.encoder
-        if encoder is None:
-            raise DocumentStoreError(
-                f"the store at {self.path} has no model to encode query text; create the "
-                "RagHierDocumentStore with model=... or embed queries and use RagHierEmbeddingRetriever"
-            )
-        vector = encoder.encode_queries([query])
-        with self._lock, _engine_errors():
-            return self._search(self._hier(), vector, filters, top_k, scale_score, return_embedding)
+        return self._retrieve(
+            "dense",
+            query=query,
+            filters=filters,
+            top_k=top_k,
+            scale_score=scale_score,
+            return_embedding=return_embedding,
+        )
 
-    # ------------------------------------------------------------------------------------------------
-    # SVDR (token index) and sparse embedding retrieval
-    # ------------------------------------------------------------------------------------------------
-    @staticmethod
-    def _documents_for(store: HierStore, ids: list[str], scores: list[float], return_embedding: bool) -> list[Document]:
-        passages = store.get_passages(ids)
-        embeddings = store.get_embeddings(ids) if return_embedding else [None] * len(ids)
-        return [passage_to_document(p, e, s) for p, e, s in zip(passages, embeddings, scores, strict=True)]
-
-    def _svdr_retriever(
-        self, store: HierStore, mode: SvdrMode, rerank_m: int, vocab_model: str | None
-    ) -> SvdrRetriever:
-        """The SVDR retriever for these settings, kept (with its loaded encoder) while the store stays open."""
-        if mode not in SVDR_MODES:
-            raise ValueError(f"mode must be one of {', '.join(SVDR_MODES)}; got {mode!r}")
-        if not isinstance(rerank_m, int) or rerank_m < 1:
-            raise ValueError(f"rerank_m must be an integer >= 1, got {rerank_m!r}")
-        key = (mode, rerank_m, vocab_model)
-        retriever = self._svdr_retrievers.get(key)
-        if retriever is None or retriever.store is not store:
-            encoder: Any = None
-            if mode != "lexical" and (vocab_model is not None or mode != "alpha"):
-                # α with complete stored vectors needs no model: leave the encoder to the engine then
-                from rag_hier.encoders.vocab import VocabEncoder
-
-                name = vocab_model or default_vocab_model(store)
-                encoder = self._vocab_encoders.get(name)
-                if encoder is None:
-                    encoder = self._vocab_encoders[name] = VocabEncoder(name, device=self._device())
-            retriever = SvdrRetriever(store, mode, encoder=encoder, rerank_m=rerank_m)
-            self._svdr_retrievers[key] = retriever
-        return retriever
-
-    def warm_up_svdr(self, mode: SvdrMode = "beta-rerank", rerank_m: int = 100, vocab_model: str | None = None) -> None:
+    def warm_up_svdr(self, mode: str = "beta-rerank", rerank_m: int = 100, vocab_model: str | None = None) -> None:
         """Open the store and load what SVDR search in ``mode`` needs (idempotent and cheap once done)."""
-        with self._lock, _engine_errors():
-            store = self._hier()
-            retriever = self._svdr_retriever(store, mode, rerank_m, vocab_model)
-            if mode in ("beta", "beta-rerank", "lexical"):
-                tok = TokenIndexExtension.of(store)
-                _ = tok.index.binarizer
-            if mode in ("full", "beta", "beta-rerank"):
-                _ = retriever.encoder.module
+        self.warm_up_strategy(f"svdr-{mode}", {"rerank_m": rerank_m, "vocab_model": vocab_model})
 
     def svdr_retrieval(
         self,
         query: str,
-        mode: SvdrMode = "beta-rerank",
+        mode: str = "beta-rerank",
         filters: dict[str, Any] | None = None,
         top_k: int = 10,
         rerank_m: int = 100,
         vocab_model: str | None = None,
         return_embedding: bool = False,
     ) -> list[Document]:
-        """SVDR search with query text over the token index (see ``rag_hier.retrieval.svdr.SvdrRetriever``).
+        """SVDR search with query text (the ``svdr-<mode>`` strategy; see ``rag_hier.retrieval.svdr``).
 
         Args:
             query: The query text.
             mode: ``"beta"`` ⟨E(q), T(d)⟩, ``"beta-rerank"`` (β, then the top ``rerank_m`` re-scored by
                 ⟨E(q), E(d)⟩), ``"full"`` ⟨E(q), E(d)⟩, ``"alpha"`` ⟨T(q), E(d)⟩ or ``"lexical"`` (idf-weighted
                 token overlap, no model). β, β+rerank and lexical need the token index; full and α encode the
-                E(d) they lack on first use. Every E(d) computed is kept in the store.
+                E(d) they lack on first use.
             filters: A Haystack filter applied before the search (exact ``top_k`` among the matches).
             top_k: How many documents to return (``0``: none).
             rerank_m: Candidates re-ranked by β+rerank.
@@ -903,40 +1173,15 @@ class RagHierDocumentStore:
         """
         if not isinstance(query, str) or not query.strip():
             raise ValueError(f"query must be a non-empty string, got {query!r}")
-        if top_k < 0:
-            raise ValueError(f"top_k must be >= 0, got {top_k}")
-        with self._lock, _engine_errors():
-            store = self._hier()
-            retriever = self._svdr_retriever(store, mode, rerank_m, vocab_model)
-            if top_k == 0 or store.count_passages() == 0:
-                return []
-            hits = retriever.search(query, top_k=top_k, filters=self._predicate(filters, store))
-            return self._documents_for(store, [h.passage_id for h in hits], [h.score for h in hits], return_embedding)
-
-    def _sparse_extension(self, store: HierStore) -> SparseEmbeddingExtension:
-        """The store's index of sparse embeddings, added (and filled from the stored documents) when missing."""
-        ext = SparseEmbeddingExtension.of(store)
-        if ext is None:
-            ext = SparseEmbeddingExtension(key=SPARSE_EMBEDDING_KEY)
-            store.add_extension(ext)
-        elif ext.key != SPARSE_EMBEDDING_KEY:
-            raise StoreError(
-                f"{store.path} indexes sparse embeddings stored at {list(ext.key)}, not Haystack's; "
-                "remove its 'sparse-embeddings' extension"
-            )
-        return ext
-
-    def _allowed_rowids(self, store: HierStore, filters: dict[str, Any] | None) -> np.ndarray | None:
-        """Rowids of every document (with or without a dense vector) matching ``filters``; ``None``: all."""
-        predicate = self._predicate(filters, store)
-        if predicate is None:
-            return None
-        rowids = store.passage_rowids()
-        out: list[int] = []
-        for start in range(0, rowids.shape[0], 4096):
-            records = store.records(rowids[start : start + 4096].tolist())
-            out.extend(r for r, rec in records.items() if predicate(rec))
-        return np.asarray(sorted(out), dtype=np.int64)
+        return self._retrieve(
+            f"svdr-{mode}",
+            {"rerank_m": rerank_m, "vocab_model": vocab_model},
+            query=query,
+            filters=filters,
+            top_k=top_k,
+            return_embedding=return_embedding,
+            component_scores=False,
+        )
 
     def sparse_embedding_retrieval(
         self,
@@ -947,8 +1192,9 @@ class RagHierDocumentStore:
     ) -> list[Document]:
         """Return the documents whose stored ``sparse_embedding`` has the largest inner product with the query's.
 
-        Documents without a sparse embedding, and those sharing no index with the query (score 0), are never
-        returned. Scores are the raw inner products (float32), best first; ties by insertion order.
+        The ``sparse-embedding`` strategy. Documents without a sparse embedding, and those sharing no index with
+        the query (score 0), are never returned. Scores are the raw inner products, best first; ties by
+        insertion order.
 
         Args:
             query_sparse_embedding: The query's sparse embedding (same encoder as the documents').
@@ -961,84 +1207,116 @@ class RagHierDocumentStore:
             raise ValueError(
                 f"query_sparse_embedding must be a SparseEmbedding, got {type(query_sparse_embedding).__name__}"
             )
-        if top_k < 0:
-            raise ValueError(f"top_k must be >= 0, got {top_k}")
-        with self._lock, _engine_errors():
-            store = self._hier()
-            if top_k == 0 or store.count_passages() == 0:
-                return []
-            if SparseEmbeddingExtension.of(store) is None and store.read_only:
-                return []
-            ext = self._sparse_extension(store)
-            allowed = self._allowed_rowids(store, filters)
-            if allowed is not None and allowed.size == 0:
-                return []
-            scores, rowids = ext.search(
-                query_sparse_embedding.indices, query_sparse_embedding.values, top_k, allowed_ids=allowed
-            )
-            records = store.records(rowids.tolist())
-            ids = [records[r]["id"] for r in rowids.tolist()]
-            return self._documents_for(store, ids, [float(x) for x in scores.tolist()], return_embedding)
+        return self._retrieve(
+            "sparse-embedding",
+            query_sparse_embedding=query_sparse_embedding,
+            filters=filters,
+            top_k=top_k,
+            return_embedding=return_embedding,
+        )
+
+    def hierarchical_retrieval(
+        self,
+        query: str | None = None,
+        filters: dict[str, Any] | None = None,
+        top_k: int = 10,
+        scale_score: bool = False,
+        return_embedding: bool = False,
+        *,
+        k1: int | None = None,
+        lambda_: float | None = None,
+        mode: str = "serial",
+        auto_document_index: bool = False,
+        query_embedding: list[float] | None = None,
+    ) -> list[Document]:
+        """Dense Hierarchical Retrieval: the top-``k1`` documents, then their passages (``hierarchical``).
+
+        Each returned Document is a passage with ``score`` = the fused score ``passage + lambda_ * document``
+        (scaled by ``scale_score`` like :meth:`embedding_retrieval`), ``meta["scores"] = {"passage",
+        "document", "fused"}`` (raw scores) and ``meta["parent_document"] = {"id", "title", "title_path",
+        "meta"}``. These two keys replace any keys of the same name in the stored meta, in the returned copy only.
+
+        Args:
+            query: The query text (encoded by the store's model unless ``query_embedding`` is given).
+            filters: A Haystack filter on passages, applied before the search.
+            top_k: How many passages to return (``0``: none).
+            scale_score: Map the fused score to [0, 1] as :meth:`embedding_retrieval` does.
+            return_embedding: Include the passages' embeddings.
+            k1: Documents kept by the first stage (``mode="serial"``); default: the strategy's.
+            lambda_: Weight of the document score in the fused score; default: the strategy's.
+            mode: ``"serial"`` or ``"parallel"``.
+            auto_document_index: Build the document index when the store has none.
+            query_embedding: The query's vector (a store without a model: from the embedder of the documents).
+
+        """
+        params = {k: v for k, v in {"k1": k1, "lambda_": lambda_, "mode": mode}.items() if v is not None}
+        return self._retrieve(
+            "hierarchical",
+            params,
+            query=query,
+            query_embedding=query_embedding,
+            filters=filters,
+            top_k=top_k,
+            scale_score=scale_score,
+            return_embedding=return_embedding,
+            auto_extensions=auto_document_index,
+            parent_documents=True,
+            auto_option="auto_document_index=True",
+        )
 
     # ------------------------------------------------------------------------------------------------
-    # async twins: the sync work runs on the store's own worker thread
+    # async twins: the sync work runs in a worker thread, off the event loop
     # ------------------------------------------------------------------------------------------------
-    async def _in_worker(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        handle = self._shared()
-        with handle.lock:
-            if handle.executor is None:
-                handle.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rag-hier-store")
-            executor = handle.executor
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(executor, functools.partial(fn, *args, **kwargs))
+    async def _off_loop(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
 
     async def count_documents_async(self) -> int:
         """Asynchronous :meth:`count_documents`."""
-        return await self._in_worker(self.count_documents)
+        return await self._off_loop(self.count_documents)
 
     async def filter_documents_async(self, filters: dict[str, Any] | None = None) -> list[Document]:
         """Asynchronous :meth:`filter_documents`."""
-        return await self._in_worker(self.filter_documents, filters)
+        return await self._off_loop(self.filter_documents, filters)
 
     async def write_documents_async(
         self, documents: list[Document], policy: DuplicatePolicy = DuplicatePolicy.NONE
     ) -> int:
         """Asynchronous :meth:`write_documents`."""
-        return await self._in_worker(self.write_documents, documents, policy)
+        return await self._off_loop(self.write_documents, documents, policy)
 
     async def delete_documents_async(self, document_ids: list[str]) -> None:
         """Asynchronous :meth:`delete_documents`."""
-        await self._in_worker(self.delete_documents, document_ids)
+        await self._off_loop(self.delete_documents, document_ids)
 
     async def delete_all_documents_async(self, recreate_index: bool = False) -> None:
         """Asynchronous :meth:`delete_all_documents`."""
-        await self._in_worker(self.delete_all_documents, recreate_index)
+        await self._off_loop(self.delete_all_documents, recreate_index)
 
     async def delete_by_filter_async(self, filters: dict[str, Any]) -> int:
         """Asynchronous :meth:`delete_by_filter`."""
-        return await self._in_worker(self.delete_by_filter, filters)
+        return await self._off_loop(self.delete_by_filter, filters)
 
     async def update_by_filter_async(self, filters: dict[str, Any], meta: dict[str, Any]) -> int:
         """Asynchronous :meth:`update_by_filter`."""
-        return await self._in_worker(self.update_by_filter, filters, meta)
+        return await self._off_loop(self.update_by_filter, filters, meta)
 
     async def count_documents_by_filter_async(self, filters: dict[str, Any]) -> int:
         """Asynchronous :meth:`count_documents_by_filter`."""
-        return await self._in_worker(self.count_documents_by_filter, filters)
+        return await self._off_loop(self.count_documents_by_filter, filters)
 
     async def count_unique_metadata_by_filter_async(
         self, filters: dict[str, Any], metadata_fields: list[str]
     ) -> dict[str, int]:
         """Asynchronous :meth:`count_unique_metadata_by_filter`."""
-        return await self._in_worker(self.count_unique_metadata_by_filter, filters, metadata_fields)
+        return await self._off_loop(self.count_unique_metadata_by_filter, filters, metadata_fields)
 
     async def get_metadata_fields_info_async(self) -> dict[str, dict[str, str]]:
         """Asynchronous :meth:`get_metadata_fields_info`."""
-        return await self._in_worker(self.get_metadata_fields_info)
+        return await self._off_loop(self.get_metadata_fields_info)
 
     async def get_metadata_field_min_max_async(self, metadata_field: str) -> dict[str, Any]:
         """Asynchronous :meth:`get_metadata_field_min_max`."""
-        return await self._in_worker(self.get_metadata_field_min_max, metadata_field)
+        return await self._off_loop(self.get_metadata_field_min_max, metadata_field)
 
     async def get_metadata_field_unique_values_async(
         self,
@@ -1049,8 +1327,37 @@ class RagHierDocumentStore:
         filters: dict[str, Any] | None = None,
     ) -> tuple[list[Any], int]:
         """Asynchronous :meth:`get_metadata_field_unique_values`."""
-        return await self._in_worker(
+        return await self._off_loop(
             self.get_metadata_field_unique_values, metadata_field, search_term, from_, size, filters
+        )
+
+    async def retrieve_async(
+        self,
+        strategy: str = "dense",
+        strategy_params: RetrieverParams | Mapping[str, Any] | None = None,
+        *,
+        query: str | None = None,
+        query_embedding: list[float] | None = None,
+        query_sparse_embedding: SparseEmbedding | None = None,
+        filters: dict[str, Any] | None = None,
+        top_k: int = 10,
+        scale_score: bool = False,
+        return_embedding: bool = False,
+        auto_extensions: bool = False,
+    ) -> list[Document]:
+        """Asynchronous :meth:`retrieve`."""
+        return await self._off_loop(
+            self.retrieve,
+            strategy,
+            strategy_params,
+            query=query,
+            query_embedding=query_embedding,
+            query_sparse_embedding=query_sparse_embedding,
+            filters=filters,
+            top_k=top_k,
+            scale_score=scale_score,
+            return_embedding=return_embedding,
+            auto_extensions=auto_extensions,
         )
 
     async def embedding_retrieval_async(
@@ -1062,35 +1369,8 @@ class RagHierDocumentStore:
         return_embedding: bool = False,
     ) -> list[Document]:
         """Asynchronous :meth:`embedding_retrieval`."""
-        return await self._in_worker(
+        return await self._off_loop(
             self.embedding_retrieval, query_embedding, filters, top_k, scale_score, return_embedding
-        )
-
-    async def svdr_retrieval_async(
-        self,
-        query: str,
-        mode: SvdrMode = "beta-rerank",
-        filters: dict[str, Any] | None = None,
-        top_k: int = 10,
-        rerank_m: int = 100,
-        vocab_model: str | None = None,
-        return_embedding: bool = False,
-    ) -> list[Document]:
-        """Asynchronous :meth:`svdr_retrieval`."""
-        return await self._in_worker(
-            self.svdr_retrieval, query, mode, filters, top_k, rerank_m, vocab_model, return_embedding
-        )
-
-    async def sparse_embedding_retrieval_async(
-        self,
-        query_sparse_embedding: SparseEmbedding,
-        filters: dict[str, Any] | None = None,
-        top_k: int = 10,
-        return_embedding: bool = False,
-    ) -> list[Document]:
-        """Asynchronous :meth:`sparse_embedding_retrieval`."""
-        return await self._in_worker(
-            self.sparse_embedding_retrieval, query_sparse_embedding, filters, top_k, return_embedding
         )
 
     async def text_retrieval_async(
@@ -1102,147 +1382,51 @@ class RagHierDocumentStore:
         return_embedding: bool = False,
     ) -> list[Document]:
         """Asynchronous :meth:`text_retrieval`."""
-        return await self._in_worker(self.text_retrieval, query, filters, top_k, scale_score, return_embedding)
+        return await self._off_loop(self.text_retrieval, query, filters, top_k, scale_score, return_embedding)
 
-    # ------------------------------------------------------------------------------------------------
-    # DHR: documents first, then their passages (rag_hier.retrieval.hierarchical)
-    # ------------------------------------------------------------------------------------------------
-    def _require_document_index(self, store: HierStore, auto_document_index: bool) -> None:
-        """Check that ``store`` has a document index; add one when ``auto_document_index`` is true."""
-        from rag_hier.store.extensions.doc_index import DocumentIndex
-
-        existing = store.extension(DocumentIndex.name)
-        if isinstance(existing, DocumentIndex):
-            return
-        if existing is not None:
-            raise DocumentStoreError(f"the {DocumentIndex.name!r} extension of {self.path} is not a DocumentIndex")
-        if not auto_document_index:
-            raise DocumentStoreError(
-                f"the store at {self.path} has no document index, which hierarchical (DHR) retrieval needs. "
-                "Pass auto_document_index=True to HierarchicalRetriever (it builds the index on first use; "
-                "every later write keeps it current), or add it once with "
-                "`document_store.hier_store.add_extension(rag_hier.store.extensions.doc_index.DocumentIndex())`, or index with "
-                "`rag-hier index --hierarchical`; mode='flat' searches all passages without it"
-            )
-        if store.read_only:
-            raise DocumentStoreError(f"the store at {self.path} has no document index and is read-only")
-        logger.info("adding a document index (DHR) to %s", store.path)
-        store.add_extension(DocumentIndex())
-
-    def hierarchical_retrieval(
+    async def svdr_retrieval_async(
         self,
         query: str,
+        mode: str = "beta-rerank",
         filters: dict[str, Any] | None = None,
         top_k: int = 10,
-        scale_score: bool = False,
+        rerank_m: int = 100,
+        vocab_model: str | None = None,
         return_embedding: bool = False,
-        *,
-        k1: int = 500,
-        lambda_: float = 0.0,
-        mode: str = "serial",
-        auto_document_index: bool = False,
     ) -> list[Document]:
-        """Dense Hierarchical Retrieval with query text: the top-``k1`` documents, then their passages.
+        """Asynchronous :meth:`svdr_retrieval`."""
+        return await self._off_loop(
+            self.svdr_retrieval, query, mode, filters, top_k, rerank_m, vocab_model, return_embedding
+        )
 
-        Runs the engine's ``rag_hier.retrieval.HierarchicalRetriever`` over the store's document index
-        (extension ``"doc-index"``). Each returned Document is a passage with ``score`` = the fused score
-        ``passage + lambda_ * document`` (scaled by ``scale_score`` like :meth:`embedding_retrieval`),
-        ``meta["scores"] = {"passage", "document", "fused"}`` (raw scores) and ``meta["parent_document"] =
-        {"id", "title", "title_path", "meta"}`` (the engine document the passage belongs to; see the class
-        docstring for how Documents are grouped into documents). These two keys replace any keys of the same
-        name in the stored meta, in the returned copy only.
-
-        Args:
-            query: The query text (encoded by the store's model).
-            filters: A Haystack filter on passages, applied before the search; only documents with a
-                matching passage are ranked.
-            top_k: How many passages to return (``0``: none).
-            scale_score: Map the fused score to [0, 1] as :meth:`embedding_retrieval` does (exactly so when
-                ``lambda_`` is 0).
-            return_embedding: Include the passages' embeddings.
-            k1: Documents kept by the first stage (``mode="serial"``).
-            lambda_: Weight of the document score in the fused score.
-            mode: ``"serial"`` (passages of the top-``k1`` documents only) or ``"parallel"`` (every passage,
-                fused with its document's score).
-            auto_document_index: Build the document index when the store has none (it then follows every
-                write); otherwise a store without one raises.
-
-        Raises:
-            ValueError: ``query`` is empty, ``top_k`` is negative, or ``k1``/``lambda_``/``mode`` are invalid.
-            DocumentStoreError: The store has no model, or no document index and ``auto_document_index`` is
-                false.
-
-        """
-        from rag_hier.retrieval.hierarchical import HierarchicalRetriever as DHRRetriever
-
-        if not isinstance(query, str) or not query.strip():
-            raise ValueError(f"query must be a non-empty string, got {query!r}")
-        if top_k < 0:
-            raise ValueError(f"top_k must be >= 0, got {top_k}")
-        if not self.dense:
-            raise DocumentStoreError(
-                f"the store at {self.path} keeps no dense vectors (dense=False), which hierarchical (DHR) "
-                "retrieval needs; search it with RagHierSvdrRetriever"
-            )
-        store = self._hier()
-        options: dict[str, Any] = {"k1": k1, "lambda_": lambda_, "mode": mode}
-        DHRRetriever(store, **options)  # validates k1, lambda_ and mode
-        if store.encoder is None:
-            raise DocumentStoreError(
-                f"the store at {self.path} has no model to encode query text; create the "
-                "RagHierDocumentStore with model=... or embed queries and use RagHierEmbeddingRetriever"
-            )
-        with self._lock, _engine_errors():
-            self._require_document_index(store, auto_document_index)
-        if top_k == 0:
-            return []
-        with _engine_errors():  # encoding runs outside the lock, as in text_retrieval
-            passage_q, doc_q = DHRRetriever(store, **options).encode_queries([query])
-        with self._lock, _engine_errors():
-            store = self._hier()
-            retriever = DHRRetriever(store, **options)
-            hits = retriever.search_vectors(
-                passage_q, top_k=top_k, filters=self._predicate(filters, store), doc_vectors=doc_q
-            )[0]
-            ids = [h.passage_id for h in hits]
-            passages = {p.id: p for p in store.get_passages(ids)}
-            embeddings = store.get_embeddings(ids) if return_embedding else [None] * len(ids)
-            parents = {d: store.get_document(d) for d in dict.fromkeys(h.doc_id for h in hits)}
-        scores = [h.score for h in hits]
-        if scale_score:
-            scores = self._scale(store, scores)
-        out: list[Document] = []
-        for hit, embedding, score in zip(hits, embeddings, scores, strict=True):
-            passage = passages.get(hit.passage_id)
-            if passage is None:  # pragma: no cover - read under the same lock as the search
-                continue
-            doc = passage_to_document(passage, embedding, score)
-            parent = parents.get(hit.doc_id) or {}
-            doc.meta["scores"] = dict(hit.scores)
-            doc.meta["parent_document"] = {
-                "id": hit.doc_id,
-                "title": parent.get("title", ""),
-                "title_path": list(hit.title_path),
-                "meta": dict(parent.get("meta") or {}),
-            }
-            out.append(doc)
-        return out
+    async def sparse_embedding_retrieval_async(
+        self,
+        query_sparse_embedding: SparseEmbedding,
+        filters: dict[str, Any] | None = None,
+        top_k: int = 10,
+        return_embedding: bool = False,
+    ) -> list[Document]:
+        """Asynchronous :meth:`sparse_embedding_retrieval`."""
+        return await self._off_loop(
+            self.sparse_embedding_retrieval, query_sparse_embedding, filters, top_k, return_embedding
+        )
 
     async def hierarchical_retrieval_async(
         self,
-        query: str,
+        query: str | None = None,
         filters: dict[str, Any] | None = None,
         top_k: int = 10,
         scale_score: bool = False,
         return_embedding: bool = False,
         *,
-        k1: int = 500,
-        lambda_: float = 0.0,
+        k1: int | None = None,
+        lambda_: float | None = None,
         mode: str = "serial",
         auto_document_index: bool = False,
+        query_embedding: list[float] | None = None,
     ) -> list[Document]:
-        """Asynchronous :meth:`hierarchical_retrieval` (on the store's worker thread)."""
-        return await self._in_worker(
+        """Asynchronous :meth:`hierarchical_retrieval`."""
+        return await self._off_loop(
             self.hierarchical_retrieval,
             query,
             filters,
@@ -1253,4 +1437,5 @@ class RagHierDocumentStore:
             lambda_=lambda_,
             mode=mode,
             auto_document_index=auto_document_index,
+            query_embedding=query_embedding,
         )

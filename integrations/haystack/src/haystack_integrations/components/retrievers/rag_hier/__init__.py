@@ -2,6 +2,7 @@
 
 from haystack_integrations.components.retrievers.rag_hier.embedding_retriever import RagHierEmbeddingRetriever
 from haystack_integrations.components.retrievers.rag_hier.hierarchical_retriever import HierarchicalRetriever
+from haystack_integrations.components.retrievers.rag_hier.retriever import RagHierRetriever
 from haystack_integrations.components.retrievers.rag_hier.sparse_embedding_retriever import (
     RagHierSparseEmbeddingRetriever,
 )
@@ -10,6 +11,7 @@ from haystack_integrations.components.retrievers.rag_hier.svdr_retriever import 
 __all__ = [
     "HierarchicalRetriever",
     "RagHierEmbeddingRetriever",
+    "RagHierRetriever",
     "RagHierSparseEmbeddingRetriever",
     "RagHierSvdrRetriever",
 ]

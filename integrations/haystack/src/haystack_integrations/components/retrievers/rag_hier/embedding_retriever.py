@@ -1,18 +1,19 @@
-"""RagHierEmbeddingRetriever: dense retrieval from a RagHierDocumentStore, query embedding in."""
+"""RagHierEmbeddingRetriever: dense retrieval (the ``dense`` strategy), query embedding in."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from haystack import Document, component, default_from_dict, default_to_dict
-from haystack.document_stores.types import FilterPolicy, apply_filter_policy
+from haystack import Document, component, default_to_dict
+from haystack.document_stores.types import FilterPolicy
+from haystack_integrations.components.retrievers.rag_hier._base import StrategyComponent
 from haystack_integrations.document_stores.rag_hier import RagHierDocumentStore
 
 __all__ = ["RagHierEmbeddingRetriever"]
 
 
 @component
-class RagHierEmbeddingRetriever:
+class RagHierEmbeddingRetriever(StrategyComponent):
     """Retrieve the documents whose embeddings have the largest inner product with the query embedding.
 
     Use it with a :class:`RagHierDocumentStore` whose documents were embedded by the same model as the
@@ -20,6 +21,7 @@ class RagHierEmbeddingRetriever:
     Filters are applied before the vector search, so a filtered query returns ``top_k`` documents
     whenever that many match. Returned documents carry their metadata as written, including the parent
     ids (``__parent_id``, ``source_id``) that ``AutoMergingRetriever`` and ``SentenceWindowRetriever`` use.
+    The preset of ``RagHierRetriever(strategy="dense")``.
 
     Usage example:
     ```python
@@ -46,8 +48,8 @@ class RagHierEmbeddingRetriever:
             document_store: The RagHierDocumentStore to search.
             filters: Filters applied to every query (see ``filter_policy``).
             top_k: The maximum number of documents to return; must be greater than 0.
-            scale_score: Scale scores to [0, 1]: ``(s + 1) / 2`` when the store's model normalizes
-                (cosine), else ``sigmoid(s / 100)`` (dot product).
+            scale_score: Scale scores to [0, 1] by the store's similarity, as InMemoryDocumentStore does:
+                ``(s + 1) / 2`` (cosine), ``sigmoid(s / 100)`` (dot product).
             return_embedding: Return the documents' embeddings.
             filter_policy: ``REPLACE`` (default): runtime filters replace the init filters; ``MERGE``:
                 both apply.
@@ -57,26 +59,13 @@ class RagHierEmbeddingRetriever:
             ValueError: ``top_k`` is not greater than 0.
 
         """
-        if not isinstance(document_store, RagHierDocumentStore):
-            raise TypeError("document_store must be an instance of RagHierDocumentStore")
-        if top_k <= 0:
-            raise ValueError(f"top_k must be greater than 0, but got {top_k}")
-        self.document_store = document_store
-        self.filters = filters
-        self.top_k = top_k
-        self.scale_score = scale_score
-        self.return_embedding = return_embedding
-        self.filter_policy = (
-            filter_policy if isinstance(filter_policy, FilterPolicy) else FilterPolicy.from_str(filter_policy)
-        )
-
-    def _get_telemetry_data(self) -> dict[str, Any]:
-        """Data sent to Haystack's usage analytics."""
-        return {"document_store": type(self.document_store).__name__}
+        self._setup(document_store, filters, top_k, return_embedding, filter_policy)
+        self._use_strategy("dense", None, where="RagHierEmbeddingRetriever")
+        self.scale_score = self._scale_score = scale_score
 
     def warm_up(self) -> None:
         """Open the document store (idempotent; the store's own model, if any, is not needed here)."""
-        _ = self.document_store.hier_store
+        self.document_store.warm_up_strategy(self._strategy, self._params, models=False)
 
     def to_dict(self) -> dict[str, Any]:
         """Serialize the component, with its document store, to a dictionary."""
@@ -89,27 +78,6 @@ class RagHierEmbeddingRetriever:
             return_embedding=self.return_embedding,
             filter_policy=self.filter_policy.value,
         )
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RagHierEmbeddingRetriever:
-        """Deserialize the component from a dictionary (``data`` is not modified)."""
-        init_params = dict(data.get("init_parameters", {}))
-        if "filter_policy" in init_params:
-            init_params["filter_policy"] = FilterPolicy.from_str(init_params["filter_policy"])
-        return default_from_dict(cls, {**data, "init_parameters": init_params})
-
-    def _resolve(
-        self, filters: dict[str, Any] | None, top_k: int | None, scale_score: bool | None, return_embedding: bool | None
-    ) -> dict[str, Any]:
-        top_k = self.top_k if top_k is None else top_k
-        if top_k < 0:
-            raise ValueError(f"top_k must be greater than or equal to 0, but got {top_k}")
-        return {
-            "filters": apply_filter_policy(self.filter_policy, self.filters, filters),
-            "top_k": top_k,
-            "scale_score": self.scale_score if scale_score is None else scale_score,
-            "return_embedding": self.return_embedding if return_embedding is None else return_embedding,
-        }
 
     @component.output_types(documents=list[Document])
     def run(
@@ -136,8 +104,15 @@ class RagHierEmbeddingRetriever:
             ValueError: ``top_k`` is negative or ``query_embedding`` is empty.
 
         """
-        params = self._resolve(filters, top_k, scale_score, return_embedding)
-        return {"documents": self.document_store.embedding_retrieval(query_embedding=query_embedding, **params)}
+        if query_embedding is None:
+            raise ValueError("query_embedding should be a non-empty list of floats.")
+        return self._search(
+            query_embedding=query_embedding,
+            filters=filters,
+            top_k=top_k,
+            scale_score=scale_score,
+            return_embedding=return_embedding,
+        )
 
     @component.output_types(documents=list[Document])
     async def run_async(
@@ -148,7 +123,7 @@ class RagHierEmbeddingRetriever:
         scale_score: bool | None = None,
         return_embedding: bool | None = None,
     ) -> dict[str, list[Document]]:
-        """Asynchronously retrieve documents for a query embedding (the search runs on the store's worker thread).
+        """Asynchronously retrieve documents for a query embedding (the search runs in a worker thread).
 
         Args:
             query_embedding: Embedding of the query.
@@ -164,6 +139,12 @@ class RagHierEmbeddingRetriever:
             ValueError: ``top_k`` is negative or ``query_embedding`` is empty.
 
         """
-        params = self._resolve(filters, top_k, scale_score, return_embedding)
-        docs = await self.document_store.embedding_retrieval_async(query_embedding=query_embedding, **params)
-        return {"documents": docs}
+        if query_embedding is None:
+            raise ValueError("query_embedding should be a non-empty list of floats.")
+        return await self._search_async(
+            query_embedding=query_embedding,
+            filters=filters,
+            top_k=top_k,
+            scale_score=scale_score,
+            return_embedding=return_embedding,
+        )

@@ -4,23 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from haystack import Document, component, default_from_dict, default_to_dict
+from haystack import Document, component, default_to_dict
 from haystack.dataclasses import SparseEmbedding
-from haystack.document_stores.types import FilterPolicy, apply_filter_policy
+from haystack.document_stores.types import FilterPolicy
+from haystack_integrations.components.retrievers.rag_hier._base import StrategyComponent
 from haystack_integrations.document_stores.rag_hier import RagHierDocumentStore
 
 __all__ = ["RagHierSparseEmbeddingRetriever"]
 
 
 @component
-class RagHierSparseEmbeddingRetriever:
+class RagHierSparseEmbeddingRetriever(StrategyComponent):
     """Retrieve the documents whose ``sparse_embedding`` has the largest inner product with the query's.
 
     The counterpart of Qdrant's and Pinecone's sparse embedding retrievers, in-process: documents written
     with a ``sparse_embedding`` (from any sparse embedder: SPLADE, BM25-style, SVDR's vocabulary encoder)
     are indexed by the store; this component takes the query's sparse embedding from the matching text
     embedder. Scores are exact inner products (higher is better); documents without a sparse embedding or
-    sharing no index with the query are not returned. Filters are applied before the search.
+    sharing no index with the query are not returned. Filters are applied before the search. The preset of
+    ``RagHierRetriever(strategy="sparse-embedding")``.
 
     Usage example:
     ```python
@@ -59,25 +61,12 @@ class RagHierSparseEmbeddingRetriever:
             ValueError: ``top_k`` is not greater than 0.
 
         """
-        if not isinstance(document_store, RagHierDocumentStore):
-            raise TypeError("document_store must be an instance of RagHierDocumentStore")
-        if top_k <= 0:
-            raise ValueError(f"top_k must be greater than 0, but got {top_k}")
-        self.document_store = document_store
-        self.filters = filters
-        self.top_k = top_k
-        self.return_embedding = return_embedding
-        self.filter_policy = (
-            filter_policy if isinstance(filter_policy, FilterPolicy) else FilterPolicy.from_str(filter_policy)
-        )
-
-    def _get_telemetry_data(self) -> dict[str, Any]:
-        """Data sent to Haystack's usage analytics."""
-        return {"document_store": type(self.document_store).__name__}
+        self._setup(document_store, filters, top_k, return_embedding, filter_policy)
+        self._use_strategy("sparse-embedding", None, where="RagHierSparseEmbeddingRetriever")
 
     def warm_up(self) -> None:
         """Open the document store (idempotent; no model is needed)."""
-        _ = self.document_store.hier_store
+        self.document_store.warm_up_strategy(self._strategy, self._params, models=False)
 
     def to_dict(self) -> dict[str, Any]:
         """Serialize the component, with its document store, to a dictionary."""
@@ -89,26 +78,6 @@ class RagHierSparseEmbeddingRetriever:
             return_embedding=self.return_embedding,
             filter_policy=self.filter_policy.value,
         )
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RagHierSparseEmbeddingRetriever:
-        """Deserialize the component from a dictionary (``data`` is not modified)."""
-        init_params = dict(data.get("init_parameters", {}))
-        if "filter_policy" in init_params:
-            init_params["filter_policy"] = FilterPolicy.from_str(init_params["filter_policy"])
-        return default_from_dict(cls, {**data, "init_parameters": init_params})
-
-    def _resolve(
-        self, filters: dict[str, Any] | None, top_k: int | None, return_embedding: bool | None
-    ) -> dict[str, Any]:
-        top_k = self.top_k if top_k is None else top_k
-        if top_k < 0:
-            raise ValueError(f"top_k must be greater than or equal to 0, but got {top_k}")
-        return {
-            "filters": apply_filter_policy(self.filter_policy, self.filters, filters),
-            "top_k": top_k,
-            "return_embedding": self.return_embedding if return_embedding is None else return_embedding,
-        }
 
     @component.output_types(documents=list[Document])
     def run(
@@ -133,9 +102,16 @@ class RagHierSparseEmbeddingRetriever:
             ValueError: ``top_k`` is negative or ``query_sparse_embedding`` is not a SparseEmbedding.
 
         """
-        params = self._resolve(filters, top_k, return_embedding)
-        docs = self.document_store.sparse_embedding_retrieval(query_sparse_embedding=query_sparse_embedding, **params)
-        return {"documents": docs}
+        if not isinstance(query_sparse_embedding, SparseEmbedding):
+            raise ValueError(
+                f"query_sparse_embedding must be a SparseEmbedding, got {type(query_sparse_embedding).__name__}"
+            )
+        return self._search(
+            query_sparse_embedding=query_sparse_embedding,
+            filters=filters,
+            top_k=top_k,
+            return_embedding=return_embedding,
+        )
 
     @component.output_types(documents=list[Document])
     async def run_async(
@@ -145,7 +121,7 @@ class RagHierSparseEmbeddingRetriever:
         top_k: int | None = None,
         return_embedding: bool | None = None,
     ) -> dict[str, list[Document]]:
-        """Asynchronously retrieve documents for a query's sparse embedding (on the store's worker thread).
+        """Asynchronously retrieve documents for a query's sparse embedding (in a worker thread).
 
         Args:
             query_sparse_embedding: Sparse embedding of the query.
@@ -160,8 +136,13 @@ class RagHierSparseEmbeddingRetriever:
             ValueError: ``top_k`` is negative or ``query_sparse_embedding`` is not a SparseEmbedding.
 
         """
-        params = self._resolve(filters, top_k, return_embedding)
-        docs = await self.document_store.sparse_embedding_retrieval_async(
-            query_sparse_embedding=query_sparse_embedding, **params
+        if not isinstance(query_sparse_embedding, SparseEmbedding):
+            raise ValueError(
+                f"query_sparse_embedding must be a SparseEmbedding, got {type(query_sparse_embedding).__name__}"
+            )
+        return await self._search_async(
+            query_sparse_embedding=query_sparse_embedding,
+            filters=filters,
+            top_k=top_k,
+            return_embedding=return_embedding,
         )
-        return {"documents": docs}

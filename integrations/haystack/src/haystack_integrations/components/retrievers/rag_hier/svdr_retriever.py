@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any, get_args
+from typing import Any
 
-from haystack import Document, component, default_from_dict, default_to_dict
-from haystack.document_stores.types import FilterPolicy, apply_filter_policy
+from haystack import Document, component, default_to_dict
+from haystack.document_stores.types import FilterPolicy
+from haystack_integrations.components.retrievers.rag_hier._base import StrategyComponent
 from haystack_integrations.document_stores.rag_hier import RagHierDocumentStore
 
+from rag_hier.retrieval.registry import strategy_names
 from rag_hier.retrieval.svdr import SvdrMode
 
 __all__ = ["RagHierSvdrRetriever"]
 
-_MODES: tuple[str, ...] = get_args(SvdrMode)
-
 
 @component
-class RagHierSvdrRetriever:
+class RagHierSvdrRetriever(StrategyComponent):
     """Retrieve documents for query text with SVDR (Semi-Parametric Vocabulary Disentangled Retrieval).
 
     The store keeps a binary token index of its documents (``RagHierDocumentStore(token_index=True)``), built
@@ -33,7 +33,9 @@ class RagHierSvdrRetriever:
     E is a ``rag_hier.encoders.vocab.VocabEncoder`` (``vocab_model``: a ``rag-hier train svdr`` output or any
     BERT-family model; default: the store's model, else its token index's tokenizer model). Filters are
     applied before the search, so a filtered query returns ``top_k`` documents whenever that many match.
-    Results are the engine's ``SvdrRetriever`` results, as Documents with ``score`` set.
+    Results are the engine's ``SvdrRetriever`` results, as Documents with ``score`` set: this component is the
+    preset of ``RagHierRetriever(strategy="svdr-<mode>")`` (which also returns the component scores in
+    ``meta["scores"]``).
 
     Usage example:
     ```python
@@ -78,32 +80,21 @@ class RagHierSvdrRetriever:
             ValueError: Unknown ``mode``, or ``top_k`` / ``rerank_m`` not greater than 0.
 
         """
-        if not isinstance(document_store, RagHierDocumentStore):
-            raise TypeError("document_store must be an instance of RagHierDocumentStore")
-        if mode not in _MODES:
-            raise ValueError(f"mode must be one of {', '.join(_MODES)}; got {mode!r}")
-        if top_k <= 0:
-            raise ValueError(f"top_k must be greater than 0, but got {top_k}")
-        if not isinstance(rerank_m, int) or rerank_m <= 0:
-            raise ValueError(f"rerank_m must be greater than 0, but got {rerank_m!r}")
-        self.document_store = document_store
-        self.mode: SvdrMode = mode
-        self.filters = filters
-        self.top_k = top_k
-        self.rerank_m = rerank_m
-        self.vocab_model = vocab_model
-        self.return_embedding = return_embedding
-        self.filter_policy = (
-            filter_policy if isinstance(filter_policy, FilterPolicy) else FilterPolicy.from_str(filter_policy)
+        self._setup(document_store, filters, top_k, return_embedding, filter_policy)
+        modes = [name.removeprefix("svdr-") for name in strategy_names() if name.startswith("svdr-")]
+        if mode not in modes:
+            raise ValueError(f"mode must be one of {', '.join(modes)}; got {mode!r}")
+        params = self._use_strategy(
+            f"svdr-{mode}", {"rerank_m": rerank_m, "vocab_model": vocab_model}, where="RagHierSvdrRetriever"
         )
+        self.mode: SvdrMode = mode
+        self.rerank_m = params.rerank_m  # type: ignore[attr-defined]
+        self.vocab_model = vocab_model
+        self._component_scores = False  # Documents as written, scores in Document.score only
 
     def _get_telemetry_data(self) -> dict[str, Any]:
         """Data sent to Haystack's usage analytics."""
         return {"document_store": type(self.document_store).__name__, "mode": self.mode}
-
-    def warm_up(self) -> None:
-        """Open the store and load the tokenizer and vocabulary encoder the mode needs (idempotent, cheap once done)."""
-        self.document_store.warm_up_svdr(self.mode, self.rerank_m, self.vocab_model)
 
     def to_dict(self) -> dict[str, Any]:
         """Serialize the component, with its document store, to a dictionary."""
@@ -118,29 +109,6 @@ class RagHierSvdrRetriever:
             return_embedding=self.return_embedding,
             filter_policy=self.filter_policy.value,
         )
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RagHierSvdrRetriever:
-        """Deserialize the component from a dictionary (``data`` is not modified)."""
-        init_params = dict(data.get("init_parameters", {}))
-        if "filter_policy" in init_params:
-            init_params["filter_policy"] = FilterPolicy.from_str(init_params["filter_policy"])
-        return default_from_dict(cls, {**data, "init_parameters": init_params})
-
-    def _resolve(
-        self, filters: dict[str, Any] | None, top_k: int | None, return_embedding: bool | None
-    ) -> dict[str, Any]:
-        top_k = self.top_k if top_k is None else top_k
-        if top_k < 0:
-            raise ValueError(f"top_k must be greater than or equal to 0, but got {top_k}")
-        return {
-            "mode": self.mode,
-            "filters": apply_filter_policy(self.filter_policy, self.filters, filters),
-            "top_k": top_k,
-            "rerank_m": self.rerank_m,
-            "vocab_model": self.vocab_model,
-            "return_embedding": self.return_embedding if return_embedding is None else return_embedding,
-        }
 
     @component.output_types(documents=list[Document])
     def run(
@@ -166,8 +134,7 @@ class RagHierSvdrRetriever:
             DocumentStoreError: The mode needs a token index and the store has none.
 
         """
-        params = self._resolve(filters, top_k, return_embedding)
-        return {"documents": self.document_store.svdr_retrieval(query=query, **params)}
+        return self._search(query=query, filters=filters, top_k=top_k, return_embedding=return_embedding)
 
     @component.output_types(documents=list[Document])
     async def run_async(
@@ -177,7 +144,7 @@ class RagHierSvdrRetriever:
         top_k: int | None = None,
         return_embedding: bool | None = None,
     ) -> dict[str, list[Document]]:
-        """Asynchronously retrieve documents for query text (the search runs on the store's worker thread).
+        """Asynchronously retrieve documents for query text (the search runs in a worker thread).
 
         Args:
             query: The query text.
@@ -193,5 +160,4 @@ class RagHierSvdrRetriever:
             DocumentStoreError: The mode needs a token index and the store has none.
 
         """
-        params = self._resolve(filters, top_k, return_embedding)
-        return {"documents": await self.document_store.svdr_retrieval_async(query=query, **params)}
+        return await self._search_async(query=query, filters=filters, top_k=top_k, return_embedding=return_embedding)
