@@ -120,6 +120,8 @@ def kill_trials(trials: int, seed: int, keep: Path | None = None) -> dict[str, o
             if counts["passages"] != 2 * counts["documents"]:
                 torn += 1
             for d, there in present.items():
+                if pending is not None and d == pending["doc"]:
+                    continue  # the write in flight (e.g. a delete of an earlier document) is all-or-nothing, below
                 if (f"d{d}" in stored) != there:
                     lost += 1
                     details.append(
@@ -128,7 +130,7 @@ def kill_trials(trials: int, seed: int, keep: Path | None = None) -> dict[str, o
                     )
                     if keep is not None:
                         shutil.copytree(path, keep / f"trial{trial}", dirs_exist_ok=True)
-                        shutil.copy(log_path, keep / f"trial{trial}.log")
+                        (keep / f"trial{trial}.json").write_text(json.dumps(events))
             if pending is not None:
                 inflight += 1
                 d = pending["doc"]
