@@ -380,6 +380,332 @@ def run_child(args: list[str]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------------
+# writes, filtered search, bulk build
+# ---------------------------------------------------------------------------------------------------
+def loadavg() -> list[float]:
+    """The machine's 1/5/15-minute load averages (the machine is shared: report them with every figure)."""
+    try:
+        return [float(v) for v in Path("/proc/loadavg").read_text().split()[:3]]
+    except OSError:  # pragma: no cover - not Linux
+        return [float("nan")] * 3
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    """Median and p95 in milliseconds."""
+    return {"median_ms": 1000 * float(np.median(values)), "p95_ms": 1000 * pct(values, 95), "n": len(values)}
+
+
+def store_config(kind: str, n: int, nprobe: int = 8, ef_search: int = 64, hnsw_m: int = 32, ef_c: int = 80):
+    from rag_hier.index import IndexConfig
+
+    cfg: dict[str, Any] = {"kind": kind, "hnsw_m": hnsw_m, "ef_construction": ef_c, "ef_search": ef_search}
+    if kind == "ivf":
+        nlist = int(4 * math.sqrt(n))
+        cfg.update(nlist=nlist, nprobe=nprobe, train_min=min(n, 256 * nlist, 200_000))
+    return IndexConfig(**cfg)
+
+
+def bulk_store(path: Path, kind: str, x: np.ndarray, passages: list, config=None, chunk: int = 200_000):
+    """A store holding ``passages`` with vectors ``x``, written in one commit (chunks inside one batch)."""
+    from rag_hier.store import HierStore
+
+    store = HierStore.create(path, model=None, dimension=x.shape[1], index=config or store_config(kind, len(x)))
+    with store.batch():
+        for start in range(0, x.shape[0], chunk):
+            store.add_passages(passages[start : start + chunk], x[start : start + chunk])
+    return store
+
+
+def run_writes(a, sizes: list[int], kind: str, tmp_root: Path) -> None:
+    """One-document commits (add a 5-passage document; delete a stored document) into stores of each size.
+
+    The stores are open side by side and the commits interleaved (the size order rotates every round), so
+    machine noise hits every size alike; ratios are to the smallest size.
+    """
+    from rag_hier.corpus import Passage
+
+    out_file = a.out_dir / f"dense-writes-{kind}.json"
+    rec: dict[str, Any] = {
+        "kind": kind,
+        "sizes": sizes,
+        "dim": a.dim,
+        "writes": a.writes,
+        "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "load_before": loadavg(),
+        "build_s": {},
+    }
+    stores = {}
+    for n in sizes:
+        print(f"-- writes {kind}: building a {n}-vector store", flush=True)
+        x = mixture(n, a.dim, a.centers, a.noise, seed=1)
+        passages = make_passages(n)
+        t0 = time.perf_counter()
+        stores[n] = bulk_store(tmp_root / f"writes-{kind}-{n}", kind, x, passages)
+        rec["build_s"][str(n)] = time.perf_counter() - t0
+        print(f"   built in {rec['build_s'][str(n)]:.1f}s", flush=True)
+        del x, passages
+        gc.collect()
+    new = mixture(a.writes * 5, a.dim, a.centers, a.noise, seed=5)
+    times: dict[str, dict[int, list[float]]] = {"add": {n: [] for n in sizes}, "delete": {n: [] for n in sizes}}
+    rec["load_during"] = loadavg()
+    for w in range(a.writes):
+        order = sizes[w % len(sizes) :] + sizes[: w % len(sizes)]
+        for n in order:
+            store = stores[n]
+            passages = [Passage(f"w{w}#{k}", f"w{w}", k, f"written {w} part {k}") for k in range(5)]
+            t0 = time.perf_counter()
+            store.add_passages(passages, new[5 * w : 5 * w + 5])
+            times["add"][n].append(time.perf_counter() - t0)
+            victim = f"doc{(w * 7919) % (n // 10)}"
+            t0 = time.perf_counter()
+            removed = store.delete_documents([victim])
+            times["delete"][n].append(time.perf_counter() - t0)
+            assert removed == 10, (victim, removed)
+        if w % 5 == 4:
+            print(
+                f"   {w + 1} rounds: add median "
+                + ", ".join(f"{n}: {1000 * np.median(times['add'][n]):.1f} ms" for n in sizes),
+                flush=True,
+            )
+    rec["load_after"] = loadavg()
+    base = sizes[0]
+    for op in ("add", "delete"):
+        rec[op] = {str(n): summary(times[op][n]) for n in sizes}
+        for n in sizes:
+            rec[op][str(n)]["ratio_to_smallest"] = float(np.median(times[op][n]) / np.median(times[op][base]))
+    for n, store in stores.items():
+        rec.setdefault("files", {})[str(n)] = {
+            f.name: f.stat().st_size for f in sorted((tmp_root / f"writes-{kind}-{n}").iterdir())
+        }
+        store.close()
+        shutil.rmtree(tmp_root / f"writes-{kind}-{n}", ignore_errors=True)
+    for op in ("add", "delete"):
+        print(
+            f"   {kind} {op}: "
+            + "; ".join(
+                f"{n}: median {rec[op][str(n)]['median_ms']:.1f} ms p95 {rec[op][str(n)]['p95_ms']:.1f} ms "
+                f"({rec[op][str(n)]['ratio_to_smallest']:.2f}x)"
+                for n in sizes
+            ),
+            flush=True,
+        )
+    out_file.write_text(json.dumps(rec, indent=2) + "\n")
+    print(f"wrote {out_file} (load {rec['load_before']} -> {rec['load_after']})", flush=True)
+
+
+FILTERS = {
+    "1%": {"field": "meta.bucket", "operator": "<", "value": 1},
+    "10%": {"field": "meta.bucket", "operator": "<", "value": 10},
+    "50%": {"field": "meta.bucket", "operator": "<", "value": 50},
+    "10% (doc_id in)": None,  # filled per store: the doc_ids of 10 % of the documents
+}
+
+
+def run_filtered(a, n: int, kind: str, tmp_root: Path) -> None:
+    """Filtered search at 1 %, 10 %, 50 % selectivity against unfiltered search, interleaved; and the first
+    filtered query after a write."""
+    from rag_hier.corpus import Passage
+    from rag_hier.retrieval import DenseRetriever
+
+    out_file = a.out_dir / f"dense-filtered-{kind}-{n}.json"
+    print(f"-- filtered {kind} N={n}: building", flush=True)
+    x = mixture(n, a.dim, a.centers, a.noise, seed=1)
+    passages = [
+        Passage(
+            id=f"doc{i // 10}#{i % 10}",
+            doc_id=f"doc{i // 10}",
+            position=i % 10,
+            text=f"passage {i % 10} of doc {i // 10}",
+            meta={"bucket": (i * 37) % 100},
+        )
+        for i in range(n)
+    ]
+    t0 = time.perf_counter()
+    store = bulk_store(tmp_root / f"filtered-{kind}-{n}", kind, x, passages)
+    t_build = time.perf_counter() - t0
+    del passages
+    buckets = (np.arange(n) * 37) % 100
+    q = mixture(a.queries, a.dim, a.centers, a.noise, seed=2)
+    filters = dict(FILTERS)
+    filters["10% (doc_id in)"] = {
+        "field": "doc_id",
+        "operator": "in",
+        "value": [f"doc{d}" for d in range(0, n // 10, 10)],
+    }
+    truth_ids = {}
+    import faiss
+
+    for name, f in filters.items():
+        mask = (np.arange(n) // 10) % 10 == 0 if name.startswith("10% (doc") else buckets < f["value"]
+        allowed = np.nonzero(mask)[0]
+        _, pos = faiss.knn(q, x[allowed], 10, metric=faiss.METRIC_INNER_PRODUCT)
+        truth_ids[name] = allowed[pos]
+    del x
+    gc.collect()
+    retriever = DenseRetriever(store)
+    variants: dict[str, Any] = {"unfiltered": None, **filters}
+    for name, f in variants.items():  # warm-up, and the filter checked
+        hits = retriever.search_vectors(q[:1], top_k=10, filters=f)[0]
+        assert len(hits) == 10, (name, len(hits))
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    found: dict[str, list[list[int]]] = {name: [] for name in variants}
+    names = list(variants)
+    load_before = loadavg()
+    for i in range(a.queries):
+        order = names[i % len(names) :] + names[: i % len(names)]
+        for name in order:
+            t0 = time.perf_counter()
+            hits = retriever.search_vectors(q[i : i + 1], top_k=10, filters=variants[name])[0]
+            times[name].append(time.perf_counter() - t0)
+            found[name].append([hit_index(h) for h in hits])
+    load_after = loadavg()
+    rec: dict[str, Any] = {
+        "n": n,
+        "kind": kind,
+        "queries": a.queries,
+        "build_s": t_build,
+        "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "load_before": load_before,
+        "load_after": load_after,
+        "variants": {},
+    }
+    base = float(np.median(times["unfiltered"]))
+    for name in names:
+        r = summary(times[name])
+        r["ratio_to_unfiltered"] = float(np.median(times[name])) / base
+        if name in truth_ids:
+            r["recall@10"] = recall_at(np.asarray(found[name]), truth_ids[name])
+        rec["variants"][name] = r
+        print(
+            f"   {name}: median {r['median_ms']:.3f} ms p95 {r['p95_ms']:.3f} ms ({r['ratio_to_unfiltered']:.2f}x)"
+            + (f" recall@10 {r['recall@10']:.4f}" if "recall@10" in r else ""),
+            flush=True,
+        )
+    # the first filtered query after a write, against a second one (same query, same generation)
+    first, second = [], []
+    rng = np.random.default_rng(3)
+    for w in range(min(20, a.queries)):
+        store.add_passages(
+            [Passage(f"fw{w}", f"fw{w}", 0, "written", meta={"bucket": 5})],
+            _normalize(rng.standard_normal((1, a.dim), dtype=np.float32)),
+        )
+        for bucket in (first, second):
+            t0 = time.perf_counter()
+            retriever.search_vectors(q[w : w + 1], top_k=10, filters=filters["10%"])
+            bucket.append(time.perf_counter() - t0)
+    rec["after_write"] = {"first": summary(first), "second": summary(second)}
+    print(
+        f"   first filtered query after a write: median {1000 * np.median(first):.2f} ms, "
+        f"the next one {1000 * np.median(second):.2f} ms",
+        flush=True,
+    )
+    store.close()
+    shutil.rmtree(tmp_root / f"filtered-{kind}-{n}", ignore_errors=True)
+    out_file.write_text(json.dumps(rec, indent=2) + "\n")
+    print(f"wrote {out_file} (load {load_before} -> {load_after})", flush=True)
+
+
+def sqlite_rows(passages: list):
+    """The rows the store writes for ``passages`` (same columns and values), as a generator."""
+    import hashlib
+
+    for p in passages:
+        yield (
+            p.id,
+            p.doc_id,
+            int(p.position),
+            int(p.section),
+            json.dumps(list(p.title_path), separators=(",", ":")),
+            p.text,
+            json.dumps(dict(p.meta), separators=(",", ":")),
+            json.dumps(dict(p.extra), separators=(",", ":")),
+            hashlib.sha1(p.embedding_text.encode("utf-8"), usedforsecurity=False).hexdigest(),
+            1,
+            None,
+        )
+
+
+def bare_sqlite(path: Path, passages: list) -> float:
+    """Seconds to bulk-insert the same rows into a bare SQLite file with the store's schema, in one transaction."""
+    import sqlite3
+
+    from rag_hier.store.schema import SCHEMA
+
+    t0 = time.perf_counter()
+    db = sqlite3.connect(str(path), isolation_level=None)
+    db.execute("PRAGMA synchronous=FULL")
+    db.executescript(SCHEMA)
+    db.execute("BEGIN")
+    db.executemany(
+        "INSERT INTO documents(doc_id, title) VALUES (?, '') ON CONFLICT(doc_id) DO NOTHING",
+        ((p.doc_id,) for p in passages),
+    )
+    db.executemany(
+        "INSERT INTO passages(passage_id, doc_id, position, section, title_path, text, meta, extra,"
+        " content_hash, has_vector, exact_embedding) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        sqlite_rows(passages),
+    )
+    db.execute("COMMIT")
+    db.close()
+    return time.perf_counter() - t0
+
+
+def run_build(a, n: int, tmp_root: Path) -> None:
+    """A Flat store built by one ``add_passages`` call against raw FAISS ``add`` + a bare SQLite bulk insert."""
+    import faiss
+
+    out_file = a.out_dir / f"dense-build-{n}.json"
+    x = mixture(n, a.dim, a.centers, a.noise, seed=1)
+    passages = make_passages(n)  # the caller's objects: made once, outside every timing
+    rounds = []
+    load_before = loadavg()
+    for r in range(a.rounds):
+        gc.collect()
+        t0 = time.perf_counter()
+        index = faiss.IndexFlatIP(a.dim)
+        index.add(x)
+        t_faiss = time.perf_counter() - t0
+        del index
+        gc.collect()
+        t_sql = bare_sqlite(tmp_root / f"bare-{r}.sqlite", passages)
+        (tmp_root / f"bare-{r}.sqlite").unlink()
+        gc.collect()
+        path = tmp_root / f"build-{r}"
+        from rag_hier.store import HierStore
+
+        t0 = time.perf_counter()
+        store = HierStore.create(path, model=None, dimension=a.dim, index="flat")
+        store.add_passages(passages, x)
+        t_store = time.perf_counter() - t0
+        store.close()
+        shutil.rmtree(path, ignore_errors=True)
+        row = {
+            "faiss_add_s": t_faiss,
+            "bare_sqlite_s": t_sql,
+            "store_s": t_store,
+            "ratio": t_store / (t_faiss + t_sql),
+            "load": loadavg(),
+        }
+        rounds.append(row)
+        print(
+            f"   build N={n} round {r}: faiss add {t_faiss:.1f}s + bare SQLite {t_sql:.1f}s; store {t_store:.1f}s "
+            f"({row['ratio']:.2f}x)",
+            flush=True,
+        )
+    rec = {
+        "n": n,
+        "dim": a.dim,
+        "rounds": rounds,
+        "median_ratio": float(np.median([r["ratio"] for r in rounds])),
+        "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "load_before": load_before,
+        "load_after": loadavg(),
+    }
+    out_file.write_text(json.dumps(rec, indent=2) + "\n")
+    print(f"wrote {out_file}", flush=True)
+
+
+# ---------------------------------------------------------------------------------------------------
 # main
 # ---------------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
@@ -415,6 +741,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-memory", action="store_true", help="skip the resident-memory subprocesses")
     p.add_argument("--haystack", action="store_true", help="also measure Haystack InMemoryDocumentStore memory")
     p.add_argument("--profile", action="store_true", help="cProfile the store single-query loop")
+    p.add_argument(
+        "--suite",
+        default="search",
+        choices=("search", "writes", "filtered", "build"),
+        help="search: store vs raw FAISS (default); writes: one-document commits into stores of --sizes; "
+        "filtered: filtered vs unfiltered search; build: 1M-style bulk build vs raw FAISS add + bare SQLite insert",
+    )
+    p.add_argument("--writes", type=int, default=30, help="writes suite: commits per store (interleaved)")
+    p.add_argument("--rounds", type=int, default=2, help="build suite: alternating repetitions")
     p.add_argument("--out-dir", type=Path, default=OUT)
     p.add_argument("--tmp", default=None, help="parent directory for the temporary stores")
     # child modes
@@ -437,8 +772,19 @@ def main(argv: list[str] | None = None) -> int:
     a.out_dir.mkdir(parents=True, exist_ok=True)
     tmp_root = Path(tempfile.mkdtemp(prefix="bench-dense-", dir=a.tmp))
     try:
-        for n in sizes:
-            run_size(a, n, kinds, tmp_root)
+        if a.suite == "writes":
+            for kind in kinds:
+                run_writes(a, sizes, kind, tmp_root)
+        elif a.suite == "filtered":
+            for n in sizes:
+                for kind in kinds:
+                    run_filtered(a, n, kind, tmp_root)
+        elif a.suite == "build":
+            for n in sizes:
+                run_build(a, n, tmp_root)
+        else:
+            for n in sizes:
+                run_size(a, n, kinds, tmp_root)
     finally:
         shutil.rmtree(tmp_root, ignore_errors=True)
     return 0

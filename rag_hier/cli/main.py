@@ -493,6 +493,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     return int(func(args))
 
 
+_MODEL_COMMANDS = frozenset({"index", "search", "eval", "train"})
+"""Commands that may load a model (the others — ``info``, ``compare``, ``migrate`` — import no model library)."""
+
 _EXTRAS = {
     "bm25s": "train",
     "datasets": "train",
@@ -521,7 +524,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     if args.verbose < 2:
-        _quiet_transformers()
+        if args.command in _MODEL_COMMANDS:  # importing transformers costs a second; only where a model loads
+            _quiet_transformers()
         for noisy in ("sentence_transformers", "transformers", "huggingface_hub", "httpx", "faiss", "pymilvus"):
             logging.getLogger(noisy).setLevel(logging.ERROR)
     import sqlite3

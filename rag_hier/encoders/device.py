@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Literal
 
@@ -33,8 +34,9 @@ def resolve_precision(device: str, precision: Precision = "auto") -> Literal["fl
     return precision
 
 
+@functools.cache
 def faiss_gpu_count() -> int:
-    """Number of GPUs FAISS can use (0 with faiss-cpu)."""
+    """Number of GPUs FAISS can use (0 with faiss-cpu); probed once per process (it is asked on every search)."""
     try:
         import faiss
 

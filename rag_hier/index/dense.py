@@ -104,7 +104,7 @@ class DenseIndex:
         self.config = config or IndexConfig()
         self._index: faiss.Index = self._new_base_index()
         self._tombstones: set[int] = set()
-        self._gpu_index: faiss.Index | None = None
+        self._invalidate()  # the caches derived from the index (GPU copy, id map, search plan) start empty
 
     # -- construction -----------------------------------------------------------------------------
     def _new_base_index(self) -> faiss.Index:
@@ -273,8 +273,26 @@ class DenseIndex:
 
     def _invalidate(self) -> None:
         """Forget caches derived from the FAISS index (after any change to it)."""
-        self._gpu_index = None
+        self._gpu_index: faiss.Index | None = None
         self._id_cache: tuple[np.ndarray, np.ndarray] | None = None
+        self._plan: tuple[faiss.Index, np.ndarray | None, int] | None = None
+
+    def _fast_plan(self) -> tuple[faiss.Index, np.ndarray | None, int]:
+        """What an unfiltered search without tombstones runs, cached until the index changes.
+
+        ``(the FAISS index to search, the id of each of its positions with -1 appended so that FAISS's -1
+        padding maps to -1 (None when the index returns ids itself), the number of vectors held)``. Its
+        search-time parameters (nprobe, efSearch) are set on the index itself (train_ivf, read, construction).
+        """
+        if self._plan is None:
+            index = faiss.downcast_index(self._index)
+            if isinstance(index, faiss.IndexIDMap2):
+                base = faiss.downcast_index(index.index)
+                ext = faiss.vector_to_array(index.id_map).astype(np.int64, copy=False)
+                self._plan = (base, np.append(ext, np.int64(-1)), int(index.ntotal))
+            else:
+                self._plan = (index, None, int(index.ntotal))
+        return self._plan
 
     def _mapped(self) -> tuple[np.ndarray, np.ndarray] | None:
         """For ``IndexIDMap2`` kinds: (external id of each internal position, argsort of those ids)."""
@@ -337,6 +355,18 @@ class DenseIndex:
         if top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {top_k}")
         n_q = q.shape[0]
+        if allowed_ids is None and not self._tombstones and n_q and not self._use_gpu():
+            # the hot path: one FAISS call on the index that holds the vectors, positions mapped to ids in numpy
+            base, ext, ntotal = self._fast_plan()
+            if ntotal == 0:
+                return np.full((n_q, top_k), -np.inf, np.float32), np.full((n_q, top_k), -1, np.int64)
+            k = min(top_k, ntotal)
+            scores, ids = base.search(q, k)
+            if ext is not None:
+                ids = ext[ids]
+            if k < top_k or (ids[:, -1] < 0).any():  # padding, or an approximate index came back short
+                return self._finish(q, top_k, k, scores, ids, None, ntotal)
+            return scores, ids
         allowed = None
         if allowed_ids is not None:
             allowed = np.unique(np.asarray(allowed_ids, dtype=np.int64))
@@ -365,6 +395,19 @@ class DenseIndex:
             sel, _keep = self._selector(allowed, None)
             params = self._search_params(sel)
             scores, ids = self._index.search(q, k, params=params) if params is not None else self._index.search(q, k)
+        return self._finish(q, top_k, k, scores, ids, allowed, n_live)
+
+    def _finish(
+        self,
+        q: np.ndarray,
+        top_k: int,
+        k: int,
+        scores: np.ndarray,
+        ids: np.ndarray,
+        allowed: np.ndarray | None,
+        n_live: int,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Answer short rows exactly (an approximate index found fewer than it could) and pad to ``top_k``."""
         expected = min(top_k, n_live if allowed is None else allowed.size)
         found = (ids >= 0).sum(axis=1)
         short = np.nonzero(found < expected)[0]

@@ -37,7 +37,7 @@ import dataclasses
 import math
 import typing
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Literal, TypeVar, overload
 
@@ -47,6 +47,7 @@ from rag_hier.errors import RagHierError, StoreError
 from rag_hier.index.selection import select_top_k
 from rag_hier.retrieval.hit import Hit, QueryResult
 from rag_hier.store.contract import Filters, StoreBackend
+from rag_hier.store.records import new_hit
 
 __all__ = [
     "Aggregate",
@@ -483,31 +484,45 @@ class Retriever(ABC, Generic[Q]):
         """Sorted, cut to ``top_k`` and turned into hits with one read of the store."""
         orders = [select_top_k(r.scores, r.rowids, top_k, secondary=r.tiebreak) for r in rankings]
         wanted = [r.rowids[o] for r, o in zip(rankings, orders, strict=True)]
-        records = self.store.records(np.concatenate(wanted).astype(np.int64).tolist() if wanted else [])
+        ids = (wanted[0] if len(wanted) == 1 else np.concatenate(wanted)).tolist() if wanted else []
+        fetch = getattr(self.store, "hit_rows", None)  # the store's fast path: rows of exactly the Hit fields
+        rows: Mapping[int, Any]
+        make: _MakeHit
+        if fetch is not None:
+            rows, make = fetch(ids), typing.cast(_MakeHit, new_hit)
+        else:
+            rows, make = self.store.records(ids), _hit_from_record
         out: list[list[Hit]] = []
-        for ranking, order in zip(rankings, orders, strict=True):
+        for ranking, order, rowids in zip(rankings, orders, wanted, strict=True):
             hits: list[Hit] = []
-            rowids = ranking.rowids[order].tolist()
             scores = np.asarray(ranking.scores, dtype=np.float64)[order].tolist()
             parts = {name: np.asarray(v, dtype=np.float64)[order].tolist() for name, v in ranking.components.items()}
-            for j, (rowid, score) in enumerate(zip(rowids, scores, strict=True)):
-                rec = records.get(rowid)
-                if rec is None:  # deleted meanwhile, or padding
+            for j, rowid in enumerate(rowids.tolist()):
+                row = rows.get(rowid)
+                if row is None:  # deleted meanwhile, or padding
                     continue
-                hits.append(
-                    Hit(
-                        passage_id=rec.passage_id,
-                        doc_id=rec.doc_id,
-                        text=rec.text,
-                        title_path=rec.title_path,
-                        meta=rec.meta,
-                        score=score,
-                        rank=len(hits) + 1,
-                        position=rec.position,
-                        scores={name: v[j] for name, v in parts.items() if math.isfinite(v[j])},
-                        rowid=rowid,
-                        extra=rec.extra,
-                    )
-                )
+                components = {name: v[j] for name, v in parts.items() if math.isfinite(v[j])} if parts else None
+                hits.append(make(row, scores[j], len(hits) + 1, components))
             out.append(hits)
         return out
+
+
+_MakeHit = Callable[[Any, float, int, Mapping[str, float] | None], Hit]
+"""Builds a hit from a stored row or record, its score, rank and component scores."""
+
+
+def _hit_from_record(rec: Any, score: float, rank: int, scores: Mapping[str, float] | None) -> Hit:
+    """A :class:`Hit` from a record of a backend without ``hit_rows``."""
+    return Hit(
+        passage_id=rec.passage_id,
+        doc_id=rec.doc_id,
+        text=rec.text,
+        title_path=rec.title_path,
+        meta=rec.meta,
+        score=score,
+        rank=rank,
+        position=rec.position,
+        scores={} if scores is None else scores,
+        rowid=rec.rowid,
+        extra=rec.extra,
+    )

@@ -12,10 +12,10 @@ import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rag_hier.corpus.model import Passage
-from rag_hier.store.schema import PASSAGE_COLUMNS, rows_in
+from rag_hier.store.schema import CHUNK, PASSAGE_COLUMNS, rows_in
 
 __all__ = [
     "POLICIES",
@@ -24,7 +24,9 @@ __all__ = [
     "QueryResult",
     "WritePolicy",
     "WriteSummary",
+    "hit_rows",
     "iter_records",
+    "new_hit",
     "record_from_row",
     "records_by_rowid",
 ]
@@ -173,6 +175,75 @@ class Hit:
     def with_rank(self, rank: int) -> Hit:
         """The same hit at another rank."""
         return replace(self, rank=rank)
+
+    if not TYPE_CHECKING:  # hidden from type checkers, so a misspelt attribute stays an error
+
+        def __getattr__(self, name: str) -> Any:
+            # Hits built from a store row (new_hit) keep the JSON columns undecoded until first read.
+            # The raw text is dropped only after the value is stored, so a thread reading the same hit
+            # concurrently finds one or the other.
+            d = self.__dict__
+            key = _RAW.get(name)
+            raw = d.get(key, _NO_RAW) if key is not None else _NO_RAW
+            if raw is _NO_RAW:
+                if name in d:  # decoded by another thread meanwhile
+                    return d[name]
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            value = tuple(json.loads(raw)) if name == "title_path" else json.loads(raw)
+            d[name] = value
+            d.pop(key, None)
+            return value
+
+
+_RAW = {"title_path": "_raw_title_path", "meta": "_raw_meta", "extra": "_raw_extra"}
+_NO_RAW = object()
+_new = object.__new__
+
+HIT_COLUMNS = "id, passage_id, doc_id, text, title_path, meta, position, extra"
+"""The columns a :class:`Hit` is built from (:func:`hit_rows`, :func:`new_hit`)."""
+
+
+def new_hit(row: Sequence[Any], score: float, rank: int, scores: Mapping[str, float] | None = None) -> Hit:
+    """A :class:`Hit` from a row of :data:`HIT_COLUMNS`, built without an intermediate record.
+
+    The JSON columns (title path, metadata, extras) are decoded on first access; the empty literals most rows
+    hold are not decoded at all.
+    """
+    rowid, pid, doc_id, text, title_path, meta, position, extra = row
+    h = _new(Hit)
+    d = h.__dict__
+    d["passage_id"] = pid
+    d["doc_id"] = doc_id
+    d["text"] = text
+    if title_path == "[]":
+        d["title_path"] = ()
+    else:
+        d["_raw_title_path"] = title_path
+    if meta == "{}":
+        d["meta"] = {}
+    else:
+        d["_raw_meta"] = meta
+    d["score"] = score
+    d["rank"] = rank
+    d["position"] = position
+    d["scores"] = {} if scores is None else scores
+    d["rowid"] = rowid
+    if extra == "{}":
+        d["extra"] = {}
+    else:
+        d["_raw_extra"] = extra
+    return h
+
+
+def hit_rows(db: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, tuple[Any, ...]]:
+    """Rows of :data:`HIT_COLUMNS` by rowid, read with one statement per 900 ids (unknown rowids left out)."""
+    ids = [r for r in rowids if r >= 0]
+    if len(ids) <= CHUNK:
+        if not ids:
+            return {}
+        cur = db.execute(f"SELECT {HIT_COLUMNS} FROM passages WHERE id IN ({','.join('?' * len(ids))})", ids)
+        return {row[0]: row for row in cur}
+    return {row[0]: row for row in rows_in(db, f"SELECT {HIT_COLUMNS} FROM passages WHERE id IN ({{marks}})", ids)}
 
 
 @dataclass(frozen=True)

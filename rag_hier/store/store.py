@@ -39,7 +39,15 @@ from rag_hier.store.core import StoreCore, connect, copy_committed
 from rag_hier.store.extensions.base import extension_class
 from rag_hier.store.files import LOCK_FILE
 from rag_hier.store.filters import compile_filter
-from rag_hier.store.records import Hit, PassageRecord, WritePolicy, WriteSummary, iter_records, records_by_rowid
+from rag_hier.store.records import (
+    Hit,
+    PassageRecord,
+    WritePolicy,
+    WriteSummary,
+    hit_rows,
+    iter_records,
+    records_by_rowid,
+)
 from rag_hier.store.schema import SCHEMA, dumps, query_in
 from rag_hier.store.state import DATABASE, DENSE_FILE, FORMAT_VERSION, MANIFEST
 from rag_hier.store.writes import Writer, check_ids
@@ -640,6 +648,15 @@ class HierStore:
         """Stored passages by rowid (unknown rowids are left out)."""
         with self._reading():
             return records_by_rowid(self._core.db, rowids)
+
+    def hit_rows(self, rowids: Sequence[int]) -> dict[int, tuple[Any, ...]]:
+        """Rows of :data:`~rag_hier.store.records.HIT_COLUMNS` by rowid, for :func:`~rag_hier.store.records.new_hit`.
+
+        The search path's read: one statement of exactly the fields a :class:`Hit` needs, JSON left undecoded
+        (an optional fast path of the store contract; retrievers fall back to :meth:`records`).
+        """
+        with self._reading():
+            return hit_rows(self._core.db, rowids)
 
     def iter_passages(self, filters: Filters = None) -> Iterator[Passage]:
         """Passages matching ``filters``, in insertion order."""

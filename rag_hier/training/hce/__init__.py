@@ -9,10 +9,44 @@
 * :mod:`rag_hier.training.hce.distributed` — in-batch negatives gathered across processes.
 """
 
-from rag_hier.training.hce.config import HCEConfig
-from rag_hier.training.hce.data import TrainingCorpus, ict_examples, ict_queries, sample_tree_negatives
-from rag_hier.training.hce.loss import HCE_CITATION, HierarchicalContrastiveLoss, JointLoss, ScaledLoss
-from rag_hier.training.hce.trainer import HCEEpoch, HCETrainer, HCETrainingResult, train_hce
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rag_hier.training.hce.config import HCEConfig
+    from rag_hier.training.hce.data import TrainingCorpus, ict_examples, ict_queries, sample_tree_negatives
+    from rag_hier.training.hce.loss import HCE_CITATION, HierarchicalContrastiveLoss, JointLoss, ScaledLoss
+    from rag_hier.training.hce.trainer import HCEEpoch, HCETrainer, HCETrainingResult, train_hce
+
+# Imported on first use (PEP 562), so that reading the configuration (``rag-hier --help`` builds the
+# ``train hce`` parser from HCEConfig) does not import torch through the loss and trainer modules.
+_LAZY = {
+    "HCEConfig": "config",
+    "TrainingCorpus": "data",
+    "ict_examples": "data",
+    "ict_queries": "data",
+    "sample_tree_negatives": "data",
+    "HCE_CITATION": "loss",
+    "HierarchicalContrastiveLoss": "loss",
+    "JointLoss": "loss",
+    "ScaledLoss": "loss",
+    "HCEEpoch": "trainer",
+    "HCETrainer": "trainer",
+    "HCETrainingResult": "trainer",
+    "train_hce": "trainer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "HCE_CITATION",

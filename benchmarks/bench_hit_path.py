@@ -1,0 +1,264 @@
+"""The store's search path at two versions of the engine, measured interleaved in one run.
+
+Usage::
+
+    python benchmarks/bench_hit_path.py --anchor HEAD --n 100000 --kinds flat,ivf,hnsw --queries 600
+
+The coordinator builds one store per index kind (N synthetic 384-d vectors, short passage texts; built by
+the working tree's engine, the store format being the same at both versions), then starts two worker
+processes: the **anchor** imports ``rag_hier`` from ``git archive <anchor>`` unpacked into a temporary
+directory, the **candidate** from the working tree. Both open the same stores read-only and answer, block
+by block, ``DenseRetriever(store).search_vectors(q, top_k=10)`` for single queries (and one batch of
+``--batch`` queries per block): blocks alternate between the two workers, and which goes first alternates
+each round, so machine noise hits both alike. Each worker checks that its hits carry text. Reported:
+median and p95 per query for each side, and the candidate/anchor ratio of the medians (and of the
+batched time). FAISS runs on ``--threads`` threads in both workers.
+
+Results go to ``benchmarks/out/hit-path-<N>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+OUT = HERE / "out"
+sys.path.insert(0, str(HERE))
+
+
+# ---------------------------------------------------------------------------------------------------
+# worker: one engine version, commands on stdin, one JSON line per answer on stdout
+# ---------------------------------------------------------------------------------------------------
+def worker(threads: int) -> None:
+    import faiss
+
+    import rag_hier
+    from rag_hier.retrieval import DenseRetriever
+    from rag_hier.store import HierStore
+
+    faiss.omp_set_num_threads(threads)
+    retrievers: dict[str, Any] = {}
+    queries: np.ndarray | None = None
+    print(json.dumps({"ready": rag_hier.__file__}), flush=True)
+    pc = time.perf_counter
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        if cmd["op"] == "open":
+            store = HierStore.open(cmd["path"])
+            retrievers[cmd["kind"]] = DenseRetriever(store)
+            queries = np.load(cmd["queries"], allow_pickle=False)
+            answer: dict[str, Any] = {"ok": True}
+        elif cmd["op"] == "single":
+            assert queries is not None
+            r = retrievers[cmd["kind"]]
+            times = []
+            for i in range(cmd["start"], cmd["start"] + cmd["count"]):
+                qi = queries[i % len(queries)][None, :]
+                t0 = pc()
+                hits = r.search_vectors(qi, top_k=10)
+                times.append(pc() - t0)
+                if len(hits[0]) != 10 or not hits[0][0].text:
+                    raise SystemExit(f"short or empty hits: {hits[0][:1]}")
+            answer = {"times": times}
+        elif cmd["op"] == "batch":
+            assert queries is not None
+            r = retrievers[cmd["kind"]]
+            qb = queries[: cmd["size"]]
+            t0 = pc()
+            hits = r.search_vectors(qb, top_k=10)
+            answer = {"time": pc() - t0, "n": len(hits)}
+        elif cmd["op"] == "ids":  # the ranking each side returns, to check both agree
+            assert queries is not None
+            hits = retrievers[cmd["kind"]].search_vectors(queries[: cmd["size"]], top_k=10)
+            answer = {"ids": [[h.rowid for h in row] for row in hits]}
+        else:
+            break
+        print(json.dumps(answer), flush=True)
+
+
+class Worker:
+    def __init__(self, name: str, pythonpath: str, threads: int) -> None:
+        env = {**os.environ, "PYTHONPATH": pythonpath, "OMP_NUM_THREADS": str(threads)}
+        self.name = name
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--worker", "--threads", str(threads)],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=tempfile.gettempdir(),  # so that the working tree is not on sys.path by accident
+        )
+        self.module = self._read()["ready"]
+
+    def _read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SystemExit(f"{self.name} worker died (exit {self.proc.wait()})")
+        return json.loads(line)
+
+    def ask(self, **cmd: Any) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(cmd) + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        with_stdin = self.proc.stdin
+        if with_stdin is not None:
+            with_stdin.write(json.dumps({"op": "quit"}) + "\n")
+            with_stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    a = np.asarray(values) * 1e3
+    return {"median_ms": float(np.median(a)), "p95_ms": float(np.percentile(a, 95)), "n": len(values)}
+
+
+def loadavg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--anchor", default="HEAD", help="git revision of the anchor engine")
+    p.add_argument("--n", type=int, default=100_000)
+    p.add_argument("--kinds", default="flat,ivf,hnsw")
+    p.add_argument("--queries", type=int, default=600, help="single queries per side and kind")
+    p.add_argument("--block", type=int, default=50, help="queries per interleaved block")
+    p.add_argument("--batch", type=int, default=100, help="queries in the batched call of each round")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a.worker:
+        worker(a.threads)
+        return 0
+
+    from bench_dense import make_passages, mixture, store_config
+
+    from rag_hier.store import HierStore
+
+    OUT.mkdir(exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-hit-path-"))
+    workers: list[Worker] = []
+    try:
+        anchor_src = tmp / "anchor"
+        anchor_src.mkdir()
+        commit = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", a.anchor], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", commit, "rag_hier"], capture_output=True, check=True
+        ).stdout
+        tar_path = tmp / "anchor.tar"
+        tar_path.write_bytes(archive)
+        with tarfile.open(tar_path) as tf:
+            tf.extractall(anchor_src, filter="data")
+        candidate_rev = subprocess.run(
+            ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True
+        ).stdout.strip()
+
+        x = mixture(a.n, 384, 1000, 0.05, seed=1)
+        q = mixture(max(a.batch, 1000), 384, 1000, 0.05, seed=2)
+        qpath = tmp / "queries.npy"
+        np.save(qpath, q, allow_pickle=False)
+        passages = make_passages(a.n)
+        kinds = [k for k in a.kinds.split(",") if k]
+        paths = {}
+        for kind in kinds:
+            t0 = time.perf_counter()
+            path = tmp / kind
+            store = HierStore.create(path, model=None, dimension=384, index=store_config(kind, a.n))
+            store.add_passages(passages, x)
+            store.close()
+            paths[kind] = path
+            print(f"built {kind} store of {a.n} in {time.perf_counter() - t0:.1f}s", flush=True)
+        del x
+
+        workers = [
+            Worker("anchor", str(anchor_src), a.threads),
+            Worker("candidate", str(ROOT), a.threads),
+        ]
+        assert workers[0].module.startswith(str(anchor_src)), workers[0].module
+        assert workers[1].module.startswith(str(ROOT)), workers[1].module
+        for w in workers:
+            for kind in kinds:
+                w.ask(op="open", kind=kind, path=str(paths[kind]), queries=str(qpath))
+
+        results: dict[str, Any] = {}
+        load_before = loadavg()
+        for kind in kinds:
+            same = [w.ask(op="ids", kind=kind, size=50)["ids"] for w in workers]
+            agree = same[0] == same[1]
+            single: dict[str, list[float]] = {w.name: [] for w in workers}
+            batched: dict[str, list[float]] = {w.name: [] for w in workers}
+            for w in workers:  # warm-up
+                w.ask(op="single", kind=kind, start=0, count=a.block)
+            rounds = math.ceil(a.queries / a.block)
+            for r in range(rounds):
+                order = workers if r % 2 == 0 else workers[::-1]
+                for w in order:
+                    single[w.name] += w.ask(op="single", kind=kind, start=r * a.block, count=a.block)["times"]
+                for w in order:
+                    batched[w.name].append(w.ask(op="batch", kind=kind, size=a.batch)["time"])
+            s = {name: summary(v) for name, v in single.items()}
+            b = {name: float(np.median(v)) * 1e3 / a.batch for name, v in batched.items()}
+            results[kind] = {
+                "single": s,
+                "batched_ms_per_query": b,
+                "ratio_single_median": s["candidate"]["median_ms"] / s["anchor"]["median_ms"],
+                "ratio_single_p95": s["candidate"]["p95_ms"] / s["anchor"]["p95_ms"],
+                "ratio_batched": b["candidate"] / b["anchor"],
+                "same_rankings": agree,
+            }
+            print(
+                f"{kind:5s} single median anchor {s['anchor']['median_ms']:.3f} ms, candidate "
+                f"{s['candidate']['median_ms']:.3f} ms, ratio {results[kind]['ratio_single_median']:.3f} "
+                f"(p95 ratio {results[kind]['ratio_single_p95']:.3f}); batched ratio "
+                f"{results[kind]['ratio_batched']:.3f}; same rankings: {agree}",
+                flush=True,
+            )
+        report = {
+            "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            "anchor": {"rev": a.anchor, "commit": commit},
+            "candidate": {"rev": candidate_rev},
+            "n": a.n,
+            "queries": a.queries,
+            "block": a.block,
+            "batch": a.batch,
+            "threads": a.threads,
+            "loadavg_before": load_before,
+            "loadavg_after": loadavg(),
+            "results": results,
+        }
+        out = OUT / f"hit-path-{a.n}.json"
+        out.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"load average before {load_before}, after {report['loadavg_after']}; wrote {out}")
+    finally:
+        for w in workers:
+            try:
+                w.close()
+            except Exception:  # best effort at exit
+                w.proc.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

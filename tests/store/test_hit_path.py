@@ -1,0 +1,80 @@
+"""The search path's fast read: hits built from rows of exactly their fields, JSON decoded on first access."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+import threading
+
+import numpy as np
+import pytest
+
+from rag_hier import HierStore, Passage
+from rag_hier.index import IndexConfig
+from rag_hier.retrieval import DenseRetriever, Hit
+from rag_hier.store.records import new_hit
+
+DIM = 8
+
+
+def _store(tmp_path, kind: str = "flat") -> tuple[HierStore, np.ndarray]:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((40, DIM)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    passages = [
+        Passage(
+            f"d{i // 4}#{i % 4}",
+            f"d{i // 4}",
+            i % 4,
+            f"text {i}",
+            title_path=(f"T{i // 4}", "S") if i % 2 else (),
+            meta={"i": i, "tags": ["a", "b"]} if i % 3 else {},
+            extra={"node": {"k": i}} if i % 5 == 0 else {},
+        )
+        for i in range(40)
+    ]
+    store = HierStore.create(tmp_path / kind, model=None, dimension=DIM, index=IndexConfig(kind=kind, train_min=20))
+    store.add_passages(passages, x)
+    return store, x
+
+
+@pytest.mark.parametrize("kind", ["flat", "ivf", "hnsw"])
+def test_hits_equal_the_stored_records(tmp_path, kind: str) -> None:
+    store, x = _store(tmp_path, kind)
+    results = DenseRetriever(store).search_vectors(x[:5], top_k=40)
+    for row in results:
+        assert len(row) == 40 and [h.rank for h in row] == list(range(1, 41))
+        records = store.records([h.rowid for h in row])
+        for h in row:
+            rec = records[h.rowid]
+            assert (h.passage_id, h.doc_id, h.text, h.position) == (rec.passage_id, rec.doc_id, rec.text, rec.position)
+            assert h.title_path == rec.title_path and isinstance(h.title_path, tuple)
+            assert h.meta == rec.meta and h.extra == rec.extra and h.scores == {}
+    store.close()
+
+
+def test_lazy_hit_behaves_like_a_plain_one() -> None:
+    row = (7, "d#0", "d", "hello", '["A", "B"]', '{"x": 1}', 2, '{"node": {"k": 3}}')
+    lazy = new_hit(row, 0.5, 1)
+    plain = Hit("d#0", "d", "hello", ("A", "B"), {"x": 1}, 0.5, 1, 2, {}, 7, {"node": {"k": 3}})
+    assert lazy == plain and repr(lazy) == repr(plain)
+    assert dataclasses.asdict(new_hit(row, 0.5, 1)) == dataclasses.asdict(plain)
+    assert new_hit(row, 0.5, 1).with_rank(3) == dataclasses.replace(plain, rank=3)
+    assert pickle.loads(pickle.dumps(new_hit(row, 0.5, 1))) == plain
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        lazy.nope  # noqa: B018 - the attribute access is the test
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        lazy.text = "x"  # type: ignore[misc]
+
+
+def test_lazy_decoding_is_thread_safe() -> None:
+    row = (1, "p", "d", "t", '["A"]', '{"x": [1, 2]}', 0, "{}")
+    for _ in range(50):
+        hit = new_hit(row, 1.0, 1)
+        seen: list[object] = []
+        threads = [threading.Thread(target=lambda h=hit, s=seen: s.append(h.meta)) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert seen == [{"x": [1, 2]}] * 4

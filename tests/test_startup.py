@@ -1,0 +1,55 @@
+"""Startup stays light: the package, the CLI's parser, ``--help``, ``--version`` and ``info`` import no model library.
+
+Checked in a fresh interpreter (``sys.modules`` after the import), since this test process may have imported
+torch already.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+HEAVY = ("torch", "transformers", "sentence_transformers")
+
+
+def _imported_after(code: str) -> list[str]:
+    probe = code + f"\nimport json, sys\nprint(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))\n"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=300)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_package_import_loads_no_model_library() -> None:
+    assert _imported_after("import rag_hier") == []
+
+
+def test_cli_parser_loads_no_model_library() -> None:
+    # build_parser() imports every plugin (the train sub-commands read their configuration dataclasses)
+    assert _imported_after("from rag_hier.cli.main import build_parser\nbuild_parser()") == []
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["train", "hce", "--help"]])
+def test_help_and_version_load_no_model_library(argv: list[str]) -> None:
+    code = (
+        "import contextlib, io, sys\nfrom rag_hier.cli.main import main\n"
+        f"with contextlib.redirect_stdout(io.StringIO()):\n    try:\n        main({argv!r})\n"
+        "    except SystemExit as exc:\n        assert exc.code == 0, exc.code\n"
+    )
+    assert _imported_after(code) == []
+
+
+def test_info_loads_no_model_library(tmp_path: Path) -> None:
+    from rag_hier import HierStore, Passage
+
+    with HierStore.create(tmp_path / "s", model=None, dimension=4) as store:
+        store.add_passages([Passage(id="p", doc_id="d", position=0, text="t")], np.ones((1, 4), np.float32))
+    argv = ["info", "--store", str(tmp_path / "s")]
+    code = (
+        "import contextlib, io\nfrom rag_hier.cli.main import main\n"
+        f"with contextlib.redirect_stdout(io.StringIO()):\n    assert main({argv!r}) == 0\n"
+    )
+    assert _imported_after(code) == []
