@@ -33,6 +33,7 @@ plus one line in :mod:`rag_hier.retrieval.registry`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import typing
@@ -447,8 +448,16 @@ class Retriever(ABC, Generic[Q]):
         top_k = _check_top_k(top_k)
         if aggregate not in AGGREGATES:
             raise ValueError(f"aggregate must be 'passage' or 'doc', got {aggregate!r}")
-        with self.store.reading():
+        with self.read_block():
             return self._run_prepared(prepared, n_queries, top_k, filters, aggregate)
+
+    def read_block(self) -> contextlib.AbstractContextManager[Any]:
+        """The block one search's store reads run in: by default one committed generation (``store.reading()``).
+
+        A strategy that writes to the store while it searches (SVDR caching the E(d) it computes) overrides
+        this; its reads are then each consistent on their own.
+        """
+        return self.store.reading()
 
     def _run_prepared(
         self, prepared: Q, n_queries: int, top_k: int, filters: Filters, aggregate: Aggregate

@@ -32,6 +32,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -247,6 +248,12 @@ class SvdrRetriever(Retriever[sp.csr_matrix]):
         if isinstance(tok, TokenIndexExtension):
             return tok.index.binarizer
         return self.encoder.binarizer
+
+    def read_block(self) -> contextlib.AbstractContextManager[Any]:
+        """No one-generation block while E(d) computed during the search may be written to the store."""
+        if self.mode in ("full", "alpha", "beta-rerank") and self.cache and not self.store.read_only:
+            return contextlib.nullcontext()
+        return super().read_block()
 
     # -- E(d) vectors: the store's extension, or a private in-memory copy -----------------------------
     def _persisting(self, fingerprint: str) -> bool:

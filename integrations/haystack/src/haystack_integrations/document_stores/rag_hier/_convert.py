@@ -36,10 +36,9 @@ from haystack.document_stores.errors import DocumentStoreError
 from haystack.errors import FilterError
 from haystack.utils.filters import COMPARISON_OPERATORS, LOGICAL_OPERATORS
 
+from rag_hier._limits import MAX_NESTING_DEPTH, exceeds_depth
 from rag_hier.corpus.model import Passage
-from rag_hier.errors import StoreError
 from rag_hier.retrieval.hit import Hit
-from rag_hier.store.writes import MAX_NESTING, check_nesting
 
 __all__ = [
     "EXTRA_KEY",
@@ -122,10 +121,8 @@ def _decode_exact(data: Mapping[str, Any]) -> Any:
 
 def _split_meta(meta: Mapping[str, Any], what: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(JSON form, tagged exact values of the keys whose JSON form is lossy)``."""
-    try:
-        check_nesting(meta, f"{what}: meta")
-    except StoreError as exc:
-        raise DocumentStoreError(str(exc)) from exc
+    if exceeds_depth(meta, MAX_NESTING_DEPTH):
+        raise DocumentStoreError(f"{what}: meta is nested more than {MAX_NESTING_DEPTH} levels deep")
     plain: dict[str, Any] = {}
     exact: dict[str, Any] = {}
     for key, value in meta.items():
@@ -332,8 +329,8 @@ def record_view(record: Mapping[str, Any], roots: frozenset[str], embedding: Any
 
 def validate_filters(filters: Any, _depth: int = 1) -> None:
     """Check the structure of a Haystack filter, raising ``FilterError`` (before any document is read)."""
-    if _depth > MAX_NESTING:
-        raise FilterError(f"the filter is nested more than {MAX_NESTING} levels deep")
+    if _depth > MAX_NESTING_DEPTH:
+        raise FilterError(f"the filter is nested more than {MAX_NESTING_DEPTH} levels deep")
     if not isinstance(filters, dict):
         raise FilterError(f"filters must be a dict, got {type(filters).__name__}: {filters!r}")
     if "field" in filters:
