@@ -26,7 +26,7 @@ def _cli_error(message: str) -> Exception:
 def add_train_parser(subparsers: Any) -> None:
     """``rag-hier train tied-atomic``."""
     from rag_hier.corpus.readers import CORPUS_FORMATS
-    from rag_hier.training.tied_atomic import TiedAtomicConfig
+    from rag_hier.training.tied_atomic_config import TiedAtomicConfig
 
     d = TiedAtomicConfig()
     p = subparsers.add_parser(
