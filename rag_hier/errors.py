@@ -8,6 +8,7 @@ __all__ = [
     "DuplicateIdError",
     "FilterError",
     "MissingDependencyError",
+    "ParameterError",
     "RagHierError",
     "StoreCorruptedError",
     "StoreError",
@@ -52,3 +53,7 @@ class FilterError(RagHierError, ValueError):
 
 class MissingDependencyError(RagHierError, ImportError):
     """An optional dependency is not installed; the message says which extra provides it."""
+
+
+class ParameterError(RagHierError, ValueError):
+    """A parameter is outside its allowed range; the message names it, the value given and what is allowed."""
