@@ -23,7 +23,13 @@ from typing import Any
 
 __all__ = ["PLUGIN_MODULES", "SearchFn", "Strategy", "plugins", "strategies"]
 
-PLUGIN_MODULES: tuple[str, ...] = ("rag_hier.cli.dense", "rag_hier.cli.dhr", "rag_hier.cli.hce", "rag_hier.cli.svdr")
+PLUGIN_MODULES: tuple[str, ...] = (
+    "rag_hier.cli.dense",
+    "rag_hier.cli.dhr",
+    "rag_hier.cli.hce",
+    "rag_hier.cli.svdr",
+    "rag_hier.cli.ehi",
+)
 
 SearchFn = Callable[[Any, argparse.Namespace, list[str], int, Any, str], list[list[Any]]]
 """``(store, args, queries, top_k, filters, aggregate) -> one ranked list of Hits per query``."""
