@@ -70,7 +70,8 @@ class EHITrainingResult:
     """Outcome of :meth:`EHITrainer.train`.
 
     ``indexer`` is the trained indexer, ``leaves`` the final ``(n_items, leaves_per_document)`` leaf
-    assignment of the training corpus (with the final encoder), ``leaf_stats`` its balance facts.
+    assignment of the training corpus (with the final encoder), ``leaf_stats`` its balance facts and
+    ``corpus_embeddings`` the final encoder's vectors of the corpus items.
     """
 
     output_dir: Path | None
@@ -81,6 +82,7 @@ class EHITrainingResult:
     indexer: EHIIndexer
     leaves: np.ndarray
     leaf_stats: dict[str, Any]
+    corpus_embeddings: np.ndarray | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (what ``ehi_training.json`` holds)."""
@@ -304,6 +306,7 @@ class EHITrainer:
                 indexer=indexer,
                 leaves=leaves,
                 leaf_stats=assignment.describe(),
+                corpus_embeddings=emb,
             )
             if output_dir is not None and rank() == 0:
                 out = Path(output_dir)
@@ -445,7 +448,6 @@ class EHITrainer:
             max_steps=steps,
             per_device_train_batch_size=cfg.batch_size,
             learning_rate=cfg.encoder_lr,
-            warmup_ratio=0.0,
             fp16=cfg.fp16,
             bf16=cfg.bf16,
             seed=cfg.seed,
@@ -454,7 +456,7 @@ class EHITrainer:
             batch_sampler=BatchSamplers.NO_DUPLICATES,
             save_strategy="no",
             eval_strategy="no",
-            logging_steps=cfg.logging_steps,
+            logging_steps=max(1, min(cfg.logging_steps, steps)),
             report_to="none",
             disable_tqdm=not self.show_progress_bar,
             dataloader_drop_last=world_size() > 1,
