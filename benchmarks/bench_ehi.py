@@ -72,8 +72,11 @@ def load(split: str, data: Path) -> tuple[list[Any], dict[str, str], dict, dict]
     return passages, queries, read_qrels(data / "qrels" / "test.tsv"), train
 
 
-def encode_with(model_path: str, name: str, data: Path) -> dict[str, Any]:
-    """Encode the corpus and every query with a model; cache as ``<name>_corpus.npy`` / ``<name>_queries.npy``."""
+def encode_with(model_path: str, name: str, data: Path, corpus: np.ndarray | None = None) -> dict[str, Any]:
+    """Encode the corpus and every query with a model; cache as ``<name>_corpus.npy`` / ``<name>_queries.npy``.
+
+    ``corpus``: the corpus vectors, when the trainer already computed them with the final model.
+    """
     from sentence_transformers import SentenceTransformer
 
     from rag_hier.corpus import read_beir_corpus, read_queries, split_documents
@@ -85,9 +88,11 @@ def encode_with(model_path: str, name: str, data: Path) -> dict[str, Any]:
     model.max_seq_length = MAX_LEN
     t = time.perf_counter()
     q = model.encode_query(list(queries.values()), batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
-    c = model.encode_document(
-        [p.embedding_text for p in passages], batch_size=32, normalize_embeddings=True, convert_to_numpy=True
-    )
+    c = corpus
+    if c is None:
+        c = model.encode_document(
+            [p.embedding_text for p in passages], batch_size=32, normalize_embeddings=True, convert_to_numpy=True
+        )
     np.save(OUT / f"{name}_corpus.npy", np.asarray(c, np.float32), allow_pickle=False)
     np.save(OUT / f"{name}_queries.npy", np.asarray(q, np.float32), allow_pickle=False)
     (OUT / "query_ids.json").write_text(json.dumps(list(queries)))
@@ -340,7 +345,7 @@ def stage_train(args: argparse.Namespace) -> dict[str, Any]:
     trainer = EHITrainer(BASE_MODEL, cfg, device="cpu", show_progress_bar=False)
     res = trainer.train(passages, OUT / "models" / name, queries=queries, qrels=train_qrels, corpus_embeddings=c)
     train_s = time.perf_counter() - t
-    enc = encode_with(str(OUT / "models" / name), name, args.data)
+    enc = encode_with(str(OUT / "models" / name), name, args.data, corpus=res.corpus_embeddings)
     return {
         "name": name,
         "kind": args.kind,
@@ -474,6 +479,98 @@ def best_at_most(rows: list[dict], method: str, x: float, key: str = "recall@100
     return max(ok) if ok else None
 
 
+def _goal_lines(res: dict) -> list[str]:
+    """The issue's goals on one sweep: EHI at <= 10 % scored vs exact and vs IVF at the same measured fraction."""
+    rows = res["rows"]
+    exact = next(r for r in rows if r["method"] == "exact")["recall@100"]
+    out = []
+    for method in ("ehi-joint", "ehi-frozen"):
+        best = best_at_most(rows, method, 0.10)
+        if best is None:
+            continue
+        value, frac = best
+        ivf = interp_at(rows, "ivf", frac)
+        tree = interp_at(rows, "tree", frac)
+        ivf_txt = f"IVF at {100 * frac:.1f} %: {ivf:.4f} (EHI {value - ivf:+.4f})" if ivf is not None else "IVF: n/a"
+        tree_txt = f", tree {tree:.4f}" if tree is not None else ""
+        out.append(
+            f"- {method}: best operating point scoring <= 10 %: Recall@100 {value:.4f} at {100 * frac:.1f} % = "
+            f"{value / exact:.3f} x exact ({exact:.4f}); {ivf_txt}{tree_txt}"
+        )
+    return out
+
+
+def _leaf_lines(res: dict) -> list[str]:
+    out = []
+    for method in ("ivf", "tree", "ehi-frozen", "ehi-joint"):
+        per = res["info"].get(method, {})
+        stats = [v["leaf_sizes"] for v in per.values() if "leaf_sizes" in v]
+        if not stats:
+            continue
+        mx = np.array([x["max"] for x in stats])
+        cv = np.array([x["cv"] for x in stats])
+        ef = np.array([x["expected_fraction_one_leaf"] for x in stats])
+        empty = np.array([x["leaves"] - x["nonempty"] for x in stats])
+        out.append(
+            f"| {method} | {stats[0]['leaves']} | {mx.mean():.0f} ± {mx.std():.0f} | {empty.mean():.1f} | "
+            f"{cv.mean():.2f} ± {cv.std():.2f} | {100 * ef.mean():.2f} % |"
+        )
+    if out:
+        out = ["| index | leaves | largest leaf | empty leaves | size CV | E[fraction], 1 leaf |",
+               "|---|---:|---:|---:|---:|---:|", *out]  # fmt: skip
+    return out
+
+
+def _time_lines(res: dict) -> list[str]:
+    rows = res["rows"]
+    ivf_build = [v["build_seconds"] for v in res["info"].get("ivf", {}).values()]
+    ehi = res["info"].get("ehi-frozen", {})
+    out = []
+    if ivf_build and ehi:
+        train = np.mean([v["train_seconds"] for v in ehi.values()])
+        assign = np.mean([v["assign_seconds"] for v in ehi.values()])
+        b = float(np.mean(ivf_build))
+        out.append(
+            f"build: IVF {b:.2f} s (k-means + add); EHI indexer-only {train:.1f} s training + {assign:.2f} s "
+            f"assignment = {(train + assign) / b:.0f}x IVF; assignment alone {assign / b:.2f}x"
+        )
+    for method in ("ehi-frozen", "ehi-joint", "tree"):
+        best = best_at_most(rows, method, 0.10)
+        if best is None:
+            continue
+        agg = {round(a[1], 6): a for a in _agg(rows, method, "ms_per_query")}
+        ms = agg[round(best[1], 6)][3] if round(best[1], 6) in agg else None
+        ivf_ms = interp_at(rows, "ivf", best[1], "ms_per_query")
+        if ms is not None and ivf_ms:
+            out.append(f"search at {100 * best[1]:.1f} % scored: {method} {ms:.2f} ms/query, IVF {ivf_ms:.2f} "
+                       f"ms/query: {ms / ivf_ms:.1f}x")  # fmt: skip
+    return out
+
+
+def _incremental_lines(path: Path) -> list[str]:
+    res = json.loads(path.read_text())["result"]
+    rows = res["rows"]
+    groups = res["groups"]
+    n_new = np.mean([g["new"] for g in groups.values()])
+    n_old = np.mean([g["old"] for g in groups.values()])
+    lines = [
+        f"\n### {path.stem}: B={res['branching']} H={res['height']}, {len(groups)} seeds, "
+        f"{n_new:.0f} new-document / {n_old:.0f} old-document queries\n",
+        "| method | param | scored | Recall@100 new | Recall@100 old | new / old |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for method in ("exact", "ehi-frozen", "ivf"):
+        for param in sorted({r["param"] for r in rows if r["method"] == method}):
+            sel = [r for r in rows if r["method"] == method and r["param"] == param]
+            new = np.array([r["recall@100"] for r in sel if r["group"] == "new"])
+            old = np.array([r["recall@100"] for r in sel if r["group"] == "old"])
+            frac = np.mean([r["fraction"] for r in sel])
+            ratio = new / np.maximum(old, 1e-9)
+            lines.append(f"| {method} | {param} | {100 * frac:.1f} % | {new.mean():.4f} ± {new.std():.4f} | "
+                         f"{old.mean():.4f} ± {old.std():.4f} | {ratio.mean():.3f} ± {ratio.std():.3f} |")  # fmt: skip
+    return lines
+
+
 def stage_report(args: argparse.Namespace) -> dict[str, Any]:
     files = sorted(OUT.glob("sweep-*.json"))
     lines = []
@@ -500,6 +597,14 @@ def stage_report(args: argparse.Namespace) -> dict[str, Any]:
             vals = {m: interp_at(rows, m, x) for m in ("ehi-joint", "ehi-frozen", "ivf", "tree")}
             lines.append(f"\nRecall@100 interpolated at {x:.0%} scored: " + ", ".join(
                 f"{m} {v:.4f}" for m, v in vals.items() if v is not None))  # fmt: skip
+        lines += ["", *_goal_lines(res), "", *_leaf_lines(res), "", *_time_lines(res)]
+    for path in sorted(OUT.glob("incremental-*.json")):
+        lines += _incremental_lines(path)
+    for path in sorted(OUT.glob("train-*.json")):
+        r = json.loads(path.read_text())["result"]
+        lines.append(f"\ntrain {r['name']}: {r['steps']} steps in {r['train_seconds']:.0f} s; leaves "
+                     f"{r['leaf_stats']['leaves_nonempty']} non-empty, largest {r['leaf_stats']['leaf_size_max']}; "
+                     f"periods {[(h['epoch'], h['steps'], h['loss']) for h in r['history']]}")  # fmt: skip
     text = "\n".join(lines)
     print(text)
     if args.plot:
