@@ -45,7 +45,12 @@ def add_train_parser(subparsers: Any) -> None:
     p.add_argument("--output", required=True, help="directory for the model and the indexer (new or empty)")
     p.add_argument("--format", choices=CORPUS_FORMATS, default=None, help="corpus format (default: detect)")
     p.add_argument("--base-model", default=None, help="encoder to start from (default: the offline all-MiniLM-L6-v2)")
-    p.add_argument("--branching", type=int, default=d.branching, help=f"B: children per node (default {d.branching})")
+    p.add_argument(
+        "--branching",
+        type=int,
+        default=None,
+        help="B: children per node (default: B^H = about one leaf per 32 passages; the paper used 40 for SciFact)",
+    )
     p.add_argument("--height", type=int, default=d.height, help=f"H: tree levels, B^H leaves (default {d.height})")
     p.add_argument(
         "--lambdas",
@@ -181,6 +186,7 @@ def _train(args: argparse.Namespace) -> int:
     )
     result = trainer.train(documents, out, queries=queries, qrels=qrels, max_passage_words=max_words)
     leaves = result.leaf_stats
+    config = result.config
     mode = "indexer only (frozen encoder)" if config.freeze_encoder else "encoder + indexer"
     print(
         f"trained EHI ({mode}, B={config.branching}, H={config.height}: {config.n_leaves} leaves) on "

@@ -107,3 +107,21 @@ def test_same_seed_same_indexer() -> None:
     b = EHITrainer("unused", cfg).train(corpus, None, corpus_embeddings=docs, query_embeddings=qv, **kwargs)
     for name, t in a.indexer.tensors().items():
         torch.testing.assert_close(t, b.indexer.tensors()[name])
+
+
+def test_automatic_branching() -> None:
+    from rag_hier.training.ehi.config import auto_branching
+
+    assert auto_branching(5183, 1) == 162 and auto_branching(5183, 2) == 13 and auto_branching(10, 1) == 2
+    cfg = EHIConfig()
+    assert cfg.branching is None and cfg.resolved(3200).branching == 100
+    assert EHIConfig(branching=8).resolved(3200).branching == 8
+    with pytest.raises(ValueError, match="resolved"):
+        _ = cfg.n_leaves
+    docs, qv = _clustered()
+    trainer = EHITrainer("unused", EHIConfig(height=1, epochs=1, batch_size=8, freeze_encoder=True))
+    result = trainer.train(
+        {f"d{i}": "x" for i in range(48)}, None, queries={q: q for q in qv},
+        qrels={f"q{i}": {f"d{i}": 1} for i in range(24)}, corpus_embeddings=docs, query_embeddings=qv,
+    )  # fmt: skip
+    assert result.config.branching == 2 and result.indexer.n_leaves == 2

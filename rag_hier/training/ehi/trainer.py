@@ -25,7 +25,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -130,7 +130,8 @@ class EHITrainer:
         device: str | None = None,
         show_progress_bar: bool = True,
     ) -> None:
-        self.config = config or EHIConfig()
+        self._requested = config or EHIConfig()
+        self.config = self._requested
         self.device = device
         self.show_progress_bar = show_progress_bar
         self._model_arg = model
@@ -201,13 +202,13 @@ class EHITrainer:
             query_embeddings: With a frozen encoder: the query vectors by id, if already computed.
 
         """
-        cfg = self.config
         t_start = time.perf_counter()
         if not queries or not qrels:
             raise RagHierError("EHI training needs training queries and qrels")
-        if cfg.freeze_encoder and cfg.lambda_indexing == 0 and cfg.lambda_intra == 0:
+        if self.config.freeze_encoder and self.config.lambda_indexing == 0 and self.config.lambda_intra == 0:
             raise RagHierError("with a frozen encoder and lambda_indexing = lambda_intra = 0 nothing would be trained")
         items = _as_corpus(corpus, max_passage_words)
+        cfg = self.config = self._requested.resolved(len(items))  # an automatic branching fixed for this corpus
         rng = np.random.default_rng(cfg.seed)
         torch.manual_seed(cfg.seed)
         with tempfile.TemporaryDirectory(prefix="ehi-trainer-") as scratch:
@@ -234,7 +235,7 @@ class EHITrainer:
                 q_emb = self._encode(tq.texts, query=True)
             dim = emb.shape[1]
             device = self._train_device(st, scratch)
-            indexer = EHIIndexer(dim, cfg.branching, cfg.height, seed=cfg.seed)
+            indexer = EHIIndexer(dim, cast(int, cfg.branching), cfg.height, seed=cfg.seed)
             if cfg.init == "kmeans":
                 indexer.init_kmeans(emb, seed=cfg.seed, steps=cfg.init_steps)
             indexer.to(device)
