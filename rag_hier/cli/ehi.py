@@ -102,7 +102,7 @@ def add_train_parser(subparsers: Any) -> None:
         "--init",
         choices=INIT_METHODS,
         default=d.init,
-        help=f"indexer initialisation: random (paper) or kmeans (fitted to a k-means tree) (default {d.init})",
+        help=f"indexer initialisation: kmeans (fitted to a k-means tree) or random (paper) (default {d.init})",
     )
     p.add_argument(
         "--init-steps",
