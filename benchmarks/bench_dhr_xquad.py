@@ -38,7 +38,7 @@ from rag_hier.corpus.readers import QAQuestion, read_qa_documents, read_qa_quest
 from rag_hier.corpus.summary import summarize_document
 from rag_hier.encoders.dense import DEFAULT_MODEL, DenseEncoder
 from rag_hier.eval.qa import top_k_accuracy
-from rag_hier.index.document import DocumentIndex
+from rag_hier.store.extensions.doc_index import DocumentIndex
 from rag_hier.retrieval.hierarchical import HierarchicalRetriever
 from rag_hier.training.dhr import DHRTrainer, DHRTrainingConfig, examples_from_questions
 

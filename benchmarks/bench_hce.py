@@ -10,6 +10,7 @@ Usage (each stage writes ``benchmarks/out/hce/<stage>.json``; run them in the ba
     python benchmarks/bench_hce.py tree            # tree beam search vs FAISS IVF: Recall@100 by fraction scored
     python benchmarks/bench_hce.py build --n 1000000 --compare-flat  # tree build: two-level vs flat k-means
     python benchmarks/bench_hce.py compare --compare base ct hce-s hce-j   # paired per-query differences
+    python benchmarks/bench_hce.py compare --compare ct hce-s --per-query-dir DIR   # + files for rag-hier compare
 
 Protocol: corpus = SciFact ``corpus.jsonl.gz`` (5,183 documents kept whole, encoded as ``"<title>, <text>"``
 like the store), training pairs = ``qrels/train.tsv``, evaluation = the 300 queries of ``qrels/test.tsv``,
@@ -326,14 +327,16 @@ def stage_compare(args: argparse.Namespace) -> dict[str, Any]:
     """Paired per-query comparison of the models whose train stages saved their vectors (``--compare A B ...``).
 
     For every pair (in the order given) over the same evaluation queries: mean difference of per-query
-    nDCG@10, a seeded paired bootstrap 95 % interval, a paired t-test (scipy) and wins/losses/ties.
-    ``base`` is the base model (cached corpus vectors; the queries are encoded here).
+    nDCG@10, a seeded paired bootstrap 95 % interval, a paired t-test and wins/losses/ties, all from
+    :func:`rag_hier.eval.paired_difference` (what ``rag-hier compare`` uses). ``base`` is the base model
+    (cached corpus vectors; the queries are encoded here). ``--per-query-dir DIR`` also writes each
+    model's per-query nDCG@10 (``DIR/<name>.tsv``) and TREC run (``DIR/<name>.trec``), so the same
+    figures come back from ``rag-hier compare DIR/a.tsv DIR/b.tsv``.
     """
-    from scipy import stats
     from sentence_transformers import SentenceTransformer
 
     from rag_hier.encoders.dense import resolve_model_path
-    from rag_hier.eval import evaluate_per_query
+    from rag_hier.eval import evaluate_per_query, paired_difference, write_per_query, write_run
 
     passages, queries, eval_qrels, _ = load_scifact(args.data, args.dev, args.dev_seed)
     doc_ids = [p.doc_id for p in passages]
@@ -354,26 +357,36 @@ def stage_compare(args: argparse.Namespace) -> dict[str, Any]:
         run = {q: {doc_ids[j]: float(scores[i, j]) for j in top[i]} for i, q in enumerate(qids)}
         ndcg = evaluate_per_query(run, eval_qrels, ("ndcg@10",))["ndcg@10"]
         per[name] = np.asarray([ndcg.get(q, 0.0) for q in qids])
-    rng = np.random.default_rng(args.seed)
-    boot = rng.integers(0, len(qids), size=(10_000, len(qids)))
+        if args.per_query_dir:
+            args.per_query_dir.mkdir(parents=True, exist_ok=True)
+            write_per_query(
+                {"ndcg@10": {q: float(v) for q, v in zip(qids, per[name], strict=True)}},
+                args.per_query_dir / f"{prefix}{name}.tsv",
+            )
+            write_run(run, args.per_query_dir / f"{prefix}{name}.trec", tag=name)
+    # pair the queries in id order, as rag-hier compare does, so that `rag-hier compare` on the files of
+    # --per-query-dir gives these very figures
+    order = sorted(range(len(qids)), key=qids.__getitem__)
+    per = {name: values[order] for name, values in per.items()}
     rows = []
     names = list(args.compare)
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
-            d = per[b] - per[a]
-            means = d[boot].mean(axis=1)
+            # one implementation: rag_hier.eval.compare (scipy's percentile bootstrap over queries, seeded
+            # with default_rng(seed) = the same resamples this stage drew itself before; paired t-test)
+            r = paired_difference(per[a], per[b], test="t", seed=args.seed, n_resamples=10_000)
             rows.append(
                 {
                     "a": a,
                     "b": b,
-                    "ndcg@10_a": round(float(per[a].mean()), 4),
-                    "ndcg@10_b": round(float(per[b].mean()), 4),
-                    "delta": round(float(d.mean()), 4),
-                    "ci95": [round(float(np.percentile(means, 2.5)), 4), round(float(np.percentile(means, 97.5)), 4)],
-                    "p_ttest": round(float(stats.ttest_rel(per[b], per[a]).pvalue), 4),
-                    "b_wins": int((d > 1e-9).sum()),
-                    "b_losses": int((d < -1e-9).sum()),
-                    "ties": int((np.abs(d) <= 1e-9).sum()),
+                    "ndcg@10_a": round(r["mean_baseline"], 4),
+                    "ndcg@10_b": round(r["mean_system"], 4),
+                    "delta": round(r["delta"], 4),
+                    "ci95": [round(r["ci_low"], 4), round(r["ci_high"], 4)],
+                    "p_ttest": round(r["p_value"], 4),
+                    "b_wins": int(r["wins"]),
+                    "b_losses": int(r["losses"]),
+                    "ties": int(r["ties"]),
                 }
             )
     return {"queries": len(qids), "evaluation": "dev" if args.dev else "test", "pairs": rows}
@@ -552,6 +565,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tag", default="", help="suffix of the output files (variants of one stage)")
     p.add_argument("--vectors-of", default=None, help="tree: use the vectors a train stage saved (e.g. hce-s)")
     p.add_argument("--compare", nargs="+", default=["base", "ct", "hce-s"], help="compare: methods (+ tags)")
+    p.add_argument("--per-query-dir", type=Path, default=None, help="compare: also write per-query files and runs")
     p.add_argument("--kind", choices=("random", "clustered"), default="clustered", help="build: synthetic vectors")
     p.add_argument("--two-level-min-clusters", type=int, default=4096)
     p.add_argument("--refine-iterations", type=int, default=4)

@@ -182,7 +182,7 @@ def phase_build(args, results: dict) -> None:
     )
 
     # store-level: a no-dense store with a token index (what `rag-hier index --token-index --no-dense` does)
-    from rag_hier.index.token import TokenIndexExtension
+    from rag_hier.store.extensions.token_index import TokenIndexExtension
     from rag_hier.store.store import HierStore
 
     t0 = time.perf_counter()
@@ -262,7 +262,7 @@ def _bm25(docs, qids, queries, qrels, top_k=100) -> dict:
 def phase_eval(args, results: dict, tag: str, model: str) -> None:
     from rag_hier.encoders.vocab import VocabEncoder
     from rag_hier.eval import evaluate, hits_to_run
-    from rag_hier.index.token import TokenIndexExtension
+    from rag_hier.store.extensions.token_index import TokenIndexExtension
     from rag_hier.retrieval.svdr import SvdrRetriever, save_vectors
     from rag_hier.store.store import HierStore
 
@@ -291,7 +291,7 @@ def phase_eval(args, results: dict, tag: str, model: str) -> None:
     store = HierStore.create(tmp / "store", model=None, corpus={"format": "beir", "max_passage_words": 0})
     store.add_extension(TokenIndexExtension(model))
     store.add_documents(docs, max_passage_words=0, encode=False)
-    rec = store.records_by_rowid(store.passage_rowids().tolist())
+    rec = store.records(store.passage_rowids().tolist())
     rowid_of = {r["doc_id"]: rid for rid, r in rec.items()}
     rowids = np.asarray([rowid_of[d.doc_id] for d in docs], dtype=np.int64)
     save_vectors(store, encoder, rowids, ed)
@@ -381,7 +381,7 @@ def phase_latency(args, results: dict, tag: str, model: str) -> None:
     """β+rerank with nothing cached: E(d) of the top m encoded per query, on the fly."""
     from rag_hier.encoders.vocab import VocabEncoder
     from rag_hier.index.sparse import SparseRowIndex
-    from rag_hier.index.token import TokenIndexExtension
+    from rag_hier.store.extensions.token_index import TokenIndexExtension
     from rag_hier.retrieval.svdr import SvdrRetriever
     from rag_hier.store.store import HierStore
 
@@ -392,7 +392,7 @@ def phase_latency(args, results: dict, tag: str, model: str) -> None:
     store = HierStore.create(tmp / "store", model=None, corpus={"format": "beir", "max_passage_words": 0})
     store.add_extension(TokenIndexExtension(model))
     store.add_documents(docs, max_passage_words=0, encode=False)
-    rec = store.records_by_rowid(store.passage_rowids().tolist())
+    rec = store.records(store.passage_rowids().tolist())
     doc_pos = {d.doc_id: i for i, d in enumerate(docs)}
     cached = SparseRowIndex.load(ed_path) if ed_path.is_file() else None
     out: dict = {}

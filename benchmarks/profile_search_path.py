@@ -119,7 +119,7 @@ def main() -> int:
             "faiss": lambda qi: dindex._index.search(qi, 10),
             "dense_index": lambda qi: dindex.search(qi, 10),
             "sql_fetch": lambda qi: sql_fetch(sorted(fixed_ids)),
-            "records": lambda qi: store.records_by_rowid(fixed_ids),
+            "records": lambda qi: store.records(fixed_ids),
             "records_json": lambda qi: records_json_always(fixed_ids),
             "hits": lambda qi: retriever._to_hits(fixed_scores, fixed_ids_arr),
             "full": lambda qi: retriever.search_vectors(qi, top_k=10),

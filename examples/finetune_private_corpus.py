@@ -25,8 +25,9 @@ from pathlib import Path
 from rag_hier import HierStore
 from rag_hier.corpus import read_corpus
 from rag_hier.encoders import DenseEncoder
+from rag_hier.retrieval import Queries
 from rag_hier.retrieval.tree import TreeRetriever
-from rag_hier.store.tree import TreeExtension
+from rag_hier.store.extensions.tree import TreeExtension
 from rag_hier.training.hce import HCEConfig, HCETrainer
 
 HERE = Path(__file__).resolve().parent
@@ -78,10 +79,10 @@ def main() -> int:
     print(f"\nquery: {args.query}")
     for h in store.search(args.query, top_k=3):
         print(f"  dense  {h.score:.3f}  {' > '.join(h.title_path)}")
-    (res,) = TreeRetriever(store, beam=2).search_detailed(store.encode_queries([args.query]), top_k=3)
+    (res,) = TreeRetriever(store, beam=2).run(Queries(texts=[args.query]), top_k=3)
     for h in res.hits:
         print(f"  tree   {h.score:.3f}  {' > '.join(h.title_path)}")
-    print(f"  (tree search scored {res.passages_scored} of {res.passages_total} passages)")
+    print(f"  (tree search scored {res.stats['passages_scored']:.0f} passages, {res.stats['fraction_scored']:.0%})")
 
     # 4. New documents are routed to their nearest leaf without re-clustering.
     from rag_hier import Document

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-__version__ = "0.1.0"
+from rag_hier._version import __version__
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 

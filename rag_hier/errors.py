@@ -56,4 +56,7 @@ class MissingDependencyError(RagHierError, ImportError):
 
 
 class ParameterError(RagHierError, ValueError):
-    """A parameter is outside its allowed range; the message names it, the value given and what is allowed."""
+    """A parameter (of a strategy, an index or a search) is unknown, of the wrong type or out of range.
+
+    The message names it, the value given and what is allowed.
+    """

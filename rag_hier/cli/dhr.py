@@ -9,12 +9,9 @@
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any
 
-from rag_hier.cli.plugins import Strategy
-
-__all__ = ["STRATEGIES", "add_index_arguments", "add_search_arguments", "add_train_parser", "after_index"]
+__all__ = ["add_index_arguments", "add_train_parser", "after_index", "configure_search"]
 
 
 def _cli_error(message: str) -> Exception:
@@ -28,7 +25,7 @@ def _cli_error(message: str) -> Exception:
 # ----------------------------------------------------------------------------------------------------
 def add_index_arguments(parser: argparse.ArgumentParser) -> None:
     """``--hierarchical``, ``--doc-representation``, ``--doc-model``."""
-    from rag_hier.index.document import DOC_REPRESENTATIONS
+    from rag_hier.store.extensions.doc_index import DOC_REPRESENTATIONS
 
     parser.add_argument(
         "--hierarchical",
@@ -52,7 +49,7 @@ def add_index_arguments(parser: argparse.ArgumentParser) -> None:
 
 def after_index(store: Any, args: argparse.Namespace) -> str | None:
     """Attach (or rebuild) the document index when asked; report it whenever the store has one."""
-    from rag_hier.index.document import DocumentIndex
+    from rag_hier.store.extensions.doc_index import DocumentIndex
 
     ext = store.extension(DocumentIndex.name)
     rep = getattr(args, "doc_representation", None)
@@ -81,62 +78,17 @@ def after_index(store: Any, args: argparse.Namespace) -> str | None:
 
 
 # ----------------------------------------------------------------------------------------------------
-# search
+# search (the ``hierarchical`` strategy and its flags come from the registry)
 # ----------------------------------------------------------------------------------------------------
-def add_search_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--k1``, ``--lambda``, ``--hierarchical-mode`` (used by ``--strategy hierarchical``)."""
-    from rag_hier.retrieval.hierarchical import DEFAULT_K1, DEFAULT_LAMBDA, HIERARCHICAL_MODES
+def configure_search(name: str, store: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """A distinct document encoder encodes queries with ``--batch-size`` too."""
+    if name == "hierarchical" and getattr(args, "batch_size", None):
+        from rag_hier.store.extensions.doc_index import DocumentIndex
 
-    parser.add_argument(
-        "--k1",
-        type=int,
-        default=None,
-        help=f"hierarchical: documents kept by the document-level search (default {DEFAULT_K1})",
-    )
-    parser.add_argument(
-        "--lambda",
-        dest="lambda_",
-        type=float,
-        default=None,
-        metavar="L",
-        help=f"hierarchical: weight of the document score in passage + L*document (default {DEFAULT_LAMBDA:g})",
-    )
-    parser.add_argument(
-        "--hierarchical-mode",
-        choices=HIERARCHICAL_MODES,
-        default="serial",
-        help="hierarchical: serial = passages of the top-k1 documents only (DHR, fast); parallel = all passages "
-        "fused with their document's score (default serial)",
-    )
-
-
-def _search(
-    store: Any, args: argparse.Namespace, queries: list[str], top_k: int, filters: Any, aggregate: str
-) -> list[list[Any]]:
-    from rag_hier.retrieval.hierarchical import DEFAULT_K1, DEFAULT_LAMBDA, HierarchicalRetriever
-
-    k1 = DEFAULT_K1 if args.k1 is None else args.k1
-    lam = DEFAULT_LAMBDA if args.lambda_ is None else args.lambda_
-    if k1 < 1:
-        raise _cli_error(f"--k1 must be >= 1, got {k1}")
-    if not math.isfinite(lam):
-        raise _cli_error(f"--lambda must be a finite number, got {lam}")
-    retriever = HierarchicalRetriever(store, k1=k1, lambda_=lam, mode=args.hierarchical_mode)
-    ext = retriever.document_index
-    if args.batch_size and not ext.shares_encoder:
-        ext.document_encoder(store).batch_size = args.batch_size
-    passage_q, doc_q = retriever.encode_queries(queries)
-    return retriever.search_vectors(passage_q, top_k=top_k, filters=filters, aggregate=aggregate, doc_vectors=doc_q)  # type: ignore[arg-type]
-
-
-STRATEGIES = {
-    "hierarchical": Strategy(
-        "hierarchical",
-        "DHR: top-k1 documents, then only their passages; score = passage + lambda * document "
-        "(needs `rag-hier index --hierarchical`)",
-        _search,
-    )
-}
+        ext = store.extension(DocumentIndex.name)
+        if isinstance(ext, DocumentIndex) and not ext.shares_encoder:
+            ext.document_encoder(store).batch_size = args.batch_size
+    return {}
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -2,8 +2,8 @@
 
 - ``rag-hier index CORPUS --store S --tree [--branching B]`` builds the cluster tree of the passage vectors
   (rebuilds it when given again); later writes route new passages to their nearest leaf;
-- ``rag-hier search|eval --strategy tree [--beam B]`` searches by beam search over the tree (``-v`` logs how
-  many passages were scored);
+- ``rag-hier search|eval --strategy tree [--beam B]`` searches by beam search over the tree (the strategy and
+  its flag come from the registry; ``-v`` logs how many passages were scored);
 - ``rag-hier train hce CORPUS --output DIR [--mode unsupervised|supervised|joint] [--queries Q --qrels R] ...``
   fine-tunes a sentence-transformers model with HCE and saves it as a standard model directory.
 """
@@ -16,9 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rag_hier.cli.plugins import Strategy
-
-__all__ = ["STRATEGIES", "add_index_arguments", "add_search_arguments", "add_train_parser", "after_index"]
+__all__ = ["add_index_arguments", "add_train_parser", "after_index"]
 
 logger = logging.getLogger(__name__)
 
@@ -29,26 +27,18 @@ def _cli_error(message: str) -> Exception:
     return CliError(message)
 
 
-def _add(parser: argparse.ArgumentParser, flag: str, **kwargs: Any) -> None:
-    """Add ``flag`` unless another plugin already did (two tree methods may share ``--beam``)."""
-    if flag not in parser._option_string_actions:
-        parser.add_argument(flag, **kwargs)
-
-
 # ----------------------------------------------------------------------------------------------------
 # index
 # ----------------------------------------------------------------------------------------------------
 def add_index_arguments(parser: argparse.ArgumentParser) -> None:
     """``--tree`` and ``--branching``."""
-    _add(
-        parser,
+    parser.add_argument(
         "--tree",
         action="store_true",
         help="build (or rebuild) the HCE cluster tree of the passage vectors, for --strategy tree; "
         "later writes route new passages to their nearest leaf",
     )
-    _add(
-        parser,
+    parser.add_argument(
         "--branching",
         type=int,
         default=None,
@@ -58,7 +48,7 @@ def add_index_arguments(parser: argparse.ArgumentParser) -> None:
 
 def after_index(store: Any, args: argparse.Namespace) -> str | None:
     """Build the tree when ``--tree`` is given; report it whenever the store has one."""
-    from rag_hier.store.tree import TreeExtension
+    from rag_hier.store.extensions.tree import TreeExtension
 
     ext = store.extension(TreeExtension.name)
     branching = getattr(args, "branching", None)
@@ -83,61 +73,6 @@ def after_index(store: Any, args: argparse.Namespace) -> str | None:
         f"tree: {info['items']} passages, b={info['branching']}, levels {info['level_sizes']}, "
         f"largest leaf {info['leaf_size_max']} ({verb} in {time.perf_counter() - t0:.1f}s)"
     )
-
-
-# ----------------------------------------------------------------------------------------------------
-# search
-# ----------------------------------------------------------------------------------------------------
-def add_search_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--beam``."""
-    from rag_hier.retrieval.tree import DEFAULT_BEAM
-
-    _add(
-        parser,
-        "--beam",
-        type=int,
-        default=None,
-        help=f"--strategy tree: nodes kept per tree level (default {DEFAULT_BEAM}); a beam as wide as the "
-        "widest level scores every passage",
-    )
-
-
-def _search(
-    store: Any, args: argparse.Namespace, queries: list[str], top_k: int, filters: Any, aggregate: str
-) -> list[list[Any]]:
-    from rag_hier.errors import StoreError
-    from rag_hier.retrieval.tree import DEFAULT_BEAM, TreeRetriever
-
-    beam = getattr(args, "beam", None) or DEFAULT_BEAM
-    if beam < 1:
-        raise _cli_error(f"--beam must be >= 1, got {beam}")
-    try:
-        results = TreeRetriever(store, beam=beam).search_detailed(
-            store.encode_queries(queries),
-            top_k=top_k,
-            filters=filters,
-            aggregate=aggregate,  # type: ignore[arg-type]
-        )
-    except StoreError as exc:
-        raise _cli_error(str(exc)) from exc
-    if results:
-        scored = [r.passages_scored for r in results]
-        total = results[0].passages_total
-        logger.info(
-            "tree search (beam %d): scored %.1f passages per query on average (min %d, max %d) of %d = %.2f%%",
-            beam,
-            sum(scored) / len(scored),
-            min(scored),
-            max(scored),
-            total,
-            100.0 * sum(scored) / len(scored) / max(total, 1),
-        )
-    return [r.hits for r in results]
-
-
-STRATEGIES = {
-    "tree": Strategy("tree", "beam search over the HCE cluster tree (index with --tree); see --beam", _search)
-}
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The ``rag-hier`` command line: ``index``, ``search``, ``eval``, ``info``."""
+"""The ``rag-hier`` command line: ``index``, ``search``, ``eval``, ``compare``, ``info``, ``train``."""
 
 from __future__ import annotations
 
@@ -25,13 +25,12 @@ class CliError(Exception):
 # ----------------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for documentation and tests)."""
-    from rag_hier import __version__
-    from rag_hier.cli.plugins import plugins, strategies
+    from rag_hier._version import __version__
+    from rag_hier.cli.plugins import plugins
     from rag_hier.corpus.readers import CORPUS_FORMATS
     from rag_hier.index.dense import INDEX_KINDS
 
     mods = plugins()
-    strategy_names = list(strategies(mods))
 
     parser = argparse.ArgumentParser(
         prog="rag-hier",
@@ -84,33 +83,24 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--queries", help="queries file: BEIR queries.jsonl, QA questions.jsonl, or qid<TAB>text")
     s.add_argument("--top-k", type=int, default=10, help="results per query (default 10)")
     s.add_argument("--output", help="write the TREC run here (default: stdout)")
-    s.add_argument("--strategy", choices=strategy_names, default="dense", help="retrieval strategy (default dense)")
-    _add_search_args(s, mods)
+    _add_search_args(s)
     _add_runtime_args(s)
 
     e = sub.add_parser(
         "eval",
         help="search a queries file and score it against qrels (nDCG@10, Recall@10/100, MRR@10)",
-        description="Run every query that has relevance judgements and compute IR metrics with pytrec_eval.",
+        description="Run every query that has relevance judgements and compute IR metrics with pytrec_eval, "
+        "as BEIR and MTEB do (hits whose id equals the query id removed first). See docs/evaluation.md.",
     )
-    e.add_argument("--store", required=True, help="store directory")
-    e.add_argument("--queries", required=True, help="queries file (BEIR queries.jsonl or QA questions.jsonl)")
-    e.add_argument(
-        "--qrels",
-        default=None,
-        help="qrels (BEIR TSV or TREC); optional for QA questions.jsonl, whose gold doc/paragraph give the judgements",
-    )
-    e.add_argument(
-        "--metrics",
-        default="ndcg@10,recall@10,recall@100,mrr@10",
-        help="comma-separated metrics (ndcg@K, recall@K, mrr@K, map@K, precision@K, success@K)",
-    )
-    e.add_argument("--top-k", type=int, default=None, help="results per query (default: the largest metric cut-off)")
-    e.add_argument("--strategy", choices=strategy_names, default="dense", help="retrieval strategy (default dense)")
-    e.add_argument("--output", help="write the metrics as JSON here")
-    e.add_argument("--run-output", help="also write the TREC run here")
-    _add_search_args(e, mods)
+    from rag_hier.cli.evaluate import add_eval_arguments
+
+    add_eval_arguments(e)
+    _add_search_args(e)
     _add_runtime_args(e)
+
+    from rag_hier.cli.compare import add_compare_parser
+
+    add_compare_parser(sub)
 
     i = sub.add_parser("info", help="describe a store (counts, encoder, index, files)")
     i.add_argument("--store", required=True, help="store directory")
@@ -125,10 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_search_args(p: argparse.ArgumentParser, mods: Sequence[Any] = ()) -> None:
-    for mod in mods:
-        if hasattr(mod, "add_search_arguments"):
-            mod.add_search_arguments(p)
+def _add_search_args(p: argparse.ArgumentParser) -> None:
+    from rag_hier.cli.strategies import add_strategy_arguments
+
+    add_strategy_arguments(p)
     p.add_argument(
         "--aggregate",
         choices=("passage", "doc"),
@@ -213,9 +203,9 @@ def cmd_index(args: argparse.Namespace) -> int:
         if max_words < 0:
             raise CliError(f"--max-passage-words must be >= 0, got {max_words}")
         options: dict[str, Any] = {"kind": args.index or "flat"}
-        if args.nlist:
+        if args.nlist is not None:
             options["nlist"] = args.nlist
-        if args.nprobe:
+        if args.nprobe is not None:
             options["nprobe"] = args.nprobe
         no_dense = bool(getattr(args, "no_dense", False))  # SVDR plugin: a store with no dense vectors
         store = HierStore.create(
@@ -285,12 +275,12 @@ def _parse_filters(text: str | None) -> dict[str, Any] | None:
 
 
 def _search(store: Any, args: argparse.Namespace, queries: list[str], top_k: int, aggregate: Any) -> list[Any]:
-    from rag_hier.cli.plugins import strategies
+    """One :class:`~rag_hier.retrieval.hit.QueryResult` per query, from ``--strategy`` and its flags."""
+    from rag_hier.cli.strategies import run_strategy
 
     if top_k < 1:
         raise CliError(f"--top-k must be >= 1, got {top_k}")
-    strategy = strategies()[args.strategy]
-    return strategy.search(store, args, queries, top_k, _parse_filters(args.filters), aggregate)
+    return run_strategy(store, args, queries, top_k, _parse_filters(args.filters), aggregate)
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -303,7 +293,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     try:
         aggregate = _default_aggregate(store, args.aggregate)
         if queries is None:
-            (hits,) = _search(store, args, [args.query], args.top_k, aggregate)
+            (result,) = _search(store, args, [args.query], args.top_k, aggregate)
+            hits = result.hits
             if args.output:
                 write_run(hits_to_run(["query"], [hits], level=aggregate), args.output)
                 return 0
@@ -318,7 +309,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         if not queries:
             raise CliError(f"{args.queries} holds no queries")
         qids = list(queries)
-        results = _search(store, args, [queries[q] for q in qids], args.top_k, aggregate)
+        results = [r.hits for r in _search(store, args, [queries[q] for q in qids], args.top_k, aggregate)]
     finally:
         store.close()
     run = hits_to_run(qids, results, level=aggregate)
@@ -338,71 +329,18 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
-def _qrels_for(args: argparse.Namespace, aggregate: str, store: Any) -> dict[str, dict[str, int]]:
-    from rag_hier.corpus.readers import qa_qrels, read_qa_questions, read_qrels
-
-    if args.qrels:
-        return read_qrels(args.qrels)
-    try:
-        questions = read_qa_questions(args.queries)
-    except Exception as exc:
-        raise CliError(f"--qrels is required unless --queries is a QA questions.jsonl ({exc})") from exc
-    if aggregate != "doc":
-        # Paragraph judgements name "<doc_id>#<paragraph index>", which are passage ids only when
-        # paragraphs were kept whole; otherwise every score would silently be wrong.
-        max_words = store.corpus_info.get("max_passage_words")
-        if max_words != 0:
-            raise CliError(
-                f"paragraph-level judgements from {args.queries} need a store indexed with "
-                f"--max-passage-words 0 (this one used {max_words}); pass --aggregate doc or --qrels"
-            )
-    return qa_qrels(questions, "doc" if aggregate == "doc" else "paragraph")
-
-
 def cmd_eval(args: argparse.Namespace) -> int:
-    """``rag-hier eval``."""
-    from rag_hier.corpus.readers import read_queries
-    from rag_hier.eval.metrics import evaluate, metric_list, parse_metric
-    from rag_hier.eval.trec import hits_to_run, write_run
+    """``rag-hier eval`` (in :mod:`rag_hier.cli.evaluate`)."""
+    from rag_hier.cli.evaluate import run_eval
 
-    metrics = metric_list(args.metrics)
-    queries = read_queries(args.queries)
-    store = _open_store(args, read_only=True)
-    try:
-        aggregate = _default_aggregate(store, args.aggregate)
-        qrels = _qrels_for(args, aggregate, store)
-        qids = [q for q in queries if q in qrels]
-        if not qids:
-            raise CliError(f"no query in {args.queries} has judgements in the qrels")
-        missing = len([q for q in qrels if q not in queries])
-        if missing:
-            logger.warning("%d judged queries are not in %s; they count as 0", missing, args.queries)
-        top_k = args.top_k if args.top_k is not None else max(parse_metric(m)[1] for m in metrics)
-        t0 = time.perf_counter()
-        results = _search(store, args, [queries[q] for q in qids], top_k, aggregate)
-        elapsed = time.perf_counter() - t0
-    finally:
-        store.close()
-    run = hits_to_run(qids, results, level=aggregate)
-    if args.run_output:
-        write_run(run, args.run_output)
-    scores = evaluate(run, {q: qrels[q] for q in qrels}, metrics)
-    report = {
-        "store": str(args.store),
-        "queries": len(qids),
-        "level": aggregate,
-        "top_k": top_k,
-        "strategy": args.strategy,
-        "search_seconds": round(elapsed, 3),
-        "metrics": {k: round(v, 5) for k, v in scores.items()},
-    }
-    width = max(len(m) for m in metrics)
-    print(f"{len(qids)} queries, {aggregate} level, top {top_k}, {args.strategy} ({elapsed:.1f}s)")
-    for name, value in scores.items():
-        print(f"  {name:<{width}}  {value:.4f}")
-    if args.output:
-        Path(args.output).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    return 0
+    return run_eval(args, open_store=_open_store, search=_search, default_aggregate=_default_aggregate)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """``rag-hier compare`` (in :mod:`rag_hier.cli.compare`)."""
+    from rag_hier.cli.compare import run_compare
+
+    return run_compare(args)
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -456,7 +394,17 @@ def cmd_train(args: argparse.Namespace) -> int:
     return int(func(args))
 
 
-COMMANDS = {"index": cmd_index, "search": cmd_search, "eval": cmd_eval, "info": cmd_info, "train": cmd_train}
+_EXTRAS = {"bm25s": "train", "datasets": "train", "accelerate": "train", "mteb": "mteb"}
+"""Optional dependencies by module, and the extra that installs each."""
+
+COMMANDS = {
+    "index": cmd_index,
+    "search": cmd_search,
+    "eval": cmd_eval,
+    "compare": cmd_compare,
+    "info": cmd_info,
+    "train": cmd_train,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -473,6 +421,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return COMMANDS[args.command](args)
+    except ModuleNotFoundError as exc:
+        top = (exc.name or "").split(".")[0]
+        extra = _EXTRAS.get(top)
+        if extra is None:
+            raise
+        _err(f"rag-hier {args.command}: error: {top} is not installed; pip install \"rag-hier[{extra}]\"")
+        return 2
     except (CliError, RagHierError, OSError, ValueError) as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         _err(f"rag-hier {args.command}: error: {message}")

@@ -2,7 +2,7 @@
 
 - ``rag-hier index CORPUS --store DIR --token-index [--no-dense] [--svdr-vectors]``
 - ``rag-hier search|eval --strategy svdr-full|svdr-alpha|svdr-beta|svdr-beta-rerank|svdr-lexical
-  [--rerank-m M] [--vocab-model M] [--no-cache]``
+  [--rerank-m M] [--vocab-model M] [--no-cache]`` (strategies and flags from the registry)
 - ``rag-hier train svdr CORPUS --queries FILE --qrels FILE --output DIR``
 """
 
@@ -15,8 +15,6 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
-
-from rag_hier.cli.plugins import SearchFn, Strategy
 
 logger = logging.getLogger("rag_hier.cli")
 
@@ -31,7 +29,8 @@ def _vocab_encoder(store: Any, args: argparse.Namespace) -> Any:
     }
     if getattr(args, "batch_size", None):
         kwargs["batch_size"] = args.batch_size
-    return VocabEncoder(getattr(args, "vocab_model", None) or default_vocab_model(store), **kwargs)
+    model = getattr(args, "strategy_vocab_model", None) or getattr(args, "vocab_model", None)
+    return VocabEncoder(model or default_vocab_model(store), **kwargs)
 
 
 def _persist_unsaved(store: Any, retriever: Any) -> None:
@@ -54,79 +53,20 @@ def _persist_unsaved(store: Any, retriever: Any) -> None:
         logger.info("cached %d SVDR passage vectors in %s", n, store.path)
 
 
-def _strategy(mode: str) -> SearchFn:
-    def search(
-        store: Any, args: argparse.Namespace, queries: list[str], top_k: int, filters: Any, aggregate: str
-    ) -> list[list[Any]]:
-        from rag_hier.retrieval.svdr import SvdrRetriever
-
-        needs_model = mode in ("full", "beta", "beta-rerank") or getattr(args, "vocab_model", None)
-        retriever = SvdrRetriever(
-            store,
-            mode,  # type: ignore[arg-type]
-            encoder=_vocab_encoder(store, args) if needs_model else None,
-            rerank_m=getattr(args, "rerank_m", 100),
-            cache=not getattr(args, "no_cache", False),
-        )
-        results = retriever.search_vectors(
-            retriever.query_vectors(queries),
-            top_k=top_k,
-            filters=filters,
-            aggregate=aggregate,  # type: ignore[arg-type]
-        )
-        if not getattr(args, "no_cache", False) and store.read_only:
-            _persist_unsaved(store, retriever)
-        return results
-
-    return search
+def configure_search(name: str, store: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """SVDR strategies that need a vocabulary encoder get one on ``--device``, with ``--batch-size``."""
+    if not name.startswith("svdr-"):
+        return {}
+    mode = name.removeprefix("svdr-")
+    if mode in ("full", "beta", "beta-rerank") or getattr(args, "strategy_vocab_model", None):
+        return {"encoder": _vocab_encoder(store, args)}
+    return {}
 
 
-STRATEGIES = {
-    "svdr-full": Strategy(
-        "svdr-full",
-        "SVDR full search <E(q),E(d)>: sparse vocabulary vectors on both sides (missing E(d) are encoded first)",
-        _strategy("full"),
-    ),
-    "svdr-alpha": Strategy(
-        "svdr-alpha",
-        "SVDR alpha search <T(q),E(d)>: the query's tokens against the passages' E(d) (no query encoding)",
-        _strategy("alpha"),
-    ),
-    "svdr-beta": Strategy(
-        "svdr-beta",
-        "SVDR beta search <E(q),T(d)>: the encoded query against the binary token index (no passage encoding)",
-        _strategy("beta"),
-    ),
-    "svdr-beta-rerank": Strategy(
-        "svdr-beta-rerank",
-        "SVDR beta search, top --rerank-m re-ranked by <E(q),E(d)> (E(d) encoded on the fly and cached)",
-        _strategy("beta-rerank"),
-    ),
-    "svdr-lexical": Strategy(
-        "svdr-lexical",
-        "idf-weighted token overlap over the binary token index (no model at all)",
-        _strategy("lexical"),
-    ),
-}
-
-
-def add_search_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--rerank-m``, ``--vocab-model``, ``--no-cache``."""
-    g = parser.add_argument_group("SVDR (--strategy svdr-*)")
-    g.add_argument(
-        "--rerank-m", type=int, default=100, help="svdr-beta-rerank: beta candidates re-ranked per query (default 100)"
-    )
-    g.add_argument(
-        "--vocab-model",
-        default=None,
-        help="vocabulary encoder: a `rag-hier train svdr` output or any BERT-family model "
-        "(default: the store's model, else its token index's)",
-    )
-    g.add_argument(
-        "--no-cache",
-        action="store_true",
-        help="do not write the passage vectors E(d) computed during search into the store",
-    )
+def after_search(name: str, store: Any, retriever: Any, args: argparse.Namespace) -> None:
+    """Keep the E(d) that search computed (the search handle is read-only)."""
+    if name.startswith("svdr-") and retriever.cache and store.read_only:
+        _persist_unsaved(store, retriever)
 
 
 def add_index_arguments(parser: argparse.ArgumentParser) -> None:
@@ -164,9 +104,9 @@ def add_index_arguments(parser: argparse.ArgumentParser) -> None:
 def after_index(store: Any, args: argparse.Namespace) -> str | None:
     """Attach or check the token index; encode E(d) with ``--svdr-vectors``."""
     from rag_hier.encoders.dense import DEFAULT_MODEL
-    from rag_hier.index.sparse import SparseVectorExtension
-    from rag_hier.index.token import TokenIndexExtension
     from rag_hier.retrieval.svdr import encode_missing_vectors
+    from rag_hier.store.extensions.svdr_vectors import SparseVectorExtension
+    from rag_hier.store.extensions.token_index import TokenIndexExtension
 
     lines: list[str] = []
     has_tokens = isinstance(store.extension(TokenIndexExtension.name), TokenIndexExtension)

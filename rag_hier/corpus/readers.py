@@ -34,6 +34,8 @@ from rag_hier.errors import CorpusFormatError
 __all__ = [
     "CORPUS_FORMATS",
     "QAQuestion",
+    "QrelsFile",
+    "beir_split_files",
     "detect_format",
     "qa_qrels",
     "read_beir_corpus",
@@ -42,6 +44,7 @@ __all__ = [
     "read_qa_documents",
     "read_qa_questions",
     "read_qrels",
+    "read_qrels_file",
     "read_queries",
     "read_text",
 ]
@@ -758,22 +761,53 @@ def _parse_score(value: str) -> int | None:
     return int(number) if number.is_integer() else None
 
 
+@dataclass(frozen=True)
+class QrelsFile:
+    """Relevance judgements as read from one file, with what :func:`read_qrels` passes over silently.
+
+    Args:
+        path: The file read.
+        qrels: ``{query id: {doc id: score}}``.
+        rows: Judgement rows read (header excluded, repeated rows included).
+        duplicates: ``(query id, doc id, line, first line)`` of every row that repeats an earlier one
+            with the same score (kept once).
+
+    """
+
+    path: Path
+    qrels: dict[str, dict[str, int]]
+    rows: int
+    duplicates: tuple[tuple[str, str, int, int], ...] = ()
+
+
 def read_qrels(path: StrPath) -> dict[str, dict[str, int]]:
     """Read relevance judgements as ``{query id: {doc id: score}}``.
 
     Two layouts are accepted, and one file must use one of them throughout: BEIR (3 columns ``query-id
     corpus-id score``, tab-separated, header line optional) and TREC (4 whitespace-separated columns
     ``qid iteration docid relevance``). ``.gz`` files are gunzipped. A judgement repeated with the same
-    score is ignored; with a different score it is an error.
+    score is ignored (:func:`read_qrels_file` lists such rows); with a different score it is an error.
 
     Raises:
         CorpusFormatError: A missing file, a wrong number of columns, a score that is not an integer,
             conflicting duplicate judgements, or no judgements at all.
 
     """
+    return read_qrels_file(path).qrels
+
+
+def read_qrels_file(path: StrPath) -> QrelsFile:
+    """Read relevance judgements like :func:`read_qrels`, keeping the repeated rows' lines.
+
+    Raises:
+        CorpusFormatError: As :func:`read_qrels`.
+
+    """
     file = _existing(path)
     qrels: dict[str, dict[str, int]] = {}
     seen: dict[tuple[str, str], int] = {}
+    duplicates: list[tuple[str, str, int, int]] = []
+    rows = 0
     n_columns: int | None = None
     header_allowed = True
     for line_no, line in _iter_lines(file):
@@ -803,11 +837,60 @@ def read_qrels(path: StrPath) -> dict[str, dict[str, int]]:
                 path=str(file),
                 line=line_no,
             )
+        rows += 1
+        if previous is not None:
+            duplicates.append((qid, doc_id, line_no, seen[qid, doc_id]))
         seen.setdefault((qid, doc_id), line_no)
         qrels[qid][doc_id] = score
     _non_empty(qrels, file, "relevance judgements")
     logger.info("read %d judgements for %d queries from %s", len(seen), len(qrels), file)
-    return qrels
+    return QrelsFile(path=file, qrels=qrels, rows=rows, duplicates=tuple(duplicates))
+
+
+_QRELS_SUFFIXES = (".tsv", ".tsv.gz", ".txt", ".txt.gz", ".trec", ".trec.gz", ".qrels", ".qrels.gz")
+
+
+def beir_split_files(directory: StrPath, split: str = "test") -> tuple[Path, Path]:
+    """The queries file and the qrels file of one split of a BEIR data set folder.
+
+    A BEIR folder holds ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/<split>.tsv``, each possibly
+    gzipped (``queries.jsonl.gz``, ``qrels/test.tsv.gz``).
+
+    Args:
+        directory: The data set folder.
+        split: The qrels split, e.g. ``"test"``, ``"dev"``, ``"train"``.
+
+    Returns:
+        ``(queries file, qrels file)``.
+
+    Raises:
+        CorpusFormatError: The folder does not exist, holds no ``queries.jsonl[.gz]``, or has no qrels
+            file for ``split`` (the message lists the splits it has).
+
+    """
+    root = _existing(directory)
+    if not root.is_dir():
+        raise CorpusFormatError("a BEIR data set must be a folder (queries.jsonl, qrels/SPLIT.tsv)", path=str(root))
+    queries = next((root / n for n in ("queries.jsonl", "queries.jsonl.gz") if (root / n).is_file()), None)
+    if queries is None:
+        raise CorpusFormatError("BEIR folder holds no queries.jsonl or queries.jsonl.gz", path=str(root))
+    qrels_dir = root / "qrels"
+    candidates = [qrels_dir / f"{split}{suffix}" for suffix in (".tsv", ".tsv.gz")]
+    qrels = next((c for c in candidates if c.is_file()), None)
+    if qrels is None:
+        have = sorted(
+            {
+                f.name[: -len(s)]
+                for f in (qrels_dir.iterdir() if qrels_dir.is_dir() else ())
+                for s in _QRELS_SUFFIXES
+                if f.is_file() and f.name.endswith(s)
+            }
+        )
+        listed = f"it has {', '.join(have)}" if have else "it has no qrels/ folder or no qrels files in it"
+        raise CorpusFormatError(
+            f"BEIR folder has no qrels/{split}.tsv[.gz] for split {split!r} ({listed})", path=str(root)
+        )
+    return queries, qrels
 
 
 def read_qa_questions(path: StrPath) -> list[QAQuestion]:

@@ -1,4 +1,4 @@
-"""Encoders: dense (sentence-transformers) and, in later modules, vocabulary and encoder-decoder ones."""
+"""Encoders: dense (sentence-transformers), SVDR's vocabulary encoder and token binarizer, device choice."""
 
 from rag_hier.encoders.dense import DEFAULT_MODEL, DenseEncoder, resolve_model_path
 from rag_hier.encoders.device import faiss_gpu_count, resolve_device, resolve_precision

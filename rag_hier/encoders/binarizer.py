@@ -19,7 +19,7 @@ import itertools
 import json
 import logging
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -227,11 +227,6 @@ class TokenBinarizer:
     def transform(self, texts: Sequence[str], *, max_length: int | bool | None = True) -> sp.csr_matrix:
         """T(x) of ``texts``: a ``(n, vocab_size)`` float32 CSR matrix of ones."""
         return self.from_input_ids(self.input_ids(texts, max_length=max_length))
-
-    def iter_transform(self, texts: Sequence[str], *, chunk_size: int = 16384) -> Iterator[sp.csr_matrix]:
-        """:meth:`transform` chunk by chunk (bounded memory for large corpora)."""
-        for start in range(0, len(texts), chunk_size):
-            yield self.transform(texts[start : start + chunk_size])
 
     def sparse_vectors(self, texts: Sequence[str]) -> list[SparseVector]:
         """T(x) of each text as ``(indices, values)`` (values all 1)."""

@@ -1,13 +1,30 @@
-"""IR metrics through pytrec_eval (trec_eval's reference code), named ``ndcg@10``, ``recall@100``, ``mrr@10``."""
+"""IR metrics through pytrec_eval (trec_eval's reference code), named ``ndcg@10``, ``recall@100``, ``mrr@10``.
+
+Conventions (those of BEIR's ``EvaluateRetrieval.evaluate`` and MTEB's retrieval evaluator, see
+``docs/evaluation.md``): a hit whose id equals its query's id is removed before scoring unless
+``ignore_identical_ids=False``; grade-0 judgements are kept and count as non-relevant; nDCG uses the
+judged grades as linear gains; equal scores are ranked by id, descending, as trec_eval does, for every
+measure (MRR included).
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from rag_hier.errors import RagHierError
 
-__all__ = ["DEFAULT_METRICS", "Qrels", "Run", "evaluate", "evaluate_per_query", "parse_metric"]
+__all__ = [
+    "DEFAULT_METRICS",
+    "IdenticalIds",
+    "Qrels",
+    "Run",
+    "evaluate",
+    "evaluate_per_query",
+    "parse_metric",
+    "remove_identical_ids",
+]
 
 Run = Mapping[str, Mapping[str, float]]
 """query id → {doc or passage id → score} (higher is better)."""
@@ -53,17 +70,64 @@ def _truncate(run: Run, k: int) -> dict[str, dict[str, float]]:
     return out
 
 
-def evaluate_per_query(run: Run, qrels: Qrels, metrics: Sequence[str] = DEFAULT_METRICS) -> dict[str, dict[str, float]]:
+@dataclass(frozen=True)
+class IdenticalIds:
+    """What :func:`remove_identical_ids` removed: ``hits`` in all, from ``queries`` queries."""
+
+    hits: int = 0
+    queries: int = 0
+
+
+def remove_identical_ids(run: Run) -> tuple[dict[str, dict[str, float]], IdenticalIds]:
+    """A copy of ``run`` without the hits whose id equals their query's id (BEIR's ``ignore_identical_ids``).
+
+    Some public sets (e.g. two of BEIR's) use corpus documents as queries, under the same id; the query's
+    own document then tops its ranking and is not an answer. Ranking order is kept.
+
+    Returns:
+        The new run and the counts of what was removed.
+
+    """
+    out: dict[str, dict[str, float]] = {}
+    hits = queries = 0
+    for qid, scores in run.items():
+        if qid in scores:
+            hits += 1
+            queries += 1
+            out[qid] = {d: s for d, s in scores.items() if d != qid}
+        else:
+            out[qid] = dict(scores)
+    return out, IdenticalIds(hits=hits, queries=queries)
+
+
+def evaluate_per_query(
+    run: Run, qrels: Qrels, metrics: Sequence[str] = DEFAULT_METRICS, *, ignore_identical_ids: bool = True
+) -> dict[str, dict[str, float]]:
     """Per-query values: metric name → {query id → value}, over the queries that have qrels.
 
-    Queries in ``qrels`` that the run misses count as 0 (as trec_eval's ``-c``); run queries without
-    qrels are ignored.
+    Queries in ``qrels`` that the run misses, or for which it holds no hit, count as 0 (as trec_eval's
+    ``-c``; BEIR and MTEB leave such queries out of the mean instead); run queries without qrels are
+    ignored.
+
+    Args:
+        run: Query id → {id → score}.
+        qrels: Query id → {id → grade}; grade 0 (or below) is judged non-relevant.
+        metrics: Names such as ``ndcg@10`` (see :func:`parse_metric`).
+        ignore_identical_ids: Remove hits whose id equals the query id first (BEIR's default).
+
+    Raises:
+        RagHierError: An unknown metric, or qrels without any judgement.
+
     """
     import pytrec_eval
 
+    for name in metrics:
+        parse_metric(name)
     qrels_clean = {q: {d: int(r) for d, r in rel.items()} for q, rel in qrels.items() if rel}
     if not qrels_clean:
         raise RagHierError("the qrels hold no relevance judgements")
+    if ignore_identical_ids:
+        run = remove_identical_ids({q: run[q] for q in qrels_clean if q in run})[0]
     base_run = {q: {d: float(s) for d, s in run.get(q, {}).items()} for q in qrels_clean}
     out: dict[str, dict[str, float]] = {}
     for name in metrics:
@@ -78,9 +142,11 @@ def evaluate_per_query(run: Run, qrels: Qrels, metrics: Sequence[str] = DEFAULT_
     return out
 
 
-def evaluate(run: Run, qrels: Qrels, metrics: Sequence[str] = DEFAULT_METRICS) -> dict[str, float]:
-    """Mean of each metric over the queries that have qrels."""
-    per_query = evaluate_per_query(run, qrels, metrics)
+def evaluate(
+    run: Run, qrels: Qrels, metrics: Sequence[str] = DEFAULT_METRICS, *, ignore_identical_ids: bool = True
+) -> dict[str, float]:
+    """Mean of each metric over the queries that have qrels (see :func:`evaluate_per_query`)."""
+    per_query = evaluate_per_query(run, qrels, metrics, ignore_identical_ids=ignore_identical_ids)
     return {name: (sum(v.values()) / len(v) if v else 0.0) for name, v in per_query.items()}
 
 

@@ -37,11 +37,18 @@ def write_run(run: Mapping[str, Mapping[str, float]], path: str | Path, tag: str
 
 
 def read_run(path: str | Path) -> dict[str, dict[str, float]]:
-    """Read a TREC run file."""
+    """Read a TREC run file.
+
+    Raises:
+        CorpusFormatError: A missing file, a line without 6 columns, a score that is not a number, a
+            (query, id) pair listed twice; the message names the file and line.
+
+    """
     p = Path(path)
     if not p.is_file():
         raise CorpusFormatError("run file does not exist", path=str(p))
     run: dict[str, dict[str, float]] = {}
+    first_line: dict[tuple[str, str], int] = {}
     with p.open(encoding="utf-8") as f:
         for n, line in enumerate(f, start=1):
             if not line.strip():
@@ -52,7 +59,16 @@ def read_run(path: str | Path) -> dict[str, dict[str, float]]:
                     f"expected 6 columns 'qid Q0 id rank score tag', got {len(parts)}", path=str(p), line=n
                 )
             try:
-                run.setdefault(parts[0], {})[parts[2]] = float(parts[4])
+                score = float(parts[4])
             except ValueError as exc:
                 raise CorpusFormatError(f"score {parts[4]!r} is not a number", path=str(p), line=n) from exc
+            first = first_line.setdefault((parts[0], parts[2]), n)
+            if first != n:
+                raise CorpusFormatError(
+                    f"query {parts[0]!r} ranks {parts[2]!r} twice (first on line {first}); a run lists each "
+                    "(query, id) pair once",
+                    path=str(p),
+                    line=n,
+                )
+            run.setdefault(parts[0], {})[parts[2]] = score
     return run

@@ -422,6 +422,8 @@ class DenseIndex:
         try:
             index = faiss.read_index(str(path))
         except RuntimeError as exc:
+            if not Path(path).exists():  # renamed or removed under us: callers look again (state.retrying)
+                raise FileNotFoundError(str(path)) from exc
             raise StoreError(f"{path}: not a readable FAISS index ({str(exc).splitlines()[0]})") from exc
         if index.d != dimension:
             raise DimensionMismatchError(f"{path}: index holds {index.d}-d vectors, manifest says {dimension}")

@@ -2,7 +2,7 @@
 
 The storage and search engine under SVDR's two indexes: the binary token index T(D)
 (:class:`~rag_hier.index.token.TokenIndex`) and the learned sparse passage vectors E(D) kept by the
-``svdr-vectors`` store extension (:class:`SparseVectorExtension`).
+``svdr-vectors`` store extension (:class:`~rag_hier.store.extensions.svdr_vectors.SparseVectorExtension`).
 
 Rows live in one scipy CSR matrix (rows appended since the last consolidation wait in a list). Removed
 rows are masked and dropped by :meth:`SparseRowIndex.compact` (which :meth:`save` runs first). Scores
@@ -28,25 +28,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
 
-from rag_hier.errors import StoreCorruptedError, StoreError
-from rag_hier.store.extensions import StoreExtension, register_extension
-
-if TYPE_CHECKING:
-    from rag_hier.corpus.model import Passage
-    from rag_hier.store.store import HierStore
+from rag_hier.errors import StoreCorruptedError
+from rag_hier.index.selection import top_k_rows
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "SearchMethod",
     "SparseRowIndex",
-    "SparseVectorExtension",
-    "rank_top_k",
 ]
 
 SearchMethod = Literal["auto", "matmul", "inverted"]
@@ -66,42 +60,6 @@ def _from_planes(planes: np.ndarray, dtypes: Mapping[int, str]) -> np.ndarray:
     if arr.dtype != np.uint8 or arr.ndim != 2 or arr.shape[0] not in dtypes:
         raise ValueError(f"byte planes of shape {arr.shape} and dtype {arr.dtype}")
     return np.ascontiguousarray(arr.T).view(dtypes[arr.shape[0]]).ravel()
-
-
-def rank_top_k(scores: np.ndarray, ids: np.ndarray, top_k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``top_k`` best columns of each score row, ties broken by ascending id.
-
-    Args:
-        scores: ``(nq, n)`` float32; ``-inf`` marks columns that must not be returned.
-        ids: ``(n,)`` int64 ids of the columns.
-        top_k: Results per row.
-
-    Returns:
-        ``(scores, ids)``, both ``(nq, top_k)``, padded with ``-inf`` / ``-1`` where fewer columns qualify.
-
-    """
-    nq, n = scores.shape
-    out_s = np.full((nq, top_k), -np.inf, dtype=np.float32)
-    out_i = np.full((nq, top_k), -1, dtype=np.int64)
-    if n == 0:
-        return out_s, out_i
-    k = min(top_k, n)
-    for r in range(nq):
-        row = scores[r]
-        if k < n:
-            part = np.argpartition(-row, k - 1)[:k]
-            # everything tied with the k-th score competes on id
-            kth = row[part].min()
-            part = np.flatnonzero(row >= kth) if np.isfinite(kth) else part
-        else:
-            part = np.arange(n)
-        order = np.lexsort((ids[part], -row[part]))[:k]
-        sel = part[order]
-        good = np.isfinite(row[sel])
-        sel = sel[good]
-        out_s[r, : sel.shape[0]] = row[sel]
-        out_i[r, : sel.shape[0]] = ids[sel]
-    return out_s, out_i
 
 
 class SparseRowIndex:
@@ -341,7 +299,7 @@ class SparseRowIndex:
             block = self._block_scores(q[start : start + batch_size], method)
             if not whole:
                 block = block[:, cols]
-            s, i = rank_top_k(block, sub_ids, top_k)
+            s, i = top_k_rows(block, sub_ids, top_k)
             out_s[start : start + s.shape[0]] = s
             out_i[start : start + s.shape[0]] = i
         return out_s, out_i
@@ -452,83 +410,3 @@ class SparseRowIndex:
     def describe(self) -> dict[str, Any]:
         """Size facts (rows, live rows, non-zeros)."""
         return {"rows": self.n_rows, "live": len(self), "nnz": self.nnz, "binary": self.binary}
-
-
-# ----------------------------------------------------------------------------------------------------
-# the ``svdr-vectors`` store extension: learned sparse passage vectors E(d), filled in as they are computed
-# ----------------------------------------------------------------------------------------------------
-@register_extension
-class SparseVectorExtension(StoreExtension):
-    """E(D): SVDR's learned sparse passage vectors, kept in the store (file ``svdr_vectors.npz``).
-
-    It holds vectors for any subset of the passages — all of them after
-    :func:`rag_hier.retrieval.svdr.encode_missing_vectors`, or just those that β+rerank has encoded so
-    far (the representation "fills in as queries arrive"). Vectors are tied to the encoder that made
-    them by ``fingerprint`` (:attr:`VocabEncoder.fingerprint`); a retriever with another encoder
-    refuses to mix them. Removed passages are dropped; added passages simply have no vector yet.
-
-    Args:
-        model: Name or path of the vocabulary encoder (informational).
-        fingerprint: The encoder's fingerprint.
-        vocab_size: Columns (the tokenizer's vocabulary size).
-
-    """
-
-    name: ClassVar[str] = "svdr-vectors"
-    FILE: ClassVar[str] = "svdr_vectors.npz"
-
-    def __init__(self, model: str = "", fingerprint: str = "", vocab_size: int = 1) -> None:
-        self.model = model
-        self.fingerprint = fingerprint
-        self.index = SparseRowIndex(vocab_size, binary=False)
-
-    def config(self) -> dict[str, Any]:
-        """``model``, ``fingerprint`` and ``vocab_size``."""
-        return {"model": self.model, "fingerprint": self.fingerprint, "vocab_size": self.index.vocab_size}
-
-    def files(self) -> list[str]:
-        """``svdr_vectors.npz``."""
-        return [self.FILE]
-
-    def write(self, paths: Mapping[str, Path]) -> None:
-        """Compact and save the vectors."""
-        self.index.save(paths[self.FILE])
-
-    def load(self, store: HierStore, paths: Mapping[str, Path]) -> None:
-        """Read the vectors."""
-        index = SparseRowIndex.load(paths[self.FILE])
-        if index.vocab_size != self.index.vocab_size or index.binary:
-            raise StoreCorruptedError(f"{paths[self.FILE]}: does not match the extension's configuration")
-        self.index = index
-
-    def build(self, store: HierStore) -> None:
-        """Keep only vectors of passages that are in ``store`` (nothing is encoded here)."""
-        self.index.retain(_all_rowids(store))
-
-    def on_passages_added(
-        self, store: HierStore, rowids: np.ndarray, passages: Sequence[Passage], vectors: np.ndarray | None
-    ) -> None:
-        """New passages have no vector yet (a re-used id cannot occur, but drop one defensively)."""
-        self.index.remove(rowids)
-
-    def on_passages_removed(self, store: HierStore, rowids: np.ndarray) -> None:
-        """Drop the vectors of removed passages."""
-        self.index.remove(rowids)
-
-    def verify(self, store: HierStore) -> None:
-        """Every vector belongs to a stored passage."""
-        held = self.index.ids()
-        if held.size and not np.isin(held, _all_rowids(store)).all():
-            raise StoreCorruptedError(f"{store.path / self.FILE}: holds vectors of passages that are not stored")
-
-    def describe(self) -> dict[str, Any]:
-        """Model, fingerprint prefix and size."""
-        return {"model": self.model, "fingerprint": self.fingerprint[:16], **self.index.describe()}
-
-
-def _all_rowids(store: HierStore) -> np.ndarray:
-    """Rowids of every passage of ``store`` (with or without a dense vector), ascending."""
-    getter = getattr(store, "passage_rowids", None)
-    if getter is None:  # pragma: no cover - engine without HierStore.passage_rowids
-        raise StoreError("this HierStore has no passage_rowids(); update rag-hier")
-    return np.asarray(getter(), dtype=np.int64)

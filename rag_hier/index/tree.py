@@ -42,6 +42,7 @@ import numpy as np
 
 from rag_hier.encoders.device import faiss_gpu_count
 from rag_hier.errors import DimensionMismatchError, RagHierError, StoreCorruptedError
+from rag_hier.index.selection import select_top_k
 
 logger = logging.getLogger(__name__)
 
@@ -655,9 +656,8 @@ class ClusterTree:
             if not pos.size:
                 continue
             s = vectors_of(pos) @ q[i]
-            k = min(top_k, pos.size)
-            top = np.argpartition(-s, k - 1)[:k] if pos.size > k else np.arange(pos.size)
-            top = top[np.lexsort((self.item_ids[pos[top]], -s[top]))]
+            top = select_top_k(s, self.item_ids[pos], top_k)
+            k = top.size
             scores[i, :k] = s[top]
             ids[i, :k] = self.item_ids[pos[top]]
         return TreeSearchResult(scores=scores, ids=ids, scored=scored, leaves_visited=visited, n_items=len(self))

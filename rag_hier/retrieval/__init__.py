@@ -1,8 +1,31 @@
-"""Retrieval strategies over a store, returning ranked :class:`Hit` lists."""
+"""Retrieval strategies over a store, each returning ranked :class:`Hit` lists.
 
-from rag_hier.retrieval.dense import Aggregate, DenseRetriever, aggregate_max_passage
-from rag_hier.retrieval.hierarchical import HierarchicalMode, HierarchicalRetriever, RankedPassages
-from rag_hier.retrieval.hit import Hit
+All share one contract (:mod:`rag_hier.retrieval.base`) and are found by name in one registry
+(:mod:`rag_hier.retrieval.registry`): ``dense``, ``hierarchical`` (DHR), ``tree`` (HCE), ``svdr-*`` (SVDR),
+``sparse-embedding`` and ``fusion`` (hybrid).
+"""
+
+from rag_hier.retrieval.base import (
+    Aggregate,
+    ParameterError,
+    Queries,
+    Ranking,
+    Retriever,
+    RetrieverParams,
+    aggregate_max_passage,
+    param,
+)
+from rag_hier.retrieval.dense import DenseRetriever
+from rag_hier.retrieval.hierarchical import HierarchicalMode, HierarchicalRetriever
+from rag_hier.retrieval.hit import Hit, QueryResult
+from rag_hier.retrieval.registry import (
+    StrategyEntry,
+    build_retriever,
+    register_strategy,
+    strategy,
+    strategy_names,
+    strategy_params,
+)
 
 __all__ = [
     "Aggregate",
@@ -10,6 +33,18 @@ __all__ = [
     "HierarchicalMode",
     "HierarchicalRetriever",
     "Hit",
-    "RankedPassages",
+    "ParameterError",
+    "Queries",
+    "QueryResult",
+    "Ranking",
+    "Retriever",
+    "RetrieverParams",
+    "StrategyEntry",
     "aggregate_max_passage",
+    "build_retriever",
+    "param",
+    "register_strategy",
+    "strategy",
+    "strategy_names",
+    "strategy_params",
 ]

@@ -34,29 +34,32 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, overload
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
 
 from rag_hier.encoders.dense import DEFAULT_MODEL
 from rag_hier.errors import StoreError
-from rag_hier.index.sparse import SearchMethod, SparseRowIndex, SparseVectorExtension
-from rag_hier.index.token import TokenIndexExtension, passage_texts
-from rag_hier.retrieval.dense import Aggregate, aggregate_max_passage
-from rag_hier.retrieval.hit import Hit
-from rag_hier.store.filters import Predicate, compile_filter
+from rag_hier.index.sparse import SearchMethod, SparseRowIndex
+from rag_hier.retrieval.base import Aggregate, Queries, Ranking, Retriever, RetrieverParams, param
+from rag_hier.store.contract import Filters
+from rag_hier.store.extensions.svdr_vectors import SparseVectorExtension
+from rag_hier.store.extensions.token_index import TokenIndexExtension, passage_texts
 
 if TYPE_CHECKING:
     from rag_hier.encoders.binarizer import TokenBinarizer
     from rag_hier.encoders.vocab import VocabEncoder
-    from rag_hier.store.store import HierStore
+    from rag_hier.retrieval.hit import Hit
+    from rag_hier.store.contract import StoreBackend
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "SVDR_MODES",
     "SvdrMode",
+    "SvdrParams",
     "SvdrRetriever",
     "default_vocab_model",
     "encode_missing_vectors",
@@ -65,10 +68,9 @@ __all__ = [
 
 SvdrMode = Literal["full", "alpha", "beta", "beta-rerank", "lexical"]
 SVDR_MODES: tuple[str, ...] = ("full", "alpha", "beta", "beta-rerank", "lexical")
-Filters = Mapping[str, Any] | Predicate | None
 
 
-def default_vocab_model(store: HierStore) -> str:
+def default_vocab_model(store: StoreBackend) -> str:
     """The vocabulary encoder a store implies: its dense model, else its token index's, else the default."""
     if store.encoder is not None:
         return store.encoder.model_name
@@ -81,7 +83,7 @@ def default_vocab_model(store: HierStore) -> str:
     return DEFAULT_MODEL
 
 
-def save_vectors(store: HierStore, encoder: VocabEncoder, ids: np.ndarray, rows: sp.csr_matrix) -> int:
+def save_vectors(store: StoreBackend, encoder: VocabEncoder, ids: np.ndarray, rows: sp.csr_matrix) -> int:
     """Add E(d) rows to the store's ``svdr-vectors`` extension (created if absent) and commit.
 
     Rows of passages no longer in the store are dropped. If the extension holds vectors of another
@@ -92,7 +94,7 @@ def save_vectors(store: HierStore, encoder: VocabEncoder, ids: np.ndarray, rows:
     if isinstance(ext, SparseVectorExtension) and ext.fingerprint != fingerprint:
         logger.warning(
             "%s holds SVDR vectors of another encoder (%s); not caching vectors of %s",
-            store.path,
+            store.location,
             ext.model,
             encoder.model_name,
         )
@@ -116,7 +118,7 @@ def save_vectors(store: HierStore, encoder: VocabEncoder, ids: np.ndarray, rows:
 
 
 def encode_missing_vectors(
-    store: HierStore,
+    store: StoreBackend,
     encoder: VocabEncoder,
     *,
     batch_passages: int = 2048,
@@ -132,7 +134,7 @@ def encode_missing_vectors(
     if isinstance(ext, SparseVectorExtension):
         if ext.fingerprint != encoder.fingerprint:
             raise StoreError(
-                f"{store.path} holds SVDR vectors of another encoder ({ext.model}); remove the "
+                f"{store.location} holds SVDR vectors of another encoder ({ext.model}); remove the "
                 f"'{SparseVectorExtension.name}' extension first to encode with {encoder.model_name}"
             )
         have = ext.index.ids()
@@ -145,45 +147,67 @@ def encode_missing_vectors(
     return done
 
 
-class SvdrRetriever:
+@dataclass(frozen=True)
+class SvdrParams(RetrieverParams):
+    """Parameters of the SVDR strategies (``mode`` is fixed by each ``svdr-*`` strategy name)."""
+
+    mode: SvdrMode = param("beta-rerank", help="full, alpha, beta, beta-rerank or lexical", cli=False)
+    rerank_m: int = param(100, help="svdr-beta-rerank: beta candidates re-ranked per query", minimum=1)
+    vocab_model: str | None = param(
+        None,
+        help="vocabulary encoder: a `rag-hier train svdr` output or any BERT-family model "
+        "(default: the store's model, else its token index's)",
+    )
+    cache: bool = param(
+        True, help="write the passage vectors E(d) computed during search into the store", flag="--no-cache"
+    )
+    encode_missing: bool = param(
+        True, help="full and alpha search: encode the E(d) that are missing (else raise)", cli=False
+    )
+    method: SearchMethod = param("auto", help="sparse product strategy (same results)", cli=False)
+
+
+class SvdrRetriever(Retriever[sp.csr_matrix]):
     """SVDR retrieval over a :class:`~rag_hier.store.HierStore` (see the module docstring for the modes).
 
     Args:
         store: The store; β, β+rerank and lexical need its ``token-index`` extension.
-        mode: ``"full"``, ``"alpha"``, ``"beta"``, ``"beta-rerank"`` or ``"lexical"``.
-        encoder: A :class:`VocabEncoder`, or a model name/path for one; default: the store's model
-            (:func:`default_vocab_model`). Loaded only when the mode needs it.
-        rerank_m: Candidates re-ranked by β+rerank (default 100, the paper's setting).
-        cache: Keep the E(d) computed by β+rerank (and full/α filling in missing ones) in the store
-            when it is writable (always in memory).
-        encode_missing: Full and α search need E(d) of every passage: encode the missing ones
-            (``True``, default) or raise.
-        method: Sparse product strategy (``"auto"``, ``"matmul"``, ``"inverted"``; same results).
+        mode: ``"full"``, ``"alpha"``, ``"beta"``, ``"beta-rerank"`` or ``"lexical"`` (or give it in ``params``).
+        params: :class:`SvdrParams` (or a mapping): ``rerank_m`` (default 100, the paper's setting), ``vocab_model``,
+            ``cache`` (keep the E(d) computed by β+rerank, and by full/α filling in missing ones, in the store when
+            it is writable; always in memory), ``encode_missing`` (full and α: encode missing E(d), else raise),
+            ``method`` (``"auto"``, ``"matmul"``, ``"inverted"``; same results).
+        encoder: A ready :class:`VocabEncoder` (else ``vocab_model``, else the store's model:
+            :func:`default_vocab_model`). Loaded only when the mode needs it.
 
     """
 
+    name = "svdr"
+    Params = SvdrParams
+    params: SvdrParams
+    over_vectors = False
+
     def __init__(
         self,
-        store: HierStore,
-        mode: SvdrMode = "beta-rerank",
+        store: StoreBackend,
+        mode: SvdrMode | None = None,
+        params: SvdrParams | Mapping[str, Any] | None = None,
         *,
         encoder: VocabEncoder | str | None = None,
-        rerank_m: int = 100,
-        cache: bool = True,
-        encode_missing: bool = True,
-        method: SearchMethod = "auto",
+        **kwargs: Any,
     ) -> None:
-        if mode not in SVDR_MODES:
-            raise ValueError(f"mode must be one of {', '.join(SVDR_MODES)}; got {mode!r}")
-        if rerank_m < 1:
-            raise ValueError(f"rerank_m must be >= 1, got {rerank_m}")
-        self.store = store
-        self.mode: SvdrMode = mode
-        self.rerank_m = rerank_m
-        self.cache = cache
-        self.encode_missing = encode_missing
-        self.method: SearchMethod = method
-        self._encoder_arg = encoder
+        if mode is not None:
+            kwargs["mode"] = mode
+        if isinstance(encoder, str):
+            kwargs["vocab_model"] = encoder
+            encoder = None
+        super().__init__(store, params, **kwargs)
+        self.mode: SvdrMode = self.params.mode
+        self.rerank_m = self.params.rerank_m
+        self.cache = self.params.cache
+        self.encode_missing = self.params.encode_missing
+        self.method: SearchMethod = self.params.method
+        self._encoder_arg: VocabEncoder | str | None = encoder if encoder is not None else self.params.vocab_model
         self._encoder: VocabEncoder | None = None
         self._memory: dict[str, SparseRowIndex] = {}
         self.unsaved: dict[str, tuple[list[np.ndarray], list[sp.csr_matrix]]] = {}
@@ -246,7 +270,7 @@ class SvdrRetriever:
             elif ext is not None:
                 logger.warning(
                     "%s holds SVDR vectors of another encoder (%s); %s keeps its own in memory",
-                    self.store.path,
+                    self.store.location,
                     ext.model,
                     self.encoder.model_name,
                 )
@@ -272,7 +296,7 @@ class SvdrRetriever:
                 if save_vectors(self.store, self.encoder, ids, rows):
                     return
             except StoreError as exc:
-                logger.warning("could not cache SVDR vectors in %s: %s", self.store.path, exc)
+                logger.warning("could not cache SVDR vectors in %s: %s", self.store.location, exc)
         self._memory_index(fingerprint).add(ids, rows)
         pending = self.unsaved.setdefault(fingerprint, ([], []))
         pending[0].append(np.asarray(ids, dtype=np.int64))
@@ -296,7 +320,7 @@ class SvdrRetriever:
             if self.mode in ("full", "alpha") and not self.encode_missing:
                 raise StoreError(
                     f"{self.mode} search needs E(d) of every passage; {missing.size} of {rowids.size} are missing "
-                    f"in {self.store.path} (encode them with `rag-hier index ... --svdr-vectors` or "
+                    f"in {self.store.location} (encode them with `rag-hier index ... --svdr-vectors` or "
                     "encode_missing_vectors(), or pass encode_missing=True)"
                 )
             if self.mode in ("full", "alpha"):
@@ -332,73 +356,37 @@ class SvdrRetriever:
 
         return VocabEncoderConfig().query_max_length
 
-    @overload
-    def search(  # type: ignore[overload-overlap]  # str is also a Sequence[str]; str wins
-        self, query: str, top_k: int = 10, filters: Filters = None, aggregate: Aggregate = "passage"
-    ) -> list[Hit]: ...
-    @overload
-    def search(
-        self, query: Sequence[str], top_k: int = 10, filters: Filters = None, aggregate: Aggregate = "passage"
-    ) -> list[list[Hit]]: ...
-    def search(
-        self,
-        query: str | Sequence[str],
-        top_k: int = 10,
-        filters: Filters = None,
-        aggregate: Aggregate = "passage",
-    ) -> list[Hit] | list[list[Hit]]:
-        """Search with query text: ``str`` → ``list[Hit]``; a list of queries → one list per query."""
-        single = isinstance(query, str)
-        queries: list[str] = [query] if isinstance(query, str) else list(query)
-        if not queries:
-            return []
-        results = self.search_vectors(self.query_vectors(queries), top_k=top_k, filters=filters, aggregate=aggregate)
-        return results[0] if single else results
+    def prepare(self, queries: Queries) -> sp.csr_matrix:
+        """Vocabulary-space query vectors of the query texts (:meth:`query_vectors`)."""
+        if queries.texts is None:
+            raise ValueError(f"SVDR {self.mode} search needs the query text")
+        for text in queries.texts:
+            if not text.strip():
+                raise ValueError("SVDR search needs a non-empty query text")
+        return self.query_vectors(list(queries.texts))
+
+    def select(self, queries: sp.csr_matrix, rows: Sequence[int]) -> sp.csr_matrix:
+        """The query rows at ``rows``."""
+        return queries[list(rows)]
 
     def search_vectors(
         self,
-        query_vectors: sp.spmatrix | sp.sparray | np.ndarray,
+        vectors: sp.spmatrix | sp.sparray | np.ndarray,
         top_k: int = 10,
         filters: Filters = None,
         aggregate: Aggregate = "passage",
     ) -> list[list[Hit]]:
-        """Search with ready query vectors ``(n, vocab_size)`` (:meth:`query_vectors` gives them)."""
-        if top_k < 1:
-            raise ValueError(f"top_k must be >= 1, got {top_k}")
-        if aggregate not in ("passage", "doc"):
-            raise ValueError(f"aggregate must be 'passage' or 'doc', got {aggregate!r}")
-        q = sp.csr_matrix(query_vectors, dtype=np.float32)
+        """Search with ready vocabulary-space query vectors ``(n, vocab_size)`` (:meth:`query_vectors` gives them)."""
+        q = sp.csr_matrix(vectors, dtype=np.float32)
         if q.shape[0] == 0:
             return []
-        allowed = self._allowed(filters)
-        if allowed is not None and allowed.size == 0:
-            return [[] for _ in range(q.shape[0])]
-        if aggregate == "passage":
-            return self._hits(self._rank(q, top_k, allowed))
-        n_live = self.store.count_passages() if allowed is None else int(allowed.size)
-        k = min(max(top_k * 4, 32), max(n_live, 1))
-        while True:
-            hits = self._hits(self._rank(q, k, allowed))
-            docs = [aggregate_max_passage(h, top_k) for h in hits]
-            if k >= n_live or all(len(d) >= top_k for d in docs):
-                return docs
-            k = min(k * 4, n_live)
+        return [r.hits for r in self.run_prepared(q, q.shape[0], top_k, filters, aggregate)]
 
-    def _allowed(self, filters: Filters) -> np.ndarray | None:
-        predicate = compile_filter(filters)
-        if predicate is None:
-            return None
-        rowids = self.store.passage_rowids()
-        out: list[int] = []
-        for start in range(0, rowids.shape[0], 4096):
-            records = self.store.records_by_rowid(rowids[start : start + 4096].tolist())
-            out.extend(r for r, rec in records.items() if predicate(rec))
-        return np.asarray(sorted(out), dtype=np.int64)
-
-    def _rank(
-        self, q: sp.csr_matrix, k: int, allowed: np.ndarray | None
-    ) -> list[list[tuple[int, float, dict[str, float]]]]:
-        """Per query: ``(rowid, score, component scores)``, best first."""
+    def rank(
+        self, queries: sp.csr_matrix, k: int, allowed: np.ndarray | None, *, min_documents: int | None = None
+    ) -> list[Ranking]:
+        """The top ``k`` passages in this mode."""
+        q = sp.csr_matrix(queries, dtype=np.float32)
         mode = self.mode
         if mode in ("beta", "lexical", "beta-rerank"):
             tok = self._token_index()
@@ -409,64 +397,40 @@ class SvdrRetriever:
             if mode == "beta-rerank":
                 return self._rerank(q, scores, ids, k)
             name = "beta" if mode == "beta" else "lexical"
-            return [
-                [(int(i), float(s), {name: float(s)}) for s, i in zip(srow, irow, strict=True) if i >= 0]
-                for srow, irow in zip(scores, ids, strict=True)
-            ]
-        index = self._complete_vectors(allowed)
-        scores, ids = index.search(q, k, allowed_ids=allowed, method=self.method)
-        return [
-            [(int(i), float(s), {mode: float(s)}) for s, i in zip(srow, irow, strict=True) if i >= 0]
-            for srow, irow in zip(scores, ids, strict=True)
-        ]
+        else:
+            index = self._complete_vectors(allowed)
+            scores, ids = index.search(q, k, allowed_ids=allowed, method=self.method)
+            name = mode
+        out = []
+        for srow, irow in zip(scores, ids, strict=True):
+            keep = irow >= 0
+            s64 = srow[keep].astype(np.float64)
+            out.append(Ranking(irow[keep], s64, components={name: s64}))
+        return out
 
-    def _rerank(
-        self, q: sp.csr_matrix, scores: np.ndarray, ids: np.ndarray, k: int
-    ) -> list[list[tuple[int, float, dict[str, float]]]]:
+    def _rerank(self, q: sp.csr_matrix, scores: np.ndarray, ids: np.ndarray, k: int) -> list[Ranking]:
         m = self.rerank_m
         heads = [irow[:m][irow[:m] >= 0] for irow in ids]
         needed = np.unique(np.concatenate(heads)) if heads else np.zeros(0, dtype=np.int64)
         index = self._vectors_of(needed)
-        out: list[list[tuple[int, float, dict[str, float]]]] = []
+        out: list[Ranking] = []
         for r, head in enumerate(heads):
-            rer = index.score(q[r], head)[0] if head.size else np.zeros(0, dtype=np.float32)
-            order = np.lexsort((head, -rer))
-            ranked = [
-                (int(head[o]), float(rer[o]), {"beta": float(scores[r, o]), "rerank": float(rer[o])}) for o in order
-            ]
-            tail_ids, tail_scores = ids[r, m:], scores[r, m:]
+            rer = index.score(q[r], head)[0].astype(np.float64) if head.size else np.zeros(0)
+            beta = scores[r, : head.size].astype(np.float64)
+            tail_ids, tail_scores = ids[r, m:], scores[r, m:].astype(np.float64)
             keep = tail_ids >= 0
             tail_ids, tail_scores = tail_ids[keep], tail_scores[keep]
-            if tail_ids.size and ranked:
+            shifted = tail_scores
+            if tail_ids.size and head.size:
                 # below every re-ranked hit, in β order
-                shift = min(s for _, s, _ in ranked) - float(tail_scores[0]) - 1e-3
-                ranked.extend(
-                    (int(i), float(s) + shift, {"beta": float(s)}) for i, s in zip(tail_ids, tail_scores, strict=True)
+                shifted = tail_scores + (float(rer.min()) - float(tail_scores[0]) - 1e-3)
+            rows = np.concatenate([head, tail_ids]).astype(np.int64)
+            nan = np.full(tail_ids.size, np.nan)
+            out.append(
+                Ranking(
+                    rows,
+                    np.concatenate([rer, shifted]),
+                    components={"beta": np.concatenate([beta, tail_scores]), "rerank": np.concatenate([rer, nan])},
                 )
-            out.append(ranked[:k])
-        return out
-
-    def _hits(self, ranked: list[list[tuple[int, float, dict[str, float]]]]) -> list[list[Hit]]:
-        records = self.store.records_by_rowid(r for row in ranked for r, _, _ in row)
-        out: list[list[Hit]] = []
-        for row in ranked:
-            hits: list[Hit] = []
-            for rowid, score, parts in row:
-                rec = records.get(rowid)
-                if rec is None:
-                    continue
-                hits.append(
-                    Hit(
-                        passage_id=rec["id"],
-                        doc_id=rec["doc_id"],
-                        text=rec["content"],
-                        title_path=rec["title_path"],
-                        meta=rec["meta"],
-                        score=score,
-                        rank=len(hits) + 1,
-                        position=rec["position"],
-                        scores=parts,
-                    )
-                )
-            out.append(hits)
+            )
         return out

@@ -1,181 +1,98 @@
-"""TreeRetriever: beam search over a store's HCE cluster tree, scoring only the passages in the leaves reached."""
+"""TreeRetriever (strategy ``tree``): beam search over a store's HCE cluster tree, scoring only the passages it reaches.
+
+At each tree level the ``beam`` best nodes (by inner product with their centroid) among the children of the
+nodes kept above are kept; the passages in the leaves reached are scored exactly. A beam as wide as the
+widest level scores everything (exhaustive search). ``Hit.scores`` is empty (the score is the inner product);
+per query, ``QueryResult.stats`` reports ``passages_scored`` (the passages whose vectors were compared with the
+query, measured), ``fraction_scored`` (their share of the tree's passages) and ``leaves_visited``. Filters
+restrict which passages of the reached leaves may be returned.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rag_hier.errors import StoreError
-from rag_hier.retrieval.dense import Aggregate, aggregate_max_passage
-from rag_hier.retrieval.hit import Hit
-from rag_hier.store.filters import Predicate
+from rag_hier.retrieval.base import Ranking, Retriever, RetrieverParams, param
 
 if TYPE_CHECKING:
-    from rag_hier.store.store import HierStore
-    from rag_hier.store.tree import TreeExtension
+    from rag_hier.store.extensions.tree import TreeExtension
 
-__all__ = ["DEFAULT_BEAM", "TreeHits", "TreeRetriever"]
+__all__ = ["DEFAULT_BEAM", "TreeParams", "TreeRetriever"]
 
-Filters = Mapping[str, Any] | Predicate | None
 DEFAULT_BEAM = 8
 """Nodes kept per tree level when no beam is given."""
 
 
 @dataclass(frozen=True)
-class TreeHits:
-    """One query's tree-search result: the ranked hits and how much of the collection was scored.
+class TreeParams(RetrieverParams):
+    """Parameters of the ``tree`` strategy."""
 
-    Args:
-        hits: Ranked hits.
-        passages_scored: Passages whose vectors were compared with the query.
-        passages_total: Passages in the tree.
-        leaves_visited: Leaves the beam reached.
+    beam: int = param(
+        DEFAULT_BEAM,
+        help="nodes kept per tree level; a beam as wide as the widest level scores every passage",
+        minimum=1,
+    )
+
+
+class TreeRetriever(Retriever[np.ndarray]):
+    """Search a store through its ``tree`` extension (HCE cluster tree; ``rag-hier index --tree``).
+
+    Example:
+        >>> result = TreeRetriever(store, beam=4).run(Queries(texts=["tides"]), top_k=5)[0]  # doctest: +SKIP
+        >>> result.stats["fraction_scored"]  # doctest: +SKIP
+        0.12
 
     """
 
-    hits: list[Hit]
-    passages_scored: int
-    passages_total: int
-    leaves_visited: int
+    name = "tree"
+    Params = TreeParams
+    params: TreeParams
 
     @property
-    def fraction_scored(self) -> float:
-        """``passages_scored / passages_total``."""
-        return self.passages_scored / max(self.passages_total, 1)
-
-
-class TreeRetriever:
-    """Search a :class:`~rag_hier.store.HierStore` through its ``tree`` extension (HCE cluster tree).
-
-    At each tree level the ``beam`` best nodes (by inner product with their centroid) among the children
-    of the nodes kept above are kept; the passages in the leaves reached are scored exactly. A beam as
-    wide as the widest level scores everything (= exhaustive search). Every hit's ``scores`` records
-    ``passages_scored`` and ``fraction_scored`` for its query; :meth:`search_detailed` returns them per
-    query as :class:`TreeHits`. Filters restrict which passages of the reached leaves may be returned.
-
-    Args:
-        store: A store with a ``tree`` extension (``rag-hier index --tree``).
-        beam: Default beam width.
-
-    """
-
-    def __init__(self, store: HierStore, beam: int = DEFAULT_BEAM) -> None:
-        if beam < 1:
-            raise ValueError(f"beam must be >= 1, got {beam}")
-        self.store = store
-        self.beam = beam
+    def beam(self) -> int:
+        """Nodes kept per level."""
+        return self.params.beam
 
     def _extension(self) -> TreeExtension:
-        from rag_hier.store.tree import TreeExtension
+        from rag_hier.store.extensions.tree import TreeExtension
 
         ext = self.store.extension("tree")
         if not isinstance(ext, TreeExtension):
             raise StoreError(
-                f"{self.store.path} has no cluster tree; build one with `rag-hier index ... --tree` "
+                f"{self.store.location} has no cluster tree; build one with `rag-hier index ... --tree` "
                 "or store.add_extension(TreeExtension())"
             )
         return ext
 
-    @overload
-    def search(  # type: ignore[overload-overlap]  # str is also a Sequence[str]; str wins
-        self,
-        query: str,
-        top_k: int = 10,
-        filters: Filters = None,
-        aggregate: Aggregate = "passage",
-        beam: int | None = None,
-    ) -> list[Hit]: ...
-    @overload
-    def search(
-        self,
-        query: Sequence[str],
-        top_k: int = 10,
-        filters: Filters = None,
-        aggregate: Aggregate = "passage",
-        beam: int | None = None,
-    ) -> list[list[Hit]]: ...
-    def search(
-        self,
-        query: str | Sequence[str],
-        top_k: int = 10,
-        filters: Filters = None,
-        aggregate: Aggregate = "passage",
-        beam: int | None = None,
-    ) -> list[Hit] | list[list[Hit]]:
-        """Search with query text: ``str`` → ``list[Hit]``; a list of queries → one list per query."""
-        single = isinstance(query, str)
-        queries: list[str] = [query] if isinstance(query, str) else list(query)
-        if not queries:
-            return []
-        vectors = self.store.encode_queries(queries)
-        results = [r.hits for r in self.search_detailed(vectors, top_k, filters, aggregate, beam)]
-        return results[0] if single else results
-
-    def search_vectors(
-        self,
-        vectors: np.ndarray,
-        top_k: int = 10,
-        filters: Filters = None,
-        aggregate: Aggregate = "passage",
-        beam: int | None = None,
-    ) -> list[list[Hit]]:
-        """Search with query vectors ``(n, dim)``; one ranked list per query."""
-        return [r.hits for r in self.search_detailed(vectors, top_k, filters, aggregate, beam)]
-
-    def search_detailed(
-        self,
-        vectors: np.ndarray,
-        top_k: int = 10,
-        filters: Filters = None,
-        aggregate: Aggregate = "passage",
-        beam: int | None = None,
-    ) -> list[TreeHits]:
-        """Search with query vectors; per query the hits plus how many passages were scored."""
-        if top_k < 1:
-            raise ValueError(f"top_k must be >= 1, got {top_k}")
-        if aggregate not in ("passage", "doc"):
-            raise ValueError(f"aggregate must be 'passage' or 'doc', got {aggregate!r}")
-        width = self.beam if beam is None else beam
-        if width < 1:
-            raise ValueError(f"beam must be >= 1, got {width}")
-        q = np.asarray(vectors, dtype=np.float32)
-        if q.ndim == 1:
-            q = q[None, :]
+    def rank(
+        self, queries: np.ndarray, k: int, allowed: np.ndarray | None, *, min_documents: int | None = None
+    ) -> list[Ranking]:
+        """Beam search, then exact scores for the passages of the leaves reached."""
         ext = self._extension()
         tree = ext.require_tree()
-        if q.shape[0] == 0:
-            return []
         item_vectors = ext.item_vectors(self.store)
-        allowed = self.store.allowed_rowids(filters)
-        k = top_k if aggregate == "passage" else max(top_k * 4, 32)
-        result = tree.search(q, beam=width, top_k=k, vectors_of=lambda pos: item_vectors[pos], allowed_ids=allowed)
-        records = self.store.records_by_rowid(result.ids.ravel().tolist())
-        out: list[TreeHits] = []
-        for i in range(q.shape[0]):
-            n_scored = int(result.scored[i])
-            extra = {"passages_scored": float(n_scored), "fraction_scored": n_scored / max(len(tree), 1)}
-            hits: list[Hit] = []
-            for s, rid in zip(result.scores[i].tolist(), result.ids[i].tolist(), strict=True):
-                rec = records.get(rid)
-                if rec is None:
-                    continue
-                hits.append(
-                    Hit(
-                        passage_id=rec["id"],
-                        doc_id=rec["doc_id"],
-                        text=rec["content"],
-                        title_path=rec["title_path"],
-                        meta=rec["meta"],
-                        score=float(s),
-                        rank=len(hits) + 1,
-                        position=rec["position"],
-                        scores=extra,
-                    )
+        result = tree.search(
+            queries, beam=self.params.beam, top_k=k, vectors_of=lambda pos: item_vectors[pos], allowed_ids=allowed
+        )
+        total = max(len(tree), 1)
+        out = []
+        for i in range(queries.shape[0]):
+            keep = result.ids[i] >= 0
+            scored = int(result.scored[i])
+            out.append(
+                Ranking(
+                    result.ids[i][keep],
+                    result.scores[i][keep].astype(np.float64),
+                    stats={
+                        "passages_scored": float(scored),
+                        "fraction_scored": scored / total,
+                        "leaves_visited": float(result.leaves_visited[i]),
+                    },
+                    exhausted=int(keep.sum()) < k,
                 )
-            if aggregate == "doc":
-                hits = aggregate_max_passage(hits, top_k)
-            out.append(TreeHits(hits, n_scored, len(tree), int(result.leaves_visited[i])))
+            )
         return out

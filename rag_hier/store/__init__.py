@@ -1,6 +1,24 @@
-"""The persistent store: one directory per collection (manifest + SQLite + FAISS)."""
+"""The persistent store: one directory per collection (manifest + SQLite + FAISS), and its contract."""
 
+from rag_hier.store.contract import SIMILARITIES, Filters, Similarity, StoreBackend, StoreExtension
 from rag_hier.store.filters import Predicate, compile_filter
-from rag_hier.store.store import FORMAT_VERSION, HierStore, WritePolicy, WriteSummary
+from rag_hier.store.records import Hit, PassageRecord, QueryResult, WritePolicy, WriteSummary
+from rag_hier.store.state import FORMAT_VERSION
+from rag_hier.store.store import HierStore
 
-__all__ = ["FORMAT_VERSION", "HierStore", "Predicate", "WritePolicy", "WriteSummary", "compile_filter"]
+__all__ = [
+    "FORMAT_VERSION",
+    "SIMILARITIES",
+    "Filters",
+    "HierStore",
+    "Hit",
+    "PassageRecord",
+    "Predicate",
+    "QueryResult",
+    "Similarity",
+    "StoreBackend",
+    "StoreExtension",
+    "WritePolicy",
+    "WriteSummary",
+    "compile_filter",
+]

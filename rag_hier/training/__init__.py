@@ -1,1 +1,1 @@
-"""Training (later issues: HCE, EHI, DHR, SVDR, Tied-Atomic)."""
+"""Trainers: HCE (``rag_hier.training.hce``), DHR (``rag_hier.training.dhr``), SVDR (``rag_hier.training.svdr``)."""

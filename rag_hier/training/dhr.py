@@ -233,8 +233,9 @@ class DHRTrainingConfig:
 
     Args:
         base_model: Sentence-transformers model to start from (name or path).
-        shared_encoder: One model for both levels (default; what :class:`~rag_hier.index.document.DocumentIndex`
-            uses without ``model=``), or a document and a passage model.
+        shared_encoder: One model for both levels (default; what the store's document index,
+            :class:`~rag_hier.store.extensions.doc_index.DocumentIndex`, uses without ``model=``), or a document
+            and a passage model.
         levels: Levels to train (``"document"``, ``"passage"``).
         max_passage_words: How documents are cut into passages (as ``rag-hier index --max-passage-words``).
         epochs: Epochs per iteration.

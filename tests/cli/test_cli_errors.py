@@ -404,3 +404,28 @@ def test_malformed_qrels_file(intact: Path, cli, corpora, tmp_path: Path) -> Non
         "eval", "--store", intact, "--queries", corpora.beir / "queries.jsonl", "--qrels", qrels, "--no-progress"
     )
     assert_fails(result, f"{qrels}:3:", "integer")
+
+
+@pytest.mark.parametrize(("flag", "value", "name"), [("--nlist", "0", "nlist"), ("--nprobe", "0", "nprobe")])
+def test_invalid_index_parameters_are_refused(
+    cli, tiny_model_path: str, tmp_path: Path, flag: str, value: str, name: str
+) -> None:
+    corpus = tmp_path / "c.md"
+    corpus.write_text("# T\n\nsome text\n", encoding="utf-8")
+    result = cli("index", corpus, "--store", tmp_path / "s", "--model", tiny_model_path, "--index", "ivf", flag, value)
+    assert_fails(result, name)
+    assert not (tmp_path / "s" / "manifest.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--strategy", "dense", "--k1", "5"], "--k1 does not apply to --strategy dense"),
+        (["--strategy", "hierarchical", "--k1", "0"], "--k1 must be >= 1"),
+        (["--strategy", "tree", "--beam", "0"], "--beam must be >= 1"),
+        (["--strategy", "fusion", "--fusion", "average"], "method"),
+    ],
+)
+def test_strategy_flags_are_checked_by_the_strategy(intact: Path, cli, args: list[str], fragment: str) -> None:
+    result = cli("search", "--store", intact, "--query", "x", *args)
+    assert_fails(result, fragment)

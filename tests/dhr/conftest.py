@@ -9,7 +9,7 @@ import pytest
 
 from rag_hier import Document, HierStore, Section
 from rag_hier.encoders import DenseEncoder
-from rag_hier.index.document import DocumentIndex
+from rag_hier.store.extensions.doc_index import DocumentIndex
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ from rag_hier import Document, HierStore, Section
 from rag_hier.corpus.summary import document_summary, summarize_document
 from rag_hier.encoders import DenseEncoder
 from rag_hier.errors import StoreCorruptedError, StoreError
-from rag_hier.index.document import DocumentIndex
+from rag_hier.store.extensions.doc_index import DocumentIndex
 
 
 def doc_index(store: HierStore) -> DocumentIndex:

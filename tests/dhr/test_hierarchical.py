@@ -8,7 +8,8 @@ import pytest
 from rag_hier import DenseRetriever, HierStore, IndexConfig, Passage
 from rag_hier.encoders import DenseEncoder
 from rag_hier.errors import StoreError
-from rag_hier.index.document import DocumentIndex
+from rag_hier.store.extensions.doc_index import DocumentIndex
+from rag_hier.retrieval import Queries
 from rag_hier.retrieval.hierarchical import HierarchicalRetriever
 
 QUERIES = ["Deltas form where rivers slow.", "honey from nectar", "What pushes a comet tail?", "magma"]
@@ -18,7 +19,7 @@ def oracle(store: HierStore, q: np.ndarray, k1: int | None, lam: float, top_k: i
     """Brute force: every passage's fused score, restricted to the top-k1 documents (None: all)."""
     ext = store.extension("doc-index")
     rows = store.rowids_of()
-    recs = store.records_by_rowid(rows.tolist())
+    recs = store.records(rows.tolist())
     pv = store.index.reconstruct(rows)
     fids = np.array([ext._ids[recs[r]["doc_id"]] for r in rows.tolist()])
     dv = ext._index.reconstruct(fids)
@@ -118,11 +119,11 @@ def test_filters_and_document_aggregation(store: HierStore) -> None:
     assert r.search(["a", "b"], top_k=3) and r.search([], top_k=3) == []
 
 
-def test_rank_reports_the_work_done(store: HierStore) -> None:
+def test_search_reports_the_work_done(store: HierStore) -> None:
     r = HierarchicalRetriever(store, k1=2)
-    (ranked,) = r.rank(store.encode_queries(["honey"]), top_k=3)
-    assert ranked.documents_searched == 2 and ranked.passages_scored == 8  # 4 passages per document
-    assert len(ranked.rowids) == 3
+    (result,) = r.run(Queries(texts=["honey"]), top_k=3)
+    assert result.stats == {"documents_searched": 2, "passages_scored": 8}  # 4 passages per document
+    assert len(result.hits) == 3
 
 
 def test_errors_name_the_parameter(store: HierStore, tmp_path, dhr_encoder: DenseEncoder) -> None:

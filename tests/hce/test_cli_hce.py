@@ -49,7 +49,7 @@ def test_train_index_search_round_trip(tmp_path, capsys, caplog, tiny_model_path
     )
     assert code == 0, err
     assert "tree: 48 passages, b=4" in out
-    caplog.set_level(logging.INFO, logger="rag_hier.cli.hce")
+    caplog.set_level(logging.INFO, logger="rag_hier.cli")
     code, out, err = _run(
         capsys, "-v", "search", "--store", store, "--query", "apple banana", "--strategy", "tree", "--beam", "2"
     )

@@ -9,8 +9,9 @@ from rag_hier import Document, HierStore, Passage
 from rag_hier.encoders import DenseEncoder
 from rag_hier.errors import StoreError
 from rag_hier.retrieval.dense import DenseRetriever
+from rag_hier.retrieval import Queries
 from rag_hier.retrieval.tree import TreeRetriever
-from rag_hier.store.tree import TreeExtension
+from rag_hier.store.extensions.tree import TreeExtension
 
 
 @pytest.fixture(scope="module")
@@ -48,13 +49,14 @@ def test_build_sync_reopen_and_exhaustive_beam(store: HierStore, encoder: DenseE
     assert len(tree) == 48 and set(tree.item_ids.tolist()) == set(again.rowids_of().tolist())
     queries = ["volcano glacier harbor", "apple banana", "music painting science"]
     wide = max(tree.level_sizes)
-    tree_hits = TreeRetriever(again, beam=wide).search(queries, top_k=5)
+    tree_results = TreeRetriever(again, beam=wide).run(Queries(texts=queries), top_k=5)
     flat_hits = DenseRetriever(again).search(queries, top_k=5)
-    for t, f in zip(tree_hits, flat_hits, strict=True):
-        assert _ids(t) == _ids(f)
-        assert t[0].scores["passages_scored"] == 48.0 and t[0].scores["fraction_scored"] == 1.0
-    narrow = TreeRetriever(again, beam=1).search_detailed(again.encode_queries(queries), top_k=5)
-    assert all(r.passages_scored < 48 and r.leaves_visited == 1 for r in narrow)
+    for t, f in zip(tree_results, flat_hits, strict=True):
+        assert _ids(t.hits) == _ids(f)
+        assert t.stats["passages_scored"] == 48.0 and t.stats["fraction_scored"] == 1.0
+        assert t.hits[0].scores == {}  # counts are statistics of the query, not scores of a hit
+    narrow = TreeRetriever(again, beam=1).run(Queries(vectors=again.encode_queries(queries)), top_k=5)
+    assert all(r.stats["passages_scored"] < 48 and r.stats["leaves_visited"] == 1 for r in narrow)
     docs = TreeRetriever(again, beam=wide).search("apple banana", top_k=3, aggregate="doc")
     assert len({h.doc_id for h in docs}) == 3
     again.close()

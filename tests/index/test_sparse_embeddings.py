@@ -9,7 +9,7 @@ import pytest
 
 from rag_hier import HierStore, Passage
 from rag_hier.errors import StoreCorruptedError, StoreError
-from rag_hier.index.sparse_embeddings import SparseEmbeddingExtension
+from rag_hier.store.extensions.sparse_embeddings import SparseEmbeddingExtension
 
 KEY = ("app", "sparse")
 
@@ -54,7 +54,7 @@ def test_search_matches_brute_force_through_writes_deletes_and_reopen(store: Hie
     sparse = {i: _random_sparse(rng) for i in range(30)}
     passages = [_passage(i, sparse[i], "a" if i % 3 else "b") for i in range(30)] + [_passage(99, None)]
     store.add_passages(passages)
-    rowid = {r["id"]: rid for rid, r in store.records_by_rowid(store.passage_rowids().tolist()).items()}
+    rowid = {r["id"]: rid for rid, r in store.records(store.passage_rowids().tolist()).items()}
     stored = {rowid[f"p{i}"]: sparse[i] for i in range(30)}
 
     def check(s: HierStore) -> None:

@@ -26,7 +26,7 @@ CHILD = textwrap.dedent(
     """
     import os, sys
     import numpy as np
-    import rag_hier.store.store as st
+    import rag_hier.store.core as st
     from rag_hier import HierStore, Passage
 
     path, crash_at, kind = sys.argv[1], sys.argv[2], sys.argv[3]

@@ -10,7 +10,7 @@ import pytest
 
 from rag_hier import Document, HierStore, Passage
 from rag_hier.errors import StoreCorruptedError, StoreError
-from rag_hier.store.extensions import StoreExtension, register_extension
+from rag_hier.store.extensions.base import StoreExtension, register_extension
 
 
 @register_extension
@@ -18,6 +18,7 @@ class RowidLog(StoreExtension):
     """Keeps the set of live passage rowids and the documents seen changing."""
 
     name = "test-rowid-log"
+    FILES = ("rowids.npy",)
 
     def __init__(self, label: str = "x") -> None:
         self.label = label
@@ -51,25 +52,25 @@ class RowidLog(StoreExtension):
         self.changed.append(set(doc_ids))
 
     def verify(self, store: HierStore) -> None:
-        if self.rowids != set(store._vector_rowids().tolist()):
+        if self.rowids != set(store.rowids_of().tolist()):
             raise StoreCorruptedError("rowid log out of sync")
 
 
 def test_extension_follows_writes_and_persists(store: HierStore, tiny_encoder) -> None:
     ext = RowidLog("mine")
     store.add_extension(ext)
-    assert ext.rowids == set(store._vector_rowids().tolist())
+    assert ext.rowids == set(store.rowids_of().tolist())
     store.add_documents([Document("new", "New", ("fresh",))])
     assert ext.changed[-1] == {"new"}
     store.delete_documents(["tides"])
     assert ext.changed[-1] == {"tides"}
-    assert ext.rowids == set(store._vector_rowids().tolist())
+    assert ext.rowids == set(store.rowids_of().tolist())
     path = store.path
     store.close()
     again = HierStore.open(path, encoder=tiny_encoder)
     loaded = again.extension("test-rowid-log")
     assert isinstance(loaded, RowidLog) and loaded.label == "mine"
-    assert loaded.rowids == set(again._vector_rowids().tolist())
+    assert loaded.rowids == set(again.rowids_of().tolist())
     assert "rowids.npy" in again.manifest["files"]
     again.remove_extension("test-rowid-log")
     assert not (path / "rowids.npy").exists()

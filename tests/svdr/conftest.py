@@ -46,7 +46,7 @@ def docs() -> list[Document]:
 @pytest.fixture()
 def token_store(tmp_path: Path, tiny_model_path: str, docs: list[Document]) -> HierStore:
     """A store without dense vectors whose passages are in a token index."""
-    from rag_hier.index.token import TokenIndexExtension
+    from rag_hier.store.extensions.token_index import TokenIndexExtension
 
     store = HierStore.create(tmp_path / "store", model=None, corpus={"max_passage_words": 0})
     store.add_extension(TokenIndexExtension(model=tiny_model_path))

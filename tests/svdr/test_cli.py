@@ -46,7 +46,7 @@ def test_no_dense_round_trip(beir: Path, tmp_path: Path, tiny_model_path: str) -
     )
     assert code == 0, err
     assert "token index: 4 passages" in out and "0 vectors" in out
-    assert {p.name for p in store.iterdir()} == {"manifest.json", "store.sqlite", "tokens.npz"}
+    assert {p.name for p in store.iterdir()} == {"manifest.json", "store.sqlite", "store.lock", "tokens.npz"}
     code, out, err = run("info", "--store", store)
     assert code == 0 and "built with --no-dense" in out, (out, err)
     code, out, err = run("search", "--store", store, "--query", "bees", "--no-progress")  # default: dense

@@ -12,8 +12,10 @@ import scipy.sparse as sp
 from rag_hier import Document, HierStore, Passage
 from rag_hier.encoders.binarizer import TokenBinarizer
 from rag_hier.errors import StoreCorruptedError, StoreError
-from rag_hier.index.sparse import SparseRowIndex, rank_top_k
-from rag_hier.index.token import TokenIndex, TokenIndexExtension
+from rag_hier.index.selection import top_k_rows
+from rag_hier.index.sparse import SparseRowIndex
+from rag_hier.index.token import TokenIndex
+from rag_hier.store.extensions.token_index import TokenIndexExtension
 
 from .conftest import TEXTS
 
@@ -85,8 +87,8 @@ def test_corrupt_and_hostile_files_are_refused(tmp_path: Path) -> None:
         SparseRowIndex.from_arrays(arrays)
 
 
-def test_rank_top_k_breaks_ties_by_id() -> None:
-    s, i = rank_top_k(np.array([[1.0, 2.0, 2.0, -np.inf, 2.0]], dtype=np.float32), np.array([9, 8, 3, 1, 5]), 3)
+def test_top_k_rows_breaks_ties_by_id() -> None:
+    s, i = top_k_rows(np.array([[1.0, 2.0, 2.0, -np.inf, 2.0]], dtype=np.float32), np.array([9, 8, 3, 1, 5]), 3)
     assert i.tolist() == [[3, 5, 8]] and s.tolist() == [[2.0, 2.0, 2.0]]
 
 
@@ -120,7 +122,7 @@ def test_extension_follows_add_delete_and_reopens(token_store: HierStore, tiny_m
         ext = TokenIndexExtension.of(store)
         rowids = store.passage_rowids()
         assert ext.index.rows.ids().tolist() == rowids.tolist()
-        records = store.records_by_rowid(rowids.tolist())
+        records = store.records(rowids.tolist())
         expected = ext.index.binarizer.transform(
             [Passage(r["id"], r["doc_id"], 0, r["content"], r["title_path"]).embedding_text for r in records.values()]
         )
@@ -137,7 +139,7 @@ def test_extension_follows_add_delete_and_reopens(token_store: HierStore, tiny_m
     assert ext.index.rows.n_rows == 7  # and compacted when the commit writes the file
     check(store)
     (hits,) = ext.index.search_text(["lighthouses"], top_k=1)[1]
-    assert store.records_by_rowid(hits.tolist())[int(hits[0])]["doc_id"] == "new"
+    assert store.records(hits.tolist())[int(hits[0])]["doc_id"] == "new"
     path = store.path
     store.close()
     again = HierStore.open(path)

@@ -10,8 +10,8 @@ import pytest
 from rag_hier import Document, HierStore, Passage
 from rag_hier.encoders.vocab import VocabEncoder
 from rag_hier.errors import StoreError
-from rag_hier.index.sparse import SparseVectorExtension
-from rag_hier.index.token import TokenIndexExtension
+from rag_hier.store.extensions.svdr_vectors import SparseVectorExtension
+from rag_hier.store.extensions.token_index import TokenIndexExtension
 from rag_hier.retrieval.svdr import SvdrRetriever, encode_missing_vectors
 
 QUERIES = ["honey bees and blossom", "what carves valleys?", "the moon and the tides", "printing books"]
@@ -19,7 +19,7 @@ QUERIES = ["honey bees and blossom", "what carves valleys?", "the moon and the t
 
 def _corpus(store: HierStore) -> tuple[np.ndarray, list[str]]:
     rowids = store.passage_rowids()
-    recs = store.records_by_rowid(rowids.tolist())
+    recs = store.records(rowids.tolist())
     texts = [Passage(r["id"], r["doc_id"], 0, r["content"], r["title_path"]).embedding_text for r in recs.values()]
     return np.asarray(list(recs), dtype=np.int64), texts
 
@@ -29,7 +29,7 @@ def _ranking(scores: np.ndarray, ids: np.ndarray, k: int) -> list[list[int]]:
 
 
 def _hit_rowids(store: HierStore, hits: list[list]) -> list[list[int]]:
-    by_pid = {r["id"]: rid for rid, r in store.records_by_rowid(store.passage_rowids().tolist()).items()}
+    by_pid = {r["id"]: rid for rid, r in store.records(store.passage_rowids().tolist()).items()}
     return [[by_pid[h.passage_id] for h in row] for row in hits]
 
 

@@ -22,7 +22,7 @@ from rag_hier import HierStore
 from rag_hier.corpus import Document as CorpusDocument
 from rag_hier.corpus import Section
 from rag_hier.encoders.dense import DenseEncoder
-from rag_hier.index import DocumentIndex
+from rag_hier.store.extensions.doc_index import DocumentIndex
 from rag_hier.retrieval import HierarchicalRetriever as EngineHierarchicalRetriever
 
 STORE_TYPE = "haystack_integrations.document_stores.rag_hier.document_store.RagHierDocumentStore"
@@ -394,7 +394,7 @@ def test_dhr_without_a_document_index_says_how_to_add_one(text_store):
         with pytest.raises(DocumentStoreError, match="no document index") as info:
             run()
         assert "auto_document_index=True" in str(info.value)
-        assert "add_extension(rag_hier.index.DocumentIndex())" in str(info.value)
+        assert "add_extension(rag_hier.store.extensions.doc_index.DocumentIndex())" in str(info.value)
         assert "--hierarchical" in str(info.value)
     assert text_store.hier_store.extension("doc-index") is None  # nothing was written
     flat = HierarchicalRetriever(document_store=text_store, mode="flat", top_k=1).run(query="bees")

@@ -37,8 +37,8 @@ from haystack_integrations.document_stores.rag_hier import RagHierDocumentStore
 
 from rag_hier import HierStore, Passage
 from rag_hier.encoders.vocab import VocabEncoder
-from rag_hier.index.sparse_embeddings import SparseEmbeddingExtension
-from rag_hier.index.token import TokenIndexExtension
+from rag_hier.store.extensions.sparse_embeddings import SparseEmbeddingExtension
+from rag_hier.store.extensions.token_index import TokenIndexExtension
 from rag_hier.retrieval.svdr import SvdrRetriever
 
 TEXTS = [

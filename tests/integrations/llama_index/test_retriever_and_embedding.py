@@ -18,7 +18,7 @@ from rag_hier import HierStore
 from rag_hier.corpus import Document as CorpusDocument
 from rag_hier.corpus import Section
 from rag_hier.encoders import DenseEncoder
-from rag_hier.index import DocumentIndex
+from rag_hier.store.extensions.doc_index import DocumentIndex
 from rag_hier.retrieval import HierarchicalRetriever as EngineHierarchicalRetriever
 
 DOCS = {
@@ -281,7 +281,7 @@ def test_dhr_without_a_document_index_says_how_to_add_one(store: RagHierVectorSt
     with pytest.raises(ValueError, match="no document index") as info:
         retriever.retrieve("honey")
     assert "auto_document_index=True" in str(info.value)
-    assert "add_extension(rag_hier.index.DocumentIndex())" in str(info.value)
+    assert "add_extension(rag_hier.store.extensions.doc_index.DocumentIndex())" in str(info.value)
     assert "--hierarchical" in str(info.value)
     assert store.client.extension("doc-index") is None  # nothing was written
     assert len(HierarchicalRetriever(store, embed_model=hash_embedding, mode="flat").retrieve("honey")) == 5

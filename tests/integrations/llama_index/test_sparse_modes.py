@@ -21,7 +21,7 @@ from llama_index.vector_stores.rag_hier.base import relative_score_fusion
 
 from rag_hier import HierStore, Passage
 from rag_hier.encoders.vocab import VocabEncoder
-from rag_hier.index.token import TokenIndexExtension
+from rag_hier.store.extensions.token_index import TokenIndexExtension
 from rag_hier.retrieval.svdr import SvdrRetriever
 
 TEXTS = [

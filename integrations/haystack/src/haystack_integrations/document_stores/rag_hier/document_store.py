@@ -40,8 +40,8 @@ from rag_hier.corpus.model import Passage
 from rag_hier.encoders.dense import DEFAULT_MODEL, DenseEncoder
 from rag_hier.errors import DuplicateIdError, StoreError
 from rag_hier.index.dense import IndexConfig
-from rag_hier.index.sparse_embeddings import SparseEmbeddingExtension
-from rag_hier.index.token import TokenIndexExtension
+from rag_hier.store.extensions.sparse_embeddings import SparseEmbeddingExtension
+from rag_hier.store.extensions.token_index import TokenIndexExtension
 from rag_hier.retrieval.dense import DenseRetriever
 from rag_hier.retrieval.svdr import SVDR_MODES, SvdrMode, SvdrRetriever, default_vocab_model
 from rag_hier.store.filters import Predicate
@@ -934,7 +934,7 @@ class RagHierDocumentStore:
         rowids = store.passage_rowids()
         out: list[int] = []
         for start in range(0, rowids.shape[0], 4096):
-            records = store.records_by_rowid(rowids[start : start + 4096].tolist())
+            records = store.records(rowids[start : start + 4096].tolist())
             out.extend(r for r, rec in records.items() if predicate(rec))
         return np.asarray(sorted(out), dtype=np.int64)
 
@@ -976,7 +976,7 @@ class RagHierDocumentStore:
             scores, rowids = ext.search(
                 query_sparse_embedding.indices, query_sparse_embedding.values, top_k, allowed_ids=allowed
             )
-            records = store.records_by_rowid(rowids.tolist())
+            records = store.records(rowids.tolist())
             ids = [records[r]["id"] for r in rowids.tolist()]
             return self._documents_for(store, ids, [float(x) for x in scores.tolist()], return_embedding)
 
@@ -1109,7 +1109,7 @@ class RagHierDocumentStore:
     # ------------------------------------------------------------------------------------------------
     def _require_document_index(self, store: HierStore, auto_document_index: bool) -> None:
         """Check that ``store`` has a document index; add one when ``auto_document_index`` is true."""
-        from rag_hier.index.document import DocumentIndex
+        from rag_hier.store.extensions.doc_index import DocumentIndex
 
         existing = store.extension(DocumentIndex.name)
         if isinstance(existing, DocumentIndex):
@@ -1121,7 +1121,7 @@ class RagHierDocumentStore:
                 f"the store at {self.path} has no document index, which hierarchical (DHR) retrieval needs. "
                 "Pass auto_document_index=True to HierarchicalRetriever (it builds the index on first use; "
                 "every later write keeps it current), or add it once with "
-                "`document_store.hier_store.add_extension(rag_hier.index.DocumentIndex())`, or index with "
+                "`document_store.hier_store.add_extension(rag_hier.store.extensions.doc_index.DocumentIndex())`, or index with "
                 "`rag-hier index --hierarchical`; mode='flat' searches all passages without it"
             )
         if store.read_only:

@@ -18,7 +18,7 @@ from llama_index.vector_stores.rag_hier import RagHierVectorStore
 from llama_index.vector_stores.rag_hier._filters import build_predicate
 from llama_index.vector_stores.rag_hier._nodes import record_to_node
 
-from rag_hier.index.document import DocumentIndex
+from rag_hier.store.extensions.doc_index import DocumentIndex
 from rag_hier.retrieval.hierarchical import DEFAULT_K1, DEFAULT_LAMBDA
 from rag_hier.retrieval.hierarchical import HierarchicalRetriever as DHRRetriever
 from rag_hier.store.filters import Predicate
@@ -170,7 +170,7 @@ class HierarchicalRetriever(BaseRetriever):
                 f"the store at {store.path} has no document index, which hierarchical (DHR) retrieval needs. "
                 "Pass auto_document_index=True to HierarchicalRetriever (it builds the index on first use; every "
                 "later write keeps it current), or add it once with "
-                "`vector_store.client.add_extension(rag_hier.index.DocumentIndex())`, or index with "
+                "`vector_store.client.add_extension(rag_hier.store.extensions.doc_index.DocumentIndex())`, or index with "
                 "`rag-hier index --hierarchical`; mode='flat' searches all nodes without it"
             )
         if store.read_only:

@@ -32,7 +32,7 @@ from llama_index.vector_stores.rag_hier._nodes import node_to_passage, record_to
 
 from rag_hier.encoders.dense import DEFAULT_MODEL, DenseEncoder
 from rag_hier.errors import StoreError
-from rag_hier.index.token import TokenIndexExtension
+from rag_hier.store.extensions.token_index import TokenIndexExtension
 from rag_hier.retrieval.svdr import SvdrMode, SvdrRetriever, default_vocab_model
 from rag_hier.store.filters import Predicate
 from rag_hier.store.store import MANIFEST, HierStore
@@ -507,7 +507,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
                 return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
             allowed = self._allowed_rowids(query.filters, query.doc_ids, query.node_ids)
             scores, rowids = index.search(vec, top_k, allowed_ids=allowed)
-            records = self._store.records_by_rowid(rowids[0].tolist())
+            records = self._store.records(rowids[0].tolist())
         nodes, sims, ids = [], [], []
         for score, rowid in zip(scores[0].tolist(), rowids[0].tolist(), strict=True):
             rec = records.get(rowid)
@@ -604,7 +604,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
             candidates = self._store.rowids_of(passage_ids=node_ids or None, doc_ids=doc_ids or None)
             if predicate is None:
                 return candidates
-            by_rowid = self._store.records_by_rowid(candidates.tolist())
+            by_rowid = self._store.records(candidates.tolist())
             return np.asarray([r for r in candidates.tolist() if predicate(by_rowid[r])], dtype=np.int64)
         if predicate is None:
             return None

@@ -33,11 +33,11 @@ import scipy.sparse as sp
 
 from rag_hier.errors import StoreCorruptedError, StoreError
 from rag_hier.index.sparse import SparseRowIndex
-from rag_hier.store.extensions import StoreExtension, register_extension
+from rag_hier.store.extensions.base import StoreExtension, register_extension
 
 if TYPE_CHECKING:
     from rag_hier.corpus.model import Passage
-    from rag_hier.store.store import HierStore
+    from rag_hier.store.contract import StoreBackend
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +77,7 @@ class SparseEmbeddingExtension(StoreExtension):
 
     name: ClassVar[str] = "sparse-embeddings"
     FILE: ClassVar[str] = "sparse_embeddings.npz"
+    FILES: ClassVar[tuple[str, ...]] = (FILE,)
 
     def __init__(self, key: Sequence[str] = ("sparse_embedding",)) -> None:
         if isinstance(key, str) or not key or not all(isinstance(k, str) and k for k in key):
@@ -87,7 +88,7 @@ class SparseEmbeddingExtension(StoreExtension):
         self.index = SparseRowIndex(1, binary=False)
 
     @classmethod
-    def of(cls, store: HierStore) -> SparseEmbeddingExtension | None:
+    def of(cls, store: StoreBackend) -> SparseEmbeddingExtension | None:
         """The store's extension, or ``None`` when it has none."""
         ext = store.extension(cls.name)
         return ext if isinstance(ext, SparseEmbeddingExtension) else None
@@ -202,7 +203,7 @@ class SparseEmbeddingExtension(StoreExtension):
         with Path(paths[self.FILE]).open("wb") as f:
             np.savez_compressed(f, **arrays)  # type: ignore[arg-type]
 
-    def load(self, store: HierStore, paths: Mapping[str, Path]) -> None:
+    def load(self, store: StoreBackend, paths: Mapping[str, Path]) -> None:
         """Read the rows and columns (``allow_pickle=False``), checking that they fit together."""
         path = paths[self.FILE]
         try:
@@ -225,38 +226,38 @@ class SparseEmbeddingExtension(StoreExtension):
         self.columns = columns.astype(np.int64)
         self.index = index
 
-    def build(self, store: HierStore) -> None:
+    def build(self, store: StoreBackend) -> None:
         """Read the sparse embedding of every stored passage."""
         self.columns = np.zeros(0, dtype=np.int64)
         self.index = SparseRowIndex(1, binary=False)
         rowids = np.asarray(store.passage_rowids(), dtype=np.int64)
         for start in range(0, rowids.shape[0], 4096):
             part = rowids[start : start + 4096]
-            records = store.records_by_rowid(part.tolist())
+            records = store.records(part.tolist())
             present = [r for r in part.tolist() if r in records]
             self._passage_rows(
                 np.asarray(present, dtype=np.int64),
-                [records[r]["extra"] for r in present],
-                [records[r]["id"] for r in present],
+                [records[r].extra for r in present],
+                [records[r].passage_id for r in present],
             )
 
     def on_passages_added(
-        self, store: HierStore, rowids: np.ndarray, passages: Sequence[Passage], vectors: np.ndarray | None
+        self, store: StoreBackend, rowids: np.ndarray, passages: Sequence[Passage], vectors: np.ndarray | None
     ) -> None:
         """Index the sparse embeddings the new passages carry."""
         self.index.remove(rowids)
         self._passage_rows(np.asarray(rowids, dtype=np.int64), [p.extra for p in passages], [p.id for p in passages])
 
-    def on_passages_removed(self, store: HierStore, rowids: np.ndarray) -> None:
+    def on_passages_removed(self, store: StoreBackend, rowids: np.ndarray) -> None:
         """Drop the rows of removed passages."""
         self.index.remove(rowids)
 
-    def verify(self, store: HierStore) -> None:
+    def verify(self, store: StoreBackend) -> None:
         """Every row belongs to a stored passage."""
         held = self.index.ids()
         if held.size and not np.isin(held, store.passage_rowids()).all():
             raise StoreCorruptedError(
-                f"{store.path / self.FILE}: holds sparse embeddings of passages that are not stored"
+                f"{store.location}/{self.FILE}: holds sparse embeddings of passages that are not stored"
             )
 
     def describe(self) -> dict[str, Any]:

@@ -19,11 +19,11 @@ import numpy as np
 
 from rag_hier.errors import StoreCorruptedError, StoreError
 from rag_hier.index.tree import ClusterTree, TreeBuildConfig
-from rag_hier.store.extensions import StoreExtension, register_extension
+from rag_hier.store.extensions.base import StoreExtension, register_extension
 
 if TYPE_CHECKING:
     from rag_hier.corpus.model import Passage
-    from rag_hier.store.store import HierStore
+    from rag_hier.store.contract import StoreBackend
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +49,7 @@ class TreeExtension(StoreExtension):
     """
 
     name = "tree"
+    FILES = TREE_FILES
 
     def __init__(
         self,
@@ -87,7 +88,7 @@ class TreeExtension(StoreExtension):
         """Write the tree's two files."""
         self.require_tree().save(paths[TREE_FILES[0]], paths[TREE_FILES[1]])
 
-    def load(self, store: HierStore, paths: Mapping[str, Path]) -> None:
+    def load(self, store: StoreBackend, paths: Mapping[str, Path]) -> None:
         """Read the committed tree."""
         self.tree = ClusterTree.load(paths[TREE_FILES[0]], paths[TREE_FILES[1]])
         self._vectors = None
@@ -99,25 +100,24 @@ class TreeExtension(StoreExtension):
         return self.tree
 
     # -- building and following writes ------------------------------------------------------------
-    def build(self, store: HierStore) -> None:
+    def build(self, store: StoreBackend) -> None:
         """Cluster every passage vector of ``store``."""
         rowids, vectors = self._store_vectors(store)
         self.tree = ClusterTree.build(vectors, rowids, config=self.build_config)
         self._vectors = None
 
     @staticmethod
-    def _store_vectors(store: HierStore, rowids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def _store_vectors(store: StoreBackend, rowids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         dim = store.dimension
         if dim is None:
-            raise StoreError(f"{store.path}: the tree needs passage vectors, and the store holds none yet")
+            raise StoreError(f"{store.location}: the tree needs passage vectors, and the store holds none yet")
         ids = store.rowids_of() if rowids is None else rowids
-        index = store.index
-        if index is None or ids.size == 0:
+        if ids.size == 0:
             return np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
-        return ids, index.reconstruct(ids)
+        return ids, store.vectors(ids)
 
     def on_passages_added(
-        self, store: HierStore, rowids: np.ndarray, passages: Sequence[Passage], vectors: np.ndarray | None
+        self, store: StoreBackend, rowids: np.ndarray, passages: Sequence[Passage], vectors: np.ndarray | None
     ) -> None:
         """Route the new passages to their nearest leaves (an empty tree is built from them instead)."""
         tree = self.require_tree()
@@ -134,22 +134,22 @@ class TreeExtension(StoreExtension):
             tree.add(ids, vecs)
         self._vectors = None
 
-    def on_passages_removed(self, store: HierStore, rowids: np.ndarray) -> None:
+    def on_passages_removed(self, store: StoreBackend, rowids: np.ndarray) -> None:
         """Drop deleted passages from their leaves."""
         if self.require_tree().remove(rowids):
             self._vectors = None
 
-    def verify(self, store: HierStore) -> None:
+    def verify(self, store: StoreBackend) -> None:
         """The tree must hold exactly the store's passages with vectors."""
         tree = self.require_tree()
         live = store.rowids_of()
         if live.size != len(tree) or not np.array_equal(np.sort(tree.item_ids), live):
             raise StoreCorruptedError(
-                f"{store.path / TREE_FILES[0]}: the tree holds {len(tree)} passages, the store {live.size}"
+                f"{store.location}/{TREE_FILES[0]}: the tree holds {len(tree)} passages, the store {live.size}"
             )
         if store.dimension is not None and tree.dimension != store.dimension:
             raise StoreCorruptedError(
-                f"{store.path / TREE_FILES[0]}: {tree.dimension}-d tree in a {store.dimension}-d store"
+                f"{store.location}/{TREE_FILES[0]}: {tree.dimension}-d tree in a {store.dimension}-d store"
             )
 
     def describe(self) -> dict[str, Any]:
@@ -157,7 +157,7 @@ class TreeExtension(StoreExtension):
         return self.tree.describe() if self.tree is not None else {"built": False}
 
     # -- search support ---------------------------------------------------------------------------
-    def item_vectors(self, store: HierStore) -> np.ndarray:
+    def item_vectors(self, store: StoreBackend) -> np.ndarray:
         """The passage vectors aligned with the tree's items (read from the dense index once, then cached)."""
         tree = self.require_tree()
         if self._vectors is None or self._vectors.shape[0] != len(tree):

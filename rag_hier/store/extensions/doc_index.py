@@ -37,11 +37,12 @@ import numpy as np
 from rag_hier.corpus.summary import DEFAULT_ABSTRACT_WORDS, document_summary
 from rag_hier.errors import StoreCorruptedError, StoreError
 from rag_hier.index.dense import DenseIndex, IndexConfig
-from rag_hier.store.extensions import StoreExtension, register_extension
+from rag_hier.store.extensions.base import StoreExtension, register_extension
 
 if TYPE_CHECKING:
     from rag_hier.encoders.dense import DenseEncoder
-    from rag_hier.store.store import HierStore
+    from rag_hier.store.contract import StoreBackend
+    from rag_hier.store.records import PassageRecord
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +92,7 @@ class DocumentIndex(StoreExtension):
     """
 
     name = "doc-index"
+    FILES = (_INDEX_FILE, _IDS_FILE, _PASSAGES_FILE)
 
     def __init__(
         self,
@@ -166,7 +168,7 @@ class DocumentIndex(StoreExtension):
         with paths[_PASSAGES_FILE].open("wb") as f:
             np.save(f, np.ascontiguousarray(pairs, dtype=np.int64), allow_pickle=False)
 
-    def load(self, store: HierStore, paths: Mapping[str, Path]) -> None:
+    def load(self, store: StoreBackend, paths: Mapping[str, Path]) -> None:
         """Read the committed files (no pickle anywhere)."""
         self._reset()
         ids_path = paths[_IDS_FILE]
@@ -206,18 +208,18 @@ class DocumentIndex(StoreExtension):
             if self.index_config.kind == "hnsw":
                 self._index.mark_tombstones(np.setdiff1d(self._index.ids(), np.fromiter(self._doc_of, np.int64)))
 
-    def verify(self, store: HierStore) -> None:
+    def verify(self, store: StoreBackend) -> None:
         """Check that every passage vector of the store belongs to an indexed document, and vice versa."""
-        vectors = int(store.manifest["counts"]["vectors"])
+        vectors = store.count_vectors()
         mapped = sum(len(r) for r in self._passages.values())
         if mapped != vectors:
             raise StoreCorruptedError(
-                f"{store.path / _PASSAGES_FILE}: maps {mapped} passages, the store holds {vectors} passage vectors"
+                f"{store.location}/{_PASSAGES_FILE}: maps {mapped} passages, the store holds {vectors} passage vectors"
             )
         held = len(self._index) if self._index is not None else 0
         if held != len(self._ids) or set(self._passages) != set(self._doc_of):
             raise StoreCorruptedError(
-                f"{store.path / _INDEX_FILE}: holds {held} document vectors for {len(self._ids)} documents"
+                f"{store.location}/{_INDEX_FILE}: holds {held} document vectors for {len(self._ids)} documents"
             )
 
     def describe(self) -> dict[str, Any]:
@@ -233,21 +235,21 @@ class DocumentIndex(StoreExtension):
     # ------------------------------------------------------------------------------------------------
     # following the store
     # ------------------------------------------------------------------------------------------------
-    def build(self, store: HierStore) -> None:
+    def build(self, store: StoreBackend) -> None:
         """Index every document of ``store`` from scratch."""
         self._reset()
         self._sync(store, store.document_ids())
 
-    def on_documents_changed(self, store: HierStore, doc_ids: set[str]) -> None:
+    def on_documents_changed(self, store: StoreBackend, doc_ids: set[str]) -> None:
         """Re-embed the documents whose passages, title or table of contents changed; drop deleted ones."""
         self._sync(store, sorted(doc_ids))
 
-    def _sync(self, store: HierStore, doc_ids: Sequence[str]) -> None:
+    def _sync(self, store: StoreBackend, doc_ids: Sequence[str]) -> None:
         for i in range(0, len(doc_ids), _CHUNK):
             self._sync_chunk(store, list(doc_ids[i : i + _CHUNK]))
         self._lookup = None
 
-    def _sync_chunk(self, store: HierStore, doc_ids: list[str]) -> None:
+    def _sync_chunk(self, store: StoreBackend, doc_ids: list[str]) -> None:
         rowids = store.rowids_of(doc_ids=doc_ids)
         owner = store.doc_ids_for_rowids(rowids.tolist())
         grouped: dict[str, list[int]] = {}
@@ -283,36 +285,33 @@ class DocumentIndex(StoreExtension):
         for d, rows in rows_of.items():
             self._passages[self._ids[d]] = rows
 
-    def _input_keys(self, store: HierStore, rows_of: Mapping[str, np.ndarray]) -> dict[str, tuple[str, str]]:
+    def _input_keys(self, store: StoreBackend, rows_of: Mapping[str, np.ndarray]) -> dict[str, tuple[str, str]]:
         """Per document: (hash of the representation's input, summary text or "")."""
         out: dict[str, tuple[str, str]] = {}
         if self.representation == "mean":
             for d, rows in rows_of.items():
                 out[d] = (hashlib.sha1(rows.tobytes(), usedforsecurity=False).hexdigest(), "")
             return out
-        records = store.records_by_rowid(np.concatenate(list(rows_of.values())).tolist() if rows_of else [])
-        by_doc: dict[str, list[dict[str, Any]]] = {}
+        records = store.records(np.concatenate(list(rows_of.values())).tolist() if rows_of else [])
+        by_doc: dict[str, list[PassageRecord]] = {}
         for rec in records.values():
-            by_doc.setdefault(rec["doc_id"], []).append(rec)
+            by_doc.setdefault(rec.doc_id, []).append(rec)
         for d in rows_of:
             info = store.get_document(d) or {"title": "", "toc": []}
-            recs = sorted(by_doc.get(d, []), key=lambda r: (r["section"], r["position"]))
-            lead = [r["content"] for r in recs if recs and r["section"] == recs[0]["section"]]
-            title = info["title"] or (recs[0]["title_path"][0] if recs and recs[0]["title_path"] else "")
+            recs = sorted(by_doc.get(d, []), key=lambda r: (r.section, r.position))
+            lead = [r.text for r in recs if recs and r.section == recs[0].section]
+            title = info["title"] or (recs[0].title_path[0] if recs and recs[0].title_path else "")
             text = document_summary(
                 title, lead, info["toc"], abstract_words=self.abstract_words, include_toc=self.include_toc
             )
             out[d] = (hashlib.sha1(text.encode("utf-8"), usedforsecurity=False).hexdigest(), text)
         return out
 
-    def _embed(self, store: HierStore, texts: list[str], rows: list[np.ndarray]) -> np.ndarray:
+    def _embed(self, store: StoreBackend, texts: list[str], rows: list[np.ndarray]) -> np.ndarray:
         if self.representation == "summary":
             return self.document_encoder(store).encode_documents(texts)
-        index = store.index
-        if index is None:  # pragma: no cover - rows come from passages with vectors
-            raise StoreError(f"{store.path}: passages have no vectors to pool")
         counts = np.asarray([len(r) for r in rows])
-        vectors = index.reconstruct(np.concatenate(rows)).astype(np.float32, copy=False)
+        vectors = store.vectors(np.concatenate(rows)).astype(np.float32, copy=False)
         sums = np.add.reduceat(vectors, np.concatenate([[0], np.cumsum(counts)[:-1]]), axis=0)
         means = sums / counts[:, None]
         normalize = self.normalize
@@ -342,7 +341,7 @@ class DocumentIndex(StoreExtension):
         """Whether queries are encoded once for both levels (no distinct document encoder)."""
         return self.representation == "mean" or (self.model is None and self._encoder is None)
 
-    def document_encoder(self, store: HierStore) -> DenseEncoder:
+    def document_encoder(self, store: StoreBackend) -> DenseEncoder:
         """The encoder of summaries and document-level queries (the store's unless ``model`` was given)."""
         if self._encoder is None and self.model is not None:
             from rag_hier.encoders.dense import DenseEncoder
@@ -353,12 +352,12 @@ class DocumentIndex(StoreExtension):
             return self._encoder
         if store.encoder is None:
             raise StoreError(
-                f"representation='summary' needs an encoder, and the store at {store.path} has none; "
+                f"representation='summary' needs an encoder, and the store at {store.location} has none; "
                 "pass model= (a document encoder) or use representation='mean'"
             )
         return store.encoder
 
-    def encode_queries(self, store: HierStore, queries: Sequence[str]) -> np.ndarray:
+    def encode_queries(self, store: StoreBackend, queries: Sequence[str]) -> np.ndarray:
         """Document-level query vectors (the store's query vectors when the encoder is shared)."""
         if self.shares_encoder:
             return store.encode_queries(queries)

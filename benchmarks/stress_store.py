@@ -1,0 +1,223 @@
+"""Store reliability under stress: kill -9 during writes, and a writer against reader processes.
+
+Two experiments, each printing its figures (the numbers in docs/reliability.md come from here):
+
+``kill``: N trials; in each, a writer process adds documents (two passages each) and deletes some, with a
+document index and a token index attached, logging every write after it returned (fsync'd); it is killed
+with SIGKILL at a random moment; the store is then opened read-write (recovery runs), and every acknowledged
+write must be there, the write in flight all or nothing, the counts consistent and no temporary file left.
+
+``readers``: one writer process commits N writes while two reader processes open, count, filter and search
+(dense, DHR, token index) the whole time; zero errors allowed on either side, every acknowledged write
+present afterwards (the workers are ``tests/store/_stress.py``).
+
+    python benchmarks/stress_store.py kill --trials 100
+    python benchmarks/stress_store.py readers --writes 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "store"))
+
+WRITER = textwrap.dedent(
+    """
+    import json, os, sys
+    import numpy as np
+    from rag_hier import HierStore, Passage
+
+    path, log_path, first = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    store = HierStore.open(path)
+    log = open(log_path, "a", encoding="utf-8")
+    rng = np.random.default_rng(first)
+    doc = first
+    while True:
+        if doc % 7 == 6:
+            victim = doc - 3
+            log.write(json.dumps({"op": "delete", "doc": victim, "state": "start"}) + "\\n"); log.flush()
+            store.delete_documents([f"d{victim}"])
+        else:
+            log.write(json.dumps({"op": "add", "doc": doc, "state": "start"}) + "\\n"); log.flush()
+            store.add_passages(
+                [Passage(f"d{doc}#{k}", f"d{doc}", k, f"word{doc % 13} text {doc} part {k}") for k in range(2)],
+                rng.standard_normal((2, 8)).astype("float32"),
+            )
+        log.write(json.dumps({"op": "ack", "doc": doc}) + "\\n"); log.flush(); os.fsync(log.fileno())
+        doc += 1
+    """
+)
+
+
+def _make(path: Path) -> None:
+    from rag_hier import HierStore, Passage
+    from rag_hier.store.extensions.doc_index import DocumentIndex
+    from rag_hier.store.extensions.token_index import TokenIndexExtension
+
+    store = HierStore.create(path, model=None, dimension=8)
+    store.add_extension(TokenIndexExtension())
+    store.add_extension(DocumentIndex())
+    rng = np.random.default_rng(0)
+    store.add_passages(
+        [Passage(f"d{d}#{k}", f"d{d}", k, f"word{d % 13} text {d} part {k}") for d in range(500) for k in range(2)],
+        rng.standard_normal((1000, 8)).astype("float32"),
+    )
+    store.close()
+
+
+def kill_trials(trials: int, seed: int) -> dict[str, float]:
+    from rag_hier import HierStore
+
+    rnd = random.Random(seed)
+    acknowledged = inflight = lost = torn = stray = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "store"
+        _make(path)
+        log_path = Path(tmp) / "log.jsonl"
+        first = 10_000
+        present: dict[int, bool] = {d: True for d in range(500)}
+        for _ in range(trials):
+            log_path.write_text("")
+            proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(log_path), str(first)])
+            deadline = time.monotonic() + 120
+            # the writer has finished its first write (imports and tokenizer loaded: a kill before that tests
+            # nothing but process start-up) ...
+            while b'"ack"' not in log_path.read_bytes() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            time.sleep(rnd.uniform(0.0, 3.0))  # ... then a random moment of its writing
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            events = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
+            log_path.write_text("")
+            pending = None
+            for e in events:
+                if e.get("state") == "start":
+                    pending = e
+                elif e["op"] == "ack":
+                    acknowledged += 1
+                    op = pending
+                    assert op is not None
+                    present[op["doc"]] = op["op"] == "add"
+                    pending = None
+            store = HierStore.open(path)  # recovery of the killed writer's commit, if it got that far
+            stored = set(store.document_ids())
+            counts = store.manifest["counts"]
+            if counts["passages"] != 2 * counts["documents"]:
+                torn += 1
+            for d, there in present.items():
+                if (f"d{d}" in stored) != there:
+                    lost += 1
+            if pending is not None:
+                inflight += 1
+                d = pending["doc"]
+                ids = store.rowids_of(doc_ids=[f"d{d}"])
+                if ids.size not in (0, 2):
+                    torn += 1
+                present[d] = f"d{d}" in stored
+            store.close()
+            stray += len([p for p in path.iterdir() if ".tmp" in p.name])
+            first = max([d for d in present] + [first]) + 1
+    return {
+        "trials": trials,
+        "acknowledged_writes": acknowledged,
+        "in_flight_writes": inflight,
+        "lost": lost,
+        "torn": torn,
+        "stray_temporary_files": stray,
+    }
+
+
+def reader_stress(writes: int) -> dict[str, float]:
+    from _stress import vector  # the workers' vectors
+
+    from rag_hier import HierStore, Passage
+    from rag_hier.store.extensions.doc_index import DocumentIndex
+    from rag_hier.store.extensions.token_index import TokenIndexExtension
+
+    worker = ROOT / "tests" / "store" / "_stress.py"
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        path = tmp_path / "store"
+        store = HierStore.create(path, model=None, dimension=8)
+        store.add_extension(TokenIndexExtension())
+        store.add_extension(DocumentIndex())
+        store.add_passages(
+            [
+                Passage(f"d{d}#{k}", f"d{d}", k, f"word{d % 13} text {d} part {k}", meta={"g": d % 5, "doc": d})
+                for d in range(100)
+                for k in range(2)
+            ],
+            np.stack([vector(d, k) for d in range(100) for k in range(2)]),
+        )
+        store.close()
+        stop = tmp_path / "stop"
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        readers = [
+            subprocess.Popen(
+                [sys.executable, str(worker), "reader", str(path), str(tmp_path / f"r{i}.json"), str(stop)], env=env
+            )
+            for i in range(2)
+        ]
+        time.sleep(2.0)
+        t0 = time.perf_counter()
+        subprocess.run(
+            [sys.executable, str(worker), "writer", str(path), str(tmp_path / "w.log"), str(writes)],
+            env=env,
+            check=True,
+        )
+        elapsed = time.perf_counter() - t0
+        stop.touch()
+        for r in readers:
+            r.wait()
+        reports = [json.loads((tmp_path / f"r{i}.json").read_text()) for i in range(2)]
+        writer_errors = json.loads((tmp_path / "w.log.errors.json").read_text())
+        ops = [json.loads(line) for line in (tmp_path / "w.log").read_text().splitlines()]
+        added = {o["doc"] for o in ops if o["op"] == "add"}
+        deleted = {o["doc"] for o in ops if o["op"] == "delete"}
+        store = HierStore.open(path)
+        stored = set(store.document_ids())
+        lost = len({f"d{d}" for d in added - deleted} - stored) + len({f"d{d}" for d in deleted} & stored)
+        store.close()
+    return {
+        "acknowledged_writes": len(ops),
+        "writer_seconds": round(elapsed, 1),
+        "reader_processes": 2,
+        "reader_checked_reads": sum(r["ops"] for r in reports),
+        "reader_errors": sum(len(r["errors"]) for r in reports),
+        "reader_error_samples": [e for r in reports for e in r["errors"]][:5],
+        "writer_errors": len(writer_errors),
+        "lost": lost,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    k = sub.add_parser("kill")
+    k.add_argument("--trials", type=int, default=100)
+    k.add_argument("--seed", type=int, default=0)
+    r = sub.add_parser("readers")
+    r.add_argument("--writes", type=int, default=1000)
+    args = parser.parse_args()
+    t0 = time.perf_counter()
+    result = kill_trials(args.trials, args.seed) if args.cmd == "kill" else reader_stress(args.writes)
+    result["seconds"] = round(time.perf_counter() - t0, 1)
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

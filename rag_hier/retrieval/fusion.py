@@ -1,0 +1,226 @@
+"""FusionRetriever (strategy ``fusion``): hybrid search, several strategies' rankings fused into one.
+
+Each component strategy (by default ``dense`` and ``svdr-lexical``; any registered strategies, or ready
+retrievers) ranks its ``depth`` best candidates; a fusion function combines the lists. The function is
+pluggable (:func:`register_fusion`, in the spirit of Qdrant's LlamaIndex ``HybridFusionCallable``); built in:
+
+- ``rrf`` — reciprocal rank fusion (Cormack et al. 2009): ``Σ wᵢ / (rrf_k + rankᵢ)``, ranks from 1, a list
+  that misses a passage adds nothing. Scale-free: the default.
+- ``relative_score`` — each list min-max scaled to [0, 1] (all 1.0 when its scores are equal), then
+  ``Σ wᵢ · scaledᵢ`` (missing: 0). LlamaIndex's ``alpha`` convention is ``weights=(alpha, 1 − alpha)``.
+- ``dbsf`` — distribution-based score fusion: each list scaled by ``(s − (μ − 3σ)) / 6σ`` clipped to [0, 1],
+  then summed with the weights (Qdrant's DBSF).
+- ``convex`` — ``Σ wᵢ · sᵢ`` on the raw scores, a passage missing from a list taking that list's lowest score
+  (tune the weights on a dev split: the scales must be comparable).
+
+A passage a token or sparse component scores 0 (nothing in common with the query) does not count as one of
+its candidates. ``Hit.scores`` holds each component's raw score under the component's name (absent where the
+component did not return the passage) and ``fused``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rag_hier.index.selection import select_top_k
+from rag_hier.retrieval.base import ParameterError, Queries, Ranking, Retriever, RetrieverParams, param
+from rag_hier.store.contract import StoreBackend
+
+__all__ = ["FUSIONS", "FusionFn", "FusionParams", "FusionRetriever", "register_fusion"]
+
+FusionFn = Callable[[Sequence[tuple[np.ndarray, np.ndarray]], Sequence[float], int], tuple[np.ndarray, np.ndarray]]
+"""``(lists of (rowids, scores) best first, weights, rrf_k) -> (rowids, fused scores)``, in any order."""
+
+
+def _union(lists: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    parts = [r for r, _ in lists if r.size]
+    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+
+
+def _spread(ids: np.ndarray, rows: np.ndarray, values: np.ndarray, missing: float) -> np.ndarray:
+    """``values`` (aligned with ``rows``) placed at the positions of ``ids``; ``missing`` elsewhere."""
+    out = np.full(ids.shape[0], missing, np.float64)
+    if rows.size and ids.size:
+        pos = np.minimum(np.searchsorted(ids, rows), ids.size - 1)
+        hit = ids[pos] == rows
+        out[pos[hit]] = np.asarray(values)[hit]
+    return out
+
+
+def _weighted_sum(value: Callable[[np.ndarray, int], np.ndarray], missing: Callable[[np.ndarray], float]) -> FusionFn:
+    """A fusion that sums ``weight * value(list scores)``, a passage missing from a list taking ``missing(scores)``."""
+
+    def fuse(
+        lists: Sequence[tuple[np.ndarray, np.ndarray]], weights: Sequence[float], rrf_k: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        ids = _union(lists)
+        fused = np.zeros(ids.shape[0])
+        for (rows, scores), w in zip(lists, weights, strict=True):
+            if rows.size:
+                fused += w * _spread(ids, rows, value(scores, rrf_k), missing(scores))
+        return ids, fused
+
+    return fuse
+
+
+def _reciprocal_rank(scores: np.ndarray, rrf_k: int) -> np.ndarray:
+    return 1.0 / (rrf_k + np.arange(1, scores.size + 1))
+
+
+def _minmax(scores: np.ndarray, rrf_k: int) -> np.ndarray:
+    lo, hi = float(scores.min()), float(scores.max())
+    return np.ones_like(scores) if hi == lo else (scores - lo) / (hi - lo)
+
+
+def _dbsf(scores: np.ndarray, rrf_k: int) -> np.ndarray:
+    mu, sd = float(scores.mean()), float(scores.std())
+    if sd == 0.0:
+        return np.ones_like(scores)
+    return np.clip((scores - (mu - 3 * sd)) / (6 * sd), 0.0, 1.0)
+
+
+def _zero(scores: np.ndarray) -> float:
+    return 0.0
+
+
+FUSIONS: dict[str, FusionFn] = {
+    "rrf": _weighted_sum(_reciprocal_rank, _zero),
+    "relative_score": _weighted_sum(_minmax, _zero),
+    "dbsf": _weighted_sum(_dbsf, _zero),
+    "convex": _weighted_sum(lambda scores, _k: scores, lambda scores: float(scores.min())),
+}
+"""Fusion functions by name."""
+
+
+def register_fusion(name: str, fn: FusionFn) -> None:
+    """Make ``fn`` available as ``FusionParams(method=name)``."""
+    if not name:
+        raise ValueError("a fusion function needs a name")
+    FUSIONS[name] = fn
+
+
+@dataclass(frozen=True)
+class FusionParams(RetrieverParams):
+    """Parameters of the ``fusion`` strategy."""
+
+    strategies: tuple[str, ...] = param(
+        ("dense", "svdr-lexical"), help="component strategies (default parameters)", flag="--fusion-strategies"
+    )
+    method: str = param("rrf", help="fusion function: rrf, relative_score, dbsf or convex", flag="--fusion")
+    weights: tuple[float, ...] = param((), help="one weight per component (default: all 1)", flag="--fusion-weights")
+    rrf_k: int = param(60, help="rrf: the rank constant k", minimum=1)
+    depth: int = param(
+        100, help="candidates taken from each component (at least top_k)", minimum=1, flag="--fusion-depth"
+    )
+    depths: tuple[int, ...] = param((), help="candidates per component (overrides depth)", cli=False)
+
+
+class FusionRetriever(Retriever[list[Any]]):
+    """Hybrid retrieval: component strategies' rankings fused (see the module docstring).
+
+    Args:
+        store: The store.
+        params: :class:`FusionParams` (or a mapping), also accepted as keyword arguments.
+        components: Ready retrievers to fuse instead of ``params.strategies`` (their names label the scores).
+
+    Example:
+        >>> fusion = FusionRetriever(store, strategies=("dense", "svdr-lexical"), method="rrf")  # doctest: +SKIP
+        >>> fusion.search("tides", top_k=5)  # doctest: +SKIP
+
+    """
+
+    name = "fusion"
+    Params = FusionParams
+    params: FusionParams
+    over_vectors = False
+
+    def __init__(
+        self,
+        store: StoreBackend,
+        params: FusionParams | Mapping[str, Any] | None = None,
+        *,
+        components: Sequence[Retriever[Any]] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(store, params, **kwargs)
+        p = self.params
+        if p.method not in FUSIONS:
+            raise ParameterError(f"FusionParams.method must be one of {', '.join(FUSIONS)}; got {p.method!r}")
+        if components is None:
+            from rag_hier.retrieval.registry import build_retriever
+
+            if "fusion" in p.strategies:
+                raise ParameterError("FusionParams.strategies cannot contain 'fusion'")
+            components = [build_retriever(name, store) for name in p.strategies]
+            names = list(p.strategies)
+        else:
+            names = [c.name or type(c).__name__ for c in components]
+        if len(components) < 1:
+            raise ParameterError("fusion needs at least one component strategy")
+        self.components = list(components)
+        self.labels = _labels(names)
+        n = len(self.components)
+        if p.weights and len(p.weights) != n:
+            raise ParameterError(f"FusionParams.weights has {len(p.weights)} values for {n} components")
+        if p.depths and len(p.depths) != n:
+            raise ParameterError(f"FusionParams.depths has {len(p.depths)} values for {n} components")
+        if any(d < 1 for d in p.depths):
+            raise ParameterError(f"FusionParams.depths must be >= 1, got {p.depths}")
+
+    def prepare(self, queries: Queries) -> list[Any]:
+        """Each component's own query representation."""
+        return [c.prepare(queries) for c in self.components]
+
+    def select(self, queries: list[Any], rows: Sequence[int]) -> list[Any]:
+        """The queries at ``rows``, for every component."""
+        return [c.select(q, rows) for c, q in zip(self.components, queries, strict=True)]
+
+    def rank(
+        self, queries: list[Any], k: int, allowed: np.ndarray | None, *, min_documents: int | None = None
+    ) -> list[Ranking]:
+        """Every component's candidates, fused."""
+        p = self.params
+        weights = p.weights or (1.0,) * len(self.components)
+        per_component = []
+        for j, (comp, q) in enumerate(zip(self.components, queries, strict=True)):
+            depth = max(k, p.depths[j] if p.depths else p.depth)
+            per_component.append(
+                comp.rank(q, min(depth, max(comp.candidates(), 1)), allowed, min_documents=min_documents)
+            )
+        fuse = FUSIONS[p.method]
+        out = []
+        for i in range(len(per_component[0])):
+            lists = []
+            for comp, rankings in zip(self.components, per_component, strict=True):
+                r = rankings[i]
+                rowids, scores = r.rowids, np.asarray(r.scores, np.float64)
+                if not comp.over_vectors:  # token and sparse scores of 0: nothing in common with the query
+                    rowids, scores = rowids[scores != 0], scores[scores != 0]
+                order = select_top_k(scores, rowids, rowids.size)
+                lists.append((rowids[order].astype(np.int64), scores[order]))
+            ids, fused = fuse(lists, weights, p.rrf_k)
+            order = np.argsort(ids, kind="stable")
+            ids, fused = np.asarray(ids, np.int64)[order], np.asarray(fused, np.float64)[order]
+            components = {"fused": fused}
+            for label, (rows, scores) in zip(self.labels, lists, strict=True):
+                components[label] = (
+                    _spread(ids, np.sort(rows), scores[np.argsort(rows)], np.nan)
+                    if rows.size
+                    else np.full(ids.shape[0], np.nan)
+                )
+            out.append(Ranking(ids, fused, components=components))
+        return out
+
+
+def _labels(names: Sequence[str]) -> list[str]:
+    """Component names, made unique (``dense``, ``dense-2``, ...)."""
+    seen: dict[str, int] = {}
+    out = []
+    for n in names:
+        seen[n] = seen.get(n, 0) + 1
+        out.append(n if seen[n] == 1 else f"{n}-{seen[n]}")
+    return out

@@ -1,0 +1,199 @@
+"""The strategy registry: a name → a retriever class, its parameters dataclass, and fixed parameter values.
+
+Everything that offers strategies reads this one table: ``rag-hier search/eval --strategy`` (and the flags
+generated from each strategy's parameters), the Haystack ``RagHierRetriever`` component and the LlamaIndex
+``RagHierRetriever``. Registering a strategy makes it available in all three, with no adapter edit.
+
+Built-in strategies are listed below by module path and imported on first use, so ``import rag_hier`` stays
+light. Third-party code registers its own with :func:`register_strategy`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from rag_hier.retrieval.base import ParameterError, Retriever, RetrieverParams
+
+if TYPE_CHECKING:
+    from rag_hier.store.contract import StoreBackend
+
+__all__ = [
+    "StrategyEntry",
+    "build_retriever",
+    "register_strategy",
+    "strategy",
+    "strategy_names",
+    "strategy_params",
+]
+
+
+@dataclass(frozen=True)
+class StrategyEntry:
+    """One registered strategy.
+
+    Args:
+        name: The strategy name (``--strategy NAME``).
+        target: The retriever class, or ``"module:Class"`` (imported on first use).
+        help: One line for ``--help`` and the docs.
+        fixed: Parameter values this entry fixes (e.g. SVDR's ``mode`` for ``svdr-beta``); not settable.
+        extensions: Store extensions the strategy needs (adapters can build them on request).
+
+    """
+
+    name: str
+    target: type[Retriever[Any]] | str
+    help: str
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    extensions: tuple[str, ...] = ()
+
+    @property
+    def retriever(self) -> type[Retriever[Any]]:
+        """The retriever class (imported now if registered by path)."""
+        if isinstance(self.target, str):
+            module, _, cls = self.target.partition(":")
+            return getattr(importlib.import_module(module), cls)
+        return self.target
+
+    @property
+    def params(self) -> type[RetrieverParams]:
+        """The parameters dataclass."""
+        return self.retriever.Params
+
+    def settable(self) -> tuple[str, ...]:
+        """The parameters a user may set (all but the fixed ones)."""
+        return tuple(n for n in self.params.field_names() if n not in self.fixed)
+
+    def parse(self, values: Mapping[str, Any] | None = None, *, where: str = "strategy parameters") -> RetrieverParams:
+        """Validated parameters from user values (fixed ones refused), with this entry's fixed values."""
+        given = dict(values or {})
+        clash = sorted(set(given) & set(self.fixed))
+        if clash:
+            raise ParameterError(f"{where}: {', '.join(clash)} is fixed by the {self.name!r} strategy")
+        unknown = sorted(set(given) - set(self.settable()))
+        if unknown:
+            raise ParameterError(
+                f"{where}: unknown parameter(s) {', '.join(unknown)} for the {self.name!r} strategy; "
+                f"it takes {', '.join(self.settable()) or 'none'}"
+            )
+        return self.params.from_mapping({**given, **self.fixed}, where=where)
+
+
+_ENTRIES: dict[str, StrategyEntry] = {}
+
+
+def register_strategy(
+    name: str,
+    target: type[Retriever[Any]] | str,
+    help: str,
+    *,
+    fixed: Mapping[str, Any] | None = None,
+    extensions: tuple[str, ...] = (),
+    replace: bool = False,
+) -> StrategyEntry:
+    """Register a strategy under ``name`` (see :class:`StrategyEntry`)."""
+    if not name or not isinstance(name, str):
+        raise ValueError(f"a strategy needs a name, got {name!r}")
+    if name in _ENTRIES and not replace:
+        raise ValueError(f"strategy {name!r} is already registered")
+    entry = StrategyEntry(name, target, help, dict(fixed or {}), tuple(extensions))
+    _ENTRIES[name] = entry
+    return entry
+
+
+def strategy_names() -> list[str]:
+    """Registered strategy names, ``dense`` first."""
+    return list(_ENTRIES)
+
+
+def strategy(name: str) -> StrategyEntry:
+    """The entry registered as ``name`` (an error listing the known names otherwise)."""
+    try:
+        return _ENTRIES[name]
+    except KeyError:
+        raise ParameterError(f"unknown strategy {name!r}; known: {', '.join(_ENTRIES)}") from None
+
+
+def strategy_params(
+    name: str, values: Mapping[str, Any] | None = None, *, where: str = "strategy parameters"
+) -> RetrieverParams:
+    """The validated parameters of strategy ``name`` from user values."""
+    return strategy(name).parse(values, where=where)
+
+
+def build_retriever(
+    name: str, store: StoreBackend, params: RetrieverParams | Mapping[str, Any] | None = None, **kwargs: Any
+) -> Retriever[Any]:
+    """A retriever of strategy ``name`` over ``store`` (parameters validated against the strategy's dataclass)."""
+    entry = strategy(name)
+    if isinstance(params, RetrieverParams):
+        wrong = [k for k, v in entry.fixed.items() if getattr(params, k) != v]
+        if wrong or kwargs:
+            params = entry.parse({**{k: v for k, v in params.to_dict().items() if k not in entry.fixed}, **kwargs})
+    else:
+        params = entry.parse({**dict(params or {}), **kwargs})
+    return entry.retriever(store, params=params)
+
+
+# -- the built-in strategies: one line each -------------------------------------------------------------
+register_strategy(
+    "dense", "rag_hier.retrieval.dense:DenseRetriever", "dense passage search (exact or ANN per the store's index)"
+)
+register_strategy(
+    "hierarchical",
+    "rag_hier.retrieval.hierarchical:HierarchicalRetriever",
+    "DHR: top-k1 documents, then only their passages; score = passage + lambda * document",
+    extensions=("doc-index",),
+)
+register_strategy(
+    "tree",
+    "rag_hier.retrieval.tree:TreeRetriever",
+    "HCE cluster tree: beam search over the tree, exact scores for the passages of the leaves reached",
+    extensions=("tree",),
+)
+register_strategy(
+    "svdr-full",
+    "rag_hier.retrieval.svdr:SvdrRetriever",
+    "SVDR full search <E(q),E(d)> (missing E(d) encoded first)",
+    fixed={"mode": "full"},
+)
+register_strategy(
+    "svdr-alpha",
+    "rag_hier.retrieval.svdr:SvdrRetriever",
+    "SVDR alpha search <T(q),E(d)>: no query encoding",
+    fixed={"mode": "alpha"},
+)
+register_strategy(
+    "svdr-beta",
+    "rag_hier.retrieval.svdr:SvdrRetriever",
+    "SVDR beta search <E(q),T(d)> over the binary token index (no passage encoding)",
+    fixed={"mode": "beta"},
+    extensions=("token-index",),
+)
+register_strategy(
+    "svdr-beta-rerank",
+    "rag_hier.retrieval.svdr:SvdrRetriever",
+    "SVDR beta search, top rerank_m re-ranked by <E(q),E(d)> (E(d) encoded on the fly and cached)",
+    fixed={"mode": "beta-rerank"},
+    extensions=("token-index",),
+)
+register_strategy(
+    "svdr-lexical",
+    "rag_hier.retrieval.svdr:SvdrRetriever",
+    "idf-weighted token overlap over the binary token index (no model at all)",
+    fixed={"mode": "lexical"},
+    extensions=("token-index",),
+)
+register_strategy(
+    "sparse-embedding",
+    "rag_hier.retrieval.sparse_embedding:SparseEmbeddingRetriever",
+    "exact inner product of a caller's sparse query vector with the passages' stored sparse embeddings",
+    extensions=("sparse-embeddings",),
+)
+register_strategy(
+    "fusion",
+    "rag_hier.retrieval.fusion:FusionRetriever",
+    "hybrid: several strategies' rankings fused (rrf, relative_score, dbsf or convex)",
+)

@@ -1,0 +1,58 @@
+"""SparseEmbeddingRetriever (strategy ``sparse-embedding``): a caller's sparse query vector against stored ones.
+
+Passages written with a sparse embedding (a framework's ``sparse_embedding``: SPLADE, BM25-style or SVDR
+vectors as ``{"indices", "values"}``) are mirrored by the store's ``sparse-embeddings`` extension; this
+strategy scores them by exact inner product with the query's sparse vector (``Queries(sparse=[(indices,
+values)])``). Passages without a sparse embedding, and those sharing no index with the query (score 0), are
+never returned, as in sparse vector databases. ``Hit.scores`` is empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from rag_hier.retrieval.base import Queries, Ranking, Retriever, RetrieverParams
+from rag_hier.store.extensions.sparse_embeddings import SparseEmbeddingExtension
+
+__all__ = ["SparseEmbeddingParams", "SparseEmbeddingRetriever"]
+
+SparseQuery = tuple[Sequence[int], Sequence[float]]
+
+
+@dataclass(frozen=True)
+class SparseEmbeddingParams(RetrieverParams):
+    """The ``sparse-embedding`` strategy has no parameters."""
+
+
+class SparseEmbeddingRetriever(Retriever[list[SparseQuery]]):
+    """Exact sparse inner-product search over the store's ``sparse-embeddings`` extension."""
+
+    name = "sparse-embedding"
+    Params = SparseEmbeddingParams
+    over_vectors = False
+
+    def prepare(self, queries: Queries) -> list[SparseQuery]:
+        """The sparse query vectors (required)."""
+        if queries.sparse is None:
+            raise ValueError("sparse-embedding search needs a sparse query vector per query (Queries(sparse=...))")
+        return list(queries.sparse)
+
+    def select(self, queries: list[SparseQuery], rows: Sequence[int]) -> list[SparseQuery]:
+        """The queries at ``rows``."""
+        return [queries[i] for i in rows]
+
+    def rank(
+        self, queries: list[SparseQuery], k: int, allowed: np.ndarray | None, *, min_documents: int | None = None
+    ) -> list[Ranking]:
+        """The top ``k`` passages by sparse inner product (none when the store keeps no sparse embeddings)."""
+        ext = self.store.extension(SparseEmbeddingExtension.name)
+        if not isinstance(ext, SparseEmbeddingExtension):
+            return [Ranking.empty() for _ in queries]
+        out = []
+        for indices, values in queries:
+            scores, rowids = ext.search(indices, values, k, allowed_ids=allowed)
+            out.append(Ranking(rowids, scores.astype(np.float64), exhausted=rowids.size < k))
+        return out

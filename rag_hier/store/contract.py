@@ -1,0 +1,273 @@
+"""The store contract: what strategies, extensions and adapters may call on a store, and what an extension is.
+
+:class:`~rag_hier.store.HierStore` (FAISS + SQLite in a directory) implements it; a second backend (a
+distributed vector database, say) implements the same protocol, and every strategy, extension and adapter
+typed against it works on that backend unchanged. Methods are grouped by job: identity, reading records,
+dense vectors, filters, writing, extensions. Rowids are the store's stable int64 passage ids (never reused
+after a delete); every strategy ranks rowids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+from rag_hier.store.filters import Predicate
+
+if TYPE_CHECKING:
+    from rag_hier.corpus.model import Document, Passage
+    from rag_hier.encoders.dense import DenseEncoder
+    from rag_hier.store.records import PassageRecord, WritePolicy, WriteSummary
+
+__all__ = ["SIMILARITIES", "Filters", "Similarity", "StoreBackend", "StoreExtension"]
+
+Filters = Mapping[str, Any] | Predicate | None
+"""A Haystack-syntax filter dict, a compiled predicate over passage records, or ``None`` (no filter)."""
+Similarity = Literal["cosine", "dot_product"]
+SIMILARITIES: tuple[str, ...] = ("cosine", "dot_product")
+
+
+@runtime_checkable
+class StoreBackend(Protocol):
+    """The public surface of a rag-hier store (see :class:`~rag_hier.store.HierStore` for the semantics)."""
+
+    read_only: bool
+    """Whether writes are refused."""
+
+    # -- identity ---------------------------------------------------------------------------------------
+    @property
+    def location(self) -> str:
+        """Where the collection lives (a directory path, or a database URI), for messages."""
+        ...
+
+    @property
+    def generation(self) -> int:
+        """The committed generation (changes with every commit)."""
+        ...
+
+    @property
+    def dimension(self) -> int | None:
+        """Dense vector dimension (``None`` until known)."""
+        ...
+
+    @property
+    def similarity(self) -> Similarity:
+        """How dense scores compare vectors: ``"cosine"`` (unit vectors) or ``"dot_product"``."""
+        ...
+
+    @property
+    def encoder(self) -> DenseEncoder | None:
+        """The store's dense encoder, if it has one."""
+        ...
+
+    @property
+    def corpus_info(self) -> dict[str, Any]:
+        """Facts recorded about the corpus."""
+        ...
+
+    def encode_queries(self, queries: Sequence[str]) -> np.ndarray:
+        """Query vectors from the store's encoder (an error when it has none)."""
+        ...
+
+    # -- reading ----------------------------------------------------------------------------------------
+    def count_passages(self, filters: Filters = None) -> int:
+        """Number of passages (matching ``filters``)."""
+        ...
+
+    def count_vectors(self) -> int:
+        """Number of passages with a dense vector."""
+        ...
+
+    def count_documents(self) -> int:
+        """Number of documents."""
+        ...
+
+    def document_ids(self) -> list[str]:
+        """Document ids in insertion order."""
+        ...
+
+    def get_document(self, doc_id: str) -> dict[str, Any] | None:
+        """A document's title, metadata, table of contents and passage ids."""
+        ...
+
+    def get_passages(self, passage_ids: Sequence[str]) -> list[Passage]:
+        """Passages by id, in the order asked."""
+        ...
+
+    def iter_passages(self, filters: Filters = None) -> Iterator[Passage]:
+        """Passages matching ``filters``, in insertion order."""
+        ...
+
+    def records(self, rowids: Iterable[int]) -> dict[int, PassageRecord]:
+        """Stored passages by rowid (unknown rowids left out)."""
+        ...
+
+    def passage_rowids(self) -> np.ndarray:
+        """Rowids of every passage, ascending."""
+        ...
+
+    def rowids_of(
+        self, *, passage_ids: Iterable[str] | None = None, doc_ids: Iterable[str] | None = None
+    ) -> np.ndarray:
+        """Rowids of the passages with dense vectors among these ids / documents."""
+        ...
+
+    def doc_ids_for_rowids(self, rowids: Iterable[int]) -> dict[int, str]:
+        """Document id of each rowid."""
+        ...
+
+    def matching_rowids(self, filters: Filters, *, with_vector: bool = True) -> np.ndarray | None:
+        """Rowids matching ``filters`` (with a dense vector unless ``with_vector=False``); ``None``: no filter."""
+        ...
+
+    # -- dense vectors ----------------------------------------------------------------------------------
+    def search_dense(
+        self, queries: np.ndarray, top_k: int, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top inner products over the passage vectors: ``(scores, rowids)``, ``-1``-padded."""
+        ...
+
+    def vectors(self, rowids: np.ndarray) -> np.ndarray:
+        """The stored float32 vectors of ``rowids`` (each must have one)."""
+        ...
+
+    def get_embeddings(self, passage_ids: Sequence[str]) -> list[np.ndarray | None]:
+        """Vectors as written, by passage id."""
+        ...
+
+    # -- writing ----------------------------------------------------------------------------------------
+    def batch(self) -> AbstractContextManager[Any]:
+        """Group writes into one atomic commit."""
+        ...
+
+    def add_documents(
+        self,
+        documents: Iterable[Document],
+        *,
+        max_passage_words: int | None = None,
+        policy: WritePolicy = "upsert",
+        show_progress_bar: bool = False,
+        encode: bool = True,
+    ) -> WriteSummary:
+        """Split, encode and store documents (upsert by document id)."""
+        ...
+
+    def add_passages(
+        self,
+        passages: Sequence[Passage],
+        embeddings: np.ndarray | Sequence[Sequence[float] | np.ndarray | None] | None = None,
+        *,
+        policy: WritePolicy = "upsert",
+        encode_missing: bool | None = None,
+    ) -> WriteSummary:
+        """Store passages as given, with caller vectors or encoded ones."""
+        ...
+
+    def delete_passages(self, passage_ids: Iterable[str]) -> int:
+        """Delete passages by id."""
+        ...
+
+    def delete_documents(self, doc_ids: Iterable[str]) -> int:
+        """Delete documents and their passages."""
+        ...
+
+    def delete_by_filter(self, filters: Filters) -> int:
+        """Delete every passage matching ``filters``."""
+        ...
+
+    def delete_all(self, *, forget_dimension: bool = False) -> int:
+        """Delete everything (and forget the dimension, if asked)."""
+        ...
+
+    def update_meta(self, passage_ids: Iterable[str], meta: Mapping[str, Any], *, merge: bool = True) -> int:
+        """Merge or replace passage metadata."""
+        ...
+
+    def update_by_filter(self, filters: Filters, meta: Mapping[str, Any]) -> int:
+        """Merge metadata into every matching passage."""
+        ...
+
+    def snapshot(self, target: str | Path) -> Path:
+        """A verified copy of one committed generation."""
+        ...
+
+    # -- extensions -------------------------------------------------------------------------------------
+    def extension(self, name: str) -> StoreExtension | None:
+        """The extension registered as ``name``, or ``None``."""
+        ...
+
+    def add_extension(self, extension: StoreExtension, *, replace: bool = False) -> None:
+        """Attach and build an extension."""
+        ...
+
+    def ensure_extension(self, name: str, *, create: bool = True, **config: Any) -> StoreExtension:
+        """The extension ``name``, built with ``config`` when missing and ``create`` is true."""
+        ...
+
+    def mark_extension_dirty(self, name: str) -> None:
+        """An extension changed outside a hook: write it at the next commit."""
+        ...
+
+    def close(self) -> None:
+        """Release the store."""
+        ...
+
+
+class StoreExtension:
+    """Base class of store extensions (all hooks are no-ops by default).
+
+    Subclasses set ``name`` and ``FILES`` and implement :meth:`files`, :meth:`write` and :meth:`load`, plus
+    the hooks they need. Hooks run inside the store's write transaction; raising aborts the whole write.
+    """
+
+    name: ClassVar[str] = ""
+    FILES: ClassVar[tuple[str, ...]] = ()
+    """Every file name the extension may own (what :meth:`files` returns is always a subset)."""
+
+    def config(self) -> dict[str, Any]:
+        """JSON-ready configuration, passed back to :meth:`from_config` when the store is opened."""
+        return {}
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> StoreExtension:
+        """Build an (empty) extension from :meth:`config`; :meth:`load` then reads its files."""
+        return cls(**dict(config))
+
+    def files(self) -> list[str]:
+        """File names (inside the store directory) this extension owns now."""
+        return list(self.FILES)
+
+    def write(self, paths: Mapping[str, Path]) -> None:
+        """Write the current state to ``paths`` (file name → temporary path to write)."""
+
+    def load(self, store: StoreBackend, paths: Mapping[str, Path]) -> None:
+        """Read the committed files (file name → path)."""
+
+    def build(self, store: StoreBackend) -> None:
+        """Populate from the passages already in ``store`` (called by :meth:`HierStore.add_extension`)."""
+
+    def on_passages_added(
+        self, store: StoreBackend, rowids: np.ndarray, passages: Sequence[Passage], vectors: np.ndarray | None
+    ) -> None:
+        """Passages were inserted under FAISS/SQLite ids ``rowids``.
+
+        ``vectors`` are their dense vectors, rows aligned with ``passages`` (``None`` unless every passage
+        came with one).
+        """
+
+    def on_passages_removed(self, store: StoreBackend, rowids: np.ndarray) -> None:
+        """Passages with these ids were deleted (ids are never reused)."""
+
+    def on_documents_changed(self, store: StoreBackend, doc_ids: set[str]) -> None:
+        """Just before a commit: these documents gained, lost or changed passages (or were deleted)."""
+
+    def verify(self, store: StoreBackend) -> None:
+        """Check consistency with the store after loading; raise StoreCorruptedError on a mismatch."""
+
+    def describe(self) -> dict[str, Any]:
+        """Runtime facts for ``rag-hier info``."""
+        return {}

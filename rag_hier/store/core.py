@@ -1,0 +1,647 @@
+"""The shared engine of one store directory in a process: loading, one consistent view, commit and recovery.
+
+Every :class:`~rag_hier.store.HierStore` handle on a directory in a process shares one :class:`StoreCore`
+(the SQLite connection, the FAISS indexes, the extensions), so a write through one handle is seen at once
+by every other; the core's lock serializes threads. Across processes, SQLite is the commit point and the
+arbiter of what each process sees:
+
+- **Reads** run inside a SQLite read transaction (:meth:`StoreCore.reading`): its shared lock keeps any
+  writer from committing while the read runs, and at its start the core compares SQLite's
+  ``data_version`` with the one it last saw; if another process committed, the core reloads the indexes
+  and extensions of the new generation first. A read therefore answers from exactly one committed
+  generation and never sees a torn state.
+- **Writes** (:meth:`StoreCore.writing`) take the writer lock (``store.lock``, an ``flock``), then
+  ``BEGIN IMMEDIATE``; a core behind another process's commit reloads and applies the write on top of it.
+  A commit writes changed index files to temporary names, commits one SQLite transaction (the data, the
+  new generation and the files' checksums) — the commit point — then renames the files into place and
+  rewrites ``manifest.json``, and only then releases the writer lock. A failure before the commit point
+  rolls everything back and raises; a failure after it is logged, the write stands (it is durable), and
+  the next writer finishes the renames.
+- **Recovery** of a writer that died after its commit (renames and manifest left undone, temporary files
+  left behind) runs only under the writer lock, so no process ever renames or deletes a file that a live
+  writer owns. Readers never rename or delete anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import json
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from rag_hier.errors import StoreCorruptedError, StoreError
+from rag_hier.index.dense import DenseIndex, IndexConfig
+from rag_hier.store.contract import StoreExtension
+from rag_hier.store.extensions.base import extension_class
+from rag_hier.store.files import WriterLock, atomic_write_json, fsync_dir, fsync_file, regular_file, sha256_file
+from rag_hier.store.records import PassageRecord, iter_records
+from rag_hier.store.schema import check_schema, dumps
+from rag_hier.store.state import (
+    DATABASE,
+    DENSE_FILE,
+    FORMAT_VERSION,
+    MANIFEST,
+    committed_path,
+    finish_renames,
+    remove_stray_files,
+    retrying,
+    validate_state,
+)
+
+if TYPE_CHECKING:
+    from rag_hier.store.contract import StoreBackend
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["StoreCore", "connect", "copy_committed"]
+
+_RECORD_CACHE_MAX = 500_000
+"""Stores with at most this many passages keep their parsed records in memory for filtered reads."""
+_BUSY_TIMEOUT_S = 60.0
+
+_CORES: dict[str, StoreCore] = {}
+_CORES_LOCK = threading.Lock()
+
+
+def _step(name: str) -> None:
+    """A named point inside a commit; tests replace this to simulate a crash there."""
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open ``store.sqlite`` (refusing a symlink) in rollback-journal mode with full syncs."""
+    regular_file(path)
+    try:
+        db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=_BUSY_TIMEOUT_S)
+    except sqlite3.DatabaseError as exc:
+        raise StoreCorruptedError(f"{path}: not a readable SQLite database ({exc})") from exc
+    try:
+        if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "delete":
+            db.execute("PRAGMA journal_mode=DELETE")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("PRAGMA trusted_schema=OFF")
+    except sqlite3.OperationalError as exc:
+        db.close()
+        raise StoreError(f"{path}: cannot open the database ({exc})") from exc
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise StoreCorruptedError(f"{path}: not a readable SQLite database ({exc})") from exc
+    return db
+
+
+def read_state(db: sqlite3.Connection, db_path: Path) -> dict[str, Any]:
+    """The committed state held in the database, validated."""
+    try:
+        row = db.execute("SELECT value FROM state WHERE key='manifest'").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise StoreCorruptedError(f"{db_path}: not a rag-hier database ({exc})") from exc
+    if row is None:
+        raise StoreCorruptedError(f"{db_path}: the store state is missing")
+    try:
+        state = json.loads(row[0])
+    except (TypeError, ValueError) as exc:
+        raise StoreCorruptedError(f"{db_path}: the store state is not valid JSON ({exc})") from exc
+    return validate_state(state, db_path)
+
+
+class StoreCore:
+    """One open store directory, shared by every handle on it in this process (see the module docstring)."""
+
+    def __init__(self, root: Path, db: sqlite3.Connection, state: dict[str, Any]) -> None:
+        self.root = root
+        self.db = db
+        self.state = state
+        self.lock = threading.RLock()
+        self.writer = WriterLock(root)
+        self.indexes: dict[str, DenseIndex] = {}
+        self.extensions: dict[str, StoreExtension] = {}
+        self.encoders: dict[str | None, Any] = {}  # recorded encoder per device, shared by handles
+        self.users = 0
+        self.key = ""
+        self.verify = True  # hash files when (re)loading them
+        self.data_version = -1
+        self.settled = False  # whether renames, manifest and strays of the committed state are done
+        # one write batch at a time (the lock serializes threads)
+        self.depth = 0
+        self.dirty: set[str] = set()
+        self.dirty_ext: set[str] = set()
+        self.changed_docs: set[str] = set()
+        self.saved_state: dict[str, Any] = {}
+        self._records: tuple[int, list[PassageRecord]] | None = None
+        self._loaded_files: dict[str, Any] = {}  # what the in-memory indexes were loaded from
+
+    # ------------------------------------------------------------------------------------------------
+    # the process-wide registry: one core per directory
+    # ------------------------------------------------------------------------------------------------
+    @classmethod
+    def shared(
+        cls, root: Path, handle: StoreBackend, attach: Callable[[StoreCore], None], *, verify: bool
+    ) -> StoreCore:
+        """The core of ``root`` in this process, loaded on first use; ``attach`` binds ``handle`` to it."""
+        key = os.path.realpath(root)
+        with _CORES_LOCK:
+            core = _CORES.get(key)
+            if core is None:
+                core = cls.load(root, handle, attach, verify=verify)
+                core.key = key
+                _CORES[key] = core
+            else:
+                attach(core)
+            core.users += 1
+        return core
+
+    @classmethod
+    def register(cls, core: StoreCore) -> StoreCore:
+        """Make a freshly created core the shared one of its directory."""
+        core.key = os.path.realpath(core.root)
+        with _CORES_LOCK:
+            if core.key in _CORES:  # pragma: no cover - create() refuses existing stores
+                raise StoreError(f"{core.root} is already open in this process")
+            _CORES[core.key] = core
+            core.users += 1
+        return core
+
+    def release(self) -> None:
+        """Drop one handle; the last one closes the database and the writer lock."""
+        with _CORES_LOCK:
+            self.users -= 1
+            if self.users > 0:
+                return
+            if _CORES.get(self.key) is self:
+                del _CORES[self.key]
+        with self.lock:
+            self.writer.close()
+            with contextlib.suppress(sqlite3.Error):
+                self.db.close()
+
+    # ------------------------------------------------------------------------------------------------
+    # loading
+    # ------------------------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, root: Path, handle: StoreBackend, attach: Callable[[StoreCore], None], *, verify: bool) -> StoreCore:
+        """Open a store directory: check the schema, the state against the manifest, sizes, checksums, counts."""
+        manifest_path = root / MANIFEST
+        if regular_file(manifest_path) is None:
+            if not root.exists():
+                raise StoreError(f"store directory {root} does not exist")
+            raise StoreError(f"{root} is not a rag-hier store (no {MANIFEST})")
+        db_path = root / DATABASE
+        if regular_file(db_path) is None:
+            raise StoreCorruptedError(f"{db_path} is missing")
+        db = connect(db_path)
+        try:
+            check_schema(db, db_path)
+            core = cls(root, db, {})
+            core.verify = verify
+            attach(core)
+            with core._read_transaction():
+                state = read_state(db, db_path)
+                core._check_manifest(state, verify=verify)
+                core.state = state
+                core._load_files(handle, verify=verify)
+                core.data_version = core._data_version()
+            core.settled = False
+            return core
+        except BaseException:
+            db.close()
+            raise
+
+    def _check_manifest(self, state: dict[str, Any], *, verify: bool) -> None:
+        path = self.root / MANIFEST
+        try:
+            manifest = json.loads(path.read_bytes())
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise StoreCorruptedError(f"{path}: not valid JSON ({exc})") from exc
+        if not isinstance(manifest, dict) or manifest.get("format") != "rag-hier-store":
+            raise StoreCorruptedError(f"{path}: not a rag-hier manifest")
+        version = manifest.get("format_version")
+        if version != FORMAT_VERSION:
+            raise StoreError(f"{path}: store format version {version}; this rag-hier reads version {FORMAT_VERSION}")
+        m_gen, s_gen = manifest.get("generation"), state["generation"]
+        if isinstance(m_gen, bool) or not isinstance(m_gen, int):
+            raise StoreCorruptedError(f"{path}: generation is missing or not an integer")
+        if s_gen < m_gen:
+            raise StoreCorruptedError(f"{self.root / DATABASE} is older (generation {s_gen}) than {MANIFEST} ({m_gen})")
+        if s_gen > m_gen:  # a commit whose manifest was not rewritten yet (in progress, or its writer died)
+            return
+        files = manifest.get("files")
+        info = files.get(DATABASE) if isinstance(files, dict) else None
+        if not isinstance(info, dict):
+            raise StoreCorruptedError(f"{path}: no checksum recorded for {DATABASE}")
+        db_path = self.root / DATABASE
+        st = regular_file(db_path)
+        if st is None:  # pragma: no cover - load() checked it
+            raise StoreCorruptedError(f"{db_path} is missing")
+        if st.st_size != info.get("bytes"):
+            raise StoreCorruptedError(f"{db_path}: {st.st_size} bytes, {MANIFEST} records {info.get('bytes')}")
+        if verify and sha256_file(db_path) != info.get("sha256"):
+            raise StoreCorruptedError(f"{db_path}: checksum does not match {MANIFEST}")
+        # at the same generation the manifest mirrors the committed state (files aside): an edited manifest
+        # (counts, dimension, encoder, ...) is a mismatch, not something to ignore
+        for key, value in state.items():
+            if key != "files" and manifest.get(key) != value:
+                raise StoreCorruptedError(f"{path}: {key!r} is {manifest.get(key)!r}, but {DATABASE} records {value!r}")
+
+    def _load_files(self, handle: StoreBackend, *, verify: bool, keep: bool = False) -> None:
+        """Load the indexes and extensions of ``self.state`` (``keep``: reuse those whose files did not change)."""
+        state = self.state
+        files: dict[str, Any] = state["files"]
+        allowed = {DENSE_FILE}
+        old_indexes, old_extensions = self.indexes, self.extensions
+        previous = self._loaded_files
+        indexes: dict[str, DenseIndex] = {}
+        info = files.get(DENSE_FILE)
+        if info is not None:
+            if state.get("dimension") is None:
+                raise StoreCorruptedError(f"{self.root / MANIFEST}: an index file is recorded but no dimension")
+            config = self.index_config
+            if keep and "dense" in old_indexes and previous.get(DENSE_FILE) == info.get("sha256"):
+                indexes["dense"] = old_indexes["dense"]
+            else:
+                indexes["dense"] = retrying(
+                    lambda: DenseIndex.read(
+                        committed_path(self.root, DENSE_FILE, info, verify=verify), int(state["dimension"]), config
+                    )
+                )
+        self.indexes = indexes
+        self._verify_counts(full=not keep)
+        extensions: dict[str, StoreExtension] = {}
+        for name, ext_info in state.get("extensions", {}).items():
+            cls = extension_class(name, self.root / MANIFEST)
+            names = list(ext_info.get("files", []))
+            bad = [f for f in names if f not in cls.FILES]
+            if bad:
+                raise StoreCorruptedError(f"{self.root / MANIFEST}: extension {name!r} cannot own {bad[0]!r}")
+            allowed.update(names)
+            digests = [(files.get(f) or {}).get("sha256") for f in names]
+            old = old_extensions.get(name)
+            if keep and old is not None and previous.get(f"ext:{name}") == (ext_info.get("config"), digests):
+                extensions[name] = old
+                continue
+            extensions[name] = retrying(functools.partial(self._load_extension, name, ext_info, handle, verify=verify))
+        unknown = set(files) - allowed
+        if unknown:
+            raise StoreCorruptedError(f"{self.root / MANIFEST}: files {sorted(unknown)} belong to no index")
+        self.extensions = extensions
+        self._remember_files()
+        self._records = None
+
+    def _load_extension(
+        self, name: str, info: Mapping[str, Any], handle: StoreBackend, *, verify: bool
+    ) -> StoreExtension:
+        cls = extension_class(name, self.root / MANIFEST)
+        try:
+            ext = cls.from_config(info.get("config", {}))
+        except (TypeError, ValueError) as exc:
+            raise StoreCorruptedError(
+                f"{self.root / MANIFEST}: extension {name!r} has a bad configuration ({exc})"
+            ) from exc
+        paths = {}
+        for fname in info.get("files", []):
+            file_info = self.state["files"].get(fname)
+            if file_info is None:
+                raise StoreCorruptedError(f"{self.root / MANIFEST}: extension {name!r} file {fname} is not recorded")
+            paths[fname] = committed_path(self.root, fname, file_info, verify=verify)
+        ext.load(handle, paths)
+        ext.verify(handle)
+        return ext
+
+    def count_rows(self) -> dict[str, int]:
+        """Documents, passages and passages with a vector, as the database holds them."""
+        q = self.db.execute
+        return {
+            "documents": int(q("SELECT count(*) FROM documents").fetchone()[0]),
+            "passages": int(q("SELECT count(*) FROM passages").fetchone()[0]),
+            "vectors": int(q("SELECT count(*) FROM passages WHERE has_vector=1").fetchone()[0]),
+        }
+
+    def vector_rowids(self) -> np.ndarray:
+        """Rowids of the passages with a dense vector, ascending."""
+        return np.fromiter(
+            (r for (r,) in self.db.execute("SELECT id FROM passages WHERE has_vector=1 ORDER BY id")), dtype=np.int64
+        )
+
+    def _verify_counts(self, *, full: bool = True) -> None:
+        """Row counts against the state; with ``full``, the index's ids against the passages with vectors."""
+        counts = self.count_rows()
+        recorded = self.state.get("counts", {})
+        if counts != recorded:
+            raise StoreCorruptedError(f"{self.root / DATABASE}: holds {counts}, the committed state records {recorded}")
+        index = self.indexes.get("dense")
+        if index is None:
+            if counts["vectors"]:
+                raise StoreCorruptedError(f"{self.root}: {counts['vectors']} passages have vectors but no index")
+            return
+        if not full and index.config.kind != "hnsw":
+            if index.ntotal != counts["vectors"]:
+                raise StoreCorruptedError(
+                    f"{self.root / DENSE_FILE}: holds {index.ntotal} vectors, {DATABASE} has {counts['vectors']}"
+                )
+            return
+        live = self.vector_rowids()
+        held = np.sort(index.ids())
+        if index.config.kind == "hnsw":
+            missing = np.setdiff1d(live, held)
+            if missing.size:
+                raise StoreCorruptedError(f"{self.root / DENSE_FILE}: {missing.size} passage vectors are missing")
+            index.mark_tombstones(np.setdiff1d(held, live))
+        elif not np.array_equal(held, live):
+            raise StoreCorruptedError(
+                f"{self.root / DENSE_FILE}: holds {held.size} vectors that do not match the {live.size} passage "
+                f"vectors of {DATABASE}"
+            )
+
+    # ------------------------------------------------------------------------------------------------
+    # one consistent view
+    # ------------------------------------------------------------------------------------------------
+    @property
+    def index_config(self) -> IndexConfig:
+        """Configuration of the passage index, from the committed state."""
+        try:
+            return IndexConfig.from_dict(dict(self.state["indexes"]["dense"]["config"]))
+        except (TypeError, ValueError) as exc:
+            raise StoreCorruptedError(f"{self.root / MANIFEST}: bad index configuration ({exc})") from exc
+
+    @property
+    def generation(self) -> int:
+        """The committed generation this core holds."""
+        return int(self.state["generation"])
+
+    def _data_version(self) -> int:
+        return int(self.db.execute("PRAGMA data_version").fetchone()[0])
+
+    @contextlib.contextmanager
+    def _read_transaction(self) -> Iterator[None]:
+        self.db.execute("BEGIN")
+        try:
+            yield
+        finally:
+            if self.db.in_transaction:
+                self.db.execute("COMMIT")
+
+    def sync(self, handle: StoreBackend) -> None:
+        """Reload what another process committed since this core last looked (inside a transaction)."""
+        version = self._data_version()
+        if version == self.data_version:
+            return
+        self.data_version = version
+        state = read_state(self.db, self.root / DATABASE)
+        if state["generation"] == self.generation:
+            return
+        if state["generation"] < self.generation:
+            raise StoreCorruptedError(
+                f"{self.root / DATABASE} went back from generation {self.generation} to {state['generation']}"
+            )
+        logger.debug("%s: generation %d -> %d (another process wrote)", self.root, self.generation, state["generation"])
+        self.state = state
+        self._load_files(handle, verify=self.verify, keep=True)
+        self.settled = False
+
+    @contextlib.contextmanager
+    def reading(self, handle: StoreBackend) -> Iterator[None]:
+        """Run a read against one committed generation (see the module docstring)."""
+        with self.lock:
+            if self.db.in_transaction:  # inside a write batch, or an enclosing read
+                yield
+                return
+            with self._read_transaction():
+                self.sync(handle)
+                yield
+
+    def records(self, *, cache: bool = True) -> list[PassageRecord]:
+        """Every stored record in insertion order (kept between commits for stores up to 500k passages)."""
+        generation = self.generation
+        if cache and self.depth == 0 and self._records is not None and self._records[0] == generation:
+            return self._records[1]
+        records = list(iter_records(self.db))
+        if cache and self.depth == 0 and len(records) <= _RECORD_CACHE_MAX:
+            self._records = (generation, records)
+        return records
+
+    # ------------------------------------------------------------------------------------------------
+    # writing: one batch at a time, committed atomically
+    # ------------------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def writing(self, handle: StoreBackend) -> Iterator[None]:
+        """A write batch: nested batches join the outermost, which commits (or rolls back on an exception)."""
+        with self.lock:
+            outer = self.depth == 0
+            if outer:
+                self._begin(handle)
+            self.depth += 1
+            try:
+                yield
+            except BaseException:
+                self.depth -= 1
+                if outer:
+                    self._rollback(handle)
+                raise
+            self.depth -= 1
+            if outer:
+                self._commit(handle)
+
+    def _begin(self, handle: StoreBackend) -> None:
+        self.writer.acquire()
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+            self.sync(handle)
+            if not self.settled:
+                self.recover()
+        except BaseException:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            self.writer.release()
+            raise
+        self.saved_state = copy.deepcopy(self.state)
+
+    def recover(self) -> None:
+        """Finish the renames and manifest of the committed state and remove temporary files (writer lock held)."""
+        if not self.writer.held:  # pragma: no cover - callers hold it
+            raise StoreError("recovery needs the writer lock")
+        renamed = finish_renames(self.root, self.state["files"])
+        if renamed:
+            logger.warning("%s: finished %d renames of an interrupted commit", self.root, renamed)
+        remove_stray_files(self.root, keep=set())
+        try:
+            manifest = json.loads((self.root / MANIFEST).read_bytes())
+            stale = not isinstance(manifest, dict) or manifest.get("generation") != self.generation
+        except (OSError, ValueError):
+            stale = True
+        if stale:
+            self.write_manifest()
+        self.settled = True
+
+    def try_recover(self, handle: StoreBackend) -> bool:
+        """Recover now if no other process is writing (a non-blocking try of the writer lock)."""
+        with self.lock:
+            if self.settled or self.depth:
+                return self.settled
+            try:
+                if not self.writer.acquire(blocking=False):
+                    return False  # a live writer will finish its own commit
+            except StoreError as exc:  # e.g. a read-only directory: nothing can be finished from here
+                logger.debug("%s: no recovery (%s)", self.root, exc)
+                return False
+            try:
+                with self._read_transaction():
+                    self.sync(handle)
+                    self.recover()
+            finally:
+                self.writer.release()
+            return True
+
+    def _rollback(self, handle: StoreBackend) -> None:
+        try:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            self.state = self.saved_state
+            # what the batch changed in memory is read back from the committed files
+            if "dense" in self.dirty:
+                self._loaded_files.pop(DENSE_FILE, None)
+            for name in self.dirty_ext:
+                self._loaded_files.pop(f"ext:{name}", None)
+            with self._read_transaction():
+                self._load_files(handle, verify=False, keep=True)
+                self.data_version = self._data_version()
+        finally:
+            self.dirty.clear()
+            self.dirty_ext.clear()
+            self.changed_docs.clear()
+            self._records = None
+            self.writer.release()
+
+    def _commit(self, handle: StoreBackend) -> None:
+        try:
+            pending, dropped = self._prepare_commit(handle)
+            _step("before_sqlite_commit")
+            self.db.execute("COMMIT")
+        except BaseException:
+            self._rollback(handle)
+            raise
+        # the commit point: from here on the write is durable, and failures are reported as warnings
+        self.dirty.clear()
+        self.dirty_ext.clear()
+        self._records = None
+        self._loaded_files = {}
+        try:
+            _step("after_sqlite_commit")
+            for tmp, final in pending:
+                tmp.replace(final)
+            for name in dropped:
+                path = self.root / name
+                if regular_file(path) is not None:
+                    path.unlink()
+            if pending or dropped:
+                fsync_dir(self.root)
+            _step("after_index_rename")
+            self.write_manifest()
+            _step("after_manifest")
+            self.settled = True
+        except Exception as exc:
+            self.settled = False
+            logger.warning(
+                "%s: the write is committed (generation %d), but finishing its files failed (%s); the next "
+                "write completes it",
+                self.root,
+                self.generation,
+                exc,
+                exc_info=logger.isEnabledFor(logging.DEBUG),
+            )
+        finally:
+            self._remember_files()
+            self.writer.release()
+
+    def _remember_files(self) -> None:
+        files = self.state["files"]
+        self._loaded_files = {DENSE_FILE: (files.get(DENSE_FILE) or {}).get("sha256")} | {
+            f"ext:{n}": (i.get("config"), [(files.get(f) or {}).get("sha256") for f in i.get("files", [])])
+            for n, i in self.state.get("extensions", {}).items()
+        }
+
+    def _prepare_commit(self, handle: StoreBackend) -> tuple[list[tuple[Path, Path]], list[str]]:
+        """Write changed files to temporary names and the new state into the open transaction."""
+        if self.changed_docs:
+            changed, self.changed_docs = self.changed_docs, set()
+            for name, ext in self.extensions.items():
+                ext.on_documents_changed(handle, changed)
+                self.dirty_ext.add(name)
+        gen = self.generation + 1
+        files = {k: {kk: vv for kk, vv in v.items() if kk != "pending"} for k, v in self.state["files"].items()}
+        pending: list[tuple[Path, Path]] = []
+        extensions_state = {
+            name: {"config": ext.config(), "files": ext.files()} for name, ext in self.extensions.items()
+        }
+        owned = {f for info in extensions_state.values() for f in info["files"]}
+        dropped = [
+            f for info in self.state.get("extensions", {}).values() for f in info.get("files", []) if f not in owned
+        ]
+        for f in dropped:
+            files.pop(f, None)
+        for name in sorted(self.dirty_ext & set(self.extensions)):
+            ext = self.extensions[name]
+            tmps = {f: self.root / f"{f}.g{gen}.tmp" for f in ext.files()}
+            ext.write(tmps)
+            for f, tmp in tmps.items():
+                if regular_file(tmp) is None:
+                    raise StoreError(f"extension {name!r} did not write {f}")
+                fsync_file(tmp)
+                files[f] = {"sha256": sha256_file(tmp), "bytes": tmp.stat().st_size, "pending": tmp.name}
+                pending.append((tmp, self.root / f))
+        index = self.indexes.get("dense")
+        if index is None and DENSE_FILE in files:  # the index was dropped (its dimension forgotten)
+            del files[DENSE_FILE]
+            dropped.append(DENSE_FILE)
+        if "dense" in self.dirty and index is not None:
+            tmp = self.root / f"{DENSE_FILE}.g{gen}.tmp"
+            index.write(tmp)
+            fsync_file(tmp)
+            files[DENSE_FILE] = {"sha256": sha256_file(tmp), "bytes": tmp.stat().st_size, "pending": tmp.name}
+            pending.append((tmp, self.root / DENSE_FILE))
+        _step("index_files_written")
+        state = dict(self.state)
+        state["generation"] = gen
+        state["files"] = files
+        state["counts"] = self.count_rows()
+        if extensions_state or "extensions" in state:
+            state["extensions"] = extensions_state
+        self.db.execute("UPDATE state SET value=? WHERE key='manifest'", (dumps(state),))
+        self.state = state
+        return pending, dropped
+
+    def write_manifest(self) -> None:
+        """Rewrite ``manifest.json`` from the committed state (plus the database's size and checksum)."""
+        manifest = json.loads(dumps(self.state))
+        db_path = self.root / DATABASE
+        manifest["files"][DATABASE] = {"sha256": sha256_file(db_path), "bytes": db_path.stat().st_size}
+        for info in manifest["files"].values():
+            info.pop("pending", None)
+        atomic_write_json(self.root / MANIFEST, manifest)
+
+
+def copy_committed(core: StoreCore, handle: StoreBackend, staging: Path) -> None:
+    """Copy one committed generation of ``core``'s store into the empty directory ``staging``, with its manifest."""
+    import shutil
+
+    with core.reading(handle):
+        state = copy.deepcopy(core.state)
+        for name, info in state["files"].items():
+            shutil.copyfile(committed_path(core.root, name, info, verify=False), staging / name)
+            info.pop("pending", None)
+        shutil.copyfile(core.root / DATABASE, staging / DATABASE)
+    db_copy = staging / DATABASE
+    db = connect(db_copy)
+    try:  # the copy's committed state names no temporary files
+        db.execute("UPDATE state SET value=? WHERE key='manifest'", (dumps(state),))
+    finally:
+        db.close()
+    manifest = json.loads(dumps(state))
+    manifest["files"][DATABASE] = {"sha256": sha256_file(db_copy), "bytes": db_copy.stat().st_size}
+    atomic_write_json(staging / MANIFEST, manifest)

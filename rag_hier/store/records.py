@@ -1,0 +1,219 @@
+"""Stored passages as typed records, the reads that return them, and search results (:class:`Hit`).
+
+A :class:`PassageRecord` is what the store holds about one passage (text, document, position, title path,
+metadata, extras, whether it has a dense vector) plus its *rowid*: the SQLite row id that is also its FAISS
+id and is never reused. Filters see records through the mapping interface (``record["meta"]``,
+``record.get("doc_id")``), with ``"content"`` as Haystack's name for the text.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from rag_hier.corpus.model import Passage
+from rag_hier.store.schema import PASSAGE_COLUMNS, rows_in
+
+__all__ = [
+    "POLICIES",
+    "Hit",
+    "PassageRecord",
+    "QueryResult",
+    "WritePolicy",
+    "WriteSummary",
+    "iter_records",
+    "record_from_row",
+    "records_by_rowid",
+]
+
+WritePolicy = Literal["upsert", "skip", "fail"]
+"""What a write does with ids already stored: replace them, keep them, or fail."""
+POLICIES: tuple[str, ...] = ("upsert", "skip", "fail")
+
+_ALIASES = {"content": "text", "id": "passage_id"}
+_KEYS = ("id", "doc_id", "content", "text", "position", "section", "title_path", "meta", "extra")
+"""The mapping view's keys (``content`` is Haystack's name for the text)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PassageRecord(Mapping[str, Any]):
+    """One stored passage.
+
+    Args:
+        rowid: The passage's row id: its FAISS id, never reused after a delete.
+        passage_id: The passage id (``<doc_id>#<n>`` or the id it was written with).
+        doc_id: Its document's id.
+        position: Its index within the document.
+        section: Index of its section in the document (0: the lead paragraphs).
+        title_path: Document title, then section titles.
+        text: The passage text.
+        meta: Its metadata.
+        extra: Integration payloads kept with it (a framework's node or document fields).
+        has_vector: Whether the dense index holds a vector for it.
+
+    """
+
+    rowid: int
+    passage_id: str
+    doc_id: str
+    position: int
+    section: int = 0
+    title_path: tuple[str, ...] = ()
+    text: str = ""
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    has_vector: bool = False
+
+    # -- the mapping view that filters and integrations read ------------------------------------------
+    def __getitem__(self, key: str) -> Any:
+        if key not in _KEYS:
+            raise KeyError(key)
+        return getattr(self, _ALIASES.get(key, key))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_KEYS)
+
+    def __len__(self) -> int:
+        return len(_KEYS)
+
+    def to_passage(self) -> Passage:
+        """The :class:`~rag_hier.corpus.model.Passage` this record stores (metadata copied)."""
+        return Passage(
+            id=self.passage_id,
+            doc_id=self.doc_id,
+            position=self.position,
+            text=self.text,
+            title_path=self.title_path,
+            section=self.section,
+            meta=dict(self.meta),
+            extra=dict(self.extra),
+        )
+
+    @property
+    def embedding_text(self) -> str:
+        """The text its vector encodes (title path prefixed), as :attr:`Passage.embedding_text`."""
+        return Passage(self.passage_id, self.doc_id, self.position, self.text, self.title_path).embedding_text
+
+
+def record_from_row(row: Sequence[Any]) -> PassageRecord:
+    """A record from a row of :data:`~rag_hier.store.schema.PASSAGE_COLUMNS`."""
+    rowid, pid, doc_id, position, section, title_path, text, meta, extra, has_vector = row
+    return PassageRecord(
+        rowid,
+        pid,
+        doc_id,
+        position,
+        section,
+        # most rows have no title path, metadata or extras: skip decoding the empty JSON literals
+        () if title_path == "[]" else tuple(json.loads(title_path)),
+        text,
+        {} if meta == "{}" else json.loads(meta),
+        {} if extra == "{}" else json.loads(extra),
+        bool(has_vector),
+    )
+
+
+def iter_records(db: sqlite3.Connection, where: str = "", params: Sequence[Any] = ()) -> Iterator[PassageRecord]:
+    """Records in insertion order (``where``: an SQL ``WHERE`` clause over the passages table)."""
+    cur = db.execute(f"SELECT {PASSAGE_COLUMNS} FROM passages {where} ORDER BY id", tuple(params))
+    while rows := cur.fetchmany(2048):
+        for row in rows:
+            yield record_from_row(row)
+
+
+def records_by_rowid(db: sqlite3.Connection, rowids: Iterable[int]) -> dict[int, PassageRecord]:
+    """Records by rowid (unknown and negative rowids are left out)."""
+    ids = sorted({int(r) for r in rowids if r >= 0})
+    return {
+        row[0]: record_from_row(row)
+        for row in rows_in(db, f"SELECT {PASSAGE_COLUMNS} FROM passages WHERE id IN ({{marks}})", ids)
+    }
+
+
+# ----------------------------------------------------------------------------------------------------
+# search results: one Hit type for every strategy
+# ----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Hit:
+    """One ranked result.
+
+    Args:
+        passage_id: ``<doc_id>#<n>`` (or the id the passage was written with).
+        doc_id: The parent document's id.
+        text: The passage text.
+        title_path: Document title, then section titles.
+        meta: The passage's metadata.
+        score: The ranking score (higher is better).
+        rank: 1-based rank in its result list.
+        position: The passage's index within its document.
+        scores: Component scores of strategies that combine several; the keys are documented per
+            strategy (``hierarchical``: ``passage``, ``document``, ``fused``; ``svdr-*``: ``beta``, ``rerank``,
+            ``full``, ``alpha``, ``lexical``; ``fusion``: the component strategies' names and ``fused``).
+            Empty for single-score strategies (``dense``, ``tree``).
+        rowid: The passage's store rowid (its FAISS id, never reused).
+        extra: Integration payloads stored with the passage (a framework's node or document fields).
+
+    """
+
+    passage_id: str
+    doc_id: str
+    text: str
+    title_path: tuple[str, ...]
+    meta: Mapping[str, Any]
+    score: float
+    rank: int
+    position: int = 0
+    scores: Mapping[str, float] = field(default_factory=dict)
+    rowid: int = -1
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def with_rank(self, rank: int) -> Hit:
+        """The same hit at another rank."""
+        return replace(self, rank=rank)
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """One query's ranked hits and what the search measured.
+
+    Args:
+        hits: Ranked hits.
+        stats: Per-query facts a strategy reports (documented per strategy), e.g. ``passages_scored`` and
+            ``fraction_scored`` (tree: the passages whose vectors were compared with the query, and their share
+            of the collection) or ``documents_searched`` (hierarchical).
+
+    """
+
+    hits: list[Hit]
+    stats: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WriteSummary:
+    """What a write changed.
+
+    Args:
+        documents_added: Documents that were new.
+        documents_updated: Stored documents whose passages changed.
+        documents_unchanged: Stored documents written again as they were.
+        documents_skipped: Stored documents left alone (``policy="skip"``).
+        documents_empty: Documents that yielded no passage (no text): stored with their title and metadata only.
+        passages_added: Passages inserted (new or replacing changed ones).
+        passages_removed: Passages deleted (replaced or vanished).
+        passages_unchanged: Passages kept with their vectors (not re-encoded).
+        encoded: Passages encoded by the store's model.
+
+    """
+
+    documents_added: int = 0
+    documents_updated: int = 0
+    documents_unchanged: int = 0
+    documents_skipped: int = 0
+    documents_empty: int = 0
+    passages_added: int = 0
+    passages_removed: int = 0
+    passages_unchanged: int = 0
+    encoded: int = 0

@@ -1,0 +1,140 @@
+"""The store's SQLite schema, the check that a database holds exactly that schema, and the one chunked ``IN`` helper.
+
+A store's ``store.sqlite`` may come from a stranger: before anything is read or written, :func:`check_schema`
+compares every object in ``sqlite_master`` with the objects this schema defines, so a trigger, view or extra
+table planted in the file is refused (a trigger would otherwise run silently on the next write).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from rag_hier.errors import StoreCorruptedError
+
+__all__ = [
+    "PASSAGE_COLUMNS",
+    "SCHEMA",
+    "check_schema",
+    "dumps",
+    "hash_text",
+    "query_in",
+    "rows_in",
+]
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS documents (
+    rowid INTEGER PRIMARY KEY AUTOINCREMENT,
+    doc_id TEXT NOT NULL UNIQUE,
+    title TEXT NOT NULL DEFAULT '',
+    meta TEXT NOT NULL DEFAULT '{}',
+    toc TEXT NOT NULL DEFAULT '[]'
+);
+CREATE TABLE IF NOT EXISTS passages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    passage_id TEXT NOT NULL UNIQUE,
+    doc_id TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    section INTEGER NOT NULL DEFAULT 0,
+    title_path TEXT NOT NULL DEFAULT '[]',
+    text TEXT NOT NULL,
+    meta TEXT NOT NULL DEFAULT '{}',
+    extra TEXT NOT NULL DEFAULT '{}',
+    content_hash TEXT NOT NULL,
+    has_vector INTEGER NOT NULL DEFAULT 0,
+    exact_embedding BLOB
+);
+CREATE INDEX IF NOT EXISTS passages_by_doc ON passages(doc_id, position);
+CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+PASSAGE_COLUMNS = "id, passage_id, doc_id, position, section, title_path, text, meta, extra, has_vector"
+"""The columns a :class:`~rag_hier.store.records.PassageRecord` is read from, in its field order."""
+
+CHUNK = 900
+"""Values per ``IN (...)`` list (under SQLite's historical limit of 999 host parameters)."""
+
+_EXPECTED: dict[tuple[str, str], str | None] | None = None
+
+
+def _normalized(sql: str | None) -> str | None:
+    return None if sql is None else " ".join(sql.replace("IF NOT EXISTS ", "").split())
+
+
+def _expected_objects() -> dict[tuple[str, str], str | None]:
+    """``(type, name) -> normalized SQL`` of every object :data:`SCHEMA` creates (SQLite's own included)."""
+    global _EXPECTED
+    if _EXPECTED is None:
+        mem = sqlite3.connect(":memory:")
+        try:
+            mem.executescript(SCHEMA)
+            # sqlite_sequence appears with the first AUTOINCREMENT insert
+            mem.execute(
+                "INSERT INTO passages(passage_id, doc_id, position, text, content_hash) VALUES ('', '', 0, '', '')"
+            )
+            rows = mem.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
+        finally:
+            mem.close()
+        _EXPECTED = {(t, n): _normalized(s) for t, n, s in rows}
+    return _EXPECTED
+
+
+def check_schema(db: sqlite3.Connection, path: Path) -> None:
+    """Refuse a database whose objects differ from :data:`SCHEMA` (triggers, views, extra or altered tables)."""
+    expected = _expected_objects()
+    try:
+        rows = db.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise StoreCorruptedError(f"{path}: not a readable SQLite database ({exc})") from exc
+    for kind, name, sql in rows:
+        want = expected.get((kind, name), "missing")
+        if want == "missing":
+            raise StoreCorruptedError(
+                f"{path}: holds a {kind} {name!r} that the rag-hier schema does not define; refusing to use it"
+            )
+        if _normalized(sql) != want:
+            raise StoreCorruptedError(f"{path}: the {kind} {name!r} differs from the rag-hier schema")
+    present = {(k, n) for k, n, _ in rows}
+    missing = [n for (k, n) in expected if (k, n) not in present and n != "sqlite_sequence"]
+    if missing:
+        raise StoreCorruptedError(f"{path}: lacks {', '.join(sorted(missing))} of the rag-hier schema")
+
+
+def rows_in(
+    db: sqlite3.Connection, sql: str, values: Iterable[Any], params: Sequence[Any] = ()
+) -> Iterator[tuple[Any, ...]]:
+    """Run ``sql`` once per chunk of ``values``, its ``{marks}`` replaced by that chunk's placeholders.
+
+    ``params`` are bound before the chunk (for placeholders that precede ``{marks}``). Yields the rows of
+    every chunk; statements that return none (``DELETE``, ``UPDATE``) simply run.
+
+    Example:
+        >>> rows_in(db, "SELECT id FROM passages WHERE passage_id IN ({marks})", ids)  # doctest: +SKIP
+
+    """
+    vals = list(values)
+    for start in range(0, len(vals), CHUNK):
+        chunk = vals[start : start + CHUNK]
+        yield from db.execute(sql.format(marks=",".join("?" * len(chunk))), (*params, *chunk))
+
+
+def query_in(db: sqlite3.Connection, sql: str, values: Iterable[Any], params: Sequence[Any] = ()) -> list[Any]:
+    """:func:`rows_in` as a list (single-column rows unwrapped)."""
+    out = []
+    for row in rows_in(db, sql, values, params):
+        out.append(row[0] if len(row) == 1 else row)
+    return out
+
+
+def dumps(obj: Any) -> str:
+    """Compact JSON as stored in the database."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def hash_text(text: str) -> str:
+    """The content hash of a passage's embedding text (unchanged text is never re-encoded)."""
+    return hashlib.sha1(text.encode("utf-8"), usedforsecurity=False).hexdigest()

@@ -1,0 +1,74 @@
+"""The fusion strategy: each fusion function against a hand computation, and the strategy over a store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rag_hier import HierStore, Passage
+from rag_hier.retrieval import ParameterError, Queries, build_retriever
+from rag_hier.retrieval.fusion import FUSIONS, FusionRetriever, register_fusion
+
+DENSE = (np.array([3, 1, 2]), np.array([0.9, 0.5, 0.1]))  # best first
+SPARSE = (np.array([2, 4]), np.array([7.0, 1.0]))
+
+
+def _as_dict(ids: np.ndarray, fused: np.ndarray) -> dict[int, float]:
+    return {int(i): float(f) for i, f in zip(ids, fused, strict=True)}
+
+
+def test_rrf() -> None:
+    got = _as_dict(*FUSIONS["rrf"]([DENSE, SPARSE], [1.0, 2.0], 60))
+    assert got == pytest.approx({3: 1 / 61, 1: 1 / 62, 2: 1 / 63 + 2 / 61, 4: 2 / 62})
+
+
+def test_relative_score_is_min_max_scaled() -> None:
+    got = _as_dict(*FUSIONS["relative_score"]([DENSE, SPARSE], [0.7, 0.3], 60))
+    dense = {3: 1.0, 1: 0.5, 2: 0.0}
+    sparse = {2: 1.0, 4: 0.0}
+    assert got == pytest.approx({i: 0.7 * dense.get(i, 0) + 0.3 * sparse.get(i, 0) for i in (1, 2, 3, 4)})
+
+
+def test_dbsf_clips_at_three_sigma() -> None:
+    got = _as_dict(*FUSIONS["dbsf"]([DENSE], [1.0], 60))
+    mu, sd = DENSE[1].mean(), DENSE[1].std()
+    want = {int(i): float(np.clip((s - (mu - 3 * sd)) / (6 * sd), 0, 1)) for i, s in zip(*DENSE, strict=True)}
+    assert got == pytest.approx(want)
+
+
+def test_convex_imputes_the_lowest_score_of_a_list() -> None:
+    got = _as_dict(*FUSIONS["convex"]([DENSE, SPARSE], [1.0, 0.5], 60))
+    assert got == pytest.approx({3: 0.9 + 0.5 * 1.0, 1: 0.5 + 0.5 * 1.0, 2: 0.1 + 0.5 * 7.0, 4: 0.1 + 0.5 * 1.0})
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> HierStore:
+    s = HierStore.create(tmp_path / "s", model=None)
+    rng = np.random.default_rng(0)
+    s.add_passages([Passage(f"p{i}", f"d{i}", 0, f"word{i % 4} text") for i in range(12)], rng.standard_normal((12, 6)))
+    s.ensure_extension("token-index")
+    yield s
+    s.close()
+
+
+def test_strategy_scores_and_a_registered_fusion(store: HierStore) -> None:
+    register_fusion("dense-only", lambda lists, weights, k: (lists[0][0], lists[0][1]))
+    q = Queries(texts=["word1"], vectors=np.ones((1, 6), np.float32))
+    dense = build_retriever("dense", store).run(q, top_k=5)[0].hits
+    only = FusionRetriever(store, method="dense-only").run(q, top_k=5)[0].hits
+    assert [h.passage_id for h in only] == [h.passage_id for h in dense]
+    rrf = build_retriever("fusion", store, method="rrf").run(q, top_k=12)[0].hits
+    for h in rrf:
+        assert set(h.scores) <= {"dense", "svdr-lexical", "fused"} and h.scores["fused"] == h.score
+        assert h.scores.get("svdr-lexical", 1.0) > 0  # a passage sharing no token is no lexical candidate
+
+
+def test_bad_parameters_name_the_field(store: HierStore) -> None:
+    with pytest.raises(ParameterError, match="method"):
+        FusionRetriever(store, method="average")
+    with pytest.raises(ParameterError, match="weights"):
+        FusionRetriever(store, weights=(1.0,))
+    with pytest.raises(ParameterError, match="fusion"):
+        FusionRetriever(store, strategies=("dense", "fusion"))

@@ -1,0 +1,136 @@
+"""The package's import graph: no cycle, and no lower layer importing a higher one.
+
+Every import statement counts, wherever it stands: module level, under ``TYPE_CHECKING``, inside functions.
+(``importlib.import_module`` of a name kept in a registry is a plugin lookup, not an import statement.)
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "rag_hier"
+
+# Layers, lowest first: a module may import only from its own layer or lower ones.
+LAYERS = [
+    {"rag_hier._version", "rag_hier.errors", "rag_hier._logging", "rag_hier._compat"},
+    {"rag_hier.corpus"},
+    {"rag_hier.encoders"},
+    {"rag_hier.index"},
+    {"rag_hier.store"},
+    {"rag_hier.retrieval"},
+    {"rag_hier.eval", "rag_hier.training", "rag_hier.testing"},
+    {"rag_hier.cli", "rag_hier", "rag_hier.__main__"},
+]
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for f in ROOT.rglob("*.py"):
+        parts = list(f.relative_to(ROOT.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        mods[".".join(parts)] = f
+    return mods
+
+
+def _graph() -> dict[str, set[str]]:
+    mods = _modules()
+
+    def resolve(name: str) -> str | None:
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for m, f in mods.items():
+        here = m if f.name == "__init__.py" else m.rpartition(".")[0]
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"), str(f))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = here
+                    for _ in range(node.level - 1):
+                        base = base.rpartition(".")[0]
+                    base = f"{base}.{node.module}" if node.module else base
+                else:
+                    base = node.module or ""
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+            for t in targets:
+                if t.split(".")[0] == "rag_hier" and (r := resolve(t)) and r != m:
+                    graph[m].add(r)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = 0
+
+    def visit(v: str) -> None:
+        nonlocal counter
+        index[v] = low[v] = counter
+        counter += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _layer(module: str) -> int:
+    best, level = -1, len(LAYERS)
+    for i, group in enumerate(LAYERS):
+        for prefix in group:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best:
+                best, level = len(prefix), i
+    return level
+
+
+def test_no_import_cycle() -> None:
+    assert _cycles(_graph()) == []
+
+
+def test_cycle_detection_finds_a_planted_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_lower_layer_imports_a_higher_one() -> None:
+    offenders = [f"{m} -> {t}" for m, targets in _graph().items() for t in targets if _layer(t) > _layer(m)]
+    assert offenders == []
+
+
+@pytest.mark.parametrize("framework", ["haystack", "haystack_integrations", "llama_index"])
+def test_the_engine_imports_no_framework(framework: str) -> None:
+    for f in ROOT.rglob("*.py"):
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            assert not any(n == framework or n.startswith(framework + ".") for n in names), f"{f} imports {framework}"
