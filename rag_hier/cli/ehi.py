@@ -1,20 +1,24 @@
 """CLI plugin: EHI (End-to-end Hierarchical Indexing).
 
+- ``rag-hier index CORPUS --store S --model DIR --ehi [DIR]`` attaches the trained indexer (from the ``--model``
+  directory, or the one given) to the store: every passage is filed under its leaf; later writes route new
+  passages with the learned indexer, without retraining;
+- ``rag-hier search|eval --strategy ehi [--beam B]`` searches by beam search over the learned tree (the
+  strategy and its flag come from the registry); ``eval`` reports the measured ``fraction_scored``;
 - ``rag-hier train ehi CORPUS --queries Q --qrels R --output DIR [--branching B --height H] [--lambdas L1 L2 L3]
   [--encoder-lr LR --indexer-lr LR] [--epochs E --refresh-every R] [--freeze-encoder] [--init random|kmeans] ...``
   trains the EHI tree indexer jointly with a sentence-transformers encoder (or alone, on the encoder's fixed
   vectors) and writes the encoder as a standard model directory with the indexer files next to it.
-
-The store extension and the ``ehi`` search strategy come with the engine's strategy registry.
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_train_parser"]
+__all__ = ["add_index_arguments", "add_train_parser", "after_index"]
 
 
 def _cli_error(message: str) -> Exception:
@@ -23,6 +27,60 @@ def _cli_error(message: str) -> Exception:
     return CliError(message)
 
 
+# ----------------------------------------------------------------------------------------------------
+# index
+# ----------------------------------------------------------------------------------------------------
+def add_index_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--ehi [DIR]``."""
+    parser.add_argument(
+        "--ehi",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="DIR",
+        help="attach (or replace) the EHI index for --strategy ehi: the indexer trained by `rag-hier train ehi` "
+        "in DIR (default: the --model directory); later writes route new passages without retraining",
+    )
+
+
+def after_index(store: Any, args: argparse.Namespace) -> str | None:
+    """Attach the trained indexer when ``--ehi`` is given; report the index whenever the store has one."""
+    from rag_hier.index.ehi import INDEXER_FILES
+    from rag_hier.store.extensions.ehi import EHIExtension
+
+    ext = store.extension(EHIExtension.name)
+    given = getattr(args, "ehi", None)
+    if given is None:
+        if not isinstance(ext, EHIExtension) or ext.indexer is None:
+            return None
+        info = ext.describe()
+        return (
+            f"ehi: {info['items']} passages in {info['leaves_nonempty']} of {info['leaves']} leaves "
+            "(new passages routed by the learned indexer)"
+        )
+    directory = Path(given or getattr(args, "model", None) or "")
+    if not given and not getattr(args, "model", None):
+        raise _cli_error("--ehi without a directory needs --model DIR (the output of `rag-hier train ehi`)")
+    missing = [name for name in INDEXER_FILES if not (directory / name).is_file()]
+    if missing:
+        raise _cli_error(
+            f"--ehi {directory}: no EHI indexer there (missing {', '.join(missing)}); "
+            "train one with `rag-hier train ehi ... --output DIR`"
+        )
+    t0 = time.perf_counter()
+    new = EHIExtension(directory)
+    store.add_extension(new, replace=ext is not None)
+    info = new.describe()
+    return (
+        f"ehi: {info['items']} passages in {info['leaves_nonempty']} of {info['leaves']} leaves "
+        f"(B={info['branching']}, H={info['height']}), largest leaf {info['leaf_size_max']} "
+        f"({'replaced' if ext is not None else 'attached'} in {time.perf_counter() - t0:.1f}s)"
+    )
+
+
+# ----------------------------------------------------------------------------------------------------
+# train
+# ----------------------------------------------------------------------------------------------------
 def add_train_parser(subparsers: Any) -> None:
     """``rag-hier train ehi``."""
     from rag_hier.corpus.readers import CORPUS_FORMATS
