@@ -103,7 +103,7 @@ def test_two_gloo_processes_match_one(tmp_path: Path) -> None:
     script = tmp_path / "ddp_worker.py"
     script.write_text(WORKER, encoding="utf-8")
     proc = subprocess.run(
-        [sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=300, check=False
+        [sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=900, check=False
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     assert "OK" in proc.stdout
