@@ -12,7 +12,8 @@ rowids of each query, with their scores. The base class owns the rest, identical
 - ``top_k`` validated and capped at what the store holds (never allocated beyond it);
 - ``aggregate="doc"``: documents ranked by their best passage (MaxP), widening the passage search until every
   query has ``top_k`` documents or the strategy has nothing more;
-- ties (higher score, then lower rowid, i.e. insertion order) and the building of :class:`~rag_hier.retrieval.hit.Hit`
+- ties (higher score, then a strategy's own tie key if it gives one, then lower rowid, i.e. insertion order)
+  and the building of :class:`~rag_hier.retrieval.hit.Hit`
   objects from one read of the store per call.
 
 Writing a strategy::
@@ -260,11 +261,13 @@ class Ranking:
     """One query's ranked candidates, as a strategy returns them.
 
     Args:
-        rowids: Passage rowids (int64). Order does not matter: the base class sorts by score, then rowid.
+        rowids: Passage rowids (int64). Order does not matter: the base class sorts by score, then ``tiebreak``
+            (when given), then rowid.
         scores: Their scores (higher is better).
         components: Named component scores, aligned with ``rowids`` (become :attr:`Hit.scores`).
         stats: Per-query facts (become :attr:`QueryResult.stats`).
         exhausted: The strategy has no candidate beyond these (so asking for more cannot help).
+        tiebreak: A second key for equal scores (higher first), aligned with ``rowids``; the rowid decides last.
 
     """
 
@@ -273,6 +276,7 @@ class Ranking:
     components: Mapping[str, np.ndarray] = field(default_factory=dict)
     stats: Mapping[str, float] = field(default_factory=dict)
     exhausted: bool = False
+    tiebreak: np.ndarray | None = None
 
     @classmethod
     def empty(cls, **stats: float) -> Ranking:
@@ -346,6 +350,15 @@ class Retriever(ABC, Generic[Q]):
     def candidates(self) -> int:
         """How many passages this strategy ranks at most (caps ``k``)."""
         return int(self.store.count_vectors() if self.over_vectors else self.store.count_passages())
+
+    @property
+    def uses_query_vectors(self) -> bool:
+        """Whether :meth:`prepare` ranks with dense query vectors (``Queries.vectors``, else the store's encoder).
+
+        Adapters embed a query with their framework's embedding model only when this is true (a text-only
+        strategy such as SVDR never needs it).
+        """
+        return True
 
     # -- shared helpers for strategies ----------------------------------------------------------------
     def dense_vectors(self, queries: Queries) -> np.ndarray:
@@ -446,7 +459,7 @@ class Retriever(ABC, Generic[Q]):
 
     def _hits(self, rankings: Sequence[Ranking], top_k: int) -> list[list[Hit]]:
         """Sorted, cut to ``top_k`` and turned into hits with one read of the store."""
-        orders = [select_top_k(r.scores, r.rowids, top_k) for r in rankings]
+        orders = [select_top_k(r.scores, r.rowids, top_k, secondary=r.tiebreak) for r in rankings]
         wanted = [r.rowids[o] for r, o in zip(rankings, orders, strict=True)]
         records = self.store.records(np.concatenate(wanted).astype(np.int64).tolist() if wanted else [])
         out: list[list[Hit]] = []

@@ -13,8 +13,13 @@ pluggable (:func:`register_fusion`, in the spirit of Qdrant's LlamaIndex ``Hybri
 - ``convex`` — ``Σ wᵢ · sᵢ`` on the raw scores, a passage missing from a list taking that list's lowest score
   (tune the weights on a dev split: the scales must be comparable).
 
-A passage a token or sparse component scores 0 (nothing in common with the query) does not count as one of
-its candidates. ``Hit.scores`` holds each component's raw score under the component's name (absent where the
+Equal fused scores are ordered by where the passages first appear in the components' lists (the first
+component's order, then the next one's for passages it lacks), then by insertion order; so with
+``weights=(1, 0)`` the result is the first component's ranking. A passage a token or sparse component scores 0
+(nothing in common with the query) does not count as one of its candidates, unless ``keep_zero_scores`` (then a
+component's list is its ``depth`` best as ranked, and ``relative_score`` scales a list holding zeros from 0;
+LlamaIndex's ``HYBRID`` mode of ``RagHierVectorStore`` keeps this rule of its own earlier fusion).
+``Hit.scores`` holds each component's raw score under the component's name (absent where the
 component did not return the passage) and ``fused``.
 """
 
@@ -117,6 +122,12 @@ class FusionParams(RetrieverParams):
         100, help="candidates taken from each component (at least top_k)", minimum=1, flag="--fusion-depth"
     )
     depths: tuple[int, ...] = param((), help="candidates per component (overrides depth)", cli=False)
+    keep_zero_scores: bool = param(
+        False,
+        help="token and sparse components: keep their candidates that score 0 (nothing in common with the query); "
+        "by default those are not candidates",
+        cli=False,
+    )
 
 
 class FusionRetriever(Retriever[list[Any]]):
@@ -171,6 +182,11 @@ class FusionRetriever(Retriever[list[Any]]):
         if any(d < 1 for d in p.depths):
             raise ParameterError(f"FusionParams.depths must be >= 1, got {p.depths}")
 
+    @property
+    def uses_query_vectors(self) -> bool:
+        """Whether any component ranks with dense query vectors."""
+        return any(c.uses_query_vectors for c in self.components)
+
     def prepare(self, queries: Queries) -> list[Any]:
         """Each component's own query representation."""
         return [c.prepare(queries) for c in self.components]
@@ -198,13 +214,17 @@ class FusionRetriever(Retriever[list[Any]]):
             for comp, rankings in zip(self.components, per_component, strict=True):
                 r = rankings[i]
                 rowids, scores = r.rowids, np.asarray(r.scores, np.float64)
-                if not comp.over_vectors:  # token and sparse scores of 0: nothing in common with the query
+                if not comp.over_vectors and not p.keep_zero_scores:  # token/sparse 0: nothing in common
                     rowids, scores = rowids[scores != 0], scores[scores != 0]
                 order = select_top_k(scores, rowids, rowids.size)
                 lists.append((rowids[order].astype(np.int64), scores[order]))
             ids, fused = fuse(lists, weights, p.rrf_k)
             order = np.argsort(ids, kind="stable")
             ids, fused = np.asarray(ids, np.int64)[order], np.asarray(fused, np.float64)[order]
+            # equal fused scores: the passage that comes first in the components' lists (in component order)
+            listed = np.concatenate([rows for rows, _ in lists]) if lists else np.zeros(0, np.int64)
+            seen, first = np.unique(listed, return_index=True)
+            position = _spread(ids, seen, first.astype(np.float64), float(listed.size))
             components = {"fused": fused}
             for label, (rows, scores) in zip(self.labels, lists, strict=True):
                 components[label] = (
@@ -212,7 +232,7 @@ class FusionRetriever(Retriever[list[Any]]):
                     if rows.size
                     else np.full(ids.shape[0], np.nan)
                 )
-            out.append(Ranking(ids, fused, components=components))
+            out.append(Ranking(ids, fused, components=components, tiebreak=-position))
         return out
 
 

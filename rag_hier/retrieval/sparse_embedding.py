@@ -34,6 +34,11 @@ class SparseEmbeddingRetriever(Retriever[list[SparseQuery]]):
     Params = SparseEmbeddingParams
     over_vectors = False
 
+    @property
+    def uses_query_vectors(self) -> bool:
+        """Searches with sparse query vectors only."""
+        return False
+
     def prepare(self, queries: Queries) -> list[SparseQuery]:
         """The sparse query vectors (required)."""
         if queries.sparse is None:

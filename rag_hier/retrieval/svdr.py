@@ -341,6 +341,11 @@ class SvdrRetriever(Retriever[sp.csr_matrix]):
         return self._vectors_of(wanted)
 
     # -- search -------------------------------------------------------------------------------------
+    @property
+    def uses_query_vectors(self) -> bool:
+        """SVDR searches with the query text (vocabulary-space vectors), never dense query vectors."""
+        return False
+
     def query_vectors(self, queries: Sequence[str]) -> sp.csr_matrix:
         """The query side this mode uses: E(q), T(q) (α) or idf-weighted T(q) (lexical)."""
         if self.mode == "lexical":

@@ -251,7 +251,18 @@ class StoreCore:
                 raise StoreCorruptedError(f"{path}: {key!r} is {manifest.get(key)!r}, but {DATABASE} records {value!r}")
 
     def _load_files(self, handle: StoreBackend, *, verify: bool, keep: bool = False) -> None:
-        """Load the indexes and extensions of ``self.state`` (``keep``: reuse those whose files did not change)."""
+        """Load the indexes and extensions of ``self.state`` (``keep``: reuse those whose files did not change).
+
+        All or nothing: if any file fails to load, the indexes and extensions held before stay in place.
+        """
+        old_indexes, old_extensions = self.indexes, self.extensions
+        try:
+            self._load_files_of_state(handle, verify=verify, keep=keep)
+        except BaseException:
+            self.indexes, self.extensions = old_indexes, old_extensions
+            raise
+
+    def _load_files_of_state(self, handle: StoreBackend, *, verify: bool, keep: bool) -> None:
         state = self.state
         files: dict[str, Any] = state["files"]
         allowed = {DENSE_FILE}
@@ -392,18 +403,24 @@ class StoreCore:
         version = self._data_version()
         if version == self.data_version:
             return
-        self.data_version = version
         state = read_state(self.db, self.root / DATABASE)
-        if state["generation"] == self.generation:
-            return
         if state["generation"] < self.generation:
             raise StoreCorruptedError(
                 f"{self.root / DATABASE} went back from generation {self.generation} to {state['generation']}"
             )
-        logger.debug("%s: generation %d -> %d (another process wrote)", self.root, self.generation, state["generation"])
-        self.state = state
-        self._load_files(handle, verify=self.verify, keep=True)
-        self.settled = False
+        if state["generation"] > self.generation:
+            logger.debug(
+                "%s: generation %d -> %d (another process wrote)", self.root, self.generation, state["generation"]
+            )
+            previous = self.state
+            self.state = state
+            try:
+                self._load_files(handle, verify=self.verify, keep=True)
+            except BaseException:  # the next read tries again; until then this core keeps the generation it had
+                self.state = previous
+                raise
+            self.settled = False
+        self.data_version = version
 
     @contextlib.contextmanager
     def reading(self, handle: StoreBackend) -> Iterator[None]:

@@ -72,3 +72,38 @@ def test_bad_parameters_name_the_field(store: HierStore) -> None:
         FusionRetriever(store, weights=(1.0,))
     with pytest.raises(ParameterError, match="fusion"):
         FusionRetriever(store, strategies=("dense", "fusion"))
+
+
+def test_uses_query_vectors_says_which_strategies_need_dense_query_vectors(store: HierStore) -> None:
+    """Adapters embed a query with their framework's model only for strategies that use dense vectors."""
+    assert build_retriever("dense", store).uses_query_vectors is True
+    assert build_retriever("svdr-lexical", store).uses_query_vectors is False
+    assert build_retriever("sparse-embedding", store).uses_query_vectors is False
+    assert FusionRetriever(store, strategies=("dense", "svdr-lexical")).uses_query_vectors is True
+    text_only = FusionRetriever(store, strategies=("svdr-lexical", "svdr-lexical"))
+    assert text_only.uses_query_vectors is False
+    # and it is true to its word: a text-only strategy searches with the text alone
+    assert text_only.run(Queries(texts=["word1"]), top_k=3)[0].hits
+
+
+def test_equal_fused_scores_follow_the_components_lists(tmp_path: Path) -> None:
+    """Ties of the fused score go to the passage listed first (first component, then the next), not to the lowest
+    rowid: so relative-score fusion weighted (1, 0) returns the dense ranking, although the weakest dense candidate
+    (scaled to 0) ties with every sparse-only candidate."""
+    s = HierStore.create(tmp_path / "ties", model=None)
+    e1 = np.eye(4)[1]
+    vectors = [np.eye(4)[0], np.eye(4)[2], np.eye(4)[3]] + [
+        e1 * (1.0 - 0.1 * i) + np.eye(4)[0] * 0.1 * i for i in range(4)
+    ]
+    s.add_passages([Passage(f"p{i}", f"d{i}", 0, f"common word{i}") for i in range(7)], np.stack(vectors))
+    s.ensure_extension("token-index")
+    q = Queries(texts=["common"], vectors=e1[None, :].astype(np.float32))
+    dense = [h.passage_id for h in build_retriever("dense", s).run(q, top_k=4)[0].hits]
+    assert dense == ["p3", "p4", "p5", "p6"]  # the sparse-only p0..p2 have lower rowids than p6
+    fusion = FusionRetriever(
+        s, strategies=("dense", "svdr-lexical"), method="relative_score", weights=(1.0, 0.0), depths=(4, 7)
+    )
+    hits = fusion.run(q, top_k=4)[0].hits
+    assert hits[-1].score == 0.0 and hits[-1].scores["svdr-lexical"] > 0  # p6 ties with p0..p2 at 0
+    assert [h.passage_id for h in hits] == dense
+    s.close()

@@ -18,8 +18,8 @@ from rag_hier import HierStore
 from rag_hier.corpus import Document as CorpusDocument
 from rag_hier.corpus import Section
 from rag_hier.encoders import DenseEncoder
-from rag_hier.store.extensions.doc_index import DocumentIndex
 from rag_hier.retrieval import HierarchicalRetriever as EngineHierarchicalRetriever
+from rag_hier.store.extensions.doc_index import DocumentIndex
 
 DOCS = {
     "tides": "The moon pulls the oceans and makes tides. Spring tides are the strongest tides.",

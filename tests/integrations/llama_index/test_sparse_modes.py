@@ -17,12 +17,12 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryMode,
 )
 from llama_index.vector_stores.rag_hier import RagHierVectorStore
-from llama_index.vector_stores.rag_hier.base import relative_score_fusion
 
 from rag_hier import HierStore, Passage
 from rag_hier.encoders.vocab import VocabEncoder
-from rag_hier.store.extensions.token_index import TokenIndexExtension
+from rag_hier.retrieval.fusion import FUSIONS
 from rag_hier.retrieval.svdr import SvdrRetriever
+from rag_hier.store.extensions.token_index import TokenIndexExtension
 
 TEXTS = [
     "The moon pulls the oceans into two bulges.",
@@ -37,6 +37,26 @@ TEXTS = [
 QUERIES = ["honey bees and blossom", "what carves valleys?", "the moon and the tides", "printing books"]
 SPARSE = VectorStoreQueryMode.SPARSE
 HYBRID = VectorStoreQueryMode.HYBRID
+
+
+def relative_score_fusion(
+    dense: list[tuple[str, float]], sparse: list[tuple[str, float]], alpha: float, top_k: int
+) -> list[tuple[str, float]]:
+    """The reference: ``alpha * dense' + (1 - alpha) * sparse'`` with each list min-max scaled to [0, 1] (all
+    1.0 when its scores are equal), an id missing from a list counting 0 there; best first."""
+
+    def scaled(results: list[tuple[str, float]]) -> dict[str, float]:
+        if not results:
+            return {}
+        scores = [s for _, s in results]
+        lo, hi = min(scores), max(scores)
+        return {i: 1.0 if hi == lo else (s - lo) / (hi - lo) for i, s in results}
+
+    d, s = scaled(dense), scaled(sparse)
+    ids = list(dict.fromkeys([i for i, _ in dense] + [i for i, _ in sparse]))
+    fused = [(i, alpha * d.get(i, 0.0) + (1.0 - alpha) * s.get(i, 0.0)) for i in ids]
+    fused.sort(key=lambda item: -item[1])  # stable: ties keep the order above
+    return fused[:top_k]
 
 
 class NoQueryEmbedding(BaseEmbedding):
@@ -188,13 +208,22 @@ def test_hybrid_fuses_dense_and_sparse_by_relative_score(store_path, tiny_model_
 
 
 def test_relative_score_fusion_by_hand():
-    dense = [("a", 0.9), ("b", 0.5), ("c", 0.1)]
-    sparse = [("c", 12.0), ("d", 4.0)]
-    fused = relative_score_fusion(dense, sparse, alpha=0.25, top_k=10)
+    """The engine's relative-score fusion, which HYBRID queries run with weights (alpha, 1 - alpha)."""
+    fuse = FUSIONS["relative_score"]
+
+    def fused(dense, sparse, alpha):
+        lists = [
+            (np.array([i for i, _ in x], np.int64), np.array([s for _, s in x], np.float64)) for x in (dense, sparse)
+        ]
+        ids, scores = fuse(lists, [alpha, 1.0 - alpha], 60)
+        return sorted(zip(ids.tolist(), scores.tolist(), strict=True), key=lambda t: (-t[1], t[0]))
+
+    a, b, c, d = 0, 1, 2, 3
     # dense scaled: a 1, b 0.5, c 0; sparse scaled: c 1, d 0
-    assert fused == [("c", 0.75), ("a", 0.25), ("b", 0.125), ("d", 0.0)]
-    assert relative_score_fusion([("a", 2.0)], [], alpha=0.5, top_k=1) == [("a", 0.5)]  # one score scales to 1
-    assert relative_score_fusion([], [], alpha=0.5, top_k=3) == []
+    got = fused([(a, 0.9), (b, 0.5), (c, 0.1)], [(c, 12.0), (d, 4.0)], alpha=0.25)
+    assert got == [(c, 0.75), (a, 0.25), (b, 0.125), (d, 0.0)]
+    assert fused([(a, 2.0)], [], alpha=0.5) == [(a, 0.5)]  # one score scales to 1
+    assert fused([], [], alpha=0.5) == []
 
 
 def test_clear_errors(store_path, tiny_model_path, tmp_path, hash_embedding):

@@ -1,5 +1,8 @@
-"""rag-hier retrievers for LlamaIndex: ``from llama_index.retrievers.rag_hier import HierarchicalRetriever``."""
+"""rag-hier retrievers for LlamaIndex: ``from llama_index.retrievers.rag_hier import RagHierRetriever``.
 
-from llama_index.retrievers.rag_hier.base import HierarchicalRetriever
+``RagHierRetriever`` runs any registered rag-hier strategy by name; ``HierarchicalRetriever`` is its DHR preset.
+"""
 
-__all__ = ["HierarchicalRetriever"]
+from llama_index.retrievers.rag_hier.base import HierarchicalRetriever, RagHierRetriever
+
+__all__ = ["HierarchicalRetriever", "RagHierRetriever"]

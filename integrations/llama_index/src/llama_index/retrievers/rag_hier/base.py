@@ -1,54 +1,240 @@
-"""HierarchicalRetriever: query text in, nodes of a :class:`RagHierVectorStore` ranked by DHR out."""
+"""LlamaIndex retrievers over a :class:`RagHierVectorStore`: any registered strategy, and the DHR preset.
+
+:class:`RagHierRetriever` runs any strategy of the engine's registry (``rag_hier.retrieval.registry``) by
+name: ``dense``, ``hierarchical`` (DHR), ``tree`` (HCE), ``svdr-*``, ``fusion``, and whatever a plugin
+registers, with no change here. Its keyword arguments are checked against the strategy's parameters
+dataclass when the retriever is built. :class:`HierarchicalRetriever` is the DHR preset of it.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
-import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import MetadataFilters, VectorStoreQuery, VectorStoreQueryResult
 from llama_index.vector_stores.rag_hier import RagHierVectorStore
 from llama_index.vector_stores.rag_hier._filters import build_predicate
-from llama_index.vector_stores.rag_hier._nodes import record_to_node
+from llama_index.vector_stores.rag_hier._nodes import hit_to_node
 
-from rag_hier.store.extensions.doc_index import DocumentIndex
-from rag_hier.retrieval.hierarchical import DEFAULT_K1, DEFAULT_LAMBDA
-from rag_hier.retrieval.hierarchical import HierarchicalRetriever as DHRRetriever
-from rag_hier.store.filters import Predicate
+from rag_hier.retrieval.base import Queries, Retriever
+from rag_hier.retrieval.hierarchical import HIERARCHICAL_MODES, HierarchicalParams
+from rag_hier.retrieval.registry import StrategyEntry, strategy
 
 if TYPE_CHECKING:
     from llama_index.core.indices.vector_store.base import VectorStoreIndex
 
-    from rag_hier.store.store import HierStore
+    from rag_hier.retrieval.hit import Hit
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PARENT_KEY", "SCORES_KEY", "HierarchicalRetriever", "HierarchicalRetrieverMode"]
+__all__ = ["PARENT_KEY", "SCORES_KEY", "HierarchicalRetriever", "HierarchicalRetrieverMode", "RagHierRetriever"]
 
-HierarchicalRetrieverMode = Literal["serial", "parallel", "flat"]
-_MODES: tuple[str, ...] = ("serial", "parallel", "flat")
 SCORES_KEY = "scores"
-"""Node metadata key of ``{"passage", "document", "fused"}`` (excluded from the LLM and embedding text)."""
+"""Node metadata key of a strategy's component scores (``Hit.scores``: e.g. ``{"passage", "document", "fused"}``
+for DHR); excluded from the LLM and embedding text."""
 PARENT_KEY = "parent_document"
 """Node metadata key of ``{"id", "title", "title_path", "meta"}`` (excluded from the LLM and embedding text)."""
 
 
-class HierarchicalRetriever(BaseRetriever):
+def _exclude(node: BaseNode, *keys: str) -> None:
+    """Keep ``keys`` of the node's metadata out of the text an LLM or an embedding model sees."""
+    for excluded in (node.excluded_llm_metadata_keys, node.excluded_embed_metadata_keys):
+        excluded.extend(k for k in keys if k not in excluded)
+
+
+class RagHierRetriever(BaseRetriever):
+    """Any registered rag-hier strategy over a :class:`RagHierVectorStore`, as a LlamaIndex retriever.
+
+    The strategy is named as in ``rag-hier search --strategy``; its parameters are given as keyword arguments
+    (or ``strategy_params``) and checked against the strategy's parameters dataclass when the retriever is built
+    (an unknown name, a wrong type or a value out of range raises ``ValueError`` naming it). A strategy
+    registered with ``rag_hier.retrieval.register_strategy`` is usable here at once.
+
+    The dense query vector, for strategies that use one, comes from (in this order) ``QueryBundle.embedding``,
+    ``embed_model``, or the store's own encoder (a store created with ``model=...``); text-only strategies
+    (``svdr-*``) never embed the query. Returned nodes carry ``score`` (the strategy's score) and, when the
+    strategy reports component scores (``hierarchical``, ``svdr-*``, ``fusion``), ``metadata["scores"]``,
+    which is excluded from the LLM and embedding text.
+
+    Strategies need store extensions (``hierarchical``: ``doc-index``, ``tree``: ``tree``, ``svdr-beta*`` /
+    ``svdr-lexical``: ``token-index``). When one is missing, retrieval raises ``ValueError`` naming the fix,
+    unless ``auto_extensions=True``: the retriever then builds it on first use with its default settings (the
+    store's only write; every later write keeps it current).
+
+    Args:
+        vector_store: The store to search.
+        strategy: A registered strategy name (``rag_hier.retrieval.strategy_names()``).
+        similarity_top_k: Nodes to return.
+        filters: Metadata filters applied before the search (nested ``MetadataFilters`` allowed).
+        doc_ids: Search only inside these documents (SOURCE ids); ``None`` or empty: everywhere.
+        embed_model: Embedding model for the query (the one the nodes were embedded with).
+        strategy_params: The strategy's parameters as a mapping (keyword arguments override it).
+        auto_extensions: Build missing store extensions the strategy needs on first use.
+        callback_manager: LlamaIndex callback manager.
+        verbose: LlamaIndex verbosity flag.
+        **strategy_kwargs: The strategy's parameters (e.g. ``beam=`` for ``tree``, ``k1=`` for ``hierarchical``).
+
+    Raises:
+        TypeError: ``vector_store`` is not a RagHierVectorStore.
+        ValueError: ``similarity_top_k`` < 1, an unknown strategy, or a parameter the strategy does not take
+            or does not accept.
+
+    Example:
+        >>> retriever = RagHierRetriever(store, "tree", beam=16, embed_model=embed_model)  # doctest: +SKIP
+        >>> retriever.retrieve("how do tides work?")  # doctest: +SKIP
+
+    """
+
+    def __init__(
+        self,
+        vector_store: RagHierVectorStore,
+        strategy: str = "dense",
+        *,
+        similarity_top_k: int = 10,
+        filters: MetadataFilters | None = None,
+        doc_ids: list[str] | None = None,
+        embed_model: BaseEmbedding | None = None,
+        strategy_params: Mapping[str, Any] | None = None,
+        auto_extensions: bool = False,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+        **strategy_kwargs: Any,
+    ) -> None:
+        if not isinstance(vector_store, RagHierVectorStore):
+            raise TypeError(f"vector_store must be a RagHierVectorStore, got {type(vector_store).__name__}")
+        if isinstance(similarity_top_k, bool) or not isinstance(similarity_top_k, int) or similarity_top_k < 1:
+            raise ValueError(f"similarity_top_k must be an integer >= 1, got {similarity_top_k!r}")
+        self.entry: StrategyEntry = _strategy(strategy)
+        self.params = self.entry.parse(
+            {**dict(strategy_params or {}), **strategy_kwargs}, where=f"RagHierRetriever(strategy={strategy!r})"
+        )
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+        self.vector_store = vector_store
+        self.strategy = strategy
+        self.similarity_top_k = similarity_top_k
+        self.filters = filters
+        self.doc_ids = list(doc_ids) if doc_ids else None
+        self.embed_model = embed_model
+        self.auto_extensions = bool(auto_extensions)
+        self._engine: Retriever[Any] | None = None
+
+    @classmethod
+    def from_index(cls, index: VectorStoreIndex, *args: Any, **kwargs: Any) -> RagHierRetriever:
+        """A retriever over the ``RagHierVectorStore`` of ``index``, embedding queries with its embed model."""
+        kwargs.setdefault("embed_model", index._embed_model)
+        kwargs.setdefault("callback_manager", index._callback_manager)
+        return cls(index.vector_store, *args, **kwargs)  # type: ignore[arg-type]
+
+    @property
+    def engine(self) -> Retriever[Any]:
+        """The engine's retriever of this strategy, over the vector store's read handle (built on first use)."""
+        if self._engine is None:
+            self._engine = self.entry.retriever(self.vector_store.reader, params=self.params)
+        return self._engine
+
+    # -- before searching -----------------------------------------------------------------------------
+    def _missing_extension(self, name: str) -> str:
+        store = self.vector_store
+        return (
+            f"the store at {store.store_path} has no {name!r} extension, which the {self.strategy!r} strategy "
+            f"needs: pass auto_extensions=True to RagHierRetriever (it builds the extension on first use; every "
+            f"later write keeps it current), or add it once with `vector_store.client.ensure_extension({name!r})`"
+        )
+
+    def _check_store(self) -> None:
+        """The store can run this strategy: dense vectors when it uses them, and its extensions (built if asked)."""
+        store = self.vector_store
+        if self.engine.uses_query_vectors and not store.dense:
+            raise ValueError(
+                f"the store at {store.store_path} keeps no dense vectors (dense=False); the {self.strategy!r} "
+                "strategy needs them (search it with a text strategy such as svdr-lexical)"
+            )
+        for name in self.entry.extensions:
+            if store.reader.extension(name) is not None:
+                continue
+            if not self.auto_extensions:
+                raise ValueError(self._missing_extension(name))
+            logger.info("adding the %s extension to %s for the %s strategy", name, store.store_path, self.strategy)
+            store.client.ensure_extension(name)
+
+    def _embedding(self, query_bundle: QueryBundle) -> list[float] | None:
+        if not self.engine.uses_query_vectors:
+            return None
+        if query_bundle.embedding is None and self.embed_model is not None:
+            return self.embed_model.get_agg_embedding_from_queries(query_bundle.embedding_strs)
+        return query_bundle.embedding
+
+    async def _aembedding(self, query_bundle: QueryBundle) -> list[float] | None:
+        if not self.engine.uses_query_vectors:
+            return None
+        if query_bundle.embedding is None and self.embed_model is not None:
+            return await self.embed_model.aget_agg_embedding_from_queries(query_bundle.embedding_strs)
+        return query_bundle.embedding
+
+    # -- searching ----------------------------------------------------------------------------------------
+    def _queries(self, query_bundle: QueryBundle, embedding: Sequence[float] | None) -> Queries:
+        vectors = None
+        if self.engine.uses_query_vectors:  # the vector store's rules: its encoder for text, normalized if cosine
+            vectors = self.vector_store.query_vector(query_bundle.query_str, embedding)
+        return Queries(texts=[query_bundle.query_str], vectors=vectors)
+
+    def _search(self, query_bundle: QueryBundle, embedding: Sequence[float] | None) -> list[NodeWithScore]:
+        queries = self._queries(query_bundle, embedding)
+        predicate = build_predicate(self.filters, doc_ids=self.doc_ids)
+        hits = self.engine.run(queries, self.similarity_top_k, predicate)[0].hits
+        return self._nodes(hits)
+
+    def _nodes(self, hits: Sequence[Hit]) -> list[NodeWithScore]:
+        """Nodes straight from the hits (no second read of the store), with their component scores."""
+        out = []
+        for hit in hits:
+            node = hit_to_node(hit)
+            if hit.scores:
+                node.metadata[SCORES_KEY] = dict(hit.scores)
+                _exclude(node, SCORES_KEY)
+            out.append(NodeWithScore(node=node, score=hit.score))
+        return out
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        self._check_store()  # fail (or build an extension) before embedding the query
+        return self._search(query_bundle, self._embedding(query_bundle))
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        await asyncio.to_thread(self._check_store)
+        embedding = await self._aembedding(query_bundle)
+        # the search blocks (FAISS, SQLite, maybe the store's encoder): run it in a worker thread
+        return await asyncio.to_thread(self._search, query_bundle, embedding)
+
+
+def _strategy(name: str) -> StrategyEntry:
+    if not isinstance(name, str):
+        raise ValueError(f"strategy must be a strategy name, got {name!r}")
+    return strategy(name)
+
+
+HierarchicalRetrieverMode = Literal["serial", "parallel", "flat"]
+_MODES: tuple[str, ...] = (*HIERARCHICAL_MODES, "flat")
+_DHR_DEFAULTS = {f.name: f.default for f in dataclasses.fields(HierarchicalParams)}
+
+
+class HierarchicalRetriever(RagHierRetriever):
     """Dense Hierarchical Retrieval (DHR) over a rag-hier store: the best documents first, then their nodes.
 
     Liu et al., *Dense Hierarchical Retrieval for Open-Domain Question Answering* (Findings of EMNLP 2021),
-    as implemented by the engine's ``rag_hier.retrieval.HierarchicalRetriever``: the top-``k1`` documents
-    are found in the store's document index, and only the nodes of those documents are scored, each with the
-    fused score ``passage + lambda_ * document`` (``mode="serial"``). ``mode="parallel"`` scores every node
-    with its document's score added; ``mode="flat"`` is the plain dense search of the vector store (this
-    retriever's behaviour before DHR; it needs no document index).
+    as implemented by the engine's ``hierarchical`` strategy (this class is :class:`RagHierRetriever` with
+    ``strategy="hierarchical"``; defaults and checks of ``k1``, ``lambda_`` and ``mode`` are the strategy's
+    ``HierarchicalParams``): the top-``k1`` documents are found in the store's document index, and only the
+    nodes of those documents are scored, each with the fused score ``passage + lambda_ * document``
+    (``mode="serial"``). ``mode="parallel"`` scores every node with its document's score added;
+    ``mode="flat"`` is the plain dense query of the vector store (this retriever's behaviour before DHR; it
+    needs no document index).
 
     A document is a node's SOURCE (``node.ref_doc_id``: the LlamaIndex ``Document`` it was parsed from); a
     node without SOURCE is its own document (the document level then adds nothing). Stores built by the
@@ -99,43 +285,56 @@ class HierarchicalRetriever(BaseRetriever):
         filters: MetadataFilters | None = None,
         doc_ids: list[str] | None = None,
         embed_model: BaseEmbedding | None = None,
-        k1: int = DEFAULT_K1,
-        lambda_: float = DEFAULT_LAMBDA,
-        mode: HierarchicalRetrieverMode = "serial",
+        k1: int = _DHR_DEFAULTS["k1"],
+        lambda_: float = _DHR_DEFAULTS["lambda_"],
+        mode: HierarchicalRetrieverMode = _DHR_DEFAULTS["mode"],
         auto_document_index: bool = False,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
-        if not isinstance(vector_store, RagHierVectorStore):
-            raise TypeError(f"vector_store must be a RagHierVectorStore, got {type(vector_store).__name__}")
-        if similarity_top_k < 1:
-            raise ValueError(f"similarity_top_k must be >= 1, got {similarity_top_k}")
-        if isinstance(k1, bool) or not isinstance(k1, int) or k1 < 1:
-            raise ValueError(f"k1 must be an integer >= 1, got {k1!r}")
-        if isinstance(lambda_, bool) or not isinstance(lambda_, int | float) or not math.isfinite(lambda_):
-            raise ValueError(f"lambda_ must be a finite number, got {lambda_!r}")
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {', '.join(_MODES)}; got {mode!r}")
-        super().__init__(callback_manager=callback_manager, verbose=verbose)
-        self.vector_store = vector_store
-        self.similarity_top_k = similarity_top_k
-        self.filters = filters
-        self.doc_ids = list(doc_ids) if doc_ids else None
-        self.embed_model = embed_model
-        self.k1 = k1
-        self.lambda_ = float(lambda_)
+        super().__init__(
+            vector_store,
+            "hierarchical",
+            similarity_top_k=similarity_top_k,
+            filters=filters,
+            doc_ids=doc_ids,
+            embed_model=embed_model,
+            auto_extensions=auto_document_index,
+            callback_manager=callback_manager,
+            verbose=verbose,
+            k1=k1,
+            lambda_=lambda_,
+            mode=_DHR_DEFAULTS["mode"] if mode == "flat" else mode,  # k1 and lambda_ are checked in every mode
+        )
+        self.k1: int = self.params.k1  # type: ignore[attr-defined]
+        self.lambda_: float = self.params.lambda_  # type: ignore[attr-defined]
         self.mode: HierarchicalRetrieverMode = mode
-        self.auto_document_index = bool(auto_document_index)
+        self.auto_document_index = self.auto_extensions
 
     @classmethod
-    def from_index(cls, index: VectorStoreIndex, **kwargs: Any) -> HierarchicalRetriever:
+    def from_index(cls, index: VectorStoreIndex, *args: Any, **kwargs: Any) -> HierarchicalRetriever:
         """A retriever over the ``RagHierVectorStore`` of ``index``, embedding queries with its embed model."""
-        kwargs.setdefault("embed_model", index._embed_model)
-        kwargs.setdefault("callback_manager", index._callback_manager)
-        return cls(index.vector_store, **kwargs)  # type: ignore[arg-type]
+        retriever = super().from_index(index, *args, **kwargs)
+        assert isinstance(retriever, HierarchicalRetriever)
+        return retriever
+
+    def _missing_extension(self, name: str) -> str:
+        return (
+            f"the store at {self.vector_store.store_path} has no document index, which hierarchical (DHR) "
+            "retrieval needs. Pass auto_document_index=True to HierarchicalRetriever (it builds the index on first "
+            "use; every later write keeps it current), or add it once with "
+            "`vector_store.client.add_extension(rag_hier.store.extensions.doc_index.DocumentIndex())`, or index "
+            "with `rag-hier index --hierarchical`; mode='flat' searches all nodes without it"
+        )
+
+    def _check_store(self) -> None:
+        if self.mode != "flat":
+            super()._check_store()
 
     # -- flat mode: the vector store's own dense query --------------------------------------------------
-    def _query(self, query_bundle: QueryBundle, embedding: list[float] | None) -> VectorStoreQuery:
+    def _flat_query(self, query_bundle: QueryBundle, embedding: list[float] | None) -> VectorStoreQuery:
         return VectorStoreQuery(
             query_embedding=embedding,
             query_str=query_bundle.query_str,
@@ -145,109 +344,42 @@ class HierarchicalRetriever(BaseRetriever):
         )
 
     @staticmethod
-    def _to_nodes(result: VectorStoreQueryResult) -> list[NodeWithScore]:
+    def _flat_nodes(result: VectorStoreQueryResult) -> list[NodeWithScore]:
         return [
             NodeWithScore(node=node, score=score)
             for node, score in zip(result.nodes or [], result.similarities or [], strict=True)
         ]
 
     # -- DHR modes ----------------------------------------------------------------------------------------
-    def _document_index(self) -> DocumentIndex:
-        """The store's document index, built here when missing and ``auto_document_index`` is set."""
-        store = self.vector_store.client
-        if not getattr(self.vector_store, "dense", True):
-            raise ValueError(
-                f"the store at {store.path} keeps no dense vectors (dense=False); hierarchical (DHR) retrieval "
-                "needs them"
-            )
-        existing = store.extension(DocumentIndex.name)
-        if isinstance(existing, DocumentIndex):
-            return existing
-        if existing is not None:
-            raise ValueError(f"the {DocumentIndex.name!r} extension of {store.path} is not a DocumentIndex")
-        if not self.auto_document_index:
-            raise ValueError(
-                f"the store at {store.path} has no document index, which hierarchical (DHR) retrieval needs. "
-                "Pass auto_document_index=True to HierarchicalRetriever (it builds the index on first use; every "
-                "later write keeps it current), or add it once with "
-                "`vector_store.client.add_extension(rag_hier.store.extensions.doc_index.DocumentIndex())`, or index with "
-                "`rag-hier index --hierarchical`; mode='flat' searches all nodes without it"
-            )
-        if store.read_only:
-            raise ValueError(f"the store at {store.path} has no document index and is read-only")
-        logger.info("adding a document index (DHR) to %s", store.path)
-        ext = DocumentIndex()
-        store.add_extension(ext)
-        return ext
-
-    def _predicate(self) -> Predicate | None:
-        """Metadata filters and ``doc_ids`` as one predicate over passage records."""
-        predicate = build_predicate(self.filters)
-        doc_ids = set(self.doc_ids) if self.doc_ids else None
-        if doc_ids is None:
-            return predicate
-
-        def restricted(record: Mapping[str, Any]) -> bool:
-            return record["doc_id"] in doc_ids and (predicate is None or predicate(record))
-
-        return restricted
-
-    def _hierarchical(self, query_bundle: QueryBundle, embedding: list[float] | None) -> list[NodeWithScore]:
-        vs = self.vector_store
-        # the vector store's query embedding rules (the store's encoder for text; normalized for "cosine")
-        vector = vs._query_vector(VectorStoreQuery(query_embedding=embedding, query_str=query_bundle.query_str))
-        ext = self._document_index_locked()
-        store: HierStore = vs.client
-        doc_vector: np.ndarray | None = None
-        if not ext.shares_encoder:  # a distinct document encoder embeds the query for the document level
-            doc_vector = ext.encode_queries(store, [query_bundle.query_str])
-        with vs._lock:
-            retriever = DHRRetriever(store, k1=self.k1, lambda_=self.lambda_, mode=self.mode)  # type: ignore[arg-type]
-            hits = retriever.search_vectors(
-                vector, top_k=self.similarity_top_k, filters=self._predicate(), doc_vectors=doc_vector
-            )[0]
-            passages = {p.id: p for p in store.get_passages([h.passage_id for h in hits])}
-            parents = {d: store.get_document(d) for d in dict.fromkeys(h.doc_id for h in hits)}
-        out: list[NodeWithScore] = []
-        for hit in hits:
-            p = passages.get(hit.passage_id)
-            if p is None:  # pragma: no cover - read under the same lock as the search
-                continue
-            node = record_to_node({"id": p.id, "doc_id": p.doc_id, "content": p.text, "meta": p.meta, "extra": p.extra})
-            parent = parents.get(hit.doc_id) or {}
-            node.metadata[SCORES_KEY] = dict(hit.scores)
-            node.metadata[PARENT_KEY] = {
+    def _nodes(self, hits: Sequence[Hit]) -> list[NodeWithScore]:
+        """Nodes with their three scores and their parent document (title and metadata read once each)."""
+        reader = self.vector_store.reader
+        parents = {d: reader.get_document(d) or {} for d in dict.fromkeys(h.doc_id for h in hits)}
+        out = super()._nodes(hits)
+        for hit, scored in zip(hits, out, strict=True):
+            parent = parents[hit.doc_id]
+            scored.node.metadata[SCORES_KEY] = dict(hit.scores)
+            scored.node.metadata[PARENT_KEY] = {
                 "id": hit.doc_id,
                 "title": parent.get("title", ""),
                 "title_path": list(hit.title_path),
                 "meta": dict(parent.get("meta") or {}),
             }
-            for excluded in (node.excluded_llm_metadata_keys, node.excluded_embed_metadata_keys):
-                excluded.extend(k for k in (SCORES_KEY, PARENT_KEY) if k not in excluded)
-            out.append(NodeWithScore(node=node, score=hit.score))
+            _exclude(scored.node, SCORES_KEY, PARENT_KEY)
         return out
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        if self.mode != "flat":
-            self._document_index_locked()  # fail before embedding the query
-        embedding = query_bundle.embedding
-        if embedding is None and self.embed_model is not None:
-            embedding = self.embed_model.get_agg_embedding_from_queries(query_bundle.embedding_strs)
         if self.mode == "flat":
-            return self._to_nodes(self.vector_store.query(self._query(query_bundle, embedding)))
-        return self._hierarchical(query_bundle, embedding)
+            embedding = query_bundle.embedding
+            if embedding is None and self.embed_model is not None:
+                embedding = self.embed_model.get_agg_embedding_from_queries(query_bundle.embedding_strs)
+            return self._flat_nodes(self.vector_store.query(self._flat_query(query_bundle, embedding)))
+        return super()._retrieve(query_bundle)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        if self.mode != "flat":
-            await asyncio.to_thread(self._document_index_locked)
-        embedding = query_bundle.embedding
-        if embedding is None and self.embed_model is not None:
-            embedding = await self.embed_model.aget_agg_embedding_from_queries(query_bundle.embedding_strs)
         if self.mode == "flat":
-            return self._to_nodes(await self.vector_store.aquery(self._query(query_bundle, embedding)))
-        # the search blocks (FAISS, SQLite, maybe the store's encoder): run it in a worker thread
-        return await asyncio.to_thread(self._hierarchical, query_bundle, embedding)
-
-    def _document_index_locked(self) -> DocumentIndex:
-        with self.vector_store._lock:
-            return self._document_index()
+            embedding = query_bundle.embedding
+            if embedding is None and self.embed_model is not None:
+                embedding = await self.embed_model.aget_agg_embedding_from_queries(query_bundle.embedding_strs)
+            return self._flat_nodes(await self.vector_store.aquery(self._flat_query(query_bundle, embedding)))
+        return await super()._aretrieve(query_bundle)

@@ -11,6 +11,9 @@ A node becomes one passage:
   as ``_node_content``) without its text, metadata and embedding, which live in the passage already, and
   without fields left at their defaults (a third of the size; defaults are filled in again on reading).
 
+A search hit (:class:`rag_hier.retrieval.hit.Hit`) carries the passage's text, metadata and extras, so the node
+is rebuilt from the hit itself (:func:`hit_to_node`), with no second read of the store.
+
 Reading a passage back gives the same node class with the same id, relationships (SOURCE, PREVIOUS, NEXT,
 PARENT, CHILD), metadata, templates and exclusion lists. A passage written by the engine itself (no
 LlamaIndex payload) comes back as a ``TextNode`` whose SOURCE is its document.
@@ -36,8 +39,9 @@ from llama_index.core.schema import (
 from llama_index.vector_stores.rag_hier._filters import NODE_KEY
 
 from rag_hier.corpus.model import Passage
+from rag_hier.retrieval.hit import Hit
 
-__all__ = ["node_to_passage", "record_to_node"]
+__all__ = ["hit_to_node", "node_to_passage", "passage_record", "record_to_node"]
 
 # Only these classes are rebuilt from stored JSON: a stored class name never imports anything.
 _NODE_CLASSES: dict[str, type[BaseNode]] = {
@@ -91,3 +95,21 @@ def record_to_node(record: Mapping[str, Any]) -> BaseNode:
             data.pop("text", None)
     data["metadata"] = meta
     return cls.model_validate(data)
+
+
+def passage_record(passage: Passage) -> dict[str, Any]:
+    """The record view (``id``, ``doc_id``, ``content``, ``meta``, ``extra``) of a stored passage."""
+    return {
+        "id": passage.id,
+        "doc_id": passage.doc_id,
+        "content": passage.text,
+        "meta": passage.meta,
+        "extra": passage.extra,
+    }
+
+
+def hit_to_node(hit: Hit) -> BaseNode:
+    """The node a search hit stands for (its text, metadata and stored node payload)."""
+    return record_to_node(
+        {"id": hit.passage_id, "doc_id": hit.doc_id, "content": hit.text, "meta": hit.meta, "extra": hit.extra}
+    )

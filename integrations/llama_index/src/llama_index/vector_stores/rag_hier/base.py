@@ -1,19 +1,26 @@
-"""RagHierVectorStore: a rag-hier store (SQLite + FAISS directory) as a LlamaIndex vector store."""
+"""RagHierVectorStore: a rag-hier store (SQLite + FAISS directory) as a LlamaIndex vector store.
+
+A thin adapter: it turns nodes into passages (:mod:`._nodes`), LlamaIndex filters into a predicate over
+passage records (:mod:`._filters`) and the engine's hits back into nodes; everything else is the engine's
+public API. Queries run the registered strategies (``dense``, ``svdr-*``, ``fusion``); filters become
+candidate rowids through ``HierStore.matching_rowids``; ``persist`` is ``HierStore.snapshot``; the token index
+is ``HierStore.ensure_extension("token-index")``. Reads go through a read-only handle; the first write opens
+a read-write handle on the same directory, and both share the store's one engine (one consistent view, which
+also follows other processes' commits).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import shutil
 import tempfile
-import threading
 import uuid
 import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import Any, Literal, get_args
 
 import fsspec
 import numpy as np
@@ -27,31 +34,41 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryMode,
     VectorStoreQueryResult,
 )
-from llama_index.vector_stores.rag_hier._filters import NODE_KEY, build_predicate
-from llama_index.vector_stores.rag_hier._nodes import node_to_passage, record_to_node
+from llama_index.vector_stores.rag_hier._filters import build_predicate
+from llama_index.vector_stores.rag_hier._nodes import hit_to_node, node_to_passage, passage_record, record_to_node
 
 from rag_hier.encoders.dense import DEFAULT_MODEL, DenseEncoder
 from rag_hier.errors import StoreError
+from rag_hier.retrieval.base import Queries, Retriever
+from rag_hier.retrieval.fusion import FUSIONS, FusionRetriever
+from rag_hier.retrieval.hit import Hit
+from rag_hier.retrieval.registry import build_retriever
+from rag_hier.retrieval.svdr import SvdrMode
 from rag_hier.store.extensions.token_index import TokenIndexExtension
-from rag_hier.retrieval.svdr import SvdrMode, SvdrRetriever, default_vocab_model
 from rag_hier.store.filters import Predicate
 from rag_hier.store.store import MANIFEST, HierStore
 
-if TYPE_CHECKING:
-    from rag_hier.retrieval.hit import Hit
-
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_NAMESPACE", "RagHierVectorStore", "Similarity", "relative_score_fusion"]
+__all__ = ["DEFAULT_NAMESPACE", "RagHierVectorStore", "Similarity"]
 
 Similarity = Literal["cosine", "dot_product"]
 _SIMILARITIES: tuple[str, ...] = ("cosine", "dot_product")
 _SVDR_MODES: tuple[str, ...] = get_args(SvdrMode)
 _TOKEN_MODES = frozenset({"beta", "beta-rerank", "lexical"})
+_TOKEN_INDEX = TokenIndexExtension.name
 _TOKEN_INDEX_OPTIONS = frozenset({"model", "max_length"})
 DEFAULT_NAMESPACE = "default"
 _CONFIG_KEY = "llama_index"
 _PERSIST_SUFFIX = "__vector_store"
+
+NO_QUERY_EMBEDDING = (
+    "the query has no embedding (query_embedding) and the store at {location} has no encoder to embed its text; "
+    "supply one of: QueryBundle.embedding (VectorStoreQuery.query_embedding), an embed_model= on the retriever "
+    "(RagHierRetriever / HierarchicalRetriever, or the index's embed model through from_index() / "
+    "index.as_retriever()), or the store's own model (RagHierVectorStore(path, model=...))"
+)
+"""The error for a dense query without a vector: it names every way to supply one."""
 
 
 def _normalize_rows(mat: np.ndarray) -> np.ndarray:
@@ -59,39 +76,27 @@ def _normalize_rows(mat: np.ndarray) -> np.ndarray:
     return np.divide(mat, norms, out=np.zeros_like(mat), where=norms > 0)
 
 
+def check_vector(values: Any, what: str) -> np.ndarray:
+    """``values`` as a real, finite, non-empty float32 vector (a ``ValueError`` naming ``what`` otherwise)."""
+    try:
+        arr = np.asarray(values)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what} is not a vector of numbers ({exc})") from exc
+    if np.iscomplexobj(arr):
+        raise ValueError(f"{what} holds complex numbers; vectors must be real")
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+        raise ValueError(f"{what} is not a vector of numbers (dtype {arr.dtype})")
+    if arr.ndim != 1 or arr.shape[0] == 0:
+        raise ValueError(f"{what} must be a non-empty flat list of numbers, got shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{what} contains NaN or infinite values")
+    return arr.astype(np.float32)
+
+
 def _store_dir_for(persist_path: str | Path) -> Path:
     """The store directory for a persist path: ``d/default__vector_store.json`` → ``d/default__vector_store``."""
     p = Path(persist_path)
     return p.with_suffix("") if p.suffix == ".json" else p
-
-
-def _payload_for_filters(payload: Mapping[str, Any]) -> dict[str, Any]:
-    return {"type": payload.get("type"), "ref_doc_id": payload.get("ref_doc_id")}
-
-
-def relative_score_fusion(
-    dense: Sequence[tuple[str, float]], sparse: Sequence[tuple[str, float]], alpha: float, top_k: int
-) -> list[tuple[str, float]]:
-    """Fuse two ranked lists by relative scores: ``alpha · dense' + (1 − alpha) · sparse'``, best first.
-
-    Each list's scores are min-max scaled to [0, 1] (all 1.0 when they are equal); an id missing from one
-    list gets 0 there. ``alpha=1`` ranks by the dense scores, ``alpha=0`` by the sparse ones (LlamaIndex's
-    ``VectorStoreQuery.alpha`` convention, and the default fusion of its Qdrant store). Ties keep the dense
-    order, then the sparse order.
-    """
-
-    def scaled(results: Sequence[tuple[str, float]]) -> dict[str, float]:
-        if not results:
-            return {}
-        scores = [s for _, s in results]
-        lo, hi = min(scores), max(scores)
-        return {i: 1.0 if hi == lo else (s - lo) / (hi - lo) for i, s in results}
-
-    d, s = scaled(dense), scaled(sparse)
-    ids = list(dict.fromkeys([i for i, _ in dense] + [i for i, _ in sparse]))
-    fused = [(i, alpha * d.get(i, 0.0) + (1.0 - alpha) * s.get(i, 0.0)) for i in ids]
-    fused.sort(key=lambda item: -item[1])  # stable: ties keep the order above
-    return fused[:top_k]
 
 
 def _token_options(token_index: bool | Mapping[str, Any]) -> dict[str, Any] | None:
@@ -111,26 +116,11 @@ def _token_options(token_index: bool | Mapping[str, Any]) -> dict[str, Any] | No
     raise ValueError(f"token_index must be True, False or a dict of token index options, got {token_index!r}")
 
 
-def _attach_token_index(store: HierStore, options: Mapping[str, Any], model: str | None) -> None:
-    """Give ``store`` a token index if it has none (tokenizing the nodes it holds)."""
-    existing = store.extension(TokenIndexExtension.name)
-    if isinstance(existing, TokenIndexExtension):
-        if "model" in options and existing.model != options["model"]:
-            logger.warning(
-                "%s has a token index built with %r; keeping it (token_index asked for %r)",
-                store.path,
-                existing.model,
-                options["model"],
-            )
-        return
-    tokenizer = options.get("model") or model or (store.encoder.model_name if store.encoder else DEFAULT_MODEL)
-    logger.info("adding a token index (tokenizer %s) to %s", tokenizer, store.path)
-    store.add_extension(TokenIndexExtension(model=str(tokenizer), max_length=options.get("max_length", 256)))
-
-
-def _close_and_remove(store: HierStore, tmpdir: str | None) -> None:
-    with contextlib.suppress(Exception):
-        store.close()
+def _close_and_remove(handles: list[HierStore], tmpdir: str | None) -> None:
+    for handle in handles:
+        with contextlib.suppress(Exception):
+            handle.close()
+    handles.clear()
     if tmpdir is not None:
         shutil.rmtree(tmpdir, ignore_errors=True)
 
@@ -144,10 +134,15 @@ class RagHierVectorStore(BasePydanticVectorStore):
     query returns ``similarity_top_k`` nodes whenever that many match. Node ids map to FAISS ids that are
     never reused, so deleting and adding nodes never mixes them up.
 
+    Reads use a read-only handle on the directory (opening it never touches a file); the first write opens a
+    read-write handle. Every ``RagHierVectorStore`` (and ``HierStore``) on one directory in a process shares one
+    engine, so they all see one view, and a write by another process is seen at the next query.
+
     With ``token_index=True`` the store also keeps SVDR's binary token index of every node (built by
     tokenization alone), searched with the query text in ``VectorStoreQueryMode.SPARSE`` (``sparse_mode``:
     β, β+rerank, full, α or model-free lexical search) and fused with the dense search in
-    ``VectorStoreQueryMode.HYBRID`` (relative-score fusion weighted by the query's ``alpha``). With
+    ``VectorStoreQueryMode.HYBRID`` (the engine's ``fusion`` strategy: ``hybrid_fusion``, by default relative-score
+    fusion, weighted by the query's ``alpha``). With
     ``dense=False`` the store keeps no dense vectors at all: node embeddings are ignored, retrievers pass
     only the query text (``is_embedding_query`` is false), and the default query mode searches the token
     index.
@@ -165,7 +160,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
         index: FAISS index kind for a new store: ``"flat"`` (exact), ``"ivf"``, ``"hnsw"``, or an index
             configuration dict (see ``rag_hier.IndexConfig``).
         store: Wrap an already open :class:`rag_hier.HierStore` instead (``path`` and ``model`` are then
-            taken from it).
+            taken from it; it serves reads and writes as it is).
         encoder: A ready :class:`rag_hier.DenseEncoder` (to choose a device, say) instead of ``model``.
         token_index: Keep SVDR's binary token index (``True``, or a dict with ``model``, whose tokenizer
             defines the vocabulary, and ``max_length``, tokens per node, default 256; the tokenizer defaults
@@ -178,6 +173,10 @@ class RagHierVectorStore(BasePydanticVectorStore):
         vocab_model: The vocabulary encoder (a ``rag-hier train svdr`` output or any BERT-family model);
             default: the store's model, else its token index's tokenizer model.
         rerank_m: Candidates re-ranked by ``"beta-rerank"``.
+        hybrid_fusion: The fusion function of ``HYBRID`` queries, a name in the engine's fusion registry
+            (``rag_hier.retrieval.fusion.FUSIONS``): ``"relative_score"`` (default, LlamaIndex's own),
+            ``"rrf"``, ``"dbsf"``, ``"convex"``, or one added with ``rag_hier.retrieval.register_fusion``
+            (the counterpart of Qdrant's ``hybrid_fusion_fn``). Weights are ``(alpha, 1 - alpha)``.
 
     Example:
         >>> from llama_index.core import StorageContext, VectorStoreIndex
@@ -199,11 +198,14 @@ class RagHierVectorStore(BasePydanticVectorStore):
     sparse_mode: str = Field(default="beta-rerank", description="SVDR mode of SPARSE and HYBRID queries.")
     vocab_model: str | None = Field(default=None, description="Vocabulary encoder of SVDR queries.")
     rerank_m: int = Field(default=100, description="Candidates re-ranked by beta-rerank.")
+    hybrid_fusion: str = Field(default="relative_score", description="Fusion function of HYBRID queries.")
 
-    _store: HierStore = PrivateAttr()
-    _svdr: SvdrRetriever | None = PrivateAttr(default=None)
-    _lock: threading.RLock = PrivateAttr(default_factory=threading.RLock)
-    _view: tuple[int, np.ndarray, list[dict[str, Any]]] | None = PrivateAttr(default=None)
+    _root: Path = PrivateAttr()
+    _encoder: DenseEncoder | None = PrivateAttr(default=None)
+    _reader: HierStore = PrivateAttr()
+    _writer: HierStore | None = PrivateAttr(default=None)
+    _handles: list[HierStore] = PrivateAttr(default_factory=list)
+    _svdr: Retriever[Any] | None = PrivateAttr(default=None)
     _finalizer: weakref.finalize = PrivateAttr()
 
     def __init__(
@@ -220,6 +222,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
         sparse_mode: SvdrMode = "beta-rerank",
         vocab_model: str | None = None,
         rerank_m: int = 100,
+        hybrid_fusion: str = "relative_score",
         **kwargs: Any,
     ) -> None:
         if similarity is not None and similarity not in _SIMILARITIES:
@@ -228,70 +231,92 @@ class RagHierVectorStore(BasePydanticVectorStore):
             raise ValueError(f"sparse_mode must be one of {', '.join(_SVDR_MODES)}; got {sparse_mode!r}")
         if isinstance(rerank_m, bool) or not isinstance(rerank_m, int) or rerank_m < 1:
             raise ValueError(f"rerank_m must be an integer >= 1, got {rerank_m!r}")
+        if not isinstance(hybrid_fusion, str) or hybrid_fusion not in FUSIONS:
+            raise ValueError(
+                f"hybrid_fusion must be a registered fusion function ({', '.join(sorted(FUSIONS))}); "
+                f"got {hybrid_fusion!r}"
+            )
         if dense is not None and not isinstance(dense, bool):
             raise ValueError(f"dense must be True, False or None, got {dense!r}")
         token_options = _token_options(token_index)
         kwargs.pop("is_embedding_query", None)  # follows ``dense`` (present in to_dict() output)
-        opened_here = store is None
         tmpdir: str | None = None
-        if store is None:
+        handles: list[HierStore] = []
+        writer: HierStore | None = None
+        if store is not None:
+            reader = writer = store  # the caller's handle, read-only or not, serves both
+            root = store.path
+        else:
             if path is None:
                 tmpdir = tempfile.mkdtemp(prefix="rag-hier-llama-index-")
                 root = Path(tmpdir) / "store"
             else:
                 root = Path(path)
-            if (root / MANIFEST).exists():
-                if encoder is None and model is not None and dense is not False:  # e.g. text queries
-                    encoder = DenseEncoder(model)
-                store = HierStore.open(root, encoder=encoder)
-            else:
-                keep_dense = dense is not False
-                store = HierStore.create(
-                    root,
-                    model=model if keep_dense else None,
-                    encoder=encoder if keep_dense else None,
-                    index=index if isinstance(index, str) else dict(index),
-                    corpus={_CONFIG_KEY: {"similarity": similarity or "cosine", "dense": keep_dense}},
-                )
+            if encoder is None and model is not None and dense is not False and (root / MANIFEST).exists():
+                encoder = DenseEncoder(model)  # e.g. for text queries on a store fed with vectors
         try:
-            if token_options is not None:
-                _attach_token_index(store, token_options, model)
-            resolved_dense = dense if dense is not None else store.corpus_info.get(_CONFIG_KEY, {}).get("dense", True)
-            has_tokens = store.extension(TokenIndexExtension.name) is not None
+            if store is None:
+                if (root / MANIFEST).exists():
+                    reader = HierStore.open(root, encoder=encoder, read_only=True)
+                    handles.append(reader)
+                else:
+                    keep_dense = dense is not False
+                    writer = HierStore.create(
+                        root,
+                        model=model if keep_dense else None,
+                        encoder=encoder if keep_dense else None,
+                        index=index if isinstance(index, str) else dict(index),
+                        similarity=similarity or "cosine",
+                        corpus={_CONFIG_KEY: {"similarity": similarity or "cosine", "dense": keep_dense}},
+                    )
+                    handles.append(writer)
+                    encoder = writer.encoder if keep_dense else None  # one encoder for both handles
+                    reader = HierStore.open(root, encoder=encoder, read_only=True)
+                    handles.append(reader)
+            if token_options is not None and reader.extension(_TOKEN_INDEX) is None:
+                if writer is None:
+                    writer = HierStore.open(root, encoder=encoder)
+                    handles.append(writer)
+                _ensure_token_index(writer, token_options, model)
+            elif token_options is not None:
+                _warn_other_tokenizer(reader, token_options)
+            config = reader.corpus_info.get(_CONFIG_KEY, {})
+            resolved_dense = dense if dense is not None else config.get("dense", True)
+            has_tokens = reader.extension(_TOKEN_INDEX) is not None
             if not resolved_dense and not has_tokens:
                 raise ValueError(
-                    f"dense=False needs a token index to search, and the store at {store.path} has none; "
+                    f"dense=False needs a token index to search, and the store at {root} has none; "
                     "pass token_index=True"
                 )
+            recorded = config.get("similarity")
+            if similarity is not None and recorded is not None and similarity != recorded:
+                raise StoreError(f"similarity={similarity!r} but the store at {root} was created with {recorded!r}")
         except BaseException:
-            if opened_here:
-                store.close()
-            if tmpdir is not None:
-                shutil.rmtree(tmpdir, ignore_errors=True)
+            _close_and_remove(handles, tmpdir)
             raise
-        recorded = store.corpus_info.get(_CONFIG_KEY, {}).get("similarity")
-        if similarity is not None and recorded is not None and similarity != recorded:
-            raise StoreError(f"similarity={similarity!r} but the store at {store.path} was created with {recorded!r}")
-        # A store built by the engine itself records nothing: its vectors are searched as they are.
+        # A store built by the engine itself records nothing here: its vectors are searched as they are.
         resolved = similarity or recorded or "dot_product"
         super().__init__(  # type: ignore[call-arg]  # pydantic fields of this class
-            path=None if tmpdir is not None else str(store.path),
+            path=None if tmpdir is not None else str(root),
             similarity=resolved,
-            model=store.encoder.model_name if store.encoder is not None else None,
-            index=store.index_config.to_dict(),
+            model=reader.encoder.model_name if reader.encoder is not None else None,
+            index=reader.index_config.to_dict(),
             dense=bool(resolved_dense),
             token_index=has_tokens,
             sparse_mode=sparse_mode,
             vocab_model=vocab_model,
             rerank_m=rerank_m,
+            hybrid_fusion=hybrid_fusion,
             is_embedding_query=bool(resolved_dense),
             **kwargs,
         )
-        self._store = store
-        self._lock = threading.RLock()
-        self._view = None
+        self._root = root
+        self._encoder = encoder
+        self._reader = reader
+        self._writer = writer
+        self._handles = handles
         self._svdr = None
-        self._finalizer = weakref.finalize(self, _close_and_remove, store, tmpdir)
+        self._finalizer = weakref.finalize(self, _close_and_remove, handles, tmpdir)
 
     @classmethod
     def class_name(cls) -> str:
@@ -321,19 +346,41 @@ class RagHierVectorStore(BasePydanticVectorStore):
             raise StoreError(f"no rag-hier store at {root} (written by RagHierVectorStore.persist({persist_path!r}))")
         return cls(root, **kwargs)
 
-    # -- properties -----------------------------------------------------------------------------------
+    # -- handles --------------------------------------------------------------------------------------
+    @property
+    def reader(self) -> HierStore:
+        """The handle queries read through (read-only unless the store was given as ``store=``)."""
+        return self._reader
+
     @property
     def client(self) -> HierStore:
-        """The underlying :class:`rag_hier.HierStore`."""
-        return self._store
+        """The underlying :class:`rag_hier.HierStore`, writable (the read-write handle is opened on first use).
+
+        It shares the engine of :attr:`reader`, so a write through it (``client.add_extension(...)``,
+        ``client.update_meta(...)``) is seen by the next query at once.
+        """
+        return self._writable()
+
+    def _writable(self) -> HierStore:
+        """The read-write handle, opened on the first write (it shares the reader's engine)."""
+        writer = self._writer
+        if writer is None:
+            opened = HierStore.open(self._root, encoder=self._encoder)
+            if self._writer is None:
+                self._writer = opened
+                self._handles.append(opened)
+            else:  # another thread opened one meanwhile: keep the first
+                opened.close()
+            writer = self._writer
+        return writer
 
     @property
     def store_path(self) -> Path:
         """The directory holding the store (a temporary one when created with ``path=None``)."""
-        return self._store.path
+        return self._root
 
     def close(self) -> None:
-        """Close the store (and remove it if it lives in a temporary directory)."""
+        """Close the store's handles (and remove the store if it lives in a temporary directory)."""
         self._finalizer()
 
     # -- writing --------------------------------------------------------------------------------------
@@ -341,20 +388,21 @@ class RagHierVectorStore(BasePydanticVectorStore):
         """A vector per node (``None``: stored without one, found through the token index)."""
         if not self.dense:
             return [None] * len(nodes)
-        missing = [i for i, n in enumerate(nodes) if n.embedding is None]
-        if missing and self._store.encoder is None and self.token_index:
+        rows: list[np.ndarray | None] = [
+            None if n.embedding is None else check_vector(n.embedding, f"the embedding of node {n.node_id!r}")
+            for n in nodes
+        ]
+        missing = [i for i, r in enumerate(rows) if r is None]
+        encoder = self._reader.encoder
+        if missing and encoder is None and self.token_index:
             missing = []  # nodes without an embedding are found through the token index only
-        elif missing and self._store.encoder is None:
+        elif missing and encoder is None:
             raise ValueError(
-                f"node {nodes[missing[0]].node_id!r} has no embedding and the store at {self._store.path} has no "
+                f"node {nodes[missing[0]].node_id!r} has no embedding and the store at {self._root} has no "
                 "encoder; embed the nodes first (e.g. through VectorStoreIndex with an embed_model) or create "
                 "the store with model=..."
             )
-        rows: list[np.ndarray | None] = [
-            None if n.embedding is None else np.asarray(n.embedding, dtype=np.float32) for n in nodes
-        ]
         if missing:
-            encoder = self._store.encoder
             assert encoder is not None
             texts = [nodes[i].get_content(metadata_mode=MetadataMode.EMBED) for i in missing]
             encoded = encoder.encode_documents(texts)
@@ -379,24 +427,24 @@ class RagHierVectorStore(BasePydanticVectorStore):
         if not nodes:
             return []
         vectors = self._vectors(nodes)
-        with self._lock:
+        store = self._writable()
+        with store.batch():  # one commit; positions read inside it see exactly what is stored
             # position = order of the node within its document, after the passages already stored
             next_pos: dict[str, int] = {}
             passages = []
             for node in nodes:
                 doc_id = node.ref_doc_id if node.ref_doc_id is not None else node.node_id
                 if doc_id not in next_pos:
-                    info = self._store.get_document(doc_id)
+                    info = store.get_document(doc_id)
                     next_pos[doc_id] = len(info["passage_ids"]) if info else 0
                 passages.append(node_to_passage(node, next_pos[doc_id]))
                 next_pos[doc_id] += 1
-            self._store.add_passages(passages, vectors, policy="upsert")
+            store.add_passages(passages, vectors, policy="upsert")
         return [n.node_id for n in nodes]
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Delete every node whose SOURCE document is ``ref_doc_id``."""
-        with self._lock:
-            self._store.delete_documents([ref_doc_id])
+        self._writable().delete_documents([ref_doc_id])
 
     def delete_nodes(
         self,
@@ -411,28 +459,22 @@ class RagHierVectorStore(BasePydanticVectorStore):
         if node_ids is None and (filters is None or not filters.filters):
             return
         predicate = build_predicate(filters)
-        with self._lock:
-            if node_ids is None:
-                assert predicate is not None
-                self._store.delete_by_filter(predicate)
-                return
-            ids = list(node_ids)
+        store = self._writable()
+        if node_ids is None:
+            assert predicate is not None
+            store.delete_by_filter(predicate)
+            return
+        ids = list(node_ids)
+        with store.batch():  # the ids matching the filters are read and deleted in one commit
             if predicate is not None:
-                ids = [r["id"] for r in self._records_of(ids) if predicate(r)]
-            self._store.delete_passages(ids)
+                ids = [p.id for p in store.get_passages(ids) if predicate(passage_record(p))]
+            store.delete_passages(ids)
 
     def clear(self) -> None:
         """Delete every node (FAISS ids are still never reused)."""
-        with self._lock:
-            self._store.delete_all()
+        self._writable().delete_all()
 
     # -- reading --------------------------------------------------------------------------------------
-    def _records_of(self, node_ids: Sequence[str]) -> list[dict[str, Any]]:
-        return [
-            {"id": p.id, "doc_id": p.doc_id, "content": p.text, "meta": dict(p.meta), "extra": dict(p.extra)}
-            for p in self._store.get_passages(node_ids)
-        ]
-
     def get_nodes(
         self,
         node_ids: list[str] | None = None,
@@ -440,47 +482,51 @@ class RagHierVectorStore(BasePydanticVectorStore):
     ) -> list[BaseNode]:
         """Nodes by id (in the order asked) and/or matching filters (in insertion order); all without either."""
         predicate = build_predicate(filters)
-        with self._lock:
-            if node_ids is not None:
-                records = self._records_of(list(node_ids))
-                return [record_to_node(r) for r in records if predicate is None or predicate(r)]
-            passages = self._store.filter_passages(predicate)
-        return [
-            record_to_node({"id": p.id, "doc_id": p.doc_id, "content": p.text, "meta": p.meta, "extra": p.extra})
-            for p in passages
-        ]
+        if node_ids is not None:
+            records = [passage_record(p) for p in self._reader.get_passages(list(node_ids))]
+            return [record_to_node(r) for r in records if predicate is None or predicate(r)]
+        return [record_to_node(passage_record(p)) for p in self._reader.filter_passages(predicate)]
 
-    def _query_vector(self, query: VectorStoreQuery) -> np.ndarray:
-        if query.query_embedding is not None:
-            vec = np.asarray(query.query_embedding, dtype=np.float32)[None, :]
-        elif query.query_str is not None and self._store.encoder is not None:
-            vec = self._store.encode_queries([query.query_str])
+    def query_vector(self, query_str: str | None = None, embedding: Sequence[float] | None = None) -> np.ndarray:
+        """The ``(1, dimension)`` dense query vector, L2-normalized for a ``"cosine"`` store.
+
+        It is ``embedding`` when given, else the store's encoder applied to ``query_str``.
+
+        Raises:
+            ValueError: No embedding and no store encoder (the message names every way to supply one), or an
+                embedding that is not a real, finite vector.
+
+        """
+        if embedding is not None:
+            vec = check_vector(embedding, "the query embedding")[None, :]
+        elif query_str is not None and self._reader.encoder is not None:
+            vec = self._reader.encode_queries([query_str])
         else:
-            raise ValueError(
-                "VectorStoreQuery has no query_embedding and the store has no encoder to embed query_str; "
-                "pass an embedding or create the store with model=..."
-            )
+            raise ValueError(NO_QUERY_EMBEDDING.format(location=self._root))
         return _normalize_rows(vec) if self.similarity == "cosine" else vec
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """Search the store in the query's mode, after the filters, ``doc_ids`` and ``node_ids`` restrictions.
 
-        Modes:
+        Modes (each one of the engine's registered strategies):
 
-        - ``DEFAULT``: nearest nodes to ``query_embedding`` (``similarity_top_k``). Similarities are inner
-          products (cosine similarities for a ``"cosine"`` store). On a ``dense=False`` store, ``DEFAULT``
-          is the ``SPARSE`` search below (retrievers send it the query text only).
-        - ``SPARSE``: SVDR search (``sparse_mode``) of ``query_str`` over the token index; ``sparse_top_k``
-          (else ``similarity_top_k``) nodes, scored by the engine's ``SvdrRetriever``.
-        - ``HYBRID``: the dense top ``similarity_top_k`` and the sparse top ``sparse_top_k`` (else
-          ``similarity_top_k``) fused by :func:`relative_score_fusion` with weight ``alpha`` (default 0.5;
-          1 = dense only, 0 = sparse only); ``hybrid_top_k`` (else ``similarity_top_k``) nodes.
+        - ``DEFAULT``: the ``dense`` strategy, nearest nodes to ``query_embedding`` (``similarity_top_k``).
+          Similarities are inner products (cosine similarities for a ``"cosine"`` store). On a
+          ``dense=False`` store, ``DEFAULT`` is the ``SPARSE`` search below (retrievers send it the query
+          text only).
+        - ``SPARSE``: the ``svdr-<sparse_mode>`` strategy over the token index with ``query_str``;
+          ``sparse_top_k`` (else ``similarity_top_k``) nodes, with the SVDR scores.
+        - ``HYBRID``: the ``fusion`` strategy over those two: the dense top ``similarity_top_k`` and the
+          sparse top ``sparse_top_k`` (else ``similarity_top_k``) fused by ``hybrid_fusion`` (default: relative
+          score) with weights ``(alpha, 1 - alpha)`` (``alpha`` default 0.5; 1 = dense only, 0 = sparse only);
+          ``hybrid_top_k`` (else ``similarity_top_k``) nodes.
 
         Higher similarities are better. An empty ``node_ids`` or ``doc_ids`` list means no restriction
         (``VectorStoreIndex.as_retriever()`` sends ``node_ids=[]``).
 
         Raises:
-            ValueError: An unsupported mode, a sparse or hybrid query on a store without a token index or
+            ValueError: An unsupported mode, no query embedding (naming how to supply one), a NaN, infinite
+                or complex query embedding, a sparse or hybrid query on a store without a token index or
                 without ``query_str``, a hybrid query on a ``dense=False`` store, or ``alpha`` outside [0, 1].
 
         """
@@ -497,142 +543,75 @@ class RagHierVectorStore(BasePydanticVectorStore):
             f"RagHierVectorStore supports the 'default', 'sparse' and 'hybrid' query modes; got {mode.value!r}"
         )
 
+    @staticmethod
+    def _predicate(query: VectorStoreQuery) -> Predicate | None:
+        return build_predicate(query.filters, doc_ids=query.doc_ids, node_ids=query.node_ids)
+
+    @staticmethod
+    def _result(hits: Sequence[Hit]) -> VectorStoreQueryResult:
+        return VectorStoreQueryResult(
+            nodes=[hit_to_node(h) for h in hits],
+            similarities=[h.score for h in hits],
+            ids=[h.passage_id for h in hits],
+        )
+
     def _dense_query(self, query: VectorStoreQuery, top_k: int) -> VectorStoreQueryResult:
         if top_k < 1:
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
-        vec = self._query_vector(query)
-        with self._lock:
-            index = self._store.index
-            if index is None:  # nothing written yet
-                return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
-            allowed = self._allowed_rowids(query.filters, query.doc_ids, query.node_ids)
-            scores, rowids = index.search(vec, top_k, allowed_ids=allowed)
-            records = self._store.records(rowids[0].tolist())
-        nodes, sims, ids = [], [], []
-        for score, rowid in zip(scores[0].tolist(), rowids[0].tolist(), strict=True):
-            rec = records.get(rowid)
-            if rec is None:  # -1 padding: fewer matches than top_k
-                continue
-            nodes.append(record_to_node(rec))
-            sims.append(score)
-            ids.append(rec["id"])
-        return VectorStoreQueryResult(nodes=nodes, similarities=sims, ids=ids)
+        vec = self.query_vector(query.query_str, query.query_embedding)
+        dense = build_retriever("dense", self._reader)
+        return self._result(dense.run(Queries(vectors=vec), top_k, self._predicate(query))[0].hits)
 
     # -- SVDR search over the token index -------------------------------------------------------------
-    def _svdr_retriever(self) -> SvdrRetriever:
-        """The SVDR retriever of this store (kept with its loaded encoder)."""
+    def _svdr_retriever(self) -> Retriever[Any]:
+        """The ``svdr-<sparse_mode>`` retriever of this store (kept with its loaded encoder and E(d) cache)."""
         if self._svdr is None:
-            mode: SvdrMode = self.sparse_mode  # type: ignore[assignment]  # validated in __init__
-            encoder: Any = None
-            if mode != "lexical" and (self.vocab_model is not None or mode != "alpha"):
-                # α with complete stored vectors needs no model: leave the encoder to the engine then
-                encoder = self.vocab_model or default_vocab_model(self._store)
-            self._svdr = SvdrRetriever(self._store, mode, encoder=encoder, rerank_m=self.rerank_m)
+            self._svdr = build_retriever(
+                f"svdr-{self.sparse_mode}", self._reader, rerank_m=self.rerank_m, vocab_model=self.vocab_model
+            )
         return self._svdr
 
-    def _sparse_predicate(self, query: VectorStoreQuery) -> Predicate | None:
-        """Metadata filters, ``doc_ids`` and ``node_ids`` as one predicate over passage records."""
-        predicate = build_predicate(query.filters)
-        node_ids = set(query.node_ids) if query.node_ids else None
-        doc_ids = set(query.doc_ids) if query.doc_ids else None
-        if node_ids is None and doc_ids is None:
-            return predicate
-
-        def restricted(record: Mapping[str, Any]) -> bool:
-            if node_ids is not None and record["id"] not in node_ids:
-                return False
-            if doc_ids is not None and record["doc_id"] not in doc_ids:
-                return False
-            return predicate is None or predicate(record)
-
-        return restricted
-
-    def _sparse_hits(self, query: VectorStoreQuery, top_k: int) -> list[Hit]:
+    def _check_sparse(self, query: VectorStoreQuery) -> str:
+        """The query text of a sparse or hybrid query (errors when it cannot run)."""
         if not query.query_str or not query.query_str.strip():
             raise ValueError("a sparse or hybrid query needs query_str (the text searched in the token index)")
-        if self.sparse_mode in _TOKEN_MODES and self._store.extension(TokenIndexExtension.name) is None:
+        if self.sparse_mode in _TOKEN_MODES and self._reader.extension(_TOKEN_INDEX) is None:
             raise ValueError(
-                f"{self.sparse_mode!r} search needs a token index and the store at {self._store.path} has none; "
+                f"{self.sparse_mode!r} search needs a token index and the store at {self._root} has none; "
                 "create the RagHierVectorStore with token_index=True"
             )
-        if top_k < 1:
-            return []
-        with self._lock:
-            if self._store.count_passages() == 0:
-                return []
-            return self._svdr_retriever().search(query.query_str, top_k=top_k, filters=self._sparse_predicate(query))
+        return query.query_str
 
     def _sparse_query(self, query: VectorStoreQuery, top_k: int) -> VectorStoreQueryResult:
-        hits = self._sparse_hits(query, top_k)
-        return self._result([h.passage_id for h in hits], [h.score for h in hits])
-
-    def _result(self, ids: list[str], scores: list[float]) -> VectorStoreQueryResult:
-        with self._lock:
-            records = {r["id"]: r for r in self._records_of(ids)}
-        kept = [(i, s) for i, s in zip(ids, scores, strict=True) if i in records]
-        return VectorStoreQueryResult(
-            nodes=[record_to_node(records[i]) for i, _ in kept],
-            similarities=[s for _, s in kept],
-            ids=[i for i, _ in kept],
-        )
+        text = self._check_sparse(query)
+        if top_k < 1:
+            return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
+        result = self._svdr_retriever().run(Queries(texts=[text]), top_k, self._predicate(query))[0]
+        return self._result(result.hits)
 
     def _hybrid_query(self, query: VectorStoreQuery) -> VectorStoreQueryResult:
         if not self.dense:
-            raise ValueError(
-                f"the store at {self._store.path} keeps no dense vectors (dense=False); use the sparse mode"
-            )
+            raise ValueError(f"the store at {self._root} keeps no dense vectors (dense=False); use the sparse mode")
         alpha = 0.5 if query.alpha is None else float(query.alpha)
         if not 0.0 <= alpha <= 1.0:
             raise ValueError(f"alpha must be between 0 (sparse only) and 1 (dense only), got {query.alpha!r}")
+        text = self._check_sparse(query)
         top_k = int(query.hybrid_top_k or query.similarity_top_k or 0)
-        hits = self._sparse_hits(query, int(query.sparse_top_k or query.similarity_top_k or 0))
-        dense = self._dense_query(query, int(query.similarity_top_k or 0))
-        fused = relative_score_fusion(
-            list(zip(dense.ids or [], dense.similarities or [], strict=True)),
-            [(h.passage_id, h.score) for h in hits],
-            alpha,
-            top_k,
+        if top_k < 1:
+            return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
+        vec = self.query_vector(query.query_str, query.query_embedding)
+        dense_k = max(1, int(query.similarity_top_k or 0))
+        sparse_k = max(1, int(query.sparse_top_k or query.similarity_top_k or 0))
+        fusion = FusionRetriever(
+            self._reader,
+            components=[build_retriever("dense", self._reader), self._svdr_retriever()],
+            method=self.hybrid_fusion,
+            weights=(alpha, 1.0 - alpha),
+            depths=(dense_k, sparse_k),
+            keep_zero_scores=True,  # the sparse list is its top sparse_k as ranked (zeros scale it from 0)
         )
-        return self._result([i for i, _ in fused], [s for _, s in fused])
-
-    def _allowed_rowids(
-        self, filters: MetadataFilters | None, doc_ids: list[str] | None, node_ids: list[str] | None
-    ) -> np.ndarray | None:
-        """FAISS ids the search may return (``None``: all); id restrictions go through SQLite indexes."""
-        predicate = build_predicate(filters)
-        if node_ids or doc_ids:
-            candidates = self._store.rowids_of(passage_ids=node_ids or None, doc_ids=doc_ids or None)
-            if predicate is None:
-                return candidates
-            by_rowid = self._store.records(candidates.tolist())
-            return np.asarray([r for r in candidates.tolist() if predicate(by_rowid[r])], dtype=np.int64)
-        if predicate is None:
-            return None
-        rowids, records = self._filter_view()
-        mask = np.fromiter((predicate(r) for r in records), dtype=np.bool_, count=len(records))
-        return rowids[mask]
-
-    def _filter_view(self) -> tuple[np.ndarray, list[dict[str, Any]]]:
-        """What metadata filters look at, for every passage with a vector, kept while the store is unchanged.
-
-        Parsing every stored row for each filtered query costs seconds at 100k nodes; this view (ids,
-        document, metadata, node class and SOURCE id: no text, no node JSON) is read once per store
-        generation, so repeated filtered queries only run the predicate. Any write makes a new generation.
-        """
-        generation = self._store.manifest["generation"]
-        if self._view is None or self._view[0] != generation:
-            records: list[dict[str, Any]] = []
-
-            def collect(rec: Mapping[str, Any]) -> bool:  # one pass over the rows, keeping what filters need
-                payload = rec["extra"].get(NODE_KEY)
-                extra = {} if payload is None else {NODE_KEY: _payload_for_filters(payload)}
-                records.append({"id": rec["id"], "doc_id": rec["doc_id"], "meta": rec["meta"], "extra": extra})
-                return True
-
-            rowids = self._store.allowed_rowids(collect)
-            assert rowids is not None and len(rowids) == len(records)
-            self._view = (generation, rowids, records)
-        return self._view[1], self._view[2]
+        result = fusion.run(Queries(texts=[text], vectors=vec), top_k, self._predicate(query))[0]
+        return self._result(result.hits)
 
     # -- persistence ----------------------------------------------------------------------------------
     def persist(self, persist_path: str, fs: fsspec.AbstractFileSystem | None = None) -> None:
@@ -640,34 +619,24 @@ class RagHierVectorStore(BasePydanticVectorStore):
 
         ``StorageContext.persist(d)`` calls this with ``d/default__vector_store.json``, so the store lands in
         ``d/default__vector_store/``; load it with :meth:`from_persist_dir`. Writes are already durable, so
-        when the store lives at that directory nothing is copied; otherwise the store files are copied
-        (a consistent snapshot, verified before it replaces an older copy). No pickle is involved.
+        when the store lives at that directory nothing is copied; otherwise the engine's
+        ``HierStore.snapshot`` copies one committed generation (only the files the store's committed state
+        lists, checked by name, verified by opening the copy) before it replaces an older copy. No pickle is
+        involved.
         """
         _check_local(fs)
         target = _store_dir_for(persist_path)
         if target.exists() and (not target.is_dir() or (not (target / MANIFEST).exists() and any(target.iterdir()))):
             raise StoreError(f"cannot persist to {target}: it exists and does not hold a rag-hier store")
-        with self._lock:
-            source = self._store.path
-            if target.exists() and target.resolve() == source.resolve():
-                return
-            target.parent.mkdir(parents=True, exist_ok=True)
-            staging = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
-            staging.mkdir()
-            try:
-                # every file the committed manifest lists (SQLite, FAISS), then the manifest itself
-                listed = json.loads((source / MANIFEST).read_text(encoding="utf-8")).get("files", {})
-                for name in [*listed, MANIFEST]:
-                    shutil.copy2(source / name, staging / name)
-                HierStore.open(staging, read_only=True).close()  # verify counts and checksums
-            except BaseException:
-                shutil.rmtree(staging, ignore_errors=True)
-                raise
+        if target.exists() and target.resolve() == self._root.resolve():
+            return
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fresh = self._reader.snapshot(target.parent / f".{target.name}.new-{uuid.uuid4().hex[:8]}")
         old = None
         if target.exists():
             old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
             target.replace(old)
-        staging.replace(target)
+        fresh.replace(target)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
 
@@ -704,6 +673,25 @@ class RagHierVectorStore(BasePydanticVectorStore):
     async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """:meth:`query` in a worker thread."""
         return await asyncio.to_thread(self.query, query, **kwargs)
+
+
+def _ensure_token_index(store: HierStore, options: Mapping[str, Any], model: str | None) -> None:
+    """Give ``store`` a token index (tokenizing the nodes it holds) through the engine's ``ensure_extension``."""
+    tokenizer = options.get("model") or model or (store.encoder.model_name if store.encoder else DEFAULT_MODEL)
+    store.ensure_extension(_TOKEN_INDEX, model=str(tokenizer), max_length=options.get("max_length", 256))
+    _warn_other_tokenizer(store, options)
+
+
+def _warn_other_tokenizer(store: HierStore, options: Mapping[str, Any]) -> None:
+    existing = store.extension(_TOKEN_INDEX)
+    held = getattr(existing, "model", None)
+    if "model" in options and held is not None and held != options["model"]:
+        logger.warning(
+            "%s has a token index built with %r; keeping it (token_index asked for %r)",
+            store.location,
+            held,
+            options["model"],
+        )
 
 
 def _check_local(fs: fsspec.AbstractFileSystem | None) -> None:
