@@ -1,4 +1,4 @@
-"""Train an EHI tree index on a small corpus with a few queries, then search it with the learned indexer.
+"""Train an EHI tree index on a small corpus with a few queries, attach it to a store, search with ``ehi``.
 
 Usage::
 
@@ -9,14 +9,14 @@ passages are routed to leaves, and a search scores only the passages of the ``be
 Here the offline all-MiniLM-L6-v2 and an 8-leaf tree (B=4, H=2, k-means warm start) are trained for a few
 steps on ``examples/queries.jsonl`` / ``examples/qrels.tsv`` over ``examples/corpus`` (passages of 100 words,
 as ``rag-hier index`` splits them); then the trained encoder and indexer are loaded back from the output
-directory and a query is routed and answered, with the measured fraction of passages scored. A few minutes
-on an idle 2-core CPU. The same training from the command line::
+directory into a store (the ``ehi`` extension files every passage under its leaf) and a query is answered by
+the ``ehi`` strategy, with the measured fraction of passages scored. A few minutes on an idle 2-core CPU. The
+same from the command line::
 
     rag-hier train ehi examples/corpus --queries examples/queries.jsonl --qrels examples/qrels.tsv \\
         --output work/ehi --branching 4 --height 2 --init kmeans --epochs 6 --refresh-every 2 --batch-size 8
-
-(The store extension and ``--strategy ehi`` for ``rag-hier search`` are not wired yet: this example calls the
-indexer's search function directly.)
+    rag-hier index examples/corpus --store work/store --model work/ehi --ehi
+    rag-hier search --store work/store --strategy ehi --beam 2 --query "How do bees turn nectar into honey?"
 """
 
 from __future__ import annotations
@@ -26,8 +26,11 @@ import logging
 import tempfile
 from pathlib import Path
 
+from rag_hier import HierStore
 from rag_hier.corpus import read_corpus, read_qrels, read_queries, split_documents
-from rag_hier.index.ehi import EHIIndexer, ehi_search
+from rag_hier.encoders import DenseEncoder
+from rag_hier.retrieval import Queries, build_retriever
+from rag_hier.store.extensions.ehi import EHIExtension
 from rag_hier.training.ehi import EHIConfig, EHITrainer
 
 HERE = Path(__file__).resolve().parent
@@ -67,23 +70,19 @@ def main() -> int:
     result = EHITrainer(config=config, device="cpu").train(passages, work / "ehi", queries=queries, qrels=qrels)
     print(f"trained {result.steps} steps in {result.seconds:.0f}s; leaves: {result.leaf_stats}")
 
-    # 2. Load what was saved: an ordinary sentence-transformers model and the indexer next to it.
-    from sentence_transformers import SentenceTransformer
-
-    model = SentenceTransformer(str(work / "ehi"), device="cpu")
-    indexer = EHIIndexer.from_pretrained(work / "ehi")
-    vectors = model.encode_document(
-        [p.embedding_text for p in passages], normalize_embeddings=True, convert_to_numpy=True
-    )
-    leaves = indexer.assign(vectors)  # each passage's most probable leaf
+    # 2. A store encoded by the trained encoder, with the trained indexer attached: every passage is filed
+    #    under its most probable leaf; passages added later are routed by the indexer without retraining.
+    store = HierStore.create(work / "store", encoder=DenseEncoder(str(work / "ehi"), device="cpu"))
+    store.add_documents(documents, max_passage_words=100, show_progress_bar=False)
+    store.add_extension(EHIExtension(work / "ehi"))
+    print(f"store: {store.extension('ehi').describe()}")
 
     # 3. Search: beam search over the tree, exact scores inside the leaves reached.
-    q = model.encode_query([args.query], normalize_embeddings=True, convert_to_numpy=True)
-    res = ehi_search(indexer, q, vectors, leaves, beam=args.beam, top_k=3)
-    print(f"\n{args.query!r}: scored {res.scored[0]} of {res.n_items} passages ({res.fraction_scored[0]:.0%})")
-    for rank, (i, s) in enumerate(zip(res.ids[0], res.scores[0], strict=True), start=1):
-        if i >= 0:
-            print(f"  {rank}. {s:.3f}  {passages[i].id}: {passages[i].text[:90]}...")
+    (res,) = build_retriever("ehi", store, beam=args.beam).run(Queries(texts=[args.query]), top_k=3)
+    print(f"\n{args.query!r}: scored {res.stats['passages_scored']:.0f} passages ({res.stats['fraction_scored']:.0%})")
+    for hit in res.hits:
+        print(f"  {hit.rank}. {hit.score:.3f}  {hit.passage_id}: {hit.text[:90]}...")
+    store.close()
     return 0
 
 
