@@ -38,6 +38,7 @@ def test_extension_follows_writes_and_reopens(tmp_path: Path, encoder: DenseEnco
     store = HierStore.create(tmp_path / "s", encoder=encoder)
     store.add_documents(_docs(ehi_corpus, ids[:40]), max_passage_words=0)
     indexer = _indexer(store)
+    indexer.info = {"trained_with": "rag-hier train ehi"}
     store.add_extension(EHIExtension(indexer))
     assert all((tmp_path / "s" / name).is_file() for name in EHI_FILES)
     ext = store.extension("ehi")
@@ -56,6 +57,7 @@ def test_extension_follows_writes_and_reopens(tmp_path: Path, encoder: DenseEnco
     store = HierStore.open(tmp_path / "s", encoder=encoder)
     ext = store.extension("ehi")
     assert isinstance(ext, EHIExtension) and ext.rowids.size == 43
+    assert ext.require_indexer().info == {"trained_with": "rag-hier train ehi"}
     np.testing.assert_array_equal(ext.assignment().leaves, leaves_before)
     q = Queries(texts=[ehi_corpus["d7"]])
     # every leaf: exactly the dense ranking; one leaf: fewer passages scored, measured

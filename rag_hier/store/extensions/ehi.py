@@ -80,7 +80,8 @@ class EHIExtension(StoreExtension):
         """Write the indexer's two files and the leaf lists."""
         from safetensors.numpy import save_file
 
-        self.require_indexer().save(paths[EHI_FILES[0]], paths[EHI_FILES[1]], info={"store_extension": self.name})
+        indexer = self.require_indexer()
+        indexer.save(paths[EHI_FILES[0]], paths[EHI_FILES[1]], info=indexer.info)  # how it was trained, kept
         save_file(
             {"rowids": np.ascontiguousarray(self._rowids), "leaves": np.ascontiguousarray(self._leaves)},
             str(paths[EHI_FILES[2]]),
