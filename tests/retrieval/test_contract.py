@@ -18,8 +18,8 @@ import pytest
 
 from rag_hier import Document, HierStore
 from rag_hier.encoders import DenseEncoder
-from rag_hier.retrieval import Queries, build_retriever, strategy, strategy_names
 from rag_hier.index.ehi import EHIIndexer
+from rag_hier.retrieval import Queries, build_retriever, strategy, strategy_names
 from rag_hier.store.extensions.doc_index import DocumentIndex
 from rag_hier.store.extensions.ehi import EHIExtension
 from rag_hier.store.extensions.token_index import TokenIndexExtension
