@@ -9,6 +9,7 @@ __all__ = [
     "FilterError",
     "InvalidInputError",
     "MissingDependencyError",
+    "ParameterError",
     "RagHierError",
     "StoreCorruptedError",
     "StoreError",
@@ -61,3 +62,10 @@ class InvalidInputError(RagHierError, ValueError, TypeError):
 
 class MissingDependencyError(RagHierError, ImportError):
     """An optional dependency is not installed; the message says which extra provides it."""
+
+
+class ParameterError(RagHierError, ValueError):
+    """A parameter (of a strategy, an index or a search) is unknown, of the wrong type or out of range.
+
+    The message names it, the value given and what is allowed.
+    """

@@ -26,6 +26,7 @@ PLUGIN_MODULES: tuple[str, ...] = (
     "rag_hier.cli.hce",
     "rag_hier.cli.svdr",
     "rag_hier.cli.tied_atomic",
+    "rag_hier.cli.ehi",
 )
 
 

@@ -44,7 +44,7 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar, overload
 
 import numpy as np
 
-from rag_hier.errors import RagHierError, StoreError
+from rag_hier.errors import ParameterError, StoreError
 from rag_hier.index.selection import select_top_k
 from rag_hier.retrieval.hit import Hit, QueryResult
 from rag_hier.store.contract import Filters, StoreBackend
@@ -66,10 +66,6 @@ Aggregate = Literal["passage", "doc"]
 AGGREGATES: tuple[str, ...] = ("passage", "doc")
 Q = TypeVar("Q")
 P = TypeVar("P", bound="RetrieverParams")
-
-
-class ParameterError(RagHierError, ValueError):
-    """A strategy parameter is unknown, of the wrong type or out of range; the message names it."""
 
 
 # ----------------------------------------------------------------------------------------------------

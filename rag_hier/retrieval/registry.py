@@ -154,6 +154,12 @@ register_strategy(
     extensions=("tree",),
 )
 register_strategy(
+    "ehi",
+    "rag_hier.retrieval.ehi:EHIRetriever",
+    "EHI learned tree: beam search over the trained indexer, exact scores for the passages of the leaves reached",
+    extensions=("ehi",),
+)
+register_strategy(
     "svdr-full",
     "rag_hier.retrieval.svdr:SvdrRetriever",
     "SVDR full search <E(q),E(d)> (missing E(d) encoded first)",

@@ -18,13 +18,15 @@ import pytest
 
 from rag_hier import Document, HierStore
 from rag_hier.encoders import DenseEncoder
+from rag_hier.index.ehi import EHIIndexer
 from rag_hier.retrieval import Queries, build_retriever, strategy, strategy_names
 from rag_hier.store.extensions.doc_index import DocumentIndex
+from rag_hier.store.extensions.ehi import EHIExtension
 from rag_hier.store.extensions.token_index import TokenIndexExtension
 from rag_hier.store.extensions.tree import TreeExtension
 
 WORDS = ["river", "glacier", "magma", "honey", "moon", "comet", "delta", "nectar", "crust", "valley", "tide", "orbit"]
-PARAMS = {"tree": {"beam": 64}, "hierarchical": {"k1": 100}}
+PARAMS = {"tree": {"beam": 64}, "hierarchical": {"k1": 100}, "ehi": {"beam": 3}}
 TEXTS = ["river delta", "honey nectar bees", "moon tide orbit"]
 
 
@@ -53,6 +55,14 @@ def vocab(tiny_model_path: str):
     return enc
 
 
+def _ehi(store: HierStore) -> EHIExtension:
+    """An EHI indexer of 3 leaves fitted to the store's vectors (a k-means warm start; no training needed here)."""
+    vectors = store.vectors(store.rowids_of())
+    indexer = EHIIndexer(vectors.shape[1], 3, 1, seed=0)
+    indexer.init_kmeans(vectors, seed=0, steps=10)
+    return EHIExtension(indexer)
+
+
 def _store(path: Path, encoder: DenseEncoder, tiny_model_path: str) -> HierStore:
     store = HierStore.create(path, encoder=encoder)
     store.add_extension(TokenIndexExtension(model=tiny_model_path))
@@ -71,6 +81,7 @@ def _store(path: Path, encoder: DenseEncoder, tiny_model_path: str) -> HierStore
             )
     store.add_extension(DocumentIndex())
     store.add_extension(TreeExtension(branching=3))
+    store.add_extension(_ehi(store))
     return store
 
 
@@ -198,7 +209,7 @@ def test_empty_store(store: HierStore, vocab, name: str) -> None:
     assert len(results) == len(TEXTS) and all(r.hits == [] for r in results)
 
 
-@pytest.mark.parametrize("name", ["dense", "tree", "hierarchical", "svdr-lexical", "sparse-embedding"])
+@pytest.mark.parametrize("name", ["dense", "tree", "ehi", "hierarchical", "svdr-lexical", "sparse-embedding"])
 def test_ties_are_broken_by_insertion_order(tmp_path: Path, encoder, tiny_model_path: str, vocab, name: str) -> None:
     store = HierStore.create(tmp_path / "ties", encoder=encoder)
     store.add_extension(TokenIndexExtension(model=tiny_model_path))
@@ -213,6 +224,7 @@ def test_ties_are_broken_by_insertion_order(tmp_path: Path, encoder, tiny_model_
         )
     store.add_extension(DocumentIndex())
     store.add_extension(TreeExtension(branching=2))
+    store.add_extension(_ehi(store))
     order = [p.id for p in store.filter_passages()]  # insertion order
     hits = _retriever(name, store, vocab).run(_queries(store, [same]), top_k=4)[0].hits
     assert [h.passage_id for h in hits] == order[:4]

@@ -44,6 +44,7 @@ KNOWN_EXTENSIONS: dict[str, str] = {
     "token-index": "rag_hier.store.extensions.token_index",
     "svdr-vectors": "rag_hier.store.extensions.svdr_vectors",
     "sparse-embeddings": "rag_hier.store.extensions.sparse_embeddings",
+    "ehi": "rag_hier.store.extensions.ehi",
 }
 """Registry key → rag-hier module that defines it (imported on demand when a store names the key)."""
 

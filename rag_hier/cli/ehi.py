@@ -1,0 +1,255 @@
+"""CLI plugin: EHI (End-to-end Hierarchical Indexing).
+
+- ``rag-hier index CORPUS --store S --model DIR --ehi [DIR]`` attaches the trained indexer (from the ``--model``
+  directory, or the one given) to the store: every passage is filed under its leaf; later writes route new
+  passages with the learned indexer, without retraining;
+- ``rag-hier search|eval --strategy ehi [--beam B]`` searches by beam search over the learned tree (the
+  strategy and its flag come from the registry); ``eval`` reports the measured ``fraction_scored``;
+- ``rag-hier train ehi CORPUS --queries Q --qrels R --output DIR [--branching B --height H] [--lambdas L1 L2 L3]
+  [--encoder-lr LR --indexer-lr LR] [--epochs E --refresh-every R] [--freeze-encoder] [--init random|kmeans] ...``
+  trains the EHI tree indexer jointly with a sentence-transformers encoder (or alone, on the encoder's fixed
+  vectors) and writes the encoder as a standard model directory with the indexer files next to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_index_arguments", "add_train_parser", "after_index"]
+
+
+def _cli_error(message: str) -> Exception:
+    from rag_hier.cli.main import CliError
+
+    return CliError(message)
+
+
+# ----------------------------------------------------------------------------------------------------
+# index
+# ----------------------------------------------------------------------------------------------------
+def add_index_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--ehi [DIR]``."""
+    parser.add_argument(
+        "--ehi",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="DIR",
+        help="attach (or replace) the EHI index for --strategy ehi: the indexer trained by `rag-hier train ehi` "
+        "in DIR (default: the --model directory); later writes route new passages without retraining",
+    )
+
+
+def after_index(store: Any, args: argparse.Namespace) -> str | None:
+    """Attach the trained indexer when ``--ehi`` is given; report the index whenever the store has one."""
+    from rag_hier.index.ehi import INDEXER_FILES
+    from rag_hier.store.extensions.ehi import EHIExtension
+
+    ext = store.extension(EHIExtension.name)
+    given = getattr(args, "ehi", None)
+    if given is None:
+        if not isinstance(ext, EHIExtension) or ext.indexer is None:
+            return None
+        info = ext.describe()
+        return (
+            f"ehi: {info['items']} passages in {info['leaves_nonempty']} of {info['leaves']} leaves "
+            "(new passages routed by the learned indexer)"
+        )
+    directory = Path(given or getattr(args, "model", None) or "")
+    if not given and not getattr(args, "model", None):
+        raise _cli_error("--ehi without a directory needs --model DIR (the output of `rag-hier train ehi`)")
+    missing = [name for name in INDEXER_FILES if not (directory / name).is_file()]
+    if missing:
+        raise _cli_error(
+            f"--ehi {directory}: no EHI indexer there (missing {', '.join(missing)}); "
+            "train one with `rag-hier train ehi ... --output DIR`"
+        )
+    t0 = time.perf_counter()
+    new = EHIExtension(directory)
+    store.add_extension(new, replace=ext is not None)
+    info = new.describe()
+    return (
+        f"ehi: {info['items']} passages in {info['leaves_nonempty']} of {info['leaves']} leaves "
+        f"(B={info['branching']}, H={info['height']}), largest leaf {info['leaf_size_max']} "
+        f"({'replaced' if ext is not None else 'attached'} in {time.perf_counter() - t0:.1f}s)"
+    )
+
+
+# ----------------------------------------------------------------------------------------------------
+# train
+# ----------------------------------------------------------------------------------------------------
+def add_train_parser(subparsers: Any) -> None:
+    """``rag-hier train ehi``."""
+    from rag_hier.corpus.readers import CORPUS_FORMATS
+    from rag_hier.training.ehi.config import INIT_METHODS, MINE_SOURCES, EHIConfig
+    from rag_hier.training.ehi.loss import MINED_NEGATIVE_TERMS
+
+    d = EHIConfig()
+    p = subparsers.add_parser(
+        "ehi",
+        help="train an EHI tree index (learned jointly with the encoder, or alone on its vectors)",
+        description="Train EHI (End-to-end Hierarchical Indexing): a tree of height H and branching B whose "
+        "per-level classifiers route queries and documents to leaves, trained with triplet losses on encoder "
+        "vectors and path embeddings, hard negatives mined from each query's top leaves and refreshed every R "
+        "epochs. The output directory holds a standard sentence-transformers model and the indexer "
+        "(ehi_indexer.safetensors + ehi_indexer.json).",
+    )
+    p.add_argument("corpus", help="corpus file or directory")
+    p.add_argument("--queries", required=True, help="training queries (BEIR queries.jsonl, ...)")
+    p.add_argument("--qrels", required=True, help="training judgements (BEIR TSV or TREC)")
+    p.add_argument("--output", required=True, help="directory for the model and the indexer (new or empty)")
+    p.add_argument("--format", choices=CORPUS_FORMATS, default=None, help="corpus format (default: detect)")
+    p.add_argument("--base-model", default=None, help="encoder to start from (default: the offline all-MiniLM-L6-v2)")
+    p.add_argument(
+        "--branching",
+        type=int,
+        default=None,
+        help="B: children per node (default: B^H = about one leaf per 32 passages; the paper used 40 for SciFact)",
+    )
+    p.add_argument("--height", type=int, default=d.height, help=f"H: tree levels, B^H leaves (default {d.height})")
+    p.add_argument(
+        "--lambdas",
+        type=float,
+        nargs=3,
+        metavar=("SIAMESE", "INDEXING", "INTRA"),
+        default=list(d.lambdas),
+        help=f"loss weights lambda1..3 (default {' '.join(map(str, d.lambdas))}, the paper's SciFact values)",
+    )
+    p.add_argument("--margin", type=float, default=d.margin, help=f"triplet margin gamma (default {d.margin})")
+    p.add_argument(
+        "--mined-negative-terms",
+        choices=MINED_NEGATIVE_TERMS,
+        default=d.mined_negative_terms,
+        help="loss terms the mined hard negative enters: all (Eq. 6) or siamese only (default "
+        f"{d.mined_negative_terms})",
+    )
+    p.add_argument(
+        "--mine-from",
+        choices=MINE_SOURCES,
+        default=d.mine_from,
+        help="hard negatives from the query's top leaves (EHI) or its exact nearest documents",
+    )
+    p.add_argument(
+        "--mine-leaves", type=int, default=d.mine_leaves, help=f"top leaves mined per query (default {d.mine_leaves})"
+    )
+    p.add_argument(
+        "--encoder-lr", type=float, default=d.encoder_lr, help=f"encoder learning rate (default {d.encoder_lr})"
+    )
+    p.add_argument(
+        "--indexer-lr", type=float, default=d.indexer_lr, help=f"indexer learning rate (default {d.indexer_lr})"
+    )
+    p.add_argument("--epochs", type=int, default=d.epochs, help=f"passes over the training pairs (default {d.epochs})")
+    p.add_argument(
+        "--refresh-every",
+        type=int,
+        default=d.refresh_every,
+        help=f"r: re-encode, reassign leaves and re-mine negatives every r epochs (default {d.refresh_every})",
+    )
+    p.add_argument(
+        "--batch-size", type=int, default=d.batch_size, help=f"pairs per step and device (default {d.batch_size})"
+    )
+    p.add_argument("--max-steps", type=int, default=None, help="stop after this many optimizer steps")
+    p.add_argument("--seed", type=int, default=d.seed, help=f"seed (default {d.seed})")
+    p.add_argument(
+        "--freeze-encoder", action="store_true", help="train the indexer alone, on the encoder's fixed vectors"
+    )
+    p.add_argument(
+        "--init",
+        choices=INIT_METHODS,
+        default=d.init,
+        help=f"indexer initialisation: kmeans (fitted to a k-means tree) or random (paper) (default {d.init})",
+    )
+    p.add_argument(
+        "--init-steps",
+        type=int,
+        default=d.init_steps,
+        help=f"--init kmeans: Adam steps fitting the classifiers to the k-means tree (default {d.init_steps})",
+    )
+    p.add_argument(
+        "--leaves-per-document",
+        type=int,
+        default=d.leaves_per_document,
+        help="leaves each document is assigned to (the paper's d2l; default 1)",
+    )
+    p.add_argument("--max-seq-length", type=int, default=None, help="truncate texts to this many tokens")
+    p.add_argument(
+        "--max-passage-words",
+        type=int,
+        default=None,
+        help="split documents like `rag-hier index` (default: 0 for BEIR, else 100)",
+    )
+    precision = p.add_mutually_exclusive_group()
+    precision.add_argument("--fp16", action="store_true", help="float16 mixed precision (GPU)")
+    precision.add_argument("--bf16", action="store_true", help="bfloat16 mixed precision")
+    p.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA when available)")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.set_defaults(func=_train)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from rag_hier.corpus.readers import detect_format, read_corpus, read_qrels, read_queries
+    from rag_hier.encoders.dense import DEFAULT_MODEL
+    from rag_hier.training.ehi import EHIConfig, EHITrainer
+
+    corpus_path = Path(args.corpus)
+    if not corpus_path.exists():
+        raise _cli_error(f"corpus {corpus_path} does not exist")
+    for flag, value in (("--queries", args.queries), ("--qrels", args.qrels)):
+        if not Path(value).is_file():
+            raise _cli_error(f"{flag} {value} does not exist")
+    out = Path(args.output)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise _cli_error(f"--output {out} exists and is not an empty directory (nothing was written)")
+    fmt = args.format or detect_format(corpus_path)
+    max_words = args.max_passage_words if args.max_passage_words is not None else (0 if fmt == "beir" else 100)
+    if max_words < 0:
+        raise _cli_error(f"--max-passage-words must be >= 0, got {max_words}")
+    try:
+        config = EHIConfig(
+            branching=args.branching,
+            height=args.height,
+            lambda_siamese=args.lambdas[0],
+            lambda_indexing=args.lambdas[1],
+            lambda_intra=args.lambdas[2],
+            margin=args.margin,
+            mined_negative_terms=args.mined_negative_terms,
+            mine_from=args.mine_from,
+            mine_leaves=args.mine_leaves,
+            encoder_lr=args.encoder_lr,
+            indexer_lr=args.indexer_lr,
+            batch_size=args.batch_size,
+            epochs=args.epochs,
+            refresh_every=args.refresh_every,
+            init=args.init,
+            init_steps=args.init_steps,
+            freeze_encoder=args.freeze_encoder,
+            leaves_per_document=args.leaves_per_document,
+            max_steps=args.max_steps,
+            max_seq_length=args.max_seq_length,
+            fp16=args.fp16,
+            bf16=args.bf16,
+            seed=args.seed,
+        )
+    except ValueError as exc:
+        message = str(exc).replace("EHIConfig.", "--").replace("_", "-")
+        raise _cli_error(message.replace("--lambda-siamese", "--lambdas (1st)")) from exc
+    documents = read_corpus(corpus_path, fmt)
+    queries = read_queries(args.queries)
+    qrels = read_qrels(args.qrels)
+    trainer = EHITrainer(
+        args.base_model or DEFAULT_MODEL, config, device=args.device, show_progress_bar=not args.no_progress
+    )
+    result = trainer.train(documents, out, queries=queries, qrels=qrels, max_passage_words=max_words)
+    leaves = result.leaf_stats
+    config = result.config
+    mode = "indexer only (frozen encoder)" if config.freeze_encoder else "encoder + indexer"
+    print(
+        f"trained EHI ({mode}, B={config.branching}, H={config.height}: {config.n_leaves} leaves) on "
+        f"{len(documents)} {fmt} documents: {result.steps} steps in {result.seconds:.0f}s\n"
+        f"  leaves: {leaves['leaves_nonempty']} non-empty, largest {leaves['leaf_size_max']} of {leaves['items']} "
+        f"passages\n  model and indexer saved to {result.output_dir}"
+    )
+    return 0

@@ -1,0 +1,119 @@
+"""EHIRetriever (strategy ``ehi``): beam search over a store's learned EHI tree, scoring only the passages it reaches.
+
+The query vector is routed through the trained indexer (:class:`rag_hier.index.ehi.EHIIndexer`): at every level
+the ``beam`` most probable prefixes (product of the per-level softmax probabilities) are kept; the passages
+filed under the ``beam`` leaves reached are scored exactly by the encoder (inner product) and ranked. A beam of
+``B^H`` (every leaf) scores everything. ``Hit.scores`` is empty (the score is the inner product); per query,
+``QueryResult.stats`` reports ``passages_scored`` (the passages whose vectors were compared with the query,
+measured: leaves are not balanced, so ``beam / B^H`` is not the fraction), ``fraction_scored`` (their share of
+the passages filed) and ``leaves_visited``. Filters restrict which passages of the reached leaves may be
+scored and returned. The store needs the ``ehi`` extension (``rag-hier index ... --ehi DIR``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from rag_hier.errors import StoreError
+from rag_hier.retrieval.base import ParameterError, Ranking, Retriever, RetrieverParams, param
+
+if TYPE_CHECKING:
+    from rag_hier.store.extensions.ehi import EHIExtension
+
+__all__ = ["DEFAULT_BEAM", "EHIParams", "EHIRetriever"]
+
+DEFAULT_BEAM = 12
+"""Leaves visited per query when no beam is given (capped at the number of leaves). On SciFact (160 leaves) a
+beam of 12 scored 9.1 % of the corpus at 0.966 x exact-search Recall@100 (dev split, ``docs/ehi.md``)."""
+
+
+@dataclass(frozen=True)
+class EHIParams(RetrieverParams):
+    """Parameters of the ``ehi`` strategy."""
+
+    beam: int | None = param(
+        None,
+        help=f"leaves visited per query, 1..B^H (default: {DEFAULT_BEAM}, at most B^H); B^H scores every passage",
+        minimum=1,
+    )
+
+
+class EHIRetriever(Retriever[np.ndarray]):
+    """Search a store through its ``ehi`` extension (a trained EHI indexer; ``rag-hier index --ehi DIR``).
+
+    Example:
+        >>> result = EHIRetriever(store, beam=8).run(Queries(texts=["tides"]), top_k=5)[0]  # doctest: +SKIP
+        >>> result.stats["fraction_scored"]  # doctest: +SKIP
+        0.06
+
+    """
+
+    name = "ehi"
+    Params = EHIParams
+    params: EHIParams
+
+    def _extension(self) -> EHIExtension:
+        from rag_hier.store.extensions.ehi import EHIExtension
+
+        ext = self.store.extension("ehi")
+        if not isinstance(ext, EHIExtension):
+            raise StoreError(
+                f"{self.store.location} has no EHI index; attach a trained indexer with "
+                "`rag-hier index ... --ehi DIR` or store.add_extension(EHIExtension(DIR))"
+            )
+        return ext
+
+    def beam_for(self, n_leaves: int) -> int:
+        """The beam used on an indexer of ``n_leaves`` leaves (an error if the given beam is larger)."""
+        beam = self.params.beam
+        if beam is None:
+            return min(DEFAULT_BEAM, n_leaves)
+        if beam > n_leaves:
+            raise ParameterError(f"beam must be in 1..{n_leaves} (the EHI tree's leaves), got {beam}")
+        return beam
+
+    def rank(
+        self, queries: np.ndarray, k: int, allowed: np.ndarray | None, *, min_documents: int | None = None
+    ) -> list[Ranking]:
+        """Beam search, then exact scores for the passages of the leaves reached."""
+        from rag_hier.index.ehi import ehi_search
+
+        ext = self._extension()
+        indexer = ext.require_indexer()
+        beam = self.beam_for(indexer.n_leaves)
+        total = max(ext.rowids.size, 1)
+        if ext.rowids.size == 0:
+            empty = np.zeros(0, np.int64)
+            stats = {"passages_scored": 0.0, "fraction_scored": 0.0, "leaves_visited": float(beam)}
+            return [Ranking(empty, empty.astype(np.float64), stats=dict(stats), exhausted=True) for _ in queries]
+        item_vectors = ext.item_vectors(self.store)
+        result = ehi_search(
+            indexer,
+            queries,
+            lambda pos: item_vectors[pos],
+            ext.assignment(),
+            beam=beam,
+            top_k=k,
+            item_ids=ext.rowids,
+            allowed_ids=allowed,
+        )
+        out = []
+        for i in range(queries.shape[0]):
+            keep = result.ids[i] >= 0
+            scored = int(result.scored[i])
+            out.append(
+                Ranking(
+                    result.ids[i][keep],
+                    result.scores[i][keep].astype(np.float64),
+                    stats={
+                        "passages_scored": float(scored),
+                        "fraction_scored": scored / total,
+                        "leaves_visited": float(result.leaves_visited[i]),
+                    },
+                    exhausted=int(keep.sum()) < k,
+                )
+            )
+        return out

@@ -1,0 +1,531 @@
+"""EHITrainer: train the EHI indexer jointly with a sentence-transformers encoder (or alone, on fixed vectors).
+
+Training (Kumar et al., 2023, Alg. 1) runs in *periods* of ``r`` (``refresh_every``) epochs. At the start of
+every period the corpus is encoded with the current encoder (skipped when it is frozen), every document is
+assigned to its top leaf (or its ``leaves_per_document`` top leaves), and each training query's hard-negative
+pool is mined: the documents of its ``mine_leaves`` top leaves that are not relevant to it. Then every epoch
+draws one hard negative per (query, positive) pair from that pool and trains on :class:`EHILoss` (mined +
+in-batch negatives) with AdamW, the encoder and the indexer at their own learning rates, one linear
+warm-up/decay schedule over all steps. The encoder trains through sentence-transformers'
+``SentenceTransformerTrainer`` (DDP under ``torchrun``, mixed precision, gradient clipping); with a frozen
+encoder a plain loop trains the indexer on the cached vectors.
+
+Output: the encoder as an ordinary sentence-transformers directory, the indexer next to it
+(:data:`~rag_hier.index.ehi.INDEXER_FILES`: safetensors + JSON) and ``ehi_training.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+import torch
+
+from rag_hier.corpus.model import Document, Passage
+from rag_hier.errors import RagHierError
+from rag_hier.index.ehi import EHIIndexer, LeafAssignment
+from rag_hier.training.ehi.config import EHIConfig
+from rag_hier.training.ehi.data import TrainingQueries, exact_pools, leaf_pools, sample_negatives
+from rag_hier.training.ehi.loss import EHILoss
+from rag_hier.training.hce.data import TrainingCorpus, resolve_pairs
+from rag_hier.training.hce.distributed import broadcast_arrays, is_distributed, rank, world_size
+from rag_hier.training.hce.trainer import _as_corpus, _st_training
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["TRAINING_REPORT", "EHIPeriod", "EHITrainer", "EHITrainingResult", "train_ehi"]
+
+CorpusInput = TrainingCorpus | Sequence[Document] | Sequence[Passage] | Mapping[str, str]
+TRAINING_REPORT = "ehi_training.json"
+LOSS_TERMS = ("siamese", "indexing", "intra")
+
+
+@dataclass(frozen=True)
+class EHIPeriod:
+    """What one refresh period did: its epochs, steps, mean loss terms, and the tree it started from."""
+
+    first_epoch: int
+    epochs: int
+    steps: int
+    seconds: float
+    loss: dict[str, float] = field(default_factory=dict)
+    leaves: dict[str, Any] = field(default_factory=dict)
+    fallback_negatives: int = 0
+
+
+@dataclass(frozen=True)
+class EHITrainingResult:
+    """Outcome of :meth:`EHITrainer.train`.
+
+    ``indexer`` is the trained indexer, ``leaves`` the final ``(n_items, leaves_per_document)`` leaf
+    assignment of the training corpus (with the final encoder), ``leaf_stats`` its balance facts and
+    ``corpus_embeddings`` the final encoder's vectors of the corpus items.
+    """
+
+    output_dir: Path | None
+    steps: int
+    seconds: float
+    config: EHIConfig
+    history: tuple[EHIPeriod, ...]
+    indexer: EHIIndexer
+    leaves: np.ndarray
+    leaf_stats: dict[str, Any]
+    corpus_embeddings: np.ndarray | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (what ``ehi_training.json`` holds)."""
+        return {
+            "output_dir": str(self.output_dir) if self.output_dir is not None else None,
+            "steps": self.steps,
+            "seconds": round(self.seconds, 1),
+            "config": self.config.to_dict(),
+            "indexer": self.indexer.describe(),
+            "leaves": self.leaf_stats,
+            "history": [asdict(p) for p in self.history],
+        }
+
+
+def _init_distributed(device: str | None) -> None:
+    """Under ``torchrun`` (``WORLD_SIZE > 1``) without an initialised group: gloo on CPU, NCCL on CUDA."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.distributed.is_initialized():
+        cuda = torch.cuda.is_available() and device != "cpu"
+        torch.distributed.init_process_group("nccl" if cuda else "gloo")
+
+
+class EHITrainer:
+    """Train EHI (End-to-end Hierarchical Indexing, Kumar et al., 2023): a tree indexer and, jointly, the encoder.
+
+    Args:
+        model: Encoder to start from: a name or path (the default offline MiniLM resolves as everywhere in
+            rag-hier) or a loaded ``SentenceTransformer`` (trained in place).
+        config: Hyper-parameters (:class:`EHIConfig`).
+        device: ``"cpu"``, ``"cuda"``, ...; ``None``: CUDA when available.
+        show_progress_bar: Progress bars for training steps and corpus encoding.
+
+    Example:
+        >>> from rag_hier.training.ehi import EHIConfig, EHITrainer  # doctest: +SKIP
+        >>> trainer = EHITrainer(config=EHIConfig(branching=40, epochs=10, refresh_every=2))  # doctest: +SKIP
+        >>> result = trainer.train(docs, "my-ehi", queries=queries, qrels=qrels)  # doctest: +SKIP
+        >>> result.indexer, result.leaf_stats["leaf_size_max"]  # doctest: +SKIP
+
+    """
+
+    def __init__(
+        self,
+        model: str | Path | SentenceTransformer = "sentence-transformers/all-MiniLM-L6-v2",
+        config: EHIConfig | None = None,
+        *,
+        device: str | None = None,
+        show_progress_bar: bool = True,
+    ) -> None:
+        self._requested = config or EHIConfig()
+        self.config = self._requested
+        self.device = device
+        self.show_progress_bar = show_progress_bar
+        self._model_arg = model
+        self._model: SentenceTransformer | None = None
+
+    # -- model ------------------------------------------------------------------------------------
+    @property
+    def model(self) -> SentenceTransformer:
+        """The encoder (loaded on first access)."""
+        if self._model is None:
+            from sentence_transformers import SentenceTransformer
+
+            from rag_hier.encoders.dense import resolve_model_path
+            from rag_hier.encoders.device import resolve_device
+
+            if isinstance(self._model_arg, str | Path):
+                try:
+                    self._model = SentenceTransformer(
+                        resolve_model_path(str(self._model_arg)), device=resolve_device(self.device)
+                    )
+                except OSError as exc:
+                    raise RagHierError(f"cannot load base model {self._model_arg!r}: {exc}") from exc
+            else:
+                self._model = self._model_arg
+            if self.config.max_seq_length is not None:
+                self._model.max_seq_length = self.config.max_seq_length
+        return self._model
+
+    def _encode(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
+        model = self.model
+        fn = getattr(model, "encode_query" if query else "encode_document", model.encode)
+        emb = fn(
+            list(texts),
+            batch_size=self.config.encode_batch_size,
+            show_progress_bar=self.show_progress_bar and rank() == 0 and not query,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+        )
+        return np.ascontiguousarray(emb, dtype=np.float32)
+
+    def encode_corpus(self, corpus: TrainingCorpus) -> np.ndarray:
+        """Unit-normalised float32 embeddings of every corpus item with the current encoder."""
+        return self._encode(corpus.texts, query=False)
+
+    # -- training ---------------------------------------------------------------------------------
+    def train(
+        self,
+        corpus: CorpusInput,
+        output_dir: str | Path | None,
+        *,
+        queries: Mapping[str, str],
+        qrels: Mapping[str, Mapping[str, int]],
+        max_passage_words: int = 0,
+        corpus_embeddings: np.ndarray | None = None,
+        query_embeddings: Mapping[str, np.ndarray] | None = None,
+    ) -> EHITrainingResult:
+        """Train and (when ``output_dir`` is given) save the encoder, the indexer and the report.
+
+        Args:
+            corpus: Documents (split like the store splits them, see ``max_passage_words``), Passages,
+                a mapping ``id -> text`` or a :class:`~rag_hier.training.hce.TrainingCorpus`.
+            output_dir: Directory for the sentence-transformers model, the indexer files and
+                ``ehi_training.json`` (``None``: save nothing, e.g. in benchmarks).
+            queries: Training queries ``id -> text``.
+            qrels: Judgements ``query id -> {document or passage id -> grade}``; grades > 0 are positives.
+            max_passage_words: Passage splitting of Documents (0 keeps paragraphs whole).
+            corpus_embeddings: The starting encoder's unit vectors of the corpus items, if already computed.
+            query_embeddings: With a frozen encoder: the query vectors by id, if already computed.
+
+        """
+        t_start = time.perf_counter()
+        if not queries or not qrels:
+            raise RagHierError("EHI training needs training queries and qrels")
+        if self.config.freeze_encoder and self.config.lambda_indexing == 0 and self.config.lambda_intra == 0:
+            raise RagHierError("with a frozen encoder and lambda_indexing = lambda_intra = 0 nothing would be trained")
+        items = _as_corpus(corpus, max_passage_words)
+        cfg = self.config = self._requested.resolved(len(items))  # an automatic branching fixed for this corpus
+        rng = np.random.default_rng(cfg.seed)
+        torch.manual_seed(cfg.seed)
+        with tempfile.TemporaryDirectory(prefix="ehi-trainer-") as scratch:
+            st = None
+            if cfg.freeze_encoder:
+                _init_distributed(self.device)
+            else:
+                st = _st_training()
+                probe = self._args(st, scratch, 1)
+                _ = probe.device  # initialises torch.distributed under torchrun, before anything is broadcast
+            world = world_size()
+            emb = corpus_embeddings if corpus_embeddings is not None else self.encode_corpus(items)
+            if emb.shape[0] != len(items):
+                raise ValueError(f"corpus_embeddings has {emb.shape[0]} rows for {len(items)} corpus items")
+            emb = np.ascontiguousarray(emb, dtype=np.float32)
+            pairs = resolve_pairs(items, queries, qrels, choose=self._chooser(emb))
+            tq = TrainingQueries.from_pairs(pairs)
+            if cfg.freeze_encoder and query_embeddings is not None:
+                missing = [q for q in tq.ids if q not in query_embeddings]
+                if missing:
+                    raise ValueError(f"query_embeddings lack {len(missing)} training queries, e.g. {missing[0]!r}")
+                q_emb = np.stack([np.asarray(query_embeddings[q], np.float32) for q in tq.ids])
+            else:
+                q_emb = self._encode(tq.texts, query=True)
+            dim = emb.shape[1]
+            device = self._train_device(st, scratch)
+            indexer = EHIIndexer(dim, cast(int, cfg.branching), cfg.height, seed=cfg.seed)
+            if cfg.init == "kmeans":
+                indexer.init_kmeans(emb, seed=cfg.seed, steps=cfg.init_steps)
+            indexer.to(device)
+            self._sync_parameters(indexer)
+            loss = EHILoss(
+                None if cfg.freeze_encoder else self.model,
+                indexer,
+                lambdas=cfg.lambdas,
+                margin=cfg.margin,
+                intra_threshold=cfg.intra_threshold,
+                mined_negative_terms=cfg.mined_negative_terms,
+                in_batch_negatives=cfg.in_batch_negatives,
+                gather_across_devices=cfg.gather_across_devices,
+            )
+            loss.set_relevance(len(items), tq.relevance_pairs())
+            n_pairs = len(pairs)
+            global_batch = cfg.batch_size * world
+            per_epoch = max(1, n_pairs // global_batch if world > 1 else math.ceil(n_pairs / global_batch))
+            planned = per_epoch * cfg.epochs if cfg.max_steps is None else min(cfg.max_steps, per_epoch * cfg.epochs)
+            optimizer, scheduler = self._optimizer(indexer, planned)
+            history: list[EHIPeriod] = []
+            steps = 0
+            for first in range(0, cfg.epochs, cfg.refresh_every):
+                n_ep = min(cfg.refresh_every, cfg.epochs - first)
+                budget = min(n_ep * per_epoch, planned - steps)
+                if budget <= 0:
+                    break
+                t0 = time.perf_counter()
+                if first > 0 and not cfg.freeze_encoder:  # the encoder moved: re-encode (Alg. 1's refresh)
+                    emb = self.encode_corpus(items)
+                    q_emb = self._encode(tq.texts, query=True)
+                assignment, pools = self._refresh(indexer, emb, q_emb, tq)
+                if cfg.freeze_encoder:
+                    done, terms, fallback = self._train_frozen(
+                        loss, optimizer, scheduler, emb, q_emb, tq, pools, n_ep, budget, rng
+                    )
+                else:
+                    done, terms, fallback = self._train_encoder(
+                        st, scratch, loss, optimizer, scheduler, items, tq, pools, n_ep, budget, rng
+                    )
+                steps += done
+                period = EHIPeriod(
+                    first + 1, n_ep, done, round(time.perf_counter() - t0, 1), terms, assignment.describe(), fallback
+                )
+                history.append(period)
+                logger.info(
+                    "epochs %d-%d: %d steps, loss %s, leaves at refresh: max %d, nonempty %d (%.0fs)",
+                    first + 1,
+                    first + n_ep,
+                    done,
+                    {k: round(v, 4) for k, v in terms.items()},
+                    period.leaves["leaf_size_max"],
+                    period.leaves["leaves_nonempty"],
+                    period.seconds,
+                )
+                if steps >= planned:
+                    break
+            if not cfg.freeze_encoder and steps:
+                emb = self.encode_corpus(items)
+            indexer.eval()
+            leaves = self._broadcast_leaves(indexer.assign(emb, top_k=cfg.leaves_per_document))
+            assignment = LeafAssignment(leaves, indexer.n_leaves)
+            result = EHITrainingResult(
+                output_dir=Path(output_dir) if output_dir is not None else None,
+                steps=steps,
+                seconds=time.perf_counter() - t_start,
+                config=cfg,
+                history=tuple(history),
+                indexer=indexer,
+                leaves=leaves,
+                leaf_stats=assignment.describe(),
+                corpus_embeddings=emb,
+            )
+            if output_dir is not None and rank() == 0:
+                out = Path(output_dir)
+                out.mkdir(parents=True, exist_ok=True)
+                self.model.save(str(out))
+                indexer.save_pretrained(out, info={"trained_with": "rag-hier train ehi", "config": cfg.to_dict()})
+                (out / TRAINING_REPORT).write_text(json.dumps(result.to_dict(), indent=1) + "\n", encoding="utf-8")
+        return result
+
+    # -- pieces -----------------------------------------------------------------------------------
+    def _chooser(self, emb: np.ndarray) -> Any:
+        """For a judgement naming a multi-passage document: the passage closest to the query (starting encoder)."""
+
+        def choose(query: str, positions: list[int]) -> int:
+            q = self._encode([query], query=True)[0]
+            return int(positions[int(np.argmax(emb[positions] @ q))])
+
+        return choose
+
+    def _train_device(self, st: Any, scratch: str) -> torch.device:
+        if st is not None:
+            return torch.device(self._args(st, scratch, 1).device)
+        from rag_hier.encoders.device import resolve_device
+
+        if self.device is None and is_distributed() and torch.cuda.is_available():
+            return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        return torch.device(resolve_device(self.device))
+
+    @staticmethod
+    def _sync_parameters(indexer: EHIIndexer) -> None:
+        """Every process starts from rank 0's indexer."""
+        if is_distributed():
+            with torch.no_grad():
+                for p in indexer.parameters():
+                    torch.distributed.broadcast(p.data, 0)
+
+    @staticmethod
+    def _broadcast_leaves(leaves: np.ndarray) -> np.ndarray:
+        if not is_distributed():
+            return leaves
+        (got,) = broadcast_arrays([leaves.astype(np.int64)] if rank() == 0 else None)
+        return got
+
+    def _refresh(
+        self, indexer: EHIIndexer, emb: np.ndarray, q_emb: np.ndarray, tq: TrainingQueries
+    ) -> tuple[LeafAssignment, list[np.ndarray]]:
+        """Assign the documents to leaves and mine each training query's hard-negative pool."""
+        cfg = self.config
+        indexer.eval()
+        leaves = self._broadcast_leaves(indexer.assign(emb, top_k=cfg.leaves_per_document))
+        assignment = LeafAssignment(leaves, indexer.n_leaves)
+        if cfg.mine_from == "exact":
+            size = max(1, round(cfg.mine_leaves * emb.shape[0] / indexer.n_leaves))
+            pools = exact_pools(q_emb, emb, tq.relevant, size)
+        else:
+            q_leaves = self._broadcast_leaves(indexer.route(q_emb, cfg.mine_leaves)[0])
+            pools = leaf_pools(q_leaves, assignment, tq.relevant)
+        indexer.train()
+        return assignment, pools
+
+    def _optimizer(self, indexer: EHIIndexer, steps: int) -> tuple[torch.optim.Optimizer, Any]:
+        from transformers import get_linear_schedule_with_warmup
+
+        cfg = self.config
+        groups: list[dict[str, Any]] = []
+        if not cfg.freeze_encoder:
+            decay: list[torch.nn.Parameter] = []
+            no_decay: list[torch.nn.Parameter] = []
+            for name, p in self.model.named_parameters():
+                if p.requires_grad:
+                    (no_decay if name.endswith("bias") or "LayerNorm" in name or "norm" in name else decay).append(p)
+            groups += [
+                {"params": decay, "weight_decay": cfg.weight_decay, "lr": cfg.encoder_lr},
+                {"params": no_decay, "weight_decay": 0.0, "lr": cfg.encoder_lr},
+            ]
+        groups.append({"params": list(indexer.parameters()), "weight_decay": 0.0, "lr": cfg.indexer_lr})
+        optimizer = torch.optim.AdamW(groups, lr=cfg.indexer_lr)
+        scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup_ratio * steps), max(steps, 1))
+        return optimizer, scheduler
+
+    def _train_frozen(
+        self,
+        loss: EHILoss,
+        optimizer: torch.optim.Optimizer,
+        scheduler: Any,
+        emb: np.ndarray,
+        q_emb: np.ndarray,
+        tq: TrainingQueries,
+        pools: list[np.ndarray],
+        epochs: int,
+        budget: int,
+        rng: np.random.Generator,
+    ) -> tuple[int, dict[str, float], int]:
+        """The indexer alone on fixed vectors: plain AdamW steps over (query, positive, mined negative) batches."""
+        cfg = self.config
+        device = loss.indexer.device
+        world, me = world_size(), rank()
+        c_t = torch.from_numpy(emb).to(device)
+        q_t = torch.from_numpy(np.ascontiguousarray(q_emb, dtype=np.float32)).to(device)
+        global_batch = cfg.batch_size * world
+        n_pairs = len(tq.positives)
+        done, fallback = 0, 0
+        sums = dict.fromkeys(LOSS_TERMS, 0.0)
+        loss.indexer.train()
+        for _ in range(epochs):
+            order = rng.permutation(n_pairs)
+            negatives, fb = sample_negatives(pools, tq.query_of_pair[order], tq.relevant, emb.shape[0], rng)
+            fallback += fb
+            for start in range(0, n_pairs, global_batch):
+                if done >= budget:
+                    break
+                rows = np.arange(start, min(start + global_batch, n_pairs))
+                if world > 1:
+                    if rows.size < global_batch:
+                        break  # every process needs a slice of the same size
+                    rows = rows[me * cfg.batch_size : (me + 1) * cfg.batch_size]
+                pairs = order[rows]
+                qi = torch.from_numpy(tq.query_of_pair[pairs]).to(device)
+                pos = torch.from_numpy(tq.positives[pairs]).to(device)
+                neg = torch.from_numpy(negatives[rows]).to(device)
+                out = loss.compute_loss_from_embeddings(
+                    [q_t[qi], c_t[pos], c_t[neg]], torch.stack([qi, pos, neg], dim=1)
+                )
+                total = sum(out.values())
+                optimizer.zero_grad()
+                total.backward()  # type: ignore[union-attr]
+                optimizer.step()
+                scheduler.step()
+                done += 1
+                for k in LOSS_TERMS:
+                    sums[k] += float(out[k].detach())
+        return done, {k: v / max(done, 1) for k, v in sums.items()}, fallback
+
+    def _args(self, st: Any, scratch: str, steps: int) -> Any:
+        cfg = self.config
+        _, Args, BatchSamplers, _, _ = st
+        return Args(
+            output_dir=scratch,
+            max_steps=steps,
+            per_device_train_batch_size=cfg.batch_size,
+            learning_rate=cfg.encoder_lr,
+            fp16=cfg.fp16,
+            bf16=cfg.bf16,
+            seed=cfg.seed,
+            data_seed=cfg.seed,
+            # a query judged against several documents appears in several rows: keep them in different batches
+            batch_sampler=BatchSamplers.NO_DUPLICATES,
+            save_strategy="no",
+            eval_strategy="no",
+            logging_steps=max(1, min(cfg.logging_steps, steps)),
+            report_to="none",
+            disable_tqdm=not self.show_progress_bar,
+            dataloader_drop_last=world_size() > 1,
+            dataloader_pin_memory=torch.cuda.is_available(),
+            use_cpu=self.device == "cpu",
+        )
+
+    def _train_encoder(
+        self,
+        st: Any,
+        scratch: str,
+        loss: EHILoss,
+        optimizer: torch.optim.Optimizer,
+        scheduler: Any,
+        items: TrainingCorpus,
+        tq: TrainingQueries,
+        pools: list[np.ndarray],
+        epochs: int,
+        budget: int,
+        rng: np.random.Generator,
+    ) -> tuple[int, dict[str, float], int]:
+        """Encoder and indexer together through sentence-transformers' trainer, for ``budget`` steps."""
+        from datasets import Dataset
+
+        Trainer = st[0]
+        anchors: list[str] = []
+        positives: list[str] = []
+        negatives: list[str] = []
+        labels: list[list[int]] = []
+        fallback = 0
+        n_pairs = len(tq.positives)
+        for _ in range(epochs):
+            order = rng.permutation(n_pairs)
+            neg, fb = sample_negatives(pools, tq.query_of_pair[order], tq.relevant, len(items), rng)
+            fallback += fb
+            for j, n in zip(order, neg, strict=True):
+                q = int(tq.query_of_pair[j])
+                anchors.append(tq.texts[q])
+                positives.append(items.texts[int(tq.positives[j])])
+                negatives.append(items.texts[int(n)])
+                labels.append([q, int(tq.positives[j]), int(n)])
+        dataset = Dataset.from_dict({"anchor": anchors, "positive": positives, "negative": negatives, "label": labels})
+        trainer = Trainer(
+            model=self.model,
+            args=self._args(st, scratch, budget),
+            train_dataset=dataset,
+            loss=loss,
+            optimizers=(optimizer, scheduler),
+        )
+        trainer.train()
+        done = int(trainer.state.global_step)
+        logged = [e for e in trainer.state.log_history if any(k in e for k in LOSS_TERMS)]
+        terms = {k: float(np.mean([e[k] for e in logged if k in e])) for k in LOSS_TERMS if any(k in e for e in logged)}
+        return done, terms, fallback
+
+
+def train_ehi(
+    corpus: CorpusInput,
+    output_dir: str | Path | None,
+    *,
+    queries: Mapping[str, str],
+    qrels: Mapping[str, Mapping[str, int]],
+    model: str | Path | SentenceTransformer = "sentence-transformers/all-MiniLM-L6-v2",
+    config: EHIConfig | None = None,
+    device: str | None = None,
+    show_progress_bar: bool = True,
+    **train_kwargs: Any,
+) -> EHITrainingResult:
+    """One-call EHI training: ``EHITrainer(model, config, ...).train(corpus, output_dir, ...)``."""
+    trainer = EHITrainer(model, config, device=device, show_progress_bar=show_progress_bar)
+    return trainer.train(corpus, output_dir, queries=queries, qrels=qrels, **train_kwargs)

@@ -1,0 +1,127 @@
+"""EHITrainer: a 2-step joint run on the tiny model, indexer-only training on fixed vectors, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from rag_hier.errors import RagHierError
+from rag_hier.index.ehi import INDEXER_FILES, EHIIndexer, ehi_search
+from rag_hier.training.ehi import EHIConfig, EHITrainer
+
+
+def _clustered(n_docs: int = 48, dim: int = 16, seed: int = 0) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((6, dim))
+    docs = centres[np.arange(n_docs) % 6] + 0.3 * rng.standard_normal((n_docs, dim))
+    docs /= np.linalg.norm(docs, axis=1, keepdims=True)
+    queries = docs[:24] + 0.2 * rng.standard_normal((24, dim))
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    return docs.astype(np.float32), {f"q{i}": queries[i].astype(np.float32) for i in range(24)}
+
+
+def test_joint_training_two_steps(tmp_path: Path, tiny_model_path: str, ehi_corpus, ehi_queries) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    queries, qrels = ehi_queries
+    cfg = EHIConfig(
+        branching=4, height=2, epochs=2, refresh_every=1, batch_size=8, max_steps=2, max_seq_length=24,
+        init="kmeans", init_steps=20, logging_steps=1,
+    )  # fmt: skip
+    before = SentenceTransformer(tiny_model_path, device="cpu").encode(["apple river"], convert_to_numpy=True)
+    result = EHITrainer(tiny_model_path, cfg, device="cpu", show_progress_bar=False).train(
+        ehi_corpus, tmp_path / "out", queries=queries, qrels=qrels
+    )
+    assert result.steps == 2
+    assert [p.steps for p in result.history] == [2]  # 3 steps per epoch, the budget ends inside the first period
+    assert set(result.history[0].loss) == {"siamese", "indexing", "intra"}
+    assert result.leaves.shape == (48, 1) and result.leaf_stats["items"] == 48
+    out = tmp_path / "out"
+    for name in (*INDEXER_FILES, "ehi_training.json", "modules.json"):
+        assert (out / name).is_file(), name
+    model = SentenceTransformer(str(out), device="cpu")  # an ordinary sentence-transformers directory
+    after = model.encode(["apple river"], convert_to_numpy=True)
+    assert not np.allclose(before, after)  # the encoder was trained
+    indexer = EHIIndexer.from_pretrained(out)
+    assert (indexer.branching, indexer.height, indexer.dimension) == (4, 2, 32)
+    assert indexer.info["config"]["branching"] == 4
+    report = json.loads((out / "ehi_training.json").read_text())
+    assert report["steps"] == 2 and report["config"]["init"] == "kmeans"
+    vecs = model.encode(list(ehi_corpus.values()), convert_to_numpy=True, normalize_embeddings=True)
+    res = ehi_search(indexer, vecs[:2], vecs, indexer.assign(vecs), beam=16, top_k=3)
+    assert (res.scored == 48).all()
+
+
+def test_frozen_training_learns_to_route_queries_with_their_documents() -> None:
+    docs, qv = _clustered()
+    corpus = {f"d{i}": f"text {i}" for i in range(48)}
+    queries = {q: q for q in qv}
+    qrels = {f"q{i}": {f"d{i}": 1} for i in range(24)}
+    cfg = EHIConfig(branching=6, height=1, epochs=30, refresh_every=5, batch_size=8, freeze_encoder=True, seed=0)
+    trainer = EHITrainer("unused", cfg, device="cpu", show_progress_bar=False)
+    untrained = EHIIndexer(16, 6, 1, seed=0)
+    result = trainer.train(corpus, None, queries=queries, qrels=qrels, corpus_embeddings=docs, query_embeddings=qv)
+    assert result.output_dir is None and len(result.history) == 6 and result.steps == 30 * 3
+
+    def co_located(indexer: EHIIndexer) -> float:
+        dl = indexer.assign(docs)[:24, 0]
+        ql = indexer.assign(np.stack(list(qv.values())))[:, 0]
+        return float((dl == ql).mean())
+
+    assert co_located(result.indexer) > max(0.8, co_located(untrained))
+    later = [p.loss["indexing"] for p in result.history]
+    assert later[-1] < later[0]
+
+
+def test_bad_input(tiny_model_path: str, ehi_corpus, ehi_queries) -> None:
+    queries, qrels = ehi_queries
+    with pytest.raises(RagHierError, match="needs training queries"):
+        EHITrainer(tiny_model_path, EHIConfig(branching=4)).train(ehi_corpus, None, queries={}, qrels=qrels)
+    frozen = EHIConfig(branching=4, freeze_encoder=True, lambda_indexing=0, lambda_intra=0)
+    with pytest.raises(RagHierError, match="nothing would be trained"):
+        EHITrainer(tiny_model_path, frozen).train(ehi_corpus, None, queries=queries, qrels=qrels)
+    with pytest.raises(RagHierError, match="no \\(query, relevant document\\) pair"):
+        EHITrainer(tiny_model_path, EHIConfig(branching=4, freeze_encoder=True)).train(
+            ehi_corpus,
+            None,
+            queries=queries,
+            qrels={"q1": {"nope": 1}},
+            corpus_embeddings=np.eye(48, 32, dtype=np.float32),
+        )
+    with pytest.raises(ValueError, match=r"EHIConfig\.mine_leaves must be in 1\.\.branching"):
+        EHIConfig(branching=4, mine_leaves=5)
+    with pytest.raises(ValueError, match=r"EHIConfig\.init"):
+        EHIConfig(init="hierarchical")  # type: ignore[arg-type]
+
+
+def test_same_seed_same_indexer() -> None:
+    docs, qv = _clustered(seed=3)
+    corpus = {f"d{i}": "x" for i in range(48)}
+    kwargs = {"queries": {q: q for q in qv}, "qrels": {f"q{i}": {f"d{i}": 1} for i in range(24)}}
+    cfg = EHIConfig(branching=4, height=2, epochs=4, refresh_every=2, batch_size=8, freeze_encoder=True)
+    a = EHITrainer("unused", cfg).train(corpus, None, corpus_embeddings=docs, query_embeddings=qv, **kwargs)
+    b = EHITrainer("unused", cfg).train(corpus, None, corpus_embeddings=docs, query_embeddings=qv, **kwargs)
+    for name, t in a.indexer.tensors().items():
+        torch.testing.assert_close(t, b.indexer.tensors()[name])
+
+
+def test_automatic_branching() -> None:
+    from rag_hier.training.ehi.config import auto_branching
+
+    assert auto_branching(5183, 1) == 162 and auto_branching(5183, 2) == 13 and auto_branching(10, 1) == 2
+    cfg = EHIConfig()
+    assert cfg.branching is None and cfg.resolved(3200).branching == 100
+    assert EHIConfig(branching=8).resolved(3200).branching == 8
+    with pytest.raises(ValueError, match="resolved"):
+        _ = cfg.n_leaves
+    docs, qv = _clustered()
+    trainer = EHITrainer("unused", EHIConfig(height=1, epochs=1, batch_size=8, freeze_encoder=True))
+    result = trainer.train(
+        {f"d{i}": "x" for i in range(48)}, None, queries={q: q for q in qv},
+        qrels={f"q{i}": {f"d{i}": 1} for i in range(24)}, corpus_embeddings=docs, query_embeddings=qv,
+    )  # fmt: skip
+    assert result.config.branching == 2 and result.indexer.n_leaves == 2
