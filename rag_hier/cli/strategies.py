@@ -60,6 +60,7 @@ def add_strategy_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group = parser.add_argument_group("strategy parameters (each applies to the strategies named in its help)")
     seen: dict[str, tuple[list[str], Any]] = {}
+    meanings: dict[str, dict[str, str]] = {}  # flag -> its help and default per strategy
     for name in names:
         entry = strategy(name)
         hints = typing.get_type_hints(entry.params)
@@ -67,6 +68,8 @@ def add_strategy_arguments(parser: argparse.ArgumentParser) -> None:
             if f.name in entry.fixed or not f.metadata.get("cli", True):
                 continue
             flag = flag_of(f)
+            default_text = "" if f.default is None else f" (default {f.default!r})"
+            meanings.setdefault(flag, {})[name] = f"{f.metadata.get('help', '')}{default_text}"
             if flag in seen:
                 seen[flag][0].append(name)
                 continue
@@ -75,6 +78,19 @@ def add_strategy_arguments(parser: argparse.ArgumentParser) -> None:
         base, choices, nargs = _parser_type(hint)
         where = ", ".join(owners)
         default_text = "" if f.default is None else f" (default {f.default!r})"
+        if len(set(meanings[flag].values())) > 1:  # one flag, a meaning per strategy (e.g. --beam of tree and ehi)
+            where = "; ".join(f"{n}: {text}" for n, text in meanings[flag].items())
+            group.add_argument(
+                flag,
+                dest=_dest(f),
+                type=base,
+                choices=choices,
+                nargs=nargs,
+                default=None,
+                metavar=None if choices else f.name.rstrip("_").upper(),
+                help=where,
+            )
+            continue
         if base is bool:
             if flag.startswith("--no-"):
                 group.add_argument(
