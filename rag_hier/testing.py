@@ -121,3 +121,17 @@ def build_tiny_t5(path: str | Path, *, dimension: int = 32, layers: int = 2, see
     SentenceTransformer(modules=[module], device="cpu", similarity_fn_name="dot").save(str(out))
     shutil.rmtree(hf_dir)
     return out
+
+
+def kmeans_ehi_extension(store: Any, leaves: int = 3, *, seed: int = 0) -> Any:
+    """An EHI extension whose indexer is a k-means warm start on the store's vectors (no training): for tests.
+
+    Strategy ``ehi`` needs a trained indexer, which no ``auto_extensions`` can build; this stands in for one.
+    """
+    from rag_hier.index.ehi import EHIIndexer
+    from rag_hier.store.extensions.ehi import EHIExtension
+
+    vectors = store.vectors(store.rowids_of())
+    indexer = EHIIndexer(vectors.shape[1], leaves, 1, seed=seed)
+    indexer.init_kmeans(vectors, seed=seed, steps=10)
+    return EHIExtension(indexer)

@@ -74,6 +74,7 @@ def pair(
 ) -> Iterator[tuple[HierStore, MilvusStore]]:
     """The local store and its copy in Milvus Lite."""
     from rag_hier.retrieval.svdr import encode_missing_vectors
+    from rag_hier.testing import kmeans_ehi_extension
 
     root = tmp_path_factory.mktemp("milvus-strategies")
     local = HierStore.create(root / "local", encoder=encoder)
@@ -89,6 +90,7 @@ def pair(
             )
     local.add_extension(DocumentIndex())
     local.add_extension(TreeExtension(branching=3))
+    local.add_extension(kmeans_ehi_extension(local))
     encode_missing_vectors(local, vocab)
     remote = local_to_milvus(local, str(root / "m.db#contract"))
     remote.close()

@@ -18,12 +18,12 @@ import pytest
 
 from rag_hier import Document, HierStore
 from rag_hier.encoders import DenseEncoder
-from rag_hier.index.ehi import EHIIndexer
 from rag_hier.retrieval import Queries, build_retriever, strategy, strategy_names
 from rag_hier.store.extensions.doc_index import DocumentIndex
 from rag_hier.store.extensions.ehi import EHIExtension
 from rag_hier.store.extensions.token_index import TokenIndexExtension
 from rag_hier.store.extensions.tree import TreeExtension
+from rag_hier.testing import kmeans_ehi_extension
 
 WORDS = ["river", "glacier", "magma", "honey", "moon", "comet", "delta", "nectar", "crust", "valley", "tide", "orbit"]
 PARAMS = {"tree": {"beam": 64}, "hierarchical": {"k1": 100}, "ehi": {"beam": 3}}
@@ -57,10 +57,7 @@ def vocab(tiny_model_path: str):
 
 def _ehi(store: HierStore) -> EHIExtension:
     """An EHI indexer of 3 leaves fitted to the store's vectors (a k-means warm start; no training needed here)."""
-    vectors = store.vectors(store.rowids_of())
-    indexer = EHIIndexer(vectors.shape[1], 3, 1, seed=0)
-    indexer.init_kmeans(vectors, seed=0, steps=10)
-    return EHIExtension(indexer)
+    return kmeans_ehi_extension(store, 3)
 
 
 def _store(path: Path, encoder: DenseEncoder, tiny_model_path: str) -> HierStore:

@@ -10,8 +10,31 @@
 The indexer itself, its leaf lists and its search live in :mod:`rag_hier.index.ehi`.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from rag_hier.training.ehi.config import EHIConfig
-from rag_hier.training.ehi.loss import EHILoss, triplet
-from rag_hier.training.ehi.trainer import EHIPeriod, EHITrainer, EHITrainingResult, train_ehi
+
+# the loss and trainer import torch: loaded on first use, so the CLI's parser stays light
+_LAZY = {
+    "EHILoss": "loss",
+    "triplet": "loss",
+    "EHIPeriod": "trainer",
+    "EHITrainer": "trainer",
+    "EHITrainingResult": "trainer",
+    "train_ehi": "trainer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = ["EHIConfig", "EHILoss", "EHIPeriod", "EHITrainer", "EHITrainingResult", "train_ehi", "triplet"]

@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-from rag_hier.training.ehi.loss import MINED_NEGATIVE_TERMS, MinedNegativeTerms
+MinedNegativeTerms = Literal["all", "siamese"]
+MINED_NEGATIVE_TERMS: tuple[str, ...] = ("all", "siamese")
+"""How mined hard negatives enter the loss: in every term, or the siamese term only."""
+
 
 __all__ = ["INIT_METHODS", "ITEMS_PER_LEAF", "MINE_SOURCES", "EHIConfig", "Init", "MineFrom", "auto_branching"]
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rag_hier.index.ehi import EHI_CITATION, EHIIndexer
+from rag_hier.training.ehi.config import MINED_NEGATIVE_TERMS, MinedNegativeTerms
 from rag_hier.training.hce.distributed import gather_with_local_grad, is_distributed
 from rag_hier.training.hce.loss import _embed
 
@@ -18,8 +19,6 @@ if TYPE_CHECKING:
 
 __all__ = ["MINED_NEGATIVE_TERMS", "EHILoss", "MinedNegativeTerms", "triplet"]
 
-MinedNegativeTerms = Literal["all", "siamese"]
-MINED_NEGATIVE_TERMS: tuple[str, ...] = ("all", "siamese")
 
 
 def triplet(anchor_positive: Tensor, anchor_negative: Tensor, margin: float) -> Tensor:
