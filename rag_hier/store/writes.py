@@ -15,7 +15,7 @@ import numpy as np
 
 from rag_hier._limits import MAX_NESTING_DEPTH, exceeds_depth, first_control_character
 from rag_hier.corpus.model import Document, Passage, split_document
-from rag_hier.errors import DimensionMismatchError, DuplicateIdError, StoreError
+from rag_hier.errors import DimensionMismatchError, DuplicateIdError, InvalidInputError, StoreError
 from rag_hier.index.dense import DenseIndex
 from rag_hier.store.records import POLICIES, WritePolicy, WriteSummary
 from rag_hier.store.schema import dumps, hash_text, query_in
@@ -435,32 +435,32 @@ def normalize_embeddings(
         return [None] * n
     if isinstance(embeddings, np.ndarray):
         if embeddings.ndim != 2 or embeddings.shape[0] != n:
-            raise ValueError(f"embeddings has shape {embeddings.shape}; expected ({n}, dimension)")
+            raise InvalidInputError(f"embeddings has shape {embeddings.shape}; expected ({n}, dimension)")
         rows: list[np.ndarray | None] = list(embeddings)
     else:
         if isinstance(embeddings, str | bytes):
-            raise TypeError("embeddings must be an array or a list of vectors")
+            raise InvalidInputError("embeddings must be an array or a list of vectors")
         rows = []
         for i, e in enumerate(embeddings):
             try:
                 rows.append(None if e is None else np.asarray(e))
             except (TypeError, ValueError) as exc:
-                raise ValueError(f"embedding {i} is not a vector of numbers ({exc})") from exc
+                raise InvalidInputError(f"embedding {i} is not a vector of numbers ({exc})") from exc
         if len(rows) != n:
-            raise ValueError(f"got {len(rows)} embeddings for {n} passages")
+            raise InvalidInputError(f"got {len(rows)} embeddings for {n} passages")
     for i, r in enumerate(rows):
         if r is None:
             continue
         if r.ndim != 1 or r.shape[0] == 0:
-            raise ValueError(f"embedding {i} is not a non-empty vector (shape {r.shape})")
+            raise InvalidInputError(f"embedding {i} is not a non-empty vector (shape {r.shape})")
         if np.iscomplexobj(r):
-            raise ValueError(f"embedding {i} holds complex numbers; vectors must be real")
+            raise InvalidInputError(f"embedding {i} holds complex numbers; vectors must be real")
         if not (np.issubdtype(r.dtype, np.floating) or np.issubdtype(r.dtype, np.integer)) or r.dtype == np.bool_:
-            raise ValueError(f"embedding {i} is not a vector of numbers (dtype {r.dtype})")
+            raise InvalidInputError(f"embedding {i} is not a vector of numbers (dtype {r.dtype})")
         if not np.isfinite(r).all():
-            raise ValueError(f"embedding {i} contains NaN or infinite values")
+            raise InvalidInputError(f"embedding {i} contains NaN or infinite values")
         if np.issubdtype(r.dtype, np.floating) and np.abs(r).max(initial=0.0) > np.finfo(np.float32).max:
-            raise ValueError(f"embedding {i} holds values beyond float32's range")
+            raise InvalidInputError(f"embedding {i} holds values beyond float32's range")
     dims = {int(r.shape[0]) for r in rows if r is not None}
     if len(dims) > 1:
         raise DimensionMismatchError(f"embeddings of different dimensions in one write: {sorted(dims)}")

@@ -533,7 +533,8 @@ def test_store_written_by_the_engine_reads_as_nodes(store_path: str, tiny_model_
     engine.add_documents([RagDocument("tides", "Tides", ("The moon makes tides.",), metadata={"topic": "sea"})])
     engine.close()
     vs = RagHierVectorStore(store_path)
-    assert vs.similarity == "dot_product" and vs.model == tiny_model_path
+    # the similarity the engine recorded (cosine: the model normalizes), as HierStore reports it
+    assert vs.similarity == "cosine" == vs.reader.similarity and vs.model == tiny_model_path
     (node,) = vs.get_nodes()
     assert isinstance(node, TextNode) and node.ref_doc_id == "tides" and node.metadata == {"topic": "sea"}
     r = vs.query(VectorStoreQuery(query_str="moon", similarity_top_k=1))

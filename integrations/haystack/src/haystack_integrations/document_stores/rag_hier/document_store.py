@@ -109,6 +109,8 @@ def _check_unit_vectors(docs: Sequence[Document], path: str) -> None:
             norm = math.sqrt(math.fsum(float(x) * float(x) for x in doc.embedding))
         except (TypeError, ValueError):
             continue  # not numbers: the engine's check names the problem
+        if not math.isfinite(norm):
+            continue  # NaN or infinite values: the engine's check names the problem
         if not abs(norm - 1.0) <= UNIT_NORM_TOLERANCE:
             raise DocumentStoreError(
                 f"document {doc.id!r}: its embedding has norm {norm:.6g}, but the store at {path} records "
@@ -400,6 +402,16 @@ class RagHierDocumentStore:
         For what this class does not wrap, e.g. ``hier_store.add_extension(TreeExtension())``.
         """
         return self._write_handle()
+
+    @property
+    def embedding_similarity_function(self) -> str:
+        """The similarity the store records (``"cosine"`` or ``"dot_product"``), read through the read-only handle.
+
+        The counterpart of ``InMemoryDocumentStore.embedding_similarity_function``; ``similarity`` is the init
+        parameter (``None``: use the recorded one). Asking creates the store when the directory holds none.
+        """
+        with _engine_errors():
+            return self._read_handle().similarity
 
     def warm_up(self) -> None:
         """Open the store and load its model, if it has one (idempotent and cheap once done)."""

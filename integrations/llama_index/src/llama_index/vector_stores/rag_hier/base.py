@@ -38,7 +38,7 @@ from llama_index.vector_stores.rag_hier._filters import build_predicate
 from llama_index.vector_stores.rag_hier._nodes import hit_to_node, node_to_passage, passage_record, record_to_node
 
 from rag_hier.encoders.dense import DEFAULT_MODEL, DenseEncoder
-from rag_hier.errors import StoreError
+from rag_hier.errors import InvalidInputError, StoreError
 from rag_hier.retrieval.base import Queries, Retriever
 from rag_hier.retrieval.fusion import FUSIONS, FusionRetriever
 from rag_hier.retrieval.hit import Hit
@@ -77,19 +77,19 @@ def _normalize_rows(mat: np.ndarray) -> np.ndarray:
 
 
 def check_vector(values: Any, what: str) -> np.ndarray:
-    """``values`` as a real, finite, non-empty float32 vector (a ``ValueError`` naming ``what`` otherwise)."""
+    """``values`` as a real, finite, non-empty float32 vector (``InvalidInputError``, a ``ValueError``, otherwise)."""
     try:
         arr = np.asarray(values)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{what} is not a vector of numbers ({exc})") from exc
+        raise InvalidInputError(f"{what} is not a vector of numbers ({exc})") from exc
     if np.iscomplexobj(arr):
-        raise ValueError(f"{what} holds complex numbers; vectors must be real")
+        raise InvalidInputError(f"{what} holds complex numbers; vectors must be real")
     if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
-        raise ValueError(f"{what} is not a vector of numbers (dtype {arr.dtype})")
+        raise InvalidInputError(f"{what} is not a vector of numbers (dtype {arr.dtype})")
     if arr.ndim != 1 or arr.shape[0] == 0:
-        raise ValueError(f"{what} must be a non-empty flat list of numbers, got shape {arr.shape}")
+        raise InvalidInputError(f"{what} must be a non-empty flat list of numbers, got shape {arr.shape}")
     if not np.isfinite(arr).all():
-        raise ValueError(f"{what} contains NaN or infinite values")
+        raise InvalidInputError(f"{what} contains NaN or infinite values")
     return arr.astype(np.float32)
 
 
@@ -152,7 +152,8 @@ class RagHierVectorStore(BasePydanticVectorStore):
             in a temporary directory removed with this object; :meth:`persist` copies it somewhere lasting.
         similarity: ``"cosine"`` (vectors and queries are L2-normalized, as ``SimpleVectorStore`` scores) or
             ``"dot_product"`` (vectors are searched as given). Recorded when the store is created; ``None``
-            uses the recorded choice (``"cosine"`` for a new store).
+            uses the recorded choice (``"cosine"`` for a new store; for a store made by the engine or the
+            Haystack adapter, the similarity it records, ``HierStore.similarity``).
         model: A sentence-transformers model for the store's own encoder, used for nodes that arrive
             without an embedding and for text queries (e.g. by ``HierarchicalRetriever``); ``None`` for a
             store fed only with vectors from a LlamaIndex embedding model. An existing store uses the encoder
@@ -294,8 +295,8 @@ class RagHierVectorStore(BasePydanticVectorStore):
         except BaseException:
             _close_and_remove(handles, tmpdir)
             raise
-        # A store built by the engine itself records nothing here: its vectors are searched as they are.
-        resolved = similarity or recorded or "dot_product"
+        # A store built by the engine itself records nothing here: the similarity it recorded applies.
+        resolved = similarity or recorded or reader.similarity
         super().__init__(  # type: ignore[call-arg]  # pydantic fields of this class
             path=None if tmpdir is not None else str(root),
             similarity=resolved,
@@ -429,14 +430,17 @@ class RagHierVectorStore(BasePydanticVectorStore):
         vectors = self._vectors(nodes)
         store = self._writable()
         with store.batch():  # one commit; positions read inside it see exactly what is stored
-            # position = order of the node within its document, after the passages already stored
+            # position = order of the node within its document, after the stored passages this add keeps
+            # (a node re-added under its id replaces its passage, so it does not count as kept)
+            replaced = {n.node_id for n in nodes}
             next_pos: dict[str, int] = {}
             passages = []
             for node in nodes:
                 doc_id = node.ref_doc_id if node.ref_doc_id is not None else node.node_id
                 if doc_id not in next_pos:
                     info = store.get_document(doc_id)
-                    next_pos[doc_id] = len(info["passage_ids"]) if info else 0
+                    kept = [pid for pid in info["passage_ids"] if pid not in replaced] if info else []
+                    next_pos[doc_id] = len(kept)
                 passages.append(node_to_passage(node, next_pos[doc_id]))
                 next_pos[doc_id] += 1
             store.add_passages(passages, vectors, policy="upsert")
