@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-# --- shared data (../shared/data next to the repository), used by tests marked ``data`` ---------------
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+# --- shared data (../shared/data next to the repository, or $RAG_HIER_SHARED_DATA from a checkout elsewhere,
+# e.g. a git worktree), used by tests marked ``data`` ---------------------------------------------------
+SHARED_DATA = Path(
+    os.environ.get("RAG_HIER_SHARED_DATA") or Path(__file__).resolve().parents[1].parent / "shared" / "data"
+)
 
 
 @pytest.fixture(scope="session")
