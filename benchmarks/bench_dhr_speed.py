@@ -43,8 +43,8 @@ from pathlib import Path  # noqa: E402 - after the thread settings above
 import numpy as np  # noqa: E402 - after the thread settings above
 
 from rag_hier import DenseRetriever, HierStore, Passage  # noqa: E402 - after the thread settings above
-from rag_hier.store.extensions.doc_index import DocumentIndex  # noqa: E402 - after the thread settings above
 from rag_hier.retrieval.hierarchical import HierarchicalRetriever  # noqa: E402 - after the thread settings above
+from rag_hier.store.extensions.doc_index import DocumentIndex  # noqa: E402 - after the thread settings above
 
 OUT = Path(__file__).resolve().parents[1] / "benchmarks" / "out"
 log = logging.getLogger("bench_dhr_speed")

@@ -8,9 +8,9 @@ import pytest
 from rag_hier import DenseRetriever, HierStore, IndexConfig, Passage
 from rag_hier.encoders import DenseEncoder
 from rag_hier.errors import StoreError
-from rag_hier.store.extensions.doc_index import DocumentIndex
 from rag_hier.retrieval import Queries
 from rag_hier.retrieval.hierarchical import HierarchicalRetriever
+from rag_hier.store.extensions.doc_index import DocumentIndex
 
 QUERIES = ["Deltas form where rivers slow.", "honey from nectar", "What pushes a comet tail?", "magma"]
 

@@ -8,8 +8,8 @@ import pytest
 from rag_hier import Document, HierStore, Passage
 from rag_hier.encoders import DenseEncoder
 from rag_hier.errors import StoreError
-from rag_hier.retrieval.dense import DenseRetriever
 from rag_hier.retrieval import Queries
+from rag_hier.retrieval.dense import DenseRetriever
 from rag_hier.retrieval.tree import TreeRetriever
 from rag_hier.store.extensions.tree import TreeExtension
 

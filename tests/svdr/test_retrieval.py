@@ -10,9 +10,9 @@ import pytest
 from rag_hier import Document, HierStore, Passage
 from rag_hier.encoders.vocab import VocabEncoder
 from rag_hier.errors import StoreError
+from rag_hier.retrieval.svdr import SvdrRetriever, encode_missing_vectors
 from rag_hier.store.extensions.svdr_vectors import SparseVectorExtension
 from rag_hier.store.extensions.token_index import TokenIndexExtension
-from rag_hier.retrieval.svdr import SvdrRetriever, encode_missing_vectors
 
 QUERIES = ["honey bees and blossom", "what carves valleys?", "the moon and the tides", "printing books"]
 
