@@ -10,14 +10,13 @@ hits all alike:
 
 * ``faiss``          the store's own FAISS index searched directly (``store.index._index.search``)
 * ``dense_index``    ``DenseIndex.search`` (input checks, search parameters, short-result check)
-* ``sql_fetch``      the SQLite ``SELECT ... WHERE id IN (...)`` of the 10 hit rows alone
-* ``records``        ``HierStore.records_by_rowid`` (the fetch plus the JSON columns that are not empty)
-* ``hits``           ``DenseRetriever._to_hits`` (records + ``Hit`` objects)
+* ``hit_rows``       ``HierStore.hit_rows``: the one ``SELECT`` of the 10 hits' fields, JSON undecoded
+* ``records``        ``HierStore.records`` (typed records, JSON decoded)
+* ``hits``           ``Retriever._hits`` (rows + ``Hit`` objects for one ranking)
 * ``full``           ``DenseRetriever.search_vectors``
 
-and, for comparison, the engine's earlier variant and an IndexIDMap2 experiment:
+and an IndexIDMap2 experiment:
 
-* ``records_json``   ``records_by_rowid`` as it was before it skipped ``json.loads`` of ``'{}'``/``'[]'``
 * IndexIDMap2 single-query cost with 1 and 2 OpenMP threads, against searching the inner index and
   translating positions to ids with a zero-copy numpy view of ``id_map``.
 """
@@ -25,7 +24,6 @@ and, for comparison, the engine's earlier variant and an IndexIDMap2 experiment:
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import shutil
 import sys
@@ -69,8 +67,8 @@ def main() -> int:
 
     from rag_hier.index import IndexConfig
     from rag_hier.retrieval import DenseRetriever
+    from rag_hier.retrieval.base import Ranking
     from rag_hier.store import HierStore
-    from rag_hier.store.store import _PASSAGE_COLUMNS
 
     faiss.omp_set_num_threads(a.threads)
     x = mixture(a.n, 384, 1000, 0.05, seed=1)
@@ -84,44 +82,14 @@ def main() -> int:
         store.add_passages(make_passages(a.n), x)
         retriever = DenseRetriever(store)
         dindex = store.index
-        db = store._db
-
-        def sql_fetch(ids: list[int]) -> list:
-            marks = ",".join("?" * len(ids))
-            return db.execute(
-                f"SELECT {_PASSAGE_COLUMNS} FROM passages WHERE id IN ({marks}) ORDER BY id", ids
-            ).fetchall()
-
-        def records_json_always(rowids) -> dict:
-            # the engine before the empty-JSON shortcut: three json.loads per row, rows through a generator
-            ids = sorted({int(r) for r in rowids if r >= 0})
-            out = {}
-            loads = json.loads
-            for row in sql_fetch(ids):
-                rowid, pid, doc_id, position, section, title_path, text, meta, extra, has_vector = row
-                out[rowid] = {
-                    "_rowid": rowid,
-                    "_has_vector": bool(has_vector),
-                    "id": pid,
-                    "doc_id": doc_id,
-                    "position": position,
-                    "section": section,
-                    "title_path": tuple(loads(title_path)),
-                    "content": text,
-                    "meta": loads(meta),
-                    "extra": loads(extra),
-                }
-            return out
-
         fixed_ids = dindex.search(q[:1], 10)[1][0].tolist()
         fixed_scores, fixed_ids_arr = dindex.search(q[:1], 10)
         fns = {
             "faiss": lambda qi: dindex._index.search(qi, 10),
             "dense_index": lambda qi: dindex.search(qi, 10),
-            "sql_fetch": lambda qi: sql_fetch(sorted(fixed_ids)),
+            "hit_rows": lambda qi: store.hit_rows(sorted(fixed_ids)),
             "records": lambda qi: store.records(fixed_ids),
-            "records_json": lambda qi: records_json_always(fixed_ids),
-            "hits": lambda qi: retriever._to_hits(fixed_scores, fixed_ids_arr),
+            "hits": lambda qi: retriever._hits([Ranking(fixed_ids_arr[0], fixed_scores[0])], 10),
             "full": lambda qi: retriever.search_vectors(qi, top_k=10),
         }
         for _ in range(2):  # warm-up
