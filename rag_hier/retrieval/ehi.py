@@ -19,6 +19,7 @@ import numpy as np
 
 from rag_hier.errors import StoreError
 from rag_hier.retrieval.base import ParameterError, Ranking, Retriever, RetrieverParams, param
+from rag_hier.retrieval.tree import beam_rankings
 
 if TYPE_CHECKING:
     from rag_hier.store.extensions.ehi import EHIExtension
@@ -84,11 +85,9 @@ class EHIRetriever(Retriever[np.ndarray]):
         ext = self._extension()
         indexer = ext.require_indexer()
         beam = self.beam_for(indexer.n_leaves)
-        total = max(ext.rowids.size, 1)
         if ext.rowids.size == 0:
-            empty = np.zeros(0, np.int64)
             stats = {"passages_scored": 0.0, "fraction_scored": 0.0, "leaves_visited": float(beam)}
-            return [Ranking(empty, empty.astype(np.float64), stats=dict(stats), exhausted=True) for _ in queries]
+            return [Ranking.empty(**stats) for _ in queries]
         item_vectors = ext.item_vectors(self.store)
         result = ehi_search(
             indexer,
@@ -100,20 +99,4 @@ class EHIRetriever(Retriever[np.ndarray]):
             item_ids=ext.rowids,
             allowed_ids=allowed,
         )
-        out = []
-        for i in range(queries.shape[0]):
-            keep = result.ids[i] >= 0
-            scored = int(result.scored[i])
-            out.append(
-                Ranking(
-                    result.ids[i][keep],
-                    result.scores[i][keep].astype(np.float64),
-                    stats={
-                        "passages_scored": float(scored),
-                        "fraction_scored": scored / total,
-                        "leaves_visited": float(result.leaves_visited[i]),
-                    },
-                    exhausted=int(keep.sum()) < k,
-                )
-            )
-        return out
+        return beam_rankings(result, k, ext.rowids.size)

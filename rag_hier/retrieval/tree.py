@@ -20,9 +20,10 @@ from rag_hier.retrieval.base import Ranking, Retriever, RetrieverParams, param
 from rag_hier.store.contract import remote_vectors
 
 if TYPE_CHECKING:
+    from rag_hier.index.tree import TreeSearchResult
     from rag_hier.store.extensions.tree import TreeExtension
 
-__all__ = ["DEFAULT_BEAM", "TreeParams", "TreeRetriever"]
+__all__ = ["DEFAULT_BEAM", "TreeParams", "TreeRetriever", "beam_rankings"]
 
 DEFAULT_BEAM = 8
 """Nodes kept per tree level when no beam is given."""
@@ -81,24 +82,7 @@ class TreeRetriever(Retriever[np.ndarray]):
         result = tree.search(
             queries, beam=self.params.beam, top_k=k, vectors_of=lambda pos: item_vectors[pos], allowed_ids=allowed
         )
-        total = max(len(tree), 1)
-        out = []
-        for i in range(queries.shape[0]):
-            keep = result.ids[i] >= 0
-            scored = int(result.scored[i])
-            out.append(
-                Ranking(
-                    result.ids[i][keep],
-                    result.scores[i][keep].astype(np.float64),
-                    stats={
-                        "passages_scored": float(scored),
-                        "fraction_scored": scored / total,
-                        "leaves_visited": float(result.leaves_visited[i]),
-                    },
-                    exhausted=int(keep.sum()) < k,
-                )
-            )
-        return out
+        return beam_rankings(result, k, len(tree))
 
     def _rank_in_engine(self, queries: np.ndarray, k: int, allowed: np.ndarray | None) -> list[Ranking]:
         """Beam search over the centroids here, then one dense search restricted to the reached leaves.
@@ -133,3 +117,24 @@ class TreeRetriever(Retriever[np.ndarray]):
                 )
             )
         return out
+
+
+def beam_rankings(result: TreeSearchResult, k: int, total: int) -> list[Ranking]:
+    """One :class:`Ranking` per query of a beam search (tree or EHI), with what it scored of ``total`` passages."""
+    out = []
+    for i in range(result.ids.shape[0]):
+        keep = result.ids[i] >= 0
+        scored = int(result.scored[i])
+        out.append(
+            Ranking(
+                result.ids[i][keep],
+                result.scores[i][keep].astype(np.float64),
+                stats={
+                    "passages_scored": float(scored),
+                    "fraction_scored": scored / max(total, 1),
+                    "leaves_visited": float(result.leaves_visited[i]),
+                },
+                exhausted=int(keep.sum()) < k,
+            )
+        )
+    return out
