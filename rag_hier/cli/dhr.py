@@ -11,13 +11,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rag_hier.cli._train import cli_error, existing_corpus
+
 __all__ = ["add_index_arguments", "add_train_parser", "after_index", "configure_search"]
-
-
-def _cli_error(message: str) -> Exception:
-    from rag_hier.cli.main import CliError
-
-    return CliError(message)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -58,7 +54,7 @@ def after_index(store: Any, args: argparse.Namespace) -> str | None:
     if not wanted:
         return None if ext is None else f"document index ({ext.representation}): follows this write"
     if model and rep == "mean":
-        raise _cli_error("--doc-model applies to --doc-representation summary, not mean")
+        raise cli_error("--doc-model applies to --doc-representation summary, not mean")
     if rep is None:
         rep = "summary" if model else (ext.representation if isinstance(ext, DocumentIndex) else "mean")
     if model is None and isinstance(ext, DocumentIndex) and rep == "summary":
@@ -188,14 +184,11 @@ def add_train_parser(subparsers: Any) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from rag_hier.corpus.readers import detect_format, read_corpus
     from rag_hier.training.dhr import DHRTrainer, DHRTrainingConfig, read_examples
 
-    corpus = Path(args.corpus)
-    if not corpus.exists():
-        raise _cli_error(f"corpus {corpus} does not exist")
+    corpus = existing_corpus(args.corpus)
     levels = tuple(x.strip() for x in args.levels.split(",") if x.strip())
     try:
         config = DHRTrainingConfig(
@@ -221,7 +214,7 @@ def _train(args: argparse.Namespace) -> int:
             show_progress_bar=not args.no_progress,
         )
     except ValueError as exc:
-        raise _cli_error(f"invalid training option: {exc}") from exc
+        raise cli_error(f"invalid training option: {exc}") from exc
     documents = read_corpus(corpus, args.format or detect_format(corpus))
     examples = read_examples(args.qa, documents, max_passage_words=args.max_passage_words)
     held_out = read_examples(args.eval_qa, documents, max_passage_words=args.max_passage_words) if args.eval_qa else ()

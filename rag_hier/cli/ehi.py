@@ -18,13 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rag_hier.cli._train import add_runtime_arguments, cli_error, existing_corpus, passage_words
+
 __all__ = ["add_index_arguments", "add_train_parser", "after_index"]
-
-
-def _cli_error(message: str) -> Exception:
-    from rag_hier.cli.main import CliError
-
-    return CliError(message)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -60,10 +56,10 @@ def after_index(store: Any, args: argparse.Namespace) -> str | None:
         )
     directory = Path(given or getattr(args, "model", None) or "")
     if not given and not getattr(args, "model", None):
-        raise _cli_error("--ehi without a directory needs --model DIR (the output of `rag-hier train ehi`)")
+        raise cli_error("--ehi without a directory needs --model DIR (the output of `rag-hier train ehi`)")
     missing = [name for name in INDEXER_FILES if not (directory / name).is_file()]
     if missing:
-        raise _cli_error(
+        raise cli_error(
             f"--ehi {directory}: no EHI indexer there (missing {', '.join(missing)}); "
             "train one with `rag-hier train ehi ... --output DIR`"
         )
@@ -180,11 +176,7 @@ def add_train_parser(subparsers: Any) -> None:
         default=None,
         help="split documents like `rag-hier index` (default: 0 for BEIR, else 100)",
     )
-    precision = p.add_mutually_exclusive_group()
-    precision.add_argument("--fp16", action="store_true", help="float16 mixed precision (GPU)")
-    precision.add_argument("--bf16", action="store_true", help="bfloat16 mixed precision")
-    p.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA when available)")
-    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    add_runtime_arguments(p)
     p.set_defaults(func=_train)
 
 
@@ -193,19 +185,15 @@ def _train(args: argparse.Namespace) -> int:
     from rag_hier.encoders.dense import DEFAULT_MODEL
     from rag_hier.training.ehi import EHIConfig, EHITrainer
 
-    corpus_path = Path(args.corpus)
-    if not corpus_path.exists():
-        raise _cli_error(f"corpus {corpus_path} does not exist")
+    corpus_path = existing_corpus(args.corpus)
     for flag, value in (("--queries", args.queries), ("--qrels", args.qrels)):
         if not Path(value).is_file():
-            raise _cli_error(f"{flag} {value} does not exist")
+            raise cli_error(f"{flag} {value} does not exist")
     out = Path(args.output)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise _cli_error(f"--output {out} exists and is not an empty directory (nothing was written)")
+        raise cli_error(f"--output {out} exists and is not an empty directory (nothing was written)")
     fmt = args.format or detect_format(corpus_path)
-    max_words = args.max_passage_words if args.max_passage_words is not None else (0 if fmt == "beir" else 100)
-    if max_words < 0:
-        raise _cli_error(f"--max-passage-words must be >= 0, got {max_words}")
+    max_words = passage_words(args, fmt)
     try:
         config = EHIConfig(
             branching=args.branching,
@@ -234,7 +222,7 @@ def _train(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         message = str(exc).replace("EHIConfig.", "--").replace("_", "-")
-        raise _cli_error(message.replace("--lambda-siamese", "--lambdas (1st)")) from exc
+        raise cli_error(message.replace("--lambda-siamese", "--lambdas (1st)")) from exc
     documents = read_corpus(corpus_path, fmt)
     queries = read_queries(args.queries)
     qrels = read_qrels(args.qrels)

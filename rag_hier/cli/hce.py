@@ -13,18 +13,13 @@ from __future__ import annotations
 import argparse
 import logging
 import time
-from pathlib import Path
 from typing import Any
+
+from rag_hier.cli._train import add_runtime_arguments, cli_error, existing_corpus, passage_words
 
 __all__ = ["add_index_arguments", "add_train_parser", "after_index"]
 
 logger = logging.getLogger(__name__)
-
-
-def _cli_error(message: str) -> Exception:
-    from rag_hier.cli.main import CliError
-
-    return CliError(message)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -53,10 +48,10 @@ def after_index(store: Any, args: argparse.Namespace) -> str | None:
     ext = store.extension(TreeExtension.name)
     branching = getattr(args, "branching", None)
     if branching is not None and branching < 2:
-        raise _cli_error(f"--branching must be >= 2, got {branching}")
+        raise cli_error(f"--branching must be >= 2, got {branching}")
     if not getattr(args, "tree", False):
         if branching is not None and ext is None:
-            raise _cli_error("--branching needs --tree")
+            raise cli_error("--branching needs --tree")
         if not isinstance(ext, TreeExtension) or ext.tree is None:
             return None
         info = ext.tree.describe()
@@ -232,11 +227,7 @@ def add_train_parser(subparsers: Any) -> None:
         "1.7x faster and 1/7 of the memory at 256 tokens; -1 keeps the model's own rate)",
     )
     p.add_argument("--grad-accum", type=int, default=1, help="gradient accumulation steps (default 1)")
-    precision = p.add_mutually_exclusive_group()
-    precision.add_argument("--fp16", action="store_true", help="float16 mixed precision (GPU)")
-    precision.add_argument("--bf16", action="store_true", help="bfloat16 mixed precision")
-    p.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA when available)")
-    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    add_runtime_arguments(p)
     p.set_defaults(func=_train)
 
 
@@ -245,17 +236,13 @@ def _train(args: argparse.Namespace) -> int:
     from rag_hier.encoders.dense import DEFAULT_MODEL
     from rag_hier.training.hce import HCEConfig, HCETrainer
 
-    corpus_path = Path(args.corpus)
-    if not corpus_path.exists():
-        raise _cli_error(f"corpus {corpus_path} does not exist")
+    corpus_path = existing_corpus(args.corpus)
     if args.mode in ("supervised", "joint") and not (args.queries and args.qrels):
-        raise _cli_error(f"--mode {args.mode} needs --queries and --qrels")
+        raise cli_error(f"--mode {args.mode} needs --queries and --qrels")
     if bool(args.dev_queries) != bool(args.dev_qrels):
-        raise _cli_error("--dev-queries and --dev-qrels go together")
+        raise cli_error("--dev-queries and --dev-qrels go together")
     fmt = args.format or detect_format(corpus_path)
-    max_words = args.max_passage_words if args.max_passage_words is not None else (0 if fmt == "beir" else 100)
-    if max_words < 0:
-        raise _cli_error(f"--max-passage-words must be >= 0, got {max_words}")
+    max_words = passage_words(args, fmt)
     try:
         config = HCEConfig(
             mode=args.mode,
@@ -288,7 +275,7 @@ def _train(args: argparse.Namespace) -> int:
             seed=args.seed,
         )
     except ValueError as exc:
-        raise _cli_error(str(exc).replace("HCEConfig.", "--").replace("_", "-")) from exc
+        raise cli_error(str(exc).replace("HCEConfig.", "--").replace("_", "-")) from exc
     documents = read_corpus(corpus_path, fmt)
     queries = read_queries(args.queries) if args.queries else None
     qrels = read_qrels(args.qrels) if args.qrels else None

@@ -14,13 +14,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from rag_hier.cli._train import add_runtime_arguments, cli_error, existing_corpus, passage_words
+
 __all__ = ["add_train_parser"]
-
-
-def _cli_error(message: str) -> Exception:
-    from rag_hier.cli.main import CliError
-
-    return CliError(message)
 
 
 def add_train_parser(subparsers: Any) -> None:
@@ -98,12 +94,8 @@ def add_train_parser(subparsers: Any) -> None:
     p.add_argument("--eval-queries", default=None, help="held-out queries, scored after training")
     p.add_argument("--eval-qrels", default=None, help="judgements for --eval-queries")
     p.add_argument("--grad-accum", type=int, default=1, help="gradient accumulation steps (default 1)")
-    precision = p.add_mutually_exclusive_group()
-    precision.add_argument("--fp16", action="store_true", help="float16 mixed precision (GPU)")
-    precision.add_argument("--bf16", action="store_true", help="bfloat16 mixed precision")
     p.add_argument("--seed", type=int, default=d.seed, help=f"seed (default {d.seed})")
-    p.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA when available)")
-    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    add_runtime_arguments(p)
     p.set_defaults(func=_train)
 
 
@@ -112,16 +104,14 @@ def _train(args: argparse.Namespace) -> int:
     from rag_hier.training.hce.distributed import rank
     from rag_hier.training.tied_atomic import TiedAtomicConfig, TiedAtomicTrainer
 
-    corpus_path = Path(args.corpus)
-    if not corpus_path.exists():
-        raise _cli_error(f"corpus {corpus_path} does not exist")
+    corpus_path = existing_corpus(args.corpus)
     if bool(args.eval_queries) != bool(args.eval_qrels):
-        raise _cli_error("--eval-queries and --eval-qrels go together")
+        raise cli_error("--eval-queries and --eval-qrels go together")
     out = Path(args.output)
     if out.exists() and not out.is_dir():
-        raise _cli_error(f"--output {out} exists and is not a directory")
+        raise cli_error(f"--output {out} exists and is not a directory")
     fmt = args.format or detect_format(corpus_path)
-    max_words = args.max_passage_words if args.max_passage_words is not None else (0 if fmt == "beir" else 100)
+    max_words = passage_words(args, fmt)
     try:
         config = TiedAtomicConfig(
             base_model=args.base_model,
@@ -147,7 +137,7 @@ def _train(args: argparse.Namespace) -> int:
             show_progress_bar=not args.no_progress,
         )
     except ValueError as exc:
-        raise _cli_error(str(exc).replace("TiedAtomicConfig.", "--").replace("_", "-")) from exc
+        raise cli_error(str(exc).replace("TiedAtomicConfig.", "--").replace("_", "-")) from exc
     documents = read_corpus(corpus_path, fmt)
     queries = read_queries(args.queries)
     qrels = read_qrels(args.qrels)
