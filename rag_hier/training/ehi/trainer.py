@@ -33,6 +33,7 @@ import torch
 from rag_hier.corpus.model import Document, Passage
 from rag_hier.errors import RagHierError
 from rag_hier.index.ehi import EHIIndexer, LeafAssignment
+from rag_hier.training._models import load_base_model
 from rag_hier.training.ehi.config import EHIConfig
 from rag_hier.training.ehi.data import TrainingQueries, exact_pools, leaf_pools, sample_negatives
 from rag_hier.training.ehi.loss import EHILoss
@@ -142,22 +143,7 @@ class EHITrainer:
     def model(self) -> SentenceTransformer:
         """The encoder (loaded on first access)."""
         if self._model is None:
-            from sentence_transformers import SentenceTransformer
-
-            from rag_hier.encoders.dense import resolve_model_path
-            from rag_hier.encoders.device import resolve_device
-
-            if isinstance(self._model_arg, str | Path):
-                try:
-                    self._model = SentenceTransformer(
-                        resolve_model_path(str(self._model_arg)), device=resolve_device(self.device)
-                    )
-                except OSError as exc:
-                    raise RagHierError(f"cannot load base model {self._model_arg!r}: {exc}") from exc
-            else:
-                self._model = self._model_arg
-            if self.config.max_seq_length is not None:
-                self._model.max_seq_length = self.config.max_seq_length
+            self._model = load_base_model(self._model_arg, self.device, self.config.max_seq_length)
         return self._model
 
     def _encode(self, texts: Sequence[str], *, query: bool) -> np.ndarray:

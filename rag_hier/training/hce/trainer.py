@@ -27,6 +27,7 @@ from rag_hier.corpus.model import Document, Passage
 from rag_hier.errors import MissingDependencyError, RagHierError
 from rag_hier.index.tree import ClusterTree, TreeBuildConfig
 from rag_hier.training._attention import attention_dropout
+from rag_hier.training._models import load_base_model
 from rag_hier.training.hce.config import HCEConfig
 from rag_hier.training.hce.data import (
     SupervisedPair,
@@ -174,22 +175,7 @@ class HCETrainer:
     def model(self) -> SentenceTransformer:
         """The model being trained (loaded on first access)."""
         if self._model is None:
-            from sentence_transformers import SentenceTransformer
-
-            from rag_hier.encoders.dense import resolve_model_path
-            from rag_hier.encoders.device import resolve_device
-
-            if isinstance(self._model_arg, str | Path):
-                try:
-                    self._model = SentenceTransformer(
-                        resolve_model_path(str(self._model_arg)), device=resolve_device(self.device)
-                    )
-                except OSError as exc:
-                    raise RagHierError(f"cannot load base model {self._model_arg!r}: {exc}") from exc
-            else:
-                self._model = self._model_arg
-            if self.config.max_seq_length is not None:
-                self._model.max_seq_length = self.config.max_seq_length
+            self._model = load_base_model(self._model_arg, self.device, self.config.max_seq_length)
         return self._model
 
     def encode_corpus(self, corpus: TrainingCorpus) -> np.ndarray:
