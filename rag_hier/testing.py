@@ -135,3 +135,54 @@ def kmeans_ehi_extension(store: Any, leaves: int = 3, *, seed: int = 0) -> Any:
     indexer = EHIIndexer(vectors.shape[1], leaves, 1, seed=seed)
     indexer.init_kmeans(vectors, seed=seed, steps=10)
     return EHIExtension(indexer)
+
+
+SYNTHETIC_WORDS: tuple[str, ...] = (
+    "apple",
+    "banana",
+    "cherry",
+    "river",
+    "mountain",
+    "ocean",
+    "forest",
+    "desert",
+    "city",
+    "village",
+    "music",
+    "painting",
+    "science",
+    "history",
+    "volcano",
+    "glacier",
+    "harbor",
+    "castle",
+    "garden",
+    "bridge",
+    "engine",
+    "planet",
+    "comet",
+    "meadow",
+)
+"""A small vocabulary for synthetic corpora in tests (random word strings, each word a real token)."""
+
+
+def write_beir(
+    folder: str | Path,
+    corpus: dict[str, str],
+    queries: dict[str, str],
+    qrels: dict[str, dict[str, int]],
+    split: str = "train",
+) -> Path:
+    """Write ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/<split>.tsv`` as a BEIR folder; returns it."""
+    import json
+
+    d = Path(folder)
+    (d / "qrels").mkdir(parents=True)
+    (d / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": k, "title": "", "text": v}) + "\n" for k, v in corpus.items())
+    )
+    (d / "queries.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in queries.items()))
+    (d / "qrels" / f"{split}.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{x}\t{g}\n" for q, r in qrels.items() for x, g in r.items())
+    )
+    return d

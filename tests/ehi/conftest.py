@@ -2,38 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-WORDS = [
-    "apple",
-    "banana",
-    "cherry",
-    "river",
-    "mountain",
-    "ocean",
-    "forest",
-    "desert",
-    "city",
-    "village",
-    "music",
-    "painting",
-    "science",
-    "history",
-    "volcano",
-    "glacier",
-    "harbor",
-    "castle",
-    "garden",
-    "bridge",
-    "engine",
-    "planet",
-    "comet",
-    "meadow",
-]
+from rag_hier.testing import SYNTHETIC_WORDS as WORDS
+from rag_hier.testing import write_beir
 
 
 @pytest.fixture(scope="session")
@@ -52,15 +27,5 @@ def ehi_queries(ehi_corpus: dict[str, str]) -> tuple[dict[str, str], dict[str, d
 
 @pytest.fixture()
 def beir_dir(tmp_path: Path, ehi_corpus: dict[str, str], ehi_queries: tuple[dict, dict]) -> Path:
-    d = tmp_path / "beir"
-    d.mkdir()
-    (d / "corpus.jsonl").write_text(
-        "".join(json.dumps({"_id": k, "title": "", "text": v}) + "\n" for k, v in ehi_corpus.items())
-    )
     queries, qrels = ehi_queries
-    (d / "queries.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in queries.items()))
-    (d / "qrels").mkdir()
-    (d / "qrels" / "train.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d_}\t{g}\n" for q, r in qrels.items() for d_, g in r.items())
-    )
-    return d
+    return write_beir(tmp_path / "beir", ehi_corpus, queries, qrels)

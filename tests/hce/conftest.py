@@ -5,32 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-WORDS = [
-    "apple",
-    "banana",
-    "cherry",
-    "river",
-    "mountain",
-    "ocean",
-    "forest",
-    "desert",
-    "city",
-    "village",
-    "music",
-    "painting",
-    "science",
-    "history",
-    "volcano",
-    "glacier",
-    "harbor",
-    "castle",
-    "garden",
-    "bridge",
-    "engine",
-    "planet",
-    "comet",
-    "meadow",
-]
+from rag_hier.testing import SYNTHETIC_WORDS as WORDS
 
 
 @pytest.fixture(scope="session")

@@ -2,38 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-WORDS = [
-    "apple",
-    "banana",
-    "cherry",
-    "river",
-    "mountain",
-    "ocean",
-    "forest",
-    "desert",
-    "city",
-    "village",
-    "music",
-    "painting",
-    "science",
-    "history",
-    "volcano",
-    "glacier",
-    "harbor",
-    "castle",
-    "garden",
-    "bridge",
-    "engine",
-    "planet",
-    "comet",
-    "meadow",
-]
+from rag_hier.testing import SYNTHETIC_WORDS as WORDS
+from rag_hier.testing import write_beir
 
 
 @pytest.fixture(scope="session")
@@ -58,14 +33,5 @@ def judged(corpus: dict[str, str]) -> tuple[dict[str, str], dict[str, dict[str, 
 
 @pytest.fixture()
 def beir_dir(tmp_path: Path, corpus: dict[str, str], judged: tuple[dict[str, str], dict]) -> Path:
-    d = tmp_path / "beir"
-    (d / "qrels").mkdir(parents=True)
-    (d / "corpus.jsonl").write_text(
-        "".join(json.dumps({"_id": k, "title": "", "text": v}) + "\n" for k, v in corpus.items())
-    )
     queries, qrels = judged
-    (d / "queries.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in queries.items()))
-    (d / "qrels" / "train.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{x}\t1\n" for q, r in qrels.items() for x in r)
-    )
-    return d
+    return write_beir(tmp_path / "beir", corpus, queries, qrels)
