@@ -76,38 +76,20 @@ def add_strategy_arguments(parser: argparse.ArgumentParser) -> None:
             seen[flag] = ([name], (f, hints[f.name]))
     for flag, (owners, (f, hint)) in seen.items():
         base, choices, nargs = _parser_type(hint)
-        where = ", ".join(owners)
-        default_text = "" if f.default is None else f" (default {f.default!r})"
-        if len(set(meanings[flag].values())) > 1:  # one flag, a meaning per strategy (e.g. --beam of tree and ehi)
-            where = "; ".join(f"{n}: {text}" for n, text in meanings[flag].items())
-            group.add_argument(
-                flag,
-                dest=_dest(f),
-                type=base,
-                choices=choices,
-                nargs=nargs,
-                default=None,
-                metavar=None if choices else f.name.rstrip("_").upper(),
-                help=where,
-            )
-            continue
+        helps = meanings[flag]
+        if len(set(helps.values())) > 1:  # one flag, a meaning per strategy (e.g. --beam of tree and ehi)
+            help_text = "; ".join(f"{n}: {text}" for n, text in helps.items())
+        else:
+            default_text = "" if f.default is None or flag.startswith("--no-") else f" (default {f.default!r})"
+            help_text = f"{', '.join(owners)}: {f.metadata.get('help', '')}{default_text}"
         if base is bool:
             if flag.startswith("--no-"):
                 group.add_argument(
-                    flag,
-                    dest=_dest(f),
-                    action="store_const",
-                    const=not f.default,
-                    default=None,
-                    help=f"{where}: {f.metadata.get('help', '')}",
+                    flag, dest=_dest(f), action="store_const", const=not f.default, default=None, help=help_text
                 )
             else:
                 group.add_argument(
-                    flag,
-                    dest=_dest(f),
-                    action=argparse.BooleanOptionalAction,
-                    default=None,
-                    help=f"{where}: {f.metadata.get('help', '')}{default_text}",
+                    flag, dest=_dest(f), action=argparse.BooleanOptionalAction, default=None, help=help_text
                 )
             continue
         group.add_argument(
@@ -118,7 +100,7 @@ def add_strategy_arguments(parser: argparse.ArgumentParser) -> None:
             nargs=nargs,
             default=None,
             metavar=None if choices else f.name.rstrip("_").upper(),
-            help=f"{where}: {f.metadata.get('help', '')}{default_text}",
+            help=help_text,
         )
 
 
