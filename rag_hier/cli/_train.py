@@ -6,7 +6,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_runtime_arguments", "cli_error", "existing_corpus", "passage_words"]
+__all__ = [
+    "add_attention_dropout_argument",
+    "add_runtime_arguments",
+    "attention_dropout",
+    "cli_error",
+    "existing_corpus",
+    "passage_words",
+]
 
 
 def cli_error(message: str) -> Exception:
@@ -40,3 +47,19 @@ def passage_words(args: argparse.Namespace, fmt: str) -> int:
     if words < 0:
         raise cli_error(f"--max-passage-words must be >= 0, got {words}")
     return words
+
+
+def add_attention_dropout_argument(p: Any) -> None:
+    """``--attention-dropout`` (off by default while training; see :mod:`rag_hier.training._attention`)."""
+    p.add_argument(
+        "--attention-dropout",
+        type=float,
+        default=0.0,
+        help="dropout on attention probabilities while training (default 0: the fused CPU attention kernel, "
+        "1.7x faster and 1/7 of the memory at 256 tokens; -1 keeps the model's own rate)",
+    )
+
+
+def attention_dropout(args: argparse.Namespace) -> float | None:
+    """The trainer's ``attention_dropout``: ``None`` (the model's own rate) for a negative flag value."""
+    return None if args.attention_dropout < 0 else args.attention_dropout

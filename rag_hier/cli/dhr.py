@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rag_hier.cli._train import cli_error, existing_corpus
+from rag_hier.cli._train import add_attention_dropout_argument, attention_dropout, cli_error, existing_corpus
 
 __all__ = ["add_index_arguments", "add_train_parser", "after_index", "configure_search"]
 
@@ -166,13 +166,7 @@ def add_train_parser(subparsers: Any) -> None:
         help=f"bound memory: cached (GradCache) loss over mini-batches of N texts (default {d.mini_batch_size}; "
         "0: plain loss)",
     )
-    p.add_argument(
-        "--attention-dropout",
-        type=float,
-        default=0.0,
-        help="dropout on attention probabilities while training (default 0: the fused CPU attention kernel, "
-        "1.7x faster and 1/7 of the memory at 256 tokens; -1 keeps the model's own rate)",
-    )
+    add_attention_dropout_argument(p)
     p.add_argument("--doc-negatives", type=int, default=d.doc_negatives, help="document level (default 1)")
     p.add_argument("--max-seq-length", type=int, default=None, help="override the model's sequence limit")
     p.add_argument("--eval-qa", default=None, help="held-out questions over the same corpus, scored after training")
@@ -207,7 +201,7 @@ def _train(args: argparse.Namespace) -> int:
             negatives_model=args.negatives_model,
             mined_negatives=args.mined_negatives,
             mini_batch_size=args.mini_batch_size or None,
-            attention_dropout=None if args.attention_dropout < 0 else args.attention_dropout,
+            attention_dropout=attention_dropout(args),
             max_seq_length=args.max_seq_length,
             device=args.device,
             seed=args.seed,

@@ -15,7 +15,14 @@ import logging
 import time
 from typing import Any
 
-from rag_hier.cli._train import add_runtime_arguments, cli_error, existing_corpus, passage_words
+from rag_hier.cli._train import (
+    add_attention_dropout_argument,
+    add_runtime_arguments,
+    attention_dropout,
+    cli_error,
+    existing_corpus,
+    passage_words,
+)
 
 __all__ = ["add_index_arguments", "add_train_parser", "after_index"]
 
@@ -219,13 +226,7 @@ def add_train_parser(subparsers: Any) -> None:
         default=None,
         help="split documents like `rag-hier index` (default: 0 for BEIR, else 100)",
     )
-    p.add_argument(
-        "--attention-dropout",
-        type=float,
-        default=0.0,
-        help="dropout on attention probabilities while training (default 0: the fused CPU attention kernel, "
-        "1.7x faster and 1/7 of the memory at 256 tokens; -1 keeps the model's own rate)",
-    )
+    add_attention_dropout_argument(p)
     p.add_argument("--grad-accum", type=int, default=1, help="gradient accumulation steps (default 1)")
     add_runtime_arguments(p)
     p.set_defaults(func=_train)
@@ -257,7 +258,7 @@ def _train(args: argparse.Namespace) -> int:
             level_weight=args.level_weight,
             direction_reduction=args.direction_reduction,
             mini_batch_size=args.mini_batch_size or None,
-            attention_dropout=None if args.attention_dropout < 0 else args.attention_dropout,
+            attention_dropout=attention_dropout(args),
             learning_rate=args.lr,
             batch_size=args.batch_size,
             epochs=args.epochs,

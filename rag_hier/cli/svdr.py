@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rag_hier.cli._train import add_attention_dropout_argument, attention_dropout
+
 logger = logging.getLogger("rag_hier.cli")
 
 
@@ -192,13 +194,7 @@ def add_train_parser(subparsers: Any) -> None:
     p.add_argument(
         "--gradient-checkpointing", action="store_true", help="less memory, ~30%% more compute (recompute activations)"
     )
-    p.add_argument(
-        "--attention-dropout",
-        type=float,
-        default=0.0,
-        help="dropout on attention probabilities while training (default 0: the fused CPU attention kernel, "
-        "1.7x faster and 1/7 of the memory at 256 tokens; -1 keeps the model's own rate)",
-    )
+    add_attention_dropout_argument(p)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA when available)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
@@ -241,7 +237,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         hard_negatives=args.hard_negatives,
         negative_depth=args.negative_depth,
         negative_schedule=args.negative_schedule,
-        attention_dropout=None if args.attention_dropout < 0 else args.attention_dropout,
+        attention_dropout=attention_dropout(args),
         temperature=args.temperature,
         max_steps=args.max_steps,
         max_seconds=args.max_minutes * 60 if args.max_minutes is not None else None,
