@@ -15,7 +15,14 @@ ROOT = Path(__file__).resolve().parents[1] / "rag_hier"
 
 # Layers, lowest first: a module may import only from its own layer or lower ones.
 LAYERS = [
-    {"rag_hier._version", "rag_hier.errors", "rag_hier._logging", "rag_hier._compat", "rag_hier._limits"},
+    {
+        "rag_hier._version",
+        "rag_hier.errors",
+        "rag_hier._logging",
+        "rag_hier._compat",
+        "rag_hier._limits",
+        "rag_hier._lazy",
+    },
     {"rag_hier.corpus"},
     {"rag_hier.encoders"},
     {"rag_hier.index"},

@@ -12,10 +12,14 @@ The indexer itself, its leaf lists and its search live in :mod:`rag_hier.index.e
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from typing import TYPE_CHECKING
 
+from rag_hier._lazy import lazy_getattr
 from rag_hier.training.ehi.config import EHIConfig
+
+if TYPE_CHECKING:
+    from rag_hier.training.ehi.loss import EHILoss, triplet
+    from rag_hier.training.ehi.trainer import EHIPeriod, EHITrainer, EHITrainingResult, train_ehi
 
 # the loss and trainer import torch: loaded on first use, so the CLI's parser stays light
 _LAZY = {
@@ -28,13 +32,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())
 
 
 __all__ = ["EHIConfig", "EHILoss", "EHIPeriod", "EHITrainer", "EHITrainingResult", "train_ehi", "triplet"]
