@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -53,6 +54,7 @@ WORKER = textwrap.dedent(
         np.save(OUT / f"loss{rank}.npy", np.array([value]))
         for i, g in enumerate(grads):
             np.save(OUT / f"grad{rank}_{i}.npy", g)
+        dist.barrier()  # no rank tears gloo down while the other still talks to it
         dist.destroy_process_group()
 
 
@@ -77,7 +79,12 @@ def test_gathered_loss_equals_single_process_loss(tmp_path: Path) -> None:
     script = tmp_path / "ddp_worker.py"
     script.write_text(WORKER, encoding="utf-8")
     proc = subprocess.run(
-        [sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=240, check=False
+        [sys.executable, str(script), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        timeout=240,
+        check=False,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     assert "OK" in proc.stdout

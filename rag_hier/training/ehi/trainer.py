@@ -16,6 +16,7 @@ Output: the encoder as an ordinary sentence-transformers directory, the indexer 
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import math
@@ -103,6 +104,13 @@ def _init_distributed(device: str | None) -> None:
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.distributed.is_initialized():
         cuda = torch.cuda.is_available() and device != "cpu"
         torch.distributed.init_process_group("nccl" if cuda else "gloo")
+        # The group is ours: tear it down while the interpreter is whole, not from gloo's threads at finalisation.
+        atexit.register(_destroy_process_group)
+
+
+def _destroy_process_group() -> None:
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 class EHITrainer:
