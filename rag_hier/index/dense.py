@@ -16,7 +16,7 @@ from rag_hier.errors import DimensionMismatchError, StoreError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["INDEX_KINDS", "DenseIndex", "IndexConfig", "IndexKind"]
+__all__ = ["INDEX_KINDS", "DenseIndex", "IndexConfig", "IndexKind", "Journal"]
 
 IndexKind = Literal["flat", "ivf", "hnsw"]
 INDEX_KINDS: tuple[str, ...] = ("flat", "ivf", "hnsw")
@@ -83,6 +83,55 @@ def _auto_nlist(n: int) -> int:
     return max(1, min(int(4 * math.sqrt(n)), n // 39))
 
 
+class Journal:
+    """The change set of one write batch on a :class:`DenseIndex`: ids added (with vectors) and ids removed.
+
+    Ids are never reused, so the net change is "these pre-existing ids removed, these new ids added" whatever
+    the order of the calls; an id added and removed within the batch cancels out. ``complete`` turns false
+    when the index changes in a way a change set cannot describe (IVF training, HNSW compaction), or when
+    the change set passes ``limit`` entries (the index is then written whole, and holding a copy of a bulk
+    load's vectors would only cost memory).
+    """
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.complete = True
+        self.limit = limit
+        self.size = 0
+        """Vectors added plus ids removed so far (an upper bound of the net change)."""
+        self._added: list[tuple[np.ndarray, np.ndarray]] = []
+        self._removed: list[np.ndarray] = []
+
+    def _grow(self, n: int) -> bool:
+        self.size += n
+        if self.limit is not None and self.size > self.limit:
+            self.complete = False
+            self._added, self._removed = [], []
+        return self.complete
+
+    def added(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        """Record vectors added under ``ids``."""
+        if self.complete and self._grow(len(ids)):
+            self._added.append((ids.copy(), vectors.copy()))
+
+    def removed(self, ids: np.ndarray) -> None:
+        """Record ``ids`` removed."""
+        if self.complete and self._grow(len(ids)):
+            self._removed.append(ids.copy())
+
+    def arrays(self, dimension: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(added ids, their float32 vectors, removed ids)``, net of each other, ids ascending."""
+        if not self.complete:
+            raise ValueError("an incomplete journal describes no change set")
+        ids = np.concatenate([a for a, _ in self._added]) if self._added else np.zeros(0, np.int64)
+        vectors = np.concatenate([v for _, v in self._added]) if self._added else np.zeros((0, dimension), np.float32)
+        removed = np.unique(np.concatenate(self._removed)) if self._removed else np.zeros(0, np.int64)
+        keep = ~np.isin(ids, removed)
+        removed = removed[~np.isin(removed, ids)]
+        ids, vectors = ids[keep], vectors[keep]
+        order = np.argsort(ids, kind="stable")
+        return ids[order].astype(np.int64), np.ascontiguousarray(vectors[order], np.float32), removed.astype(np.int64)
+
+
 class DenseIndex:
     """A FAISS inner-product index addressed by caller-chosen int64 ids.
 
@@ -104,6 +153,7 @@ class DenseIndex:
         self.config = config or IndexConfig()
         self._index: faiss.Index = self._new_base_index()
         self._tombstones: set[int] = set()
+        self.journal: Journal | None = None
         self._invalidate()  # the caches derived from the index (GPU copy, id map, search plan) start empty
 
     # -- construction -----------------------------------------------------------------------------
@@ -167,6 +217,8 @@ class DenseIndex:
             return
         self._invalidate()
         self._index.add_with_ids(arr, id_arr)
+        if self.journal is not None:
+            self.journal.added(id_arr, arr)
         if self.config.kind == "ivf" and not self.is_ivf_trained:
             self._maybe_train_ivf()
 
@@ -200,6 +252,7 @@ class DenseIndex:
         if n > max_train:
             rng = np.random.default_rng(1234)
             train = vectors[np.sort(rng.choice(n, size=max_train, replace=False))]
+        self._journal_broken()
         ivf.train(train)
         ivf.set_direct_map_type(faiss.DirectMap.Hashtable)
         ivf.nprobe = self.config.nprobe
@@ -220,11 +273,41 @@ class DenseIndex:
             present = set(self.ids().tolist())
             newly = {int(i) for i in id_arr} & present - self._tombstones
             self._tombstones |= newly
+            if self.journal is not None:
+                self.journal.removed(np.array(sorted(newly), dtype=np.int64))
             if self.ntotal and len(self._tombstones) > self.config.hnsw_compact_ratio * self.ntotal:
                 self.compact()
             return len(newly)
+        if self.journal is not None:
+            self.journal.removed(id_arr)
         # IDSelectorArray: the IVF hash-table direct map accepts nothing else.
         return int(self._index.remove_ids(faiss.IDSelectorArray(id_arr.size, faiss.swig_ptr(id_arr))))
+
+    def apply_segment(self, added_ids: np.ndarray, vectors: np.ndarray, removed_ids: np.ndarray) -> None:
+        """Replay one committed change set (see :class:`Journal`): remove, then add, with no training or compaction.
+
+        The writer that journaled the change set rewrote the whole file instead whenever its change trained an
+        IVF index or compacted an HNSW graph, so a replay never needs either.
+        """
+        removed = np.ascontiguousarray(removed_ids, dtype=np.int64)
+        if removed.size:
+            self._invalidate()
+            if self.config.kind == "hnsw":
+                self._tombstones |= {int(i) for i in removed}
+            else:
+                self._index.remove_ids(faiss.IDSelectorArray(removed.size, faiss.swig_ptr(removed)))
+        if len(added_ids):
+            arr = self._check_vectors(vectors)
+            ids = np.ascontiguousarray(added_ids, dtype=np.int64)
+            if ids.shape != (arr.shape[0],):
+                raise ValueError(f"got {ids.shape[0]} ids for {arr.shape[0]} vectors")
+            self._invalidate()
+            self._index.add_with_ids(arr, ids)
+
+    def _journal_broken(self) -> None:
+        """The index changes in a way a change set cannot describe (IVF training, HNSW compaction)."""
+        if self.journal is not None:
+            self.journal.complete = False
 
     def mark_tombstones(self, ids: np.ndarray) -> None:
         """Declare ids present in an HNSW graph as deleted (used when loading a saved index)."""
@@ -237,6 +320,7 @@ class DenseIndex:
         ids = np.array(sorted(set(self.ids().tolist()) - self._tombstones), dtype=np.int64)
         vectors = self.reconstruct(ids) if len(ids) else np.zeros((0, self.dimension), np.float32)
         logger.info("compacting HNSW index: %d live vectors, %d tombstones", len(ids), len(self._tombstones))
+        self._journal_broken()
         self._index = self._new_base_index()
         self._tombstones = set()
         self._invalidate()
@@ -482,5 +566,6 @@ class DenseIndex:
         out.config = config
         out._index = index
         out._tombstones = set()
+        out.journal = None
         out._invalidate()
         return out

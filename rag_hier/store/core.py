@@ -14,7 +14,9 @@ arbiter of what each process sees:
   ``BEGIN IMMEDIATE``; a core behind another process's commit reloads and applies the write on top of it.
   A commit writes changed index files to temporary names, commits one SQLite transaction (the data, the
   new generation and the files' checksums) — the commit point — then renames the files into place and
-  rewrites ``manifest.json``, and only then releases the writer lock. A failure before the commit point
+  rewrites ``manifest.json``, and only then releases the writer lock. A change to the passage index that
+  is small next to it goes into the transaction itself as a segment row (:mod:`rag_hier.store.segments`)
+  instead of a rewrite of ``dense.faiss``, so a write costs what it changes. A failure before the commit point
   rolls everything back and raises; a failure after it is logged, the write stands (it is durable), and
   the next writer finishes the renames.
 - **Recovery** of a writer that died after its commit (renames and manifest left undone, temporary files
@@ -39,12 +41,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rag_hier.errors import StoreCorruptedError, StoreError
-from rag_hier.index.dense import DenseIndex, IndexConfig
+from rag_hier.index.dense import DenseIndex, IndexConfig, Journal
 from rag_hier.store.contract import StoreExtension
 from rag_hier.store.extensions.base import extension_class
-from rag_hier.store.files import WriterLock, atomic_write_json, fsync_dir, fsync_file, regular_file, sha256_file
+from rag_hier.store.files import (
+    WriterLock,
+    atomic_write_json,
+    copy_fd,
+    fsync_dir,
+    fsync_file,
+    regular_file,
+    sha256_fd,
+    sha256_file,
+)
 from rag_hier.store.records import PassageRecord, iter_records
-from rag_hier.store.schema import check_schema, dumps
+from rag_hier.store.schema import check_schema, dumps, ensure_incremental_schema, has_incremental_schema
+from rag_hier.store.segments import Segment, insert_segment, read_segments, segment_state
 from rag_hier.store.state import (
     DATABASE,
     DENSE_FILE,
@@ -67,6 +79,14 @@ __all__ = ["StoreCore", "connect", "copy_committed"]
 _RECORD_CACHE_MAX = 500_000
 """Stores with at most this many passages keep their parsed records in memory for filtered reads."""
 _BUSY_TIMEOUT_S = 60.0
+SEGMENT_MERGE_MIN = 4096
+"""Segments of the passage index are merged into ``dense.faiss`` once they hold more than this many entries
+(vectors added plus ids removed) and more than :data:`SEGMENT_MERGE_RATIO` of the index."""
+SEGMENT_MERGE_RATIO = 0.1
+DATABASE_HASH_MAX = 64 << 20
+"""``manifest.json`` records the SHA-256 of ``store.sqlite`` up to this size; a larger database is checked
+with SQLite's ``PRAGMA quick_check`` when a store is opened with verification (hashing it on every commit
+would make each write cost the size of the store)."""
 
 _CORES: dict[str, StoreCore] = {}
 _CORES_LOCK = threading.Lock()
@@ -134,9 +154,23 @@ class StoreCore:
         self.dirty: set[str] = set()
         self.dirty_ext: set[str] = set()
         self.changed_docs: set[str] = set()
+        self.merge_requested = False  # HierStore.optimize(): write dense.faiss whole at the next commit
         self.saved_state: dict[str, Any] = {}
         self._records: tuple[int, list[PassageRecord]] | None = None
         self._loaded_files: dict[str, Any] = {}  # what the in-memory indexes were loaded from
+        self._fd: int | None = None  # store.sqlite, read by rag-hier itself: kept open (see database_fd)
+
+    def database_fd(self) -> int:
+        """A descriptor of ``store.sqlite`` for hashing and copying it, open until the core closes.
+
+        Closing any descriptor of a file releases every POSIX lock this process holds on it, SQLite's own
+        included: a reader hashing the database with a fresh ``open``/``close`` would silently lose the
+        shared lock of its read transaction and could then read half of the next commit. So the file is
+        opened once and closed only after the connection.
+        """
+        if self._fd is None:
+            self._fd = os.open(self.root / DATABASE, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC)
+        return self._fd
 
     # ------------------------------------------------------------------------------------------------
     # the process-wide registry: one core per directory
@@ -181,6 +215,9 @@ class StoreCore:
             self.writer.close()
             with contextlib.suppress(sqlite3.Error):
                 self.db.close()
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
 
     # ------------------------------------------------------------------------------------------------
     # loading
@@ -197,6 +234,7 @@ class StoreCore:
         if regular_file(db_path) is None:
             raise StoreCorruptedError(f"{db_path} is missing")
         db = connect(db_path)
+        core: StoreCore | None = None
         try:
             check_schema(db, db_path)
             core = cls(root, db, {})
@@ -212,6 +250,8 @@ class StoreCore:
             return core
         except BaseException:
             db.close()
+            if core is not None and core._fd is not None:
+                os.close(core._fd)
             raise
 
     def _check_manifest(self, state: dict[str, Any], *, verify: bool) -> None:
@@ -242,7 +282,13 @@ class StoreCore:
             raise StoreCorruptedError(f"{db_path} is missing")
         if st.st_size != info.get("bytes"):
             raise StoreCorruptedError(f"{db_path}: {st.st_size} bytes, {MANIFEST} records {info.get('bytes')}")
-        if verify and sha256_file(db_path) != info.get("sha256"):
+        recorded = info.get("sha256")
+        if verify and recorded is None:
+            row = self.db.execute("PRAGMA quick_check").fetchone()
+            if row is None or row[0] != "ok":
+                answer = row[0] if row else "no answer"
+                raise StoreCorruptedError(f"{db_path}: SQLite integrity check failed ({answer})")
+        elif verify and sha256_fd(self.database_fd()) != recorded:
             raise StoreCorruptedError(f"{db_path}: checksum does not match {MANIFEST}")
         # at the same generation the manifest mirrors the committed state (files aside): an edited manifest
         # (counts, dimension, encoder, ...) is a mismatch, not something to ignore
@@ -274,14 +320,32 @@ class StoreCore:
             if state.get("dimension") is None:
                 raise StoreCorruptedError(f"{self.root / MANIFEST}: an index file is recorded but no dimension")
             config = self.index_config
-            if keep and "dense" in old_indexes and previous.get(DENSE_FILE) == info.get("sha256"):
-                indexes["dense"] = old_indexes["dense"]
+            dimension = int(state["dimension"])
+            recorded = state["indexes"]["dense"].get("segments")
+            loaded = previous.get(DENSE_FILE)
+            key = self._dense_key()
+            if keep and "dense" in old_indexes and loaded is not None and loaded[:2] == key[:2]:
+                # the same dense.faiss: replay only the segments committed since (checked before any is applied)
+                index = old_indexes["dense"]
+                for seg in read_segments(self.db, self.root / DATABASE, recorded, dimension, after=loaded[2]):
+                    index.apply_segment(seg.ids, seg.vectors, seg.removed)
+                indexes["dense"] = index
             else:
-                indexes["dense"] = retrying(
+                segments = read_segments(self.db, self.root / DATABASE, recorded, dimension)
+                index = retrying(
                     lambda: DenseIndex.read(
-                        committed_path(self.root, DENSE_FILE, info, verify=verify), int(state["dimension"]), config
+                        committed_path(self.root, DENSE_FILE, info, verify=verify), dimension, config
                     )
                 )
+                for seg in segments:
+                    try:
+                        index.apply_segment(seg.ids, seg.vectors, seg.removed)
+                    except (ValueError, RuntimeError) as exc:
+                        raise StoreCorruptedError(
+                            f"{self.root / DATABASE}: dense_segments generation {seg.generation} does not apply "
+                            f"to {DENSE_FILE} ({exc})"
+                        ) from exc
+                indexes["dense"] = index
         self.indexes = indexes
         self._verify_counts(full=not keep)
         extensions: dict[str, StoreExtension] = {}
@@ -325,9 +389,17 @@ class StoreCore:
         ext.verify(handle)
         return ext
 
-    def count_rows(self) -> dict[str, int]:
-        """Documents, passages and passages with a vector, as the database holds them."""
+    def count_rows(self, *, exact: bool = False) -> dict[str, int]:
+        """Documents, passages and passages with a vector, as the database holds them.
+
+        From the trigger-kept ``row_counts`` table when the store has it, unless ``exact``: then counted.
+        """
         q = self.db.execute
+        if not exact and has_incremental_schema(self.db):
+            counts = {str(k): int(v) for k, v in q("SELECT name, n FROM row_counts")}
+            if set(counts) != {"documents", "passages", "vectors"}:
+                raise StoreCorruptedError(f"{self.root / DATABASE}: row_counts holds {sorted(counts)}")
+            return counts
         return {
             "documents": int(q("SELECT count(*) FROM documents").fetchone()[0]),
             "passages": int(q("SELECT count(*) FROM passages").fetchone()[0]),
@@ -342,19 +414,21 @@ class StoreCore:
 
     def _verify_counts(self, *, full: bool = True) -> None:
         """Row counts against the state; with ``full``, the index's ids against the passages with vectors."""
-        counts = self.count_rows()
+        counts = self.count_rows(exact=full)
         recorded = self.state.get("counts", {})
         if counts != recorded:
             raise StoreCorruptedError(f"{self.root / DATABASE}: holds {counts}, the committed state records {recorded}")
+        if full and has_incremental_schema(self.db) and self.count_rows() != counts:
+            raise StoreCorruptedError(f"{self.root / DATABASE}: row_counts {self.count_rows()} differ from {counts}")
         index = self.indexes.get("dense")
         if index is None:
             if counts["vectors"]:
                 raise StoreCorruptedError(f"{self.root}: {counts['vectors']} passages have vectors but no index")
             return
-        if not full and index.config.kind != "hnsw":
-            if index.ntotal != counts["vectors"]:
+        if not full:
+            if len(index) != counts["vectors"]:
                 raise StoreCorruptedError(
-                    f"{self.root / DENSE_FILE}: holds {index.ntotal} vectors, {DATABASE} has {counts['vectors']}"
+                    f"{self.root / DENSE_FILE}: holds {len(index)} vectors, {DATABASE} has {counts['vectors']}"
                 )
             return
         live = self.vector_rowids()
@@ -474,12 +548,25 @@ class StoreCore:
             self.sync(handle)
             if not self.settled:
                 self.recover()
+            ensure_incremental_schema(self.db)
         except BaseException:
             if self.db.in_transaction:
                 self.db.execute("ROLLBACK")
             self.writer.release()
             raise
         self.saved_state = copy.deepcopy(self.state)
+        index = self.indexes.get("dense")
+        if index is not None:
+            index.journal = Journal(limit=self._segment_room(index))
+
+    def _segment_room(self, index: DenseIndex) -> int:
+        """How many more entries segments may take before ``dense.faiss`` is written whole."""
+        entries = int((self.state["indexes"]["dense"].get("segments") or {}).get("entries", 0))
+        return max(SEGMENT_MERGE_MIN, int(SEGMENT_MERGE_RATIO * index.ntotal)) - entries
+
+    def _end_journal(self) -> None:
+        for index in self.indexes.values():
+            index.journal = None
 
     def recover(self) -> None:
         """Finish the renames and manifest of the committed state and remove temporary files (writer lock held)."""
@@ -522,6 +609,7 @@ class StoreCore:
             if self.db.in_transaction:
                 self.db.execute("ROLLBACK")
             self.state = self.saved_state
+            self._end_journal()
             # what the batch changed in memory is read back from the committed files
             if "dense" in self.dirty:
                 self._loaded_files.pop(DENSE_FILE, None)
@@ -534,6 +622,7 @@ class StoreCore:
             self.dirty.clear()
             self.dirty_ext.clear()
             self.changed_docs.clear()
+            self.merge_requested = False
             self._records = None
             self.writer.release()
 
@@ -546,6 +635,8 @@ class StoreCore:
             self._rollback(handle)
             raise
         # the commit point: from here on the write is durable, and failures are reported as warnings
+        self._end_journal()
+        self.merge_requested = False
         self.dirty.clear()
         self.dirty_ext.clear()
         self._records = None
@@ -578,9 +669,18 @@ class StoreCore:
             self._remember_files()
             self.writer.release()
 
+    def _dense_key(self) -> tuple[Any, Any, int]:
+        """``(dense.faiss checksum, generation it was written whole, last segment's generation)`` of the state."""
+        dense = self.state["indexes"]["dense"]
+        return (
+            (self.state["files"].get(DENSE_FILE) or {}).get("sha256"),
+            dense.get("written"),
+            int((dense.get("segments") or {}).get("last", 0)),
+        )
+
     def _remember_files(self) -> None:
         files = self.state["files"]
-        self._loaded_files = {DENSE_FILE: (files.get(DENSE_FILE) or {}).get("sha256")} | {
+        self._loaded_files = {DENSE_FILE: self._dense_key()} | {
             f"ext:{n}": (i.get("config"), [(files.get(f) or {}).get("sha256") for f in i.get("files", [])])
             for n, i in self.state.get("extensions", {}).items()
         }
@@ -615,17 +715,33 @@ class StoreCore:
                 files[f] = {"sha256": sha256_file(tmp), "bytes": tmp.stat().st_size, "pending": tmp.name}
                 pending.append((tmp, self.root / f))
         index = self.indexes.get("dense")
+        dense_state = dict(self.state["indexes"]["dense"])
         if index is None and DENSE_FILE in files:  # the index was dropped (its dimension forgotten)
             del files[DENSE_FILE]
             dropped.append(DENSE_FILE)
+            self.db.execute("DELETE FROM dense_segments")
+            dense_state.pop("segments", None)
+            dense_state.pop("written", None)
         if "dense" in self.dirty and index is not None:
-            tmp = self.root / f"{DENSE_FILE}.g{gen}.tmp"
-            index.write(tmp)
-            fsync_file(tmp)
-            files[DENSE_FILE] = {"sha256": sha256_file(tmp), "bytes": tmp.stat().st_size, "pending": tmp.name}
-            pending.append((tmp, self.root / DENSE_FILE))
+            journal = index.journal
+            if journal is not None and journal.complete and DENSE_FILE in files and not self.merge_requested:
+                ids, vectors, removed = journal.arrays(index.dimension)
+                if len(ids) or len(removed):
+                    segment = Segment(gen, ids, vectors, removed)
+                    insert_segment(self.db, segment)
+                    dense_state["segments"] = segment_state(dense_state.get("segments"), segment)
+            else:
+                tmp = self.root / f"{DENSE_FILE}.g{gen}.tmp"
+                index.write(tmp)
+                fsync_file(tmp)
+                files[DENSE_FILE] = {"sha256": sha256_file(tmp), "bytes": tmp.stat().st_size, "pending": tmp.name}
+                pending.append((tmp, self.root / DENSE_FILE))
+                self.db.execute("DELETE FROM dense_segments")
+                dense_state.pop("segments", None)
+                dense_state["written"] = gen
         _step("index_files_written")
         state = dict(self.state)
+        state["indexes"] = {**self.state["indexes"], "dense": dense_state}
         state["generation"] = gen
         state["files"] = files
         state["counts"] = self.count_rows()
@@ -638,8 +754,10 @@ class StoreCore:
     def write_manifest(self) -> None:
         """Rewrite ``manifest.json`` from the committed state (plus the database's size and checksum)."""
         manifest = json.loads(dumps(self.state))
-        db_path = self.root / DATABASE
-        manifest["files"][DATABASE] = {"sha256": sha256_file(db_path), "bytes": db_path.stat().st_size}
+        fd = self.database_fd()
+        size = os.fstat(fd).st_size
+        digest = sha256_fd(fd) if size <= DATABASE_HASH_MAX else None
+        manifest["files"][DATABASE] = {"sha256": digest, "bytes": size}
         for info in manifest["files"].values():
             info.pop("pending", None)
         atomic_write_json(self.root / MANIFEST, manifest)
@@ -654,7 +772,7 @@ def copy_committed(core: StoreCore, handle: StoreBackend, staging: Path) -> None
         for name, info in state["files"].items():
             shutil.copyfile(committed_path(core.root, name, info, verify=False), staging / name)
             info.pop("pending", None)
-        shutil.copyfile(core.root / DATABASE, staging / DATABASE)
+        copy_fd(core.database_fd(), staging / DATABASE)  # never open/close the file under the read lock
     db_copy = staging / DATABASE
     db = connect(db_copy)
     try:  # the copy's committed state names no temporary files

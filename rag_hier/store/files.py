@@ -28,9 +28,11 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_json",
     "check_name",
+    "copy_fd",
     "fsync_dir",
     "fsync_file",
     "regular_file",
+    "sha256_fd",
     "sha256_file",
 ]
 
@@ -69,13 +71,40 @@ def regular_file(path: Path) -> os.stat_result | None:
 
 
 def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
-    """Hex SHA-256 of a file (opened without following a symlink)."""
+    """Hex SHA-256 of a file (opened without following a symlink).
+
+    Never for ``store.sqlite`` while its connection is open: closing any descriptor of a file drops every
+    POSIX lock the process holds on it, SQLite's included (use :func:`sha256_fd` on a descriptor kept open).
+    """
     h = hashlib.sha256()
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     with os.fdopen(fd, "rb") as f:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def sha256_fd(fd: int, chunk: int = 1 << 22) -> str:
+    """Hex SHA-256 of the file open as ``fd``, read with ``pread`` (the descriptor stays open)."""
+    h = hashlib.sha256()
+    offset = 0
+    while block := os.pread(fd, chunk, offset):
+        h.update(block)
+        offset += len(block)
+    return h.hexdigest()
+
+
+def copy_fd(fd: int, target: Path, chunk: int = 1 << 22) -> None:
+    """Copy the file open as ``fd`` to the new file ``target`` (fsynced), leaving ``fd`` open."""
+    out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        offset = 0
+        while block := os.pread(fd, chunk, offset):
+            os.write(out, block)
+            offset += len(block)
+        os.fsync(out)
+    finally:
+        os.close(out)
 
 
 def fsync_dir(path: Path) -> None:

@@ -17,10 +17,13 @@ from typing import Any
 from rag_hier.errors import StoreCorruptedError
 
 __all__ = [
+    "INCREMENTAL_SCHEMA",
     "PASSAGE_COLUMNS",
     "SCHEMA",
     "check_schema",
     "dumps",
+    "ensure_incremental_schema",
+    "has_incremental_schema",
     "hash_text",
     "query_in",
     "rows_in",
@@ -52,6 +55,43 @@ CREATE INDEX IF NOT EXISTS passages_by_doc ON passages(doc_id, position);
 CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
+INCREMENTAL_SCHEMA = """
+CREATE TABLE IF NOT EXISTS dense_segments (
+    generation INTEGER PRIMARY KEY,
+    added INTEGER NOT NULL,
+    removed INTEGER NOT NULL,
+    ids BLOB NOT NULL,
+    vectors BLOB NOT NULL,
+    removed_ids BLOB NOT NULL,
+    sha256 TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS row_counts (name TEXT PRIMARY KEY, n INTEGER NOT NULL);
+CREATE TRIGGER IF NOT EXISTS count_documents_insert AFTER INSERT ON documents BEGIN
+    UPDATE row_counts SET n = n + 1 WHERE name = 'documents';
+END;
+CREATE TRIGGER IF NOT EXISTS count_documents_delete AFTER DELETE ON documents BEGIN
+    UPDATE row_counts SET n = n - 1 WHERE name = 'documents';
+END;
+CREATE TRIGGER IF NOT EXISTS count_passages_insert AFTER INSERT ON passages BEGIN
+    UPDATE row_counts SET n = n + 1 WHERE name = 'passages';
+    UPDATE row_counts SET n = n + NEW.has_vector WHERE name = 'vectors';
+END;
+CREATE TRIGGER IF NOT EXISTS count_passages_delete AFTER DELETE ON passages BEGIN
+    UPDATE row_counts SET n = n - 1 WHERE name = 'passages';
+    UPDATE row_counts SET n = n - OLD.has_vector WHERE name = 'vectors';
+END;
+CREATE TRIGGER IF NOT EXISTS count_vectors_update AFTER UPDATE OF has_vector ON passages BEGIN
+    UPDATE row_counts SET n = n + NEW.has_vector - OLD.has_vector WHERE name = 'vectors';
+END;
+"""
+"""What makes a write cost what it changes (stores written before it existed get it with their next write).
+
+``dense_segments``: the changes to the passage index committed since ``dense.faiss`` was last written whole,
+one row per commit (added ids and float32 vectors, removed ids, a SHA-256 over the three); merged into
+``dense.faiss`` when they grow past a fraction of it, or on ``HierStore.optimize()``. ``row_counts``: the
+committed row counts, kept exact by the triggers, so a commit never counts every row.
+"""
+
 PASSAGE_COLUMNS = "id, passage_id, doc_id, position, section, title_path, text, meta, extra, has_vector"
 """The columns a :class:`~rag_hier.store.records.PassageRecord` is read from, in its field order."""
 
@@ -59,6 +99,7 @@ CHUNK = 900
 """Values per ``IN (...)`` list (under SQLite's historical limit of 999 host parameters)."""
 
 _EXPECTED: dict[tuple[str, str], str | None] | None = None
+_INCREMENTAL: set[tuple[str, str]] | None = None
 
 
 def _normalized(sql: str | None) -> str | None:
@@ -72,6 +113,8 @@ def _expected_objects() -> dict[tuple[str, str], str | None]:
         mem = sqlite3.connect(":memory:")
         try:
             mem.executescript(SCHEMA)
+            before = {(t, n) for t, n in mem.execute("SELECT type, name FROM sqlite_master")}
+            mem.executescript(INCREMENTAL_SCHEMA)
             # sqlite_sequence appears with the first AUTOINCREMENT insert
             mem.execute(
                 "INSERT INTO passages(passage_id, doc_id, position, text, content_hash) VALUES ('', '', 0, '', '')"
@@ -80,7 +123,52 @@ def _expected_objects() -> dict[tuple[str, str], str | None]:
         finally:
             mem.close()
         _EXPECTED = {(t, n): _normalized(s) for t, n, s in rows}
+        global _INCREMENTAL
+        _INCREMENTAL = {(t, n) for t, n, _ in rows} - before - {("table", "sqlite_sequence")}
     return _EXPECTED
+
+
+def _incremental_objects() -> set[tuple[str, str]]:
+    _expected_objects()
+    assert _INCREMENTAL is not None
+    return _INCREMENTAL
+
+
+def has_incremental_schema(db: sqlite3.Connection) -> bool:
+    """Whether the database holds :data:`INCREMENTAL_SCHEMA` (stores written before it was added do not)."""
+    row = db.execute("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='row_counts'").fetchone()
+    return bool(row[0])
+
+
+def ensure_incremental_schema(db: sqlite3.Connection) -> bool:
+    """Add :data:`INCREMENTAL_SCHEMA` inside the open write transaction if missing; True if it was added.
+
+    The counts start from one ``count(*)`` of each table (the only time a write counts every row).
+    """
+    if has_incremental_schema(db):
+        return False
+    for statement in _statements(INCREMENTAL_SCHEMA):
+        db.execute(statement)
+    counts = {
+        "documents": "SELECT count(*) FROM documents",
+        "passages": "SELECT count(*) FROM passages",
+        "vectors": "SELECT count(*) FROM passages WHERE has_vector=1",
+    }
+    for name, sql in counts.items():
+        db.execute("INSERT INTO row_counts(name, n) VALUES (?, (" + sql + "))", (name,))
+    return True
+
+
+def _statements(script: str) -> list[str]:
+    """The statements of a schema script (``executescript`` would commit the open transaction)."""
+    out: list[str] = []
+    current = ""
+    for line in script.strip().splitlines():
+        current += line + "\n"
+        if sqlite3.complete_statement(current):
+            out.append(current.strip())
+            current = ""
+    return out
 
 
 def check_schema(db: sqlite3.Connection, path: Path) -> None:
@@ -99,7 +187,9 @@ def check_schema(db: sqlite3.Connection, path: Path) -> None:
         if _normalized(sql) != want:
             raise StoreCorruptedError(f"{path}: the {kind} {name!r} differs from the rag-hier schema")
     present = {(k, n) for k, n, _ in rows}
-    missing = [n for (k, n) in expected if (k, n) not in present and n != "sqlite_sequence"]
+    incremental = _incremental_objects()
+    optional = incremental if not present & incremental else set()  # all of it, or none (an older store)
+    missing = [n for (k, n) in expected if (k, n) not in present and n != "sqlite_sequence" and (k, n) not in optional]
     if missing:
         raise StoreCorruptedError(f"{path}: lacks {', '.join(sorted(missing))} of the rag-hier schema")
 

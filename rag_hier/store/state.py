@@ -91,6 +91,12 @@ def validate_state(state: Any, where: str | Path) -> dict[str, Any]:
     if dense.get("file") != DENSE_FILE:
         raise StoreCorruptedError(f"{w}: indexes.dense.file must be {DENSE_FILE!r}, got {dense.get('file')!r}")
     _field(w, "indexes.dense.config", dense.get("config"), dict)
+    _field(w, "indexes.dense.written", dense.get("written"), int, optional=True)
+    segments = _field(w, "indexes.dense.segments", dense.get("segments"), dict, optional=True)
+    if segments is not None:
+        for key in ("count", "entries", "last"):
+            if _field(w, f"indexes.dense.segments.{key}", segments.get(key), int) < 0:
+                raise StoreCorruptedError(f"{w}: indexes.dense.segments.{key} must be >= 0")
     if set(indexes) != {"dense"}:
         raise StoreCorruptedError(f"{w}: unknown index(es) {sorted(set(indexes) - {'dense'})}")
     _field(w, "corpus", state.get("corpus", {}), dict)

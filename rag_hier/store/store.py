@@ -537,6 +537,23 @@ class HierStore:
         with self.batch():
             return self._writer().delete_all(forget_dimension=forget_dimension)
 
+    def optimize(self) -> None:
+        """Write the passage index whole: merge its committed segments and drop an HNSW graph's tombstones.
+
+        Small writes commit their change to the index as segments inside ``store.sqlite`` (so a write costs
+        what it changes); they are merged by themselves once they pass a tenth of the index. Call this after
+        a burst of writes to have the next open read one file, or before copying the store.
+        """
+        with self.batch():
+            core = self._core
+            index = core.indexes.get("dense")
+            if index is None:
+                return
+            if index.config.kind == "hnsw":
+                index.compact()
+            core.merge_requested = True
+            core.dirty.add("dense")
+
     def snapshot(self, target: str | Path) -> Path:
         """Copy the committed store into the new directory ``target``, verified; returns ``target``.
 

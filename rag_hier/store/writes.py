@@ -268,8 +268,10 @@ class Writer:
                 for j, i in enumerate(todo):
                     vecs[i] = enc[j]
         removed = 0
+        replaced: list[str] = []
         if stored:
             rowids = query_in(db, "SELECT id FROM passages WHERE passage_id IN ({marks})", sorted(stored))
+            replaced = query_in(db, "SELECT DISTINCT doc_id FROM passages WHERE id IN ({marks})", rowids)
             removed = self.delete_rowids(rowids, drop_empty_documents=False)
         for p in items:
             db.execute(
@@ -277,7 +279,7 @@ class Writer:
                 (p.doc_id, p.title_path[0] if p.title_path else ""),
             )
         self.insert_passages(items, vecs)
-        self.drop_empty_documents()
+        self.drop_empty_documents(replaced)
         return WriteSummary(
             passages_added=len(items),
             passages_removed=removed,
@@ -350,9 +352,8 @@ class Writer:
         if not rowids:
             return 0
         db = self.db
-        self.core.changed_docs.update(
-            query_in(db, "SELECT DISTINCT doc_id FROM passages WHERE id IN ({marks})", rowids)
-        )
+        docs = query_in(db, "SELECT DISTINCT doc_id FROM passages WHERE id IN ({marks})", rowids)
+        self.core.changed_docs.update(docs)
         with_vec = query_in(db, "SELECT id FROM passages WHERE has_vector=1 AND id IN ({marks})", rowids)
         query_in(db, "DELETE FROM passages WHERE id IN ({marks})", rowids)
         index = self.core.indexes.get("dense")
@@ -364,12 +365,17 @@ class Writer:
             ext.on_passages_removed(self.store, removed)
             self.core.dirty_ext.add(name)
         if drop_empty_documents:
-            self.drop_empty_documents()
+            self.drop_empty_documents(docs)
         return len(rowids)
 
-    def drop_empty_documents(self) -> None:
-        """Delete document rows that have no passage left."""
-        self.db.execute("DELETE FROM documents WHERE doc_id NOT IN (SELECT DISTINCT doc_id FROM passages)")
+    def drop_empty_documents(self, doc_ids: Iterable[str]) -> None:
+        """Delete the rows of these documents that have no passage left (a cost of the documents named, not of N)."""
+        query_in(
+            self.db,
+            "DELETE FROM documents WHERE doc_id IN ({marks})"
+            " AND NOT EXISTS (SELECT 1 FROM passages WHERE passages.doc_id = documents.doc_id)",
+            sorted(set(doc_ids)),
+        )
 
     def rowids_of_passages(self, passage_ids: Sequence[str]) -> list[int]:
         """Rowids of these passage ids (unknown ids are left out)."""
