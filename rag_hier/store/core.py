@@ -252,6 +252,7 @@ class StoreCore:
             db.close()
             if core is not None and core._fd is not None:
                 os.close(core._fd)
+                core._fd = None  # a handle bound to this core may still release it
             raise
 
     def _check_manifest(self, state: dict[str, Any], *, verify: bool) -> None:

@@ -29,7 +29,9 @@ CHILD = textwrap.dedent(
     import rag_hier.store.core as st
     from rag_hier import HierStore, Passage
 
-    path, crash_at, kind = sys.argv[1], sys.argv[2], sys.argv[3]
+    path, crash_at, kind, mode = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+    if mode == "whole":  # no segment: the write rewrites dense.faiss
+        st.SEGMENT_MERGE_MIN, st.SEGMENT_MERGE_RATIO = 0, 0.0
 
     def step(name):
         if name == crash_at:
@@ -56,13 +58,16 @@ def _make_store(path, kind: str = "flat") -> None:
     store.close()
 
 
+@pytest.mark.parametrize("mode", ["segment", "whole"])
 @pytest.mark.parametrize("kind", ["flat", "ivf", "hnsw"])
 @pytest.mark.parametrize("op", ["add", "delete"])
 @pytest.mark.parametrize("crash_at", STEPS)
-def test_crash_at_each_step(tmp_path, crash_at: str, op: str, kind: str) -> None:
+def test_crash_at_each_step(tmp_path, crash_at: str, op: str, kind: str, mode: str) -> None:
     path = tmp_path / "store"
     _make_store(path, kind)
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(path), crash_at, op], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(path), crash_at, op, mode], capture_output=True, text=True
+    )
     assert proc.returncode == 77, proc.stderr
     store = HierStore.open(path)  # must load (rolling forward if the commit happened)
     committed = crash_at in COMMITTED
