@@ -83,6 +83,12 @@ def _auto_nlist(n: int) -> int:
     return max(1, min(int(4 * math.sqrt(n)), n // 39))
 
 
+FLAT_TOMBSTONES_MAX = 1024
+"""A flat index purges its tombstones (one pass over the vectors) once it holds more than this many."""
+
+_TOMBSTONE_KINDS = ("flat", "hnsw")
+
+
 class Journal:
     """The change set of one write batch on a :class:`DenseIndex`: ids added (with vectors) and ids removed.
 
@@ -137,9 +143,12 @@ class DenseIndex:
 
     Ids are the caller's (the store uses SQLite rowids, never reused). ``flat`` and ``hnsw`` wrap the
     FAISS index in ``IndexIDMap2`` (so vectors can be reconstructed by id); ``ivf`` uses the ids natively
-    with a hash-table direct map. ``remove`` deletes from Flat and IVF; for HNSW, which FAISS cannot
-    delete from, removed ids become tombstones that every search excludes through an id selector, and the
-    graph is rebuilt from the live vectors once tombstones pass ``hnsw_compact_ratio``.
+    with a hash-table direct map. ``remove`` deletes from IVF (a hash lookup per id). For HNSW, which FAISS
+    cannot delete from, removed ids become tombstones that every search excludes through an id selector, and
+    the graph is rebuilt from the live vectors once tombstones pass ``hnsw_compact_ratio``. Flat removes
+    lazily too (FAISS's own removal moves every vector after the first one removed, a cost of the index
+    size): its tombstones are dropped from the results of a search for ``top_k`` plus their number, which
+    is exact, and purged in one pass once they pass :data:`FLAT_TOMBSTONES_MAX`.
 
     Filtered search (``allowed_ids``) is a pre-filter: FAISS only considers those ids, and if an
     approximate index returns fewer than ``min(top_k, len(allowed_ids))`` hits the query is answered
@@ -192,7 +201,7 @@ class DenseIndex:
             out["trained"] = self.is_ivf_trained
             if self.is_ivf_trained:
                 out["nlist"] = int(faiss.downcast_index(self._index).nlist)
-        if self.config.kind == "hnsw":
+        if self.config.kind in _TOMBSTONE_KINDS:
             out["tombstones"] = len(self._tombstones)
         return out
 
@@ -269,13 +278,15 @@ class DenseIndex:
         if id_arr.size == 0:
             return 0
         self._invalidate()
-        if self.config.kind == "hnsw":
-            present = set(self.ids().tolist())
-            newly = {int(i) for i in id_arr} & present - self._tombstones
-            self._tombstones |= newly
+        if self.config.kind in _TOMBSTONE_KINDS:
+            newly = [i for i in sorted({int(i) for i in id_arr} - self._tombstones) if self._holds(i)]
+            self._tombstones.update(newly)
             if self.journal is not None:
-                self.journal.removed(np.array(sorted(newly), dtype=np.int64))
-            if self.ntotal and len(self._tombstones) > self.config.hnsw_compact_ratio * self.ntotal:
+                self.journal.removed(np.array(newly, dtype=np.int64))
+            limit = self.config.hnsw_compact_ratio * self.ntotal
+            if self.config.kind == "flat":
+                limit = min(limit, FLAT_TOMBSTONES_MAX)
+            if self.ntotal and len(self._tombstones) > limit:
                 self.compact()
             return len(newly)
         if self.journal is not None:
@@ -292,7 +303,7 @@ class DenseIndex:
         removed = np.ascontiguousarray(removed_ids, dtype=np.int64)
         if removed.size:
             self._invalidate()
-            if self.config.kind == "hnsw":
+            if self.config.kind in _TOMBSTONE_KINDS:
                 self._tombstones |= {int(i) for i in removed}
             else:
                 self._index.remove_ids(faiss.IDSelectorArray(removed.size, faiss.swig_ptr(removed)))
@@ -304,18 +315,34 @@ class DenseIndex:
             self._invalidate()
             self._index.add_with_ids(arr, ids)
 
+    def _holds(self, i: int) -> bool:
+        """Whether id ``i`` is in an ``IndexIDMap2`` (one hash lookup, not a scan of every id)."""
+        try:
+            self._index.reconstruct(i)
+        except RuntimeError:
+            return False
+        return True
+
     def _journal_broken(self) -> None:
         """The index changes in a way a change set cannot describe (IVF training, HNSW compaction)."""
         if self.journal is not None:
             self.journal.complete = False
 
     def mark_tombstones(self, ids: np.ndarray) -> None:
-        """Declare ids present in an HNSW graph as deleted (used when loading a saved index)."""
+        """Declare ids present in a flat or HNSW index as deleted (used when loading a saved index)."""
         self._tombstones |= {int(i) for i in ids}
 
     def compact(self) -> None:
-        """Rebuild an HNSW graph from its live vectors, dropping tombstones."""
+        """Drop tombstones: purge them from a flat index, rebuild an HNSW graph from its live vectors."""
         if not self._tombstones:
+            return
+        if self.config.kind != "hnsw":
+            dead = np.array(sorted(self._tombstones), dtype=np.int64)
+            logger.debug("purging %d tombstones from a flat index of %d vectors", dead.size, self.ntotal)
+            self._journal_broken()
+            self._invalidate()
+            self._index.remove_ids(faiss.IDSelectorArray(dead.size, faiss.swig_ptr(dead)))
+            self._tombstones = set()
             return
         ids = np.array(sorted(set(self.ids().tolist()) - self._tombstones), dtype=np.int64)
         vectors = self.reconstruct(ids) if len(ids) else np.zeros((0, self.dimension), np.float32)
@@ -439,17 +466,22 @@ class DenseIndex:
         if top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {top_k}")
         n_q = q.shape[0]
-        if allowed_ids is None and not self._tombstones and n_q and not self._use_gpu():
+        lazy = self.config.kind == "flat" or not self._tombstones  # flat drops tombstones from its results
+        if allowed_ids is None and lazy and n_q and not self._use_gpu():
             # the hot path: one FAISS call on the index that holds the vectors, positions mapped to ids in numpy
             base, ext, ntotal = self._fast_plan()
-            if ntotal == 0:
+            n_live = ntotal - len(self._tombstones)
+            if n_live <= 0:
                 return np.full((n_q, top_k), -np.inf, np.float32), np.full((n_q, top_k), -1, np.int64)
-            k = min(top_k, ntotal)
+            k = min(top_k + len(self._tombstones), ntotal)
             scores, ids = base.search(q, k)
             if ext is not None:
                 ids = ext[ids]
+            if self._tombstones:
+                scores, ids = self._drop_tombstones(scores, ids, top_k)
+                k = ids.shape[1]
             if k < top_k or (ids[:, -1] < 0).any():  # padding, or an approximate index came back short
-                return self._finish(q, top_k, k, scores, ids, None, ntotal)
+                return self._finish(q, top_k, k, scores, ids, None, n_live)
             return scores, ids
         allowed = None
         if allowed_ids is not None:
@@ -480,6 +512,16 @@ class DenseIndex:
             params = self._search_params(sel)
             scores, ids = self._index.search(q, k, params=params) if params is not None else self._index.search(q, k)
         return self._finish(q, top_k, k, scores, ids, allowed, n_live)
+
+    def _drop_tombstones(self, scores: np.ndarray, ids: np.ndarray, top_k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The first ``top_k`` results of each row that are not tombstones (an exact search asked for more)."""
+        dead = np.isin(ids, np.fromiter(self._tombstones, np.int64, len(self._tombstones)))
+        if not dead.any():
+            return scores[:, :top_k], ids[:, :top_k]
+        order = np.argsort(dead, axis=1, kind="stable")[:, :top_k]  # live results first, in score order
+        ids = np.where(dead, -1, ids)
+        scores = np.where(dead, np.float32(-np.inf), scores)
+        return np.take_along_axis(scores, order, axis=1), np.take_along_axis(ids, order, axis=1)
 
     def _finish(
         self,

@@ -81,7 +81,8 @@ _RECORD_CACHE_MAX = 500_000
 _BUSY_TIMEOUT_S = 60.0
 SEGMENT_MERGE_MIN = 4096
 """Segments of the passage index are merged into ``dense.faiss`` once they hold more than this many entries
-(vectors added plus ids removed) and more than :data:`SEGMENT_MERGE_RATIO` of the index."""
+(vectors added plus ids removed; or more than the index holds, if fewer) and more than
+:data:`SEGMENT_MERGE_RATIO` of the index."""
 SEGMENT_MERGE_RATIO = 0.1
 DATABASE_HASH_MAX = 64 << 20
 """``manifest.json`` records the SHA-256 of ``store.sqlite`` up to this size; a larger database is checked
@@ -434,7 +435,7 @@ class StoreCore:
             return
         live = self.vector_rowids()
         held = np.sort(index.ids())
-        if index.config.kind == "hnsw":
+        if index.config.kind in ("flat", "hnsw"):  # kinds that remove lazily (tombstones)
             missing = np.setdiff1d(live, held)
             if missing.size:
                 raise StoreCorruptedError(f"{self.root / DENSE_FILE}: {missing.size} passage vectors are missing")
@@ -563,7 +564,9 @@ class StoreCore:
     def _segment_room(self, index: DenseIndex) -> int:
         """How many more entries segments may take before ``dense.faiss`` is written whole."""
         entries = int((self.state["indexes"]["dense"].get("segments") or {}).get("entries", 0))
-        return max(SEGMENT_MERGE_MIN, int(SEGMENT_MERGE_RATIO * index.ntotal)) - entries
+        # never more than the index holds: a write that doubles it costs as much as a rewrite (an empty
+        # index is written whole by its first vectors)
+        return max(min(SEGMENT_MERGE_MIN, index.ntotal), int(SEGMENT_MERGE_RATIO * index.ntotal)) - entries
 
     def _end_journal(self) -> None:
         for index in self.indexes.values():
@@ -732,6 +735,8 @@ class StoreCore:
                     insert_segment(self.db, segment)
                     dense_state["segments"] = segment_state(dense_state.get("segments"), segment)
             else:
+                if index.config.kind == "flat":
+                    index.compact()  # a file written whole holds no dead vectors
                 tmp = self.root / f"{DENSE_FILE}.g{gen}.tmp"
                 index.write(tmp)
                 fsync_file(tmp)

@@ -247,3 +247,27 @@ def test_a_reader_opening_during_writes_never_sees_half_a_commit(tmp_path: Path)
     assert errors == []
     assert opened > 0
     assert HierStore.open(path).count_passages() == 120
+
+
+def test_flat_removes_lazily_and_searches_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    import rag_hier.index.dense as dense_mod
+    from rag_hier.index.dense import DenseIndex
+
+    monkeypatch.setattr(dense_mod, "FLAT_TOMBSTONES_MAX", 30)
+    x = _vectors(200, 4)
+    index = DenseIndex(D)
+    index.add(np.arange(1, 201, dtype=np.int64), x)
+    q = _vectors(7, 5)
+    removed = np.array([int(i) for i in np.argsort(-(q @ x.T), axis=1)[:, :3].ravel() + 1], dtype=np.int64)
+    assert index.remove(removed) == len(set(removed.tolist()))
+    assert index.ntotal == 200 and len(index) == 200 - len(index.tombstones)
+    live = np.setdiff1d(np.arange(1, 201), removed)
+    for top_k in (1, 5, 250):
+        scores, ids = index.search(q, top_k)
+        exact = live[np.argsort(-(q @ x[live - 1].T), axis=1, kind="stable")][:, :top_k]
+        width = min(top_k, live.size)
+        assert np.array_equal(ids[:, :width], exact[:, :width])
+        assert (ids[:, width:] == -1).all() and np.isneginf(scores[:, width:]).all()
+    assert index.remove(np.array([removed[0], 9999])) == 0  # already gone, never there
+    index.remove(np.arange(150, 170, dtype=np.int64))  # past 30 tombstones: purged in one pass
+    assert not index.tombstones and index.ntotal == len(index)
