@@ -468,6 +468,13 @@ def run_writes(a, sizes: list[int], kind: str, tmp_root: Path) -> None:
                 flush=True,
             )
     rec["load_after"] = loadavg()
+    rec["segments"] = {str(n): stores[n].manifest["indexes"]["dense"].get("segments") for n in sizes}
+    rec["optimize_s"] = {}
+    for n in sizes:  # what the merge that small writes put off costs (once per 10 % of the index changed)
+        t0 = time.perf_counter()
+        stores[n].optimize()
+        rec["optimize_s"][str(n)] = time.perf_counter() - t0
+    print("   optimize() s: " + ", ".join(f"{n}: {rec['optimize_s'][str(n)]:.2f}" for n in sizes), flush=True)
     base = sizes[0]
     for op in ("add", "delete"):
         rec[op] = {str(n): summary(times[op][n]) for n in sizes}
