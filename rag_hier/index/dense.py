@@ -582,7 +582,9 @@ class DenseIndex:
 
     # -- persistence ------------------------------------------------------------------------------
     def write(self, path: str | Path) -> None:
-        """Write the (CPU) index to ``path`` (the caller makes it atomic)."""
+        """Write the (CPU) index to ``path`` (the caller makes it atomic); a flat index purges its tombstones first."""
+        if self.config.kind == "flat" and self._tombstones:
+            self.compact()
         faiss.write_index(self._index, str(path))
 
     @classmethod

@@ -735,8 +735,6 @@ class StoreCore:
                     insert_segment(self.db, segment)
                     dense_state["segments"] = segment_state(dense_state.get("segments"), segment)
             else:
-                if index.config.kind == "flat":
-                    index.compact()  # a file written whole holds no dead vectors
                 tmp = self.root / f"{DENSE_FILE}.g{gen}.tmp"
                 index.write(tmp)
                 fsync_file(tmp)

@@ -205,7 +205,7 @@ class DocumentIndex(StoreExtension):
             if self._dimension is None:
                 raise StoreCorruptedError(f"{ids_path}: {_INDEX_FILE} is recorded but no dimension")
             self._index = DenseIndex.read(paths[_INDEX_FILE], int(self._dimension), self.index_config)
-            if self.index_config.kind == "hnsw":
+            if self.index_config.kind in ("flat", "hnsw"):  # kinds that remove lazily
                 self._index.mark_tombstones(np.setdiff1d(self._index.ids(), np.fromiter(self._doc_of, np.int64)))
 
     def verify(self, store: StoreBackend) -> None:
