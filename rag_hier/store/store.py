@@ -49,6 +49,7 @@ from rag_hier.store.records import (
     records_by_rowid,
 )
 from rag_hier.store.schema import SCHEMA, dumps, query_in
+from rag_hier.store.sql_filters import select_matching
 from rag_hier.store.state import DATABASE, DENSE_FILE, FORMAT_VERSION, MANIFEST
 from rag_hier.store.writes import Writer, check_ids
 
@@ -522,7 +523,11 @@ class HierStore:
         """Delete every passage matching ``filters``; returns how many."""
         predicate = compile_filter(filters)
         with self.batch():
-            rowids = [r.rowid for r in self._core.records(cache=False) if predicate is None or predicate(r)]
+            rowids = None if predicate is None else select_matching(self._core.db, filters)
+            if rowids is not None:
+                rowids.sort()
+            else:
+                rowids = [r.rowid for r in self._core.records(cache=False) if predicate is None or predicate(r)]
             return self._writer().delete_rowids(rowids)
 
     def delete_all(self, *, forget_dimension: bool = False) -> int:
@@ -573,7 +578,9 @@ class HierStore:
         """Merge ``meta`` into the metadata of every passage matching ``filters``; returns how many."""
         predicate = compile_filter(filters)
         with self.batch():
-            ids = [r.passage_id for r in self._core.records(cache=False) if predicate is None or predicate(r)]
+            ids = None if predicate is None else select_matching(self._core.db, filters, column="passage_id")
+            if ids is None:
+                ids = [r.passage_id for r in self._core.records(cache=False) if predicate is None or predicate(r)]
             return self.update_meta(ids, meta)
 
     def update_corpus_info(self, **changes: Any) -> None:
@@ -666,6 +673,10 @@ class HierStore:
         """Passages matching ``filters``, in insertion order, as a list."""
         predicate = compile_filter(filters)
         with self._reading():
+            ids = None if predicate is None else select_matching(self._core.db, filters)
+            if ids is not None:
+                found = records_by_rowid(self._core.db, ids)
+                return [found[i].to_passage() for i in sorted(found)]
             return [r.to_passage() for r in self._core.records() if predicate is None or predicate(r)]
 
     def get_passages(self, passage_ids: Sequence[str]) -> list[Passage]:
@@ -730,6 +741,9 @@ class HierStore:
         with self._reading():
             if predicate is None:
                 return int(self._core.db.execute("SELECT count(*) FROM passages").fetchone()[0])
+            ids = select_matching(self._core.db, filters)
+            if ids is not None:
+                return len(ids)
             return sum(1 for r in self._core.records() if predicate(r))
 
     def count_vectors(self) -> int:
@@ -787,6 +801,9 @@ class HierStore:
         if predicate is None:
             return None
         with self._reading():
+            ids = select_matching(self._core.db, filters, restrict="has_vector=1" if with_vector else "")
+            if ids is not None:
+                return np.sort(np.asarray(ids, dtype=np.int64))
             rows = [r.rowid for r in self._core.records() if (r.has_vector or not with_vector) and predicate(r)]
         return np.asarray(rows, dtype=np.int64)
 
