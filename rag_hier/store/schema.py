@@ -17,6 +17,7 @@ from typing import Any
 from rag_hier.errors import StoreCorruptedError
 
 __all__ = [
+    "OPTIONAL_OBJECTS",
     "PASSAGE_COLUMNS",
     "SCHEMA",
     "check_schema",
@@ -51,6 +52,13 @@ CREATE TABLE IF NOT EXISTS passages (
 CREATE INDEX IF NOT EXISTS passages_by_doc ON passages(doc_id, position);
 CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+
+OPTIONAL_OBJECTS: dict[tuple[str, str], str] = {
+    ("table", "meta_index"): "CREATE TABLE meta_index (field TEXT NOT NULL, value, passage INTEGER NOT NULL)",
+    ("index", "meta_index_by_value"): "CREATE INDEX meta_index_by_value ON meta_index(field, value)",
+    ("index", "meta_index_by_passage"): "CREATE INDEX meta_index_by_passage ON meta_index(passage)",
+}
+"""Objects a store holds once a metadata field is indexed (:mod:`rag_hier.store.meta_index`), as created."""
 
 PASSAGE_COLUMNS = "id, passage_id, doc_id, position, section, title_path, text, meta, extra, has_vector"
 """The columns a :class:`~rag_hier.store.records.PassageRecord` is read from, in its field order."""
@@ -92,6 +100,8 @@ def check_schema(db: sqlite3.Connection, path: Path) -> None:
         raise StoreCorruptedError(f"{path}: not a readable SQLite database ({exc})") from exc
     for kind, name, sql in rows:
         want = expected.get((kind, name), "missing")
+        if want == "missing" and (kind, name) in OPTIONAL_OBJECTS:
+            want = _normalized(OPTIONAL_OBJECTS[kind, name])
         if want == "missing":
             raise StoreCorruptedError(
                 f"{path}: holds a {kind} {name!r} that the rag-hier schema does not define; refusing to use it"

@@ -32,11 +32,12 @@ from __future__ import annotations
 import logging
 import math
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from rag_hier._limits import CONTROL_CHARACTERS
+from rag_hier.store.meta_index import UNREADABLE
 
 __all__ = ["SqlFilter", "select_matching", "translate"]
 
@@ -72,11 +73,14 @@ class SqlFilter:
             without negation, whose only flags are false positives), so a query need not add ``bad``
             to its ``WHERE`` to see them.
         raising: Flags of rows where the Python predicate may raise (always added to the ``WHERE``).
+        prechecks: Statements (``SELECT EXISTS(...)``) that answer 1 when the filter must go to Python
+            (indexed metadata fields holding values that a comparison would raise on, or unreadable metadata).
 
     """
 
     where: str
     params: dict[str, Any] = field(default_factory=dict)
+    prechecks: list[str] = field(default_factory=list)
     bad: list[str] = field(default_factory=list)
     raising: list[str] = field(default_factory=list)
     contained: bool = True
@@ -94,7 +98,9 @@ class SqlFilter:
 
 
 class _Builder:
-    def __init__(self) -> None:
+    def __init__(self, indexed: frozenset[str]) -> None:
+        self.indexed = indexed
+        self.prechecks: list[str] = []
         self.params: dict[str, Any] = {}
         self.bad: list[str] = []
         self.raising: list[str] = []
@@ -149,9 +155,9 @@ class _Builder:
         elif field_name in _TOP_LEVEL:  # pragma: no cover - handled above
             raise _Untranslatable
         else:
-            return self._json(self._path([field_name]), op, value)
+            return self._json(self._path([field_name]), op, value, key=field_name)
         if len(keys) == 1:
-            return self._json(self._path(keys), op, value)
+            return self._json(self._path(keys), op, value, key=keys[0])
         return self._nested(keys, op, value)
 
     def _nested(self, keys: list[str], op: str, value: Any) -> str:
@@ -225,8 +231,20 @@ class _Builder:
             raise _Untranslatable  # Python raises its own error for a non-list
         return list(value)
 
-    def _json(self, path: str | None, op: str, value: Any) -> str:
-        """A comparison on the JSON value at ``path`` (``None``: the value is ``None``, a constant)."""
+    def _candidates(self, key: str | None, cond: str, exact: str) -> str:
+        """``exact``, looked up through the metadata index of ``key`` (if indexed) where the value meets ``cond``."""
+        f = self.bind(key)
+        self.prechecks.append(
+            f"SELECT EXISTS(SELECT 1 FROM meta_index WHERE field = {f} AND value = {self.bind(UNREADABLE)})"
+        )
+        return f"(id IN (SELECT passage FROM meta_index WHERE field = {f} AND value {cond}) AND {exact})"
+
+    def _json(self, path: str | None, op: str, value: Any, key: str | None = None) -> str:
+        """A comparison on the JSON value at ``path`` (``None``: the value is ``None``, a constant).
+
+        ``key``: the top-level metadata key ``path`` names, when it is one (for the metadata index).
+        """
+        indexed = key is not None and key in self.indexed
         if op in _ORDER:
             if value is None:
                 return FALSE
@@ -235,9 +253,16 @@ class _Builder:
             if path is None:
                 return FALSE
             v = f"json_extract(meta, {path})"
+            mark = self.bind(value)
+            if indexed:
+                # a string, list or object anywhere in the field (text and blobs sort above numbers): Python
+                self.prechecks.append(
+                    f"SELECT EXISTS(SELECT 1 FROM meta_index WHERE field = {self.bind(key)} AND value >= '')"
+                )
+                return self._candidates(key, f"{op} {mark}", f"{v} {op} {mark}")
             # a string, list or object here makes Python raise: those rows are flagged (text sorts above numbers)
             self.raising.append(f"{v} >= ''")
-            return f"{v} {op} {self.bind(value)}"
+            return f"{v} {op} {mark}"
         members = [value] if op == "==" else self._members(value)
         want_none = False
         nums: list[Any] = []
@@ -257,20 +282,26 @@ class _Builder:
             return TRUE if want_none else FALSE
         v, t = f"json_extract(meta, {path})", f"json_type(meta, {path})"
         parts = []
+        all_marks: list[str] = []
         if want_none:
             parts.append(f"({v} IS NULL AND coalesce({t}, 'null') = 'null')")
         if nums:
             marks = [self.bind(n) for n in nums]
+            all_marks += marks
             parts.append(f"{v} = {marks[0]}" if len(marks) == 1 else f"{v} IN ({', '.join(marks)})")
         if texts:
             marks = [self._text(s) for s in texts]
+            all_marks += marks
             same = f"{v} = {marks[0]}" if len(marks) == 1 else f"{v} IN ({', '.join(marks)})"
             parts.append(f"({same} AND {t} = 'text')")
             # a stored string holding NUL is cut there by SQLite: such a row may match falsely
             self.bad.append(f"({same} AND {t} = 'text' AND instr(meta, {self.bind(_NUL_ESCAPE)}) > 0)")
         if not parts:
             return FALSE
-        return parts[0] if len(parts) == 1 else "(" + " OR ".join(parts) + ")"
+        exact = parts[0] if len(parts) == 1 else "(" + " OR ".join(parts) + ")"
+        if indexed and not want_none:  # missing keys and nulls are not in the index
+            return self._candidates(key, f"IN ({', '.join(all_marks)})", exact)
+        return exact
 
     # -- logic ---------------------------------------------------------------------------------------
     def node(self, node: Mapping[str, Any]) -> str:
@@ -299,12 +330,13 @@ def _negate(cond: str) -> str:
     return f"(({cond}) IS NOT 1)"
 
 
-def translate(filters: Mapping[str, Any]) -> SqlFilter | None:
+def translate(filters: Mapping[str, Any], indexed: Iterable[str] = ()) -> SqlFilter | None:
     """The SQL form of a validated, non-empty Haystack filter, or ``None`` when Python must evaluate it.
 
     Call :func:`~rag_hier.store.filters.compile_filter` first: this assumes a well-formed filter.
+    ``indexed``: metadata keys with a metadata index (:mod:`rag_hier.store.meta_index`).
     """
-    builder = _Builder()
+    builder = _Builder(frozenset(indexed))
     try:
         where = builder.node(filters)
     except (_Untranslatable, RecursionError):
@@ -315,11 +347,12 @@ def translate(filters: Mapping[str, Any]) -> SqlFilter | None:
         bad=builder.bad,
         raising=builder.raising,
         contained=not builder.negated,
+        prechecks=builder.prechecks,
     )
 
 
 def select_matching(
-    db: sqlite3.Connection, filters: Any, *, column: str = "id", restrict: str = ""
+    db: sqlite3.Connection, filters: Any, *, column: str = "id", restrict: str = "", indexed: Iterable[str] = ()
 ) -> list[Any] | None:
     """``column`` of the passages matching ``filters`` (a validated, non-empty filter), by one SQL statement.
 
@@ -327,14 +360,19 @@ def select_matching(
     ever evaluated on those rows, so flags on other rows do not matter. ``None`` when the filter must be
     evaluated in Python: it cannot be translated, a row read is flagged (see :class:`SqlFilter`), or SQLite
     refuses the statement (metadata its JSON reader cannot parse, an expression nested too deep).
+    ``indexed``: the store's indexed metadata keys (lookups through ``meta_index``).
     """
     if not isinstance(filters, Mapping):
         return None
-    sf = translate(filters)
+    sf = translate(filters, indexed)
     if sf is None:
         return None
     sql, flagged = sf.query(column, restrict)
     try:
+        for check in sf.prechecks:
+            if db.execute(check, sf.params).fetchone()[0]:
+                logger.debug("filter evaluated in Python: an indexed field holds values SQL cannot compare")
+                return None
         rows = db.execute(sql, sf.params).fetchall()
     except (sqlite3.Error, OverflowError, UnicodeEncodeError, ValueError) as exc:
         logger.debug("filter evaluated in Python: SQLite refused its translation (%s)", exc)
