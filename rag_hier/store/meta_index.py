@@ -10,11 +10,13 @@ the same transaction as the passages (:func:`refresh` after every insert, update
 filled for every stored passage when the field is added. The field list is part of the committed state
 (``meta_indexes``).
 
-The table only narrows the candidates: a translated filter still checks each candidate with the exact
-condition (:mod:`rag_hier.store.sql_filters`), so a table entry can never make a passage match that the Python
-evaluator would reject. Values are what ``json_extract`` reads (JSON ``null`` and missing keys are not
-stored); a passage whose metadata SQLite's JSON reader cannot parse (``NaN``) is stored with the marker
-``x'00'``, and any such marker sends filters on that field to the Python evaluator.
+Values are what ``json_extract`` reads — numbers (booleans as 0 and 1, as Python compares them) and strings;
+JSON ``null`` and missing keys are not stored — and three markers (blobs, which equal and order with no
+number or string): :data:`CONTAINER` for lists and objects, :data:`MAYBE_CUT` for strings that may hold
+NUL, :data:`UNREADABLE` for metadata SQLite's JSON reader refuses. A lookup ``value = x`` therefore selects
+exactly the passages whose value Python finds equal to ``x``; filters on a field holding
+:data:`UNREADABLE` or :data:`MAYBE_CUT` markers (or, for ordering, any string or marker) go to the Python
+evaluator (see :mod:`rag_hier.store.sql_filters`).
 """
 
 from __future__ import annotations
@@ -28,16 +30,25 @@ from typing import Any
 from rag_hier.errors import StoreCorruptedError, StoreError
 from rag_hier.store.schema import OPTIONAL_OBJECTS, rows_in
 
-__all__ = ["FIELD", "UNREADABLE", "check_field", "create", "fields", "json_path", "refresh"]
+__all__ = ["CONTAINER", "FIELD", "MAYBE_CUT", "UNREADABLE", "check_field", "create", "fields", "json_path", "refresh"]
 
 FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
 """A metadata key that can be indexed: letters, digits, ``_`` and ``-`` (a top-level key of ``meta``)."""
 
 
 UNREADABLE = b"\x00"
-"""The value stored for a passage whose metadata SQLite's JSON reader refuses."""
+"""The value stored for a passage whose metadata SQLite's JSON reader refuses (``NaN``, ``Infinity``)."""
+CONTAINER = b"\x01"
+"""The value stored for a list or an object (which equal no scalar and cannot be ordered)."""
+MAYBE_CUT = b"\x02"
+"""The value stored for a string whose JSON text holds ``\\u0000`` (SQLite's JSON reader cuts at NUL)."""
 
-_VALUE = "CASE WHEN json_valid(meta) THEN json_extract(meta, :path) ELSE :unreadable END"
+_VALUE = (
+    "CASE WHEN NOT json_valid(meta) THEN x'00' "
+    "WHEN json_type(meta, {path}) IN ('array', 'object') THEN x'01' "
+    "WHEN json_type(meta, {path}) = 'text' AND instr(meta -> {path}, '\\u0000') > 0 THEN x'02' "
+    "ELSE json_extract(meta, {path}) END"
+)
 
 
 def json_path(field: str) -> str:
@@ -74,9 +85,9 @@ def create(db: sqlite3.Connection, field: str) -> None:
             db.execute(sql)
     db.execute("DELETE FROM meta_index WHERE field = ?", (field,))
     db.execute(
-        f"INSERT INTO meta_index(field, value, passage) SELECT :field, v, id FROM "
-        f"(SELECT id, {_VALUE} AS v FROM passages) WHERE v IS NOT NULL",
-        {"field": field, "path": json_path(field), "unreadable": UNREADABLE},
+        "INSERT INTO meta_index(field, value, passage) SELECT :field, v, id FROM "
+        f"(SELECT id, {_VALUE.format(path=':path')} AS v FROM passages) WHERE v IS NOT NULL",
+        {"field": field, "path": json_path(field)},
     )
 
 
@@ -87,14 +98,13 @@ def refresh(db: sqlite3.Connection, indexed: Sequence[str], rowids: Iterable[int
     ids = [int(r) for r in rowids]
     for _ in rows_in(db, "DELETE FROM meta_index WHERE passage IN ({marks})", ids):
         pass
+    value = _VALUE.format(path="?1").replace("{", "{{").replace("}", "}}")
     for field in indexed:
-        params = [field, json_path(field), UNREADABLE]
         for _ in rows_in(
             db,
-            "INSERT INTO meta_index(field, value, passage) SELECT ?, v, id FROM (SELECT id, CASE WHEN "
-            "json_valid(meta) THEN json_extract(meta, ?) ELSE ? END AS v FROM passages WHERE id IN ({marks})) "
-            "WHERE v IS NOT NULL",
+            f"INSERT INTO meta_index(field, value, passage) SELECT ?2, v, id FROM (SELECT id, {value} AS v "
+            "FROM passages WHERE id IN ({marks})) WHERE v IS NOT NULL",
             ids,
-            params,
+            [json_path(field), field],
         ):
             pass

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag_hier._limits import CONTROL_CHARACTERS
-from rag_hier.store.meta_index import UNREADABLE
+from rag_hier.store.meta_index import MAYBE_CUT, UNREADABLE
 
 __all__ = ["SqlFilter", "select_matching", "translate"]
 
@@ -231,13 +231,14 @@ class _Builder:
             raise _Untranslatable  # Python raises its own error for a non-list
         return list(value)
 
-    def _candidates(self, key: str | None, cond: str, exact: str) -> str:
-        """``exact``, looked up through the metadata index of ``key`` (if indexed) where the value meets ``cond``."""
+    def _lookup(self, key: str | None, cond: str, python_if: str) -> str:
+        """The passages whose indexed value of ``key`` meets ``cond`` (exact: see :mod:`~rag_hier.store.meta_index`).
+
+        ``python_if``: a condition on the field's stored values under which the filter goes to Python.
+        """
         f = self.bind(key)
-        self.prechecks.append(
-            f"SELECT EXISTS(SELECT 1 FROM meta_index WHERE field = {f} AND value = {self.bind(UNREADABLE)})"
-        )
-        return f"(id IN (SELECT passage FROM meta_index WHERE field = {f} AND value {cond}) AND {exact})"
+        self.prechecks.append(f"SELECT EXISTS(SELECT 1 FROM meta_index WHERE field = {f} AND {python_if})")
+        return f"id IN (SELECT passage FROM meta_index WHERE field = {f} AND value {cond})"
 
     def _json(self, path: str | None, op: str, value: Any, key: str | None = None) -> str:
         """A comparison on the JSON value at ``path`` (``None``: the value is ``None``, a constant).
@@ -255,11 +256,9 @@ class _Builder:
             v = f"json_extract(meta, {path})"
             mark = self.bind(value)
             if indexed:
-                # a string, list or object anywhere in the field (text and blobs sort above numbers): Python
-                self.prechecks.append(
-                    f"SELECT EXISTS(SELECT 1 FROM meta_index WHERE field = {self.bind(key)} AND value >= '')"
-                )
-                return self._candidates(key, f"{op} {mark}", f"{v} {op} {mark}")
+                # a string, list, object or unreadable row anywhere in the field (text and blobs sort above
+                # numbers): Python, which raises on some of them
+                return self._lookup(key, f"{op} {mark}", "value >= ''")
             # a string, list or object here makes Python raise: those rows are flagged (text sorts above numbers)
             self.raising.append(f"{v} >= ''")
             return f"{v} {op} {mark}"
@@ -280,28 +279,26 @@ class _Builder:
                 raise _Untranslatable  # containers, big numbers, infinities, other objects
         if path is None:
             return TRUE if want_none else FALSE
+        if indexed and not want_none and (nums or texts):  # missing keys and nulls are not in the index
+            marks = [self.bind(n) for n in nums] + [self._text(x) for x in texts]
+            stale = f"value IN ({self.bind(UNREADABLE)}, {self.bind(MAYBE_CUT)})" if texts else None
+            return self._lookup(key, f"IN ({', '.join(marks)})", stale or f"value = {self.bind(UNREADABLE)}")
         v, t = f"json_extract(meta, {path})", f"json_type(meta, {path})"
         parts = []
-        all_marks: list[str] = []
         if want_none:
             parts.append(f"({v} IS NULL AND coalesce({t}, 'null') = 'null')")
         if nums:
             marks = [self.bind(n) for n in nums]
-            all_marks += marks
             parts.append(f"{v} = {marks[0]}" if len(marks) == 1 else f"{v} IN ({', '.join(marks)})")
         if texts:
             marks = [self._text(s) for s in texts]
-            all_marks += marks
             same = f"{v} = {marks[0]}" if len(marks) == 1 else f"{v} IN ({', '.join(marks)})"
             parts.append(f"({same} AND {t} = 'text')")
             # a stored string holding NUL is cut there by SQLite: such a row may match falsely
             self.bad.append(f"({same} AND {t} = 'text' AND instr(meta, {self.bind(_NUL_ESCAPE)}) > 0)")
         if not parts:
             return FALSE
-        exact = parts[0] if len(parts) == 1 else "(" + " OR ".join(parts) + ")"
-        if indexed and not want_none:  # missing keys and nulls are not in the index
-            return self._candidates(key, f"IN ({', '.join(all_marks)})", exact)
-        return exact
+        return parts[0] if len(parts) == 1 else "(" + " OR ".join(parts) + ")"
 
     # -- logic ---------------------------------------------------------------------------------------
     def node(self, node: Mapping[str, Any]) -> str:
