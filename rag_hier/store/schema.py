@@ -55,7 +55,7 @@ CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 
 OPTIONAL_OBJECTS: dict[tuple[str, str], str] = {
     ("table", "meta_index"): "CREATE TABLE meta_index (field TEXT NOT NULL, value, passage INTEGER NOT NULL)",
-    ("index", "meta_index_by_value"): "CREATE INDEX meta_index_by_value ON meta_index(field, value)",
+    ("index", "meta_index_by_value"): "CREATE INDEX meta_index_by_value ON meta_index(field, value, passage)",
     ("index", "meta_index_by_passage"): "CREATE INDEX meta_index_by_passage ON meta_index(passage)",
 }
 """Objects a store holds once a metadata field is indexed (:mod:`rag_hier.store.meta_index`), as created."""

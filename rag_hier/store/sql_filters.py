@@ -34,6 +34,8 @@ import math
 import sqlite3
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 from rag_hier._limits import CONTROL_CHARACTERS
@@ -89,12 +91,22 @@ class SqlFilter:
         """``SELECT <select>[, <flag>] FROM passages WHERE ...`` and whether it has the flag column."""
         pre = f"{restrict} AND " if restrict else ""
         flags = self.bad + self.raising
+        if not flags and not restrict and select == "id" and _single_lookup(self.where):
+            # one indexed lookup: its covering index answers alone
+            return self.where[len("id IN (") : -1], False
         if not flags:
             return f"SELECT {select} FROM passages WHERE {pre}({self.where})", False
         flag = " OR ".join(f"({b})" for b in flags)
         extra = self.raising if self.contained else flags
         cond = " OR ".join([f"({self.where})", *(f"({b})" for b in extra)])
         return f"SELECT {select}, coalesce({flag}, 0) FROM passages WHERE {pre}({cond})", True
+
+
+def _single_lookup(where: str) -> bool:
+    return where.startswith(_LOOKUP) and where.count("SELECT") == 1 and where.endswith(")")
+
+
+_LOOKUP = "id IN (SELECT passage FROM meta_index WHERE "
 
 
 class _Builder:
@@ -238,7 +250,7 @@ class _Builder:
         """
         f = self.bind(key)
         self.prechecks.append(f"SELECT EXISTS(SELECT 1 FROM meta_index WHERE field = {f} AND {python_if})")
-        return f"id IN (SELECT passage FROM meta_index WHERE field = {f} AND value {cond})"
+        return f"{_LOOKUP}field = {f} AND value {cond})"
 
     def _json(self, path: str | None, op: str, value: Any, key: str | None = None) -> str:
         """A comparison on the JSON value at ``path`` (``None``: the value is ``None``, a constant).
@@ -374,7 +386,9 @@ def select_matching(
     except (sqlite3.Error, OverflowError, UnicodeEncodeError, ValueError) as exc:
         logger.debug("filter evaluated in Python: SQLite refused its translation (%s)", exc)
         return None
-    if flagged and any(flag for _, flag in rows):
-        logger.debug("filter evaluated in Python: a row needs the Python rules")
-        return None
-    return [r[0] for r in rows]
+    if flagged:
+        if any(map(itemgetter(1), rows)):
+            logger.debug("filter evaluated in Python: a row needs the Python rules")
+            return None
+        return list(map(itemgetter(0), rows))
+    return list(chain.from_iterable(rows))

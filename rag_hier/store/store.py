@@ -830,7 +830,10 @@ class HierStore:
         if predicate is None:
             return None
         with self._reading():
-            ids = self._select_matching(filters, restrict="has_vector=1" if with_vector else "")
+            counts = self._core.state["counts"]
+            # outside a write batch the committed counts are current: every passage with a vector needs no test
+            every = self._core.depth == 0 and counts["vectors"] == counts["passages"]
+            ids = self._select_matching(filters, restrict="has_vector=1" if with_vector and not every else "")
             if ids is not None:
                 return np.sort(np.asarray(ids, dtype=np.int64))
             rows = [r.rowid for r in self._core.records() if (r.has_vector or not with_vector) and predicate(r)]

@@ -292,6 +292,7 @@ def test_an_indexed_field_is_looked_up_and_persists(tmp_path: Any) -> None:
     plan = " ".join(str(r) for r in s._core.db.execute("EXPLAIN QUERY PLAN " + sf.query("id")[0], sf.params))
     assert "meta_index_by_value" in plan, plan
     assert s.count_passages(spec) == 10
+    assert s.matching_rowids(spec).tolist() == [r.rowid for r in s.iter_records() if r.meta["cat"] == "x"]
     s.close()
     s = HierStore.open(tmp_path / "i")  # the schema check accepts the index, the state lists it
     assert s.meta_indexes == ["cat"]
