@@ -24,6 +24,11 @@ kept), and a metadata string holding NUL (SQLite's JSON functions cut it there).
 ``NaN``/``Infinity`` (which Python's JSON writes and SQLite 3.40's JSON reader refuses) makes the query fail;
 the caller falls back then too.
 
+A top-level key the store indexes (:mod:`rag_hier.store.meta_index`) is compared through the index table
+instead (``id IN (SELECT passage FROM meta_index WHERE field = ? AND value ...)``), exact by the way the
+table stores values; *prechecks* send the filter to Python when that field holds values the lookup cannot
+answer for (unreadable metadata, strings that may hold NUL, and for an ordering any string, list or object).
+
 Field names and values never enter the SQL text: every path and value is a bound (named) parameter.
 """
 
