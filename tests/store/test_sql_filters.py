@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rag_hier.corpus.model import Passage
-from rag_hier.errors import FilterError, StoreError
+from rag_hier.errors import FilterError, StoreCorruptedError, StoreError
 from rag_hier.store import HierStore
 from rag_hier.store.filters import compile_filter
 from rag_hier.store.sql_filters import select_matching, translate
@@ -327,3 +327,23 @@ def test_an_index_on_unreadable_metadata_answers_in_python(tmp_path: Any) -> Non
     )
     assert s.count_passages({"field": "meta.k", "operator": "==", "value": 1}) == 2
     s.close()
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "CREATE TABLE meta_index (field TEXT, value, passage INTEGER, extra)",
+        "CREATE INDEX meta_index_by_value ON passages(doc_id)",
+    ],
+)
+def test_a_planted_metadata_index_of_another_shape_is_refused(tmp_path: Any, sql: str) -> None:
+    import sqlite3
+
+    s = HierStore.create(tmp_path / "p", model=None, dimension=2)
+    s.close()
+    db = sqlite3.connect(tmp_path / "p" / "store.sqlite")
+    db.execute(sql)
+    db.commit()
+    db.close()
+    with pytest.raises(StoreCorruptedError, match="differs from the rag-hier schema"):
+        HierStore.open(tmp_path / "p", verify_checksums=False)
