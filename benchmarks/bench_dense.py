@@ -514,7 +514,8 @@ def run_filtered(a, n: int, kind: str, tmp_root: Path) -> None:
     from rag_hier.corpus import Passage
     from rag_hier.retrieval import DenseRetriever
 
-    out_file = a.out_dir / f"dense-filtered-{kind}-{n}.json"
+    suffix = "-indexed" if a.meta_index else ""
+    out_file = a.out_dir / f"dense-filtered-{kind}-{n}{suffix}.json"
     print(f"-- filtered {kind} N={n}: building", flush=True)
     x = mixture(n, a.dim, a.centers, a.noise, seed=1)
     passages = [
@@ -530,6 +531,12 @@ def run_filtered(a, n: int, kind: str, tmp_root: Path) -> None:
     t0 = time.perf_counter()
     store = bulk_store(tmp_root / f"filtered-{kind}-{n}", kind, x, passages)
     t_build = time.perf_counter() - t0
+    t_index = None
+    if a.meta_index:  # filters on meta.bucket then look their passages up through the metadata index
+        t0 = time.perf_counter()
+        store.index_meta_field("bucket")
+        t_index = time.perf_counter() - t0
+        print(f"   index_meta_field('bucket'): {t_index:.2f} s", flush=True)
     del passages
     buckets = (np.arange(n) * 37) % 100
     q = mixture(a.queries, a.dim, a.centers, a.noise, seed=2)
@@ -571,6 +578,7 @@ def run_filtered(a, n: int, kind: str, tmp_root: Path) -> None:
         "kind": kind,
         "queries": a.queries,
         "build_s": t_build,
+        "meta_index_s": t_index,
         "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "load_before": load_before,
         "load_after": load_after,
@@ -756,6 +764,9 @@ def main(argv: list[str] | None = None) -> int:
         "filtered: filtered vs unfiltered search; build: 1M-style bulk build vs raw FAISS add + bare SQLite insert",
     )
     p.add_argument("--writes", type=int, default=30, help="writes suite: commits per store (interleaved)")
+    p.add_argument(
+        "--meta-index", action="store_true", help="filtered suite: index meta.bucket (store.index_meta_field) first"
+    )
     p.add_argument("--rounds", type=int, default=2, help="build suite: alternating repetitions")
     p.add_argument("--out-dir", type=Path, default=OUT)
     p.add_argument("--tmp", default=None, help="parent directory for the temporary stores")

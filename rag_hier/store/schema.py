@@ -18,6 +18,7 @@ from rag_hier.errors import StoreCorruptedError
 
 __all__ = [
     "INCREMENTAL_SCHEMA",
+    "OPTIONAL_OBJECTS",
     "PASSAGE_COLUMNS",
     "SCHEMA",
     "check_schema",
@@ -91,6 +92,13 @@ one row per commit (added ids and float32 vectors, removed ids, a SHA-256 over t
 ``dense.faiss`` when they grow past a fraction of it, or on ``HierStore.optimize()``. ``row_counts``: the
 committed row counts, kept exact by the triggers, so a commit never counts every row.
 """
+
+OPTIONAL_OBJECTS: dict[tuple[str, str], str] = {
+    ("table", "meta_index"): "CREATE TABLE meta_index (field TEXT NOT NULL, value, passage INTEGER NOT NULL)",
+    ("index", "meta_index_by_value"): "CREATE INDEX meta_index_by_value ON meta_index(field, value, passage)",
+    ("index", "meta_index_by_passage"): "CREATE INDEX meta_index_by_passage ON meta_index(passage)",
+}
+"""Objects a store holds once a metadata field is indexed (:mod:`rag_hier.store.meta_index`), as created."""
 
 PASSAGE_COLUMNS = "id, passage_id, doc_id, position, section, title_path, text, meta, extra, has_vector"
 """The columns a :class:`~rag_hier.store.records.PassageRecord` is read from, in its field order."""
@@ -180,6 +188,8 @@ def check_schema(db: sqlite3.Connection, path: Path) -> None:
         raise StoreCorruptedError(f"{path}: not a readable SQLite database ({exc})") from exc
     for kind, name, sql in rows:
         want = expected.get((kind, name), "missing")
+        if want == "missing" and (kind, name) in OPTIONAL_OBJECTS:
+            want = _normalized(OPTIONAL_OBJECTS[kind, name])
         if want == "missing":
             raise StoreCorruptedError(
                 f"{path}: holds a {kind} {name!r} that the rag-hier schema does not define; refusing to use it"

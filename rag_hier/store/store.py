@@ -34,6 +34,7 @@ from rag_hier.corpus.model import Document, Passage
 from rag_hier.encoders.dense import DEFAULT_MODEL, DenseEncoder
 from rag_hier.errors import DimensionMismatchError, StoreCorruptedError, StoreError
 from rag_hier.index.dense import DenseIndex, IndexConfig
+from rag_hier.store import meta_index
 from rag_hier.store.contract import SIMILARITIES, Filters, Similarity, StoreExtension
 from rag_hier.store.core import StoreCore, connect, copy_committed
 from rag_hier.store.extensions.base import extension_class
@@ -49,6 +50,7 @@ from rag_hier.store.records import (
     records_by_rowid,
 )
 from rag_hier.store.schema import SCHEMA, dumps, query_in
+from rag_hier.store.sql_filters import select_matching
 from rag_hier.store.state import DATABASE, DENSE_FILE, FORMAT_VERSION, MANIFEST
 from rag_hier.store.writes import Writer, check_ids
 
@@ -522,7 +524,11 @@ class HierStore:
         """Delete every passage matching ``filters``; returns how many."""
         predicate = compile_filter(filters)
         with self.batch():
-            rowids = [r.rowid for r in self._core.records(cache=False) if predicate is None or predicate(r)]
+            rowids = None if predicate is None else self._select_matching(filters)
+            if rowids is not None:
+                rowids.sort()
+            else:
+                rowids = [r.rowid for r in self._core.records(cache=False) if predicate is None or predicate(r)]
             return self._writer().delete_rowids(rowids)
 
     def delete_all(self, *, forget_dimension: bool = False) -> int:
@@ -590,8 +596,38 @@ class HierStore:
         """Merge ``meta`` into the metadata of every passage matching ``filters``; returns how many."""
         predicate = compile_filter(filters)
         with self.batch():
-            ids = [r.passage_id for r in self._core.records(cache=False) if predicate is None or predicate(r)]
+            ids = None if predicate is None else self._select_matching(filters, column="passage_id")
+            if ids is None:
+                ids = [r.passage_id for r in self._core.records(cache=False) if predicate is None or predicate(r)]
             return self.update_meta(ids, meta)
+
+    def index_meta_field(self, field: str) -> None:
+        """Index a top-level metadata key (``"category"`` or ``"meta.category"``) for filters; committed like a write.
+
+        Filters comparing that key (``==``, ``in``, ``<``, ...) then find their passages through an SQLite index
+        instead of reading every passage's metadata; the answers are the same. Each indexed field costs a
+        table row per passage holding it, kept up to date by every write. Indexing a field twice does nothing.
+        """
+        key = meta_index.check_field(field)
+        if key in self.meta_indexes:
+            return
+        with self.batch():
+            indexed = meta_index.fields(self._core.state, self.path)
+            if key in indexed:
+                return
+            meta_index.create(self._core.db, key)
+            self._core.state["meta_indexes"] = sorted([*indexed, key])
+
+    @property
+    def meta_indexes(self) -> list[str]:
+        """The indexed metadata keys (:meth:`index_meta_field`)."""
+        with self._reading():
+            return list(meta_index.fields(self._core.state, self.path))
+
+    def _select_matching(self, filters: Filters, **options: Any) -> list[Any] | None:
+        """Rows matching ``filters`` through SQL (:func:`~rag_hier.store.sql_filters.select_matching`)."""
+        indexed = meta_index.fields(self._core.state, self.path)
+        return select_matching(self._core.db, filters, indexed=indexed, **options)
 
     def update_corpus_info(self, **changes: Any) -> None:
         """Record facts about the corpus (format, passage length, ...) in the committed state."""
@@ -683,6 +719,10 @@ class HierStore:
         """Passages matching ``filters``, in insertion order, as a list."""
         predicate = compile_filter(filters)
         with self._reading():
+            ids = None if predicate is None else self._select_matching(filters)
+            if ids is not None:
+                found = records_by_rowid(self._core.db, ids)
+                return [found[i].to_passage() for i in sorted(found)]
             return [r.to_passage() for r in self._core.records() if predicate is None or predicate(r)]
 
     def get_passages(self, passage_ids: Sequence[str]) -> list[Passage]:
@@ -747,6 +787,9 @@ class HierStore:
         with self._reading():
             if predicate is None:
                 return int(self._core.db.execute("SELECT count(*) FROM passages").fetchone()[0])
+            ids = self._select_matching(filters)
+            if ids is not None:
+                return len(ids)
             return sum(1 for r in self._core.records() if predicate(r))
 
     def count_vectors(self) -> int:
@@ -804,6 +847,12 @@ class HierStore:
         if predicate is None:
             return None
         with self._reading():
+            counts = self._core.state["counts"]
+            # outside a write batch the committed counts are current: every passage with a vector needs no test
+            every = self._core.depth == 0 and counts["vectors"] == counts["passages"]
+            ids = self._select_matching(filters, restrict="has_vector=1" if with_vector and not every else "")
+            if ids is not None:
+                return np.sort(np.asarray(ids, dtype=np.int64))
             rows = [r.rowid for r in self._core.records() if (r.has_vector or not with_vector) and predicate(r)]
         return np.asarray(rows, dtype=np.int64)
 

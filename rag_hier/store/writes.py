@@ -17,6 +17,7 @@ from rag_hier._limits import MAX_NESTING_DEPTH, exceeds_depth, first_control_cha
 from rag_hier.corpus.model import Document, Passage, split_document
 from rag_hier.errors import DimensionMismatchError, DuplicateIdError, InvalidInputError, StoreError
 from rag_hier.index.dense import DenseIndex
+from rag_hier.store import meta_index
 from rag_hier.store.records import POLICIES, WritePolicy, WriteSummary
 from rag_hier.store.schema import dumps, hash_text, query_in
 
@@ -321,6 +322,7 @@ class Writer:
             rows,
         )
         rowids = np.arange(first, first + len(rows), dtype=np.int64)
+        self._reindex_meta(rowids.tolist())
         with_vec = [i for i, v in enumerate(vec_list) if v is not None]
         mat: np.ndarray | None = None
         if with_vec:
@@ -345,6 +347,13 @@ class Writer:
                 rowid,
             ),
         )
+        self._reindex_meta([rowid])
+
+    def _reindex_meta(self, rowids: Sequence[int]) -> None:
+        """Bring the indexed metadata fields of these passages up to date (see :mod:`rag_hier.store.meta_index`)."""
+        indexed = meta_index.fields(self.core.state, self.core.root)
+        if indexed:
+            meta_index.refresh(self.db, indexed, rowids)
 
     # -- deletes ------------------------------------------------------------------------------------
     def delete_rowids(self, rowids: Sequence[int], *, drop_empty_documents: bool = True) -> int:
@@ -356,6 +365,7 @@ class Writer:
         self.core.changed_docs.update(docs)
         with_vec = query_in(db, "SELECT id FROM passages WHERE has_vector=1 AND id IN ({marks})", rowids)
         query_in(db, "DELETE FROM passages WHERE id IN ({marks})", rowids)
+        self._reindex_meta(rowids)
         index = self.core.indexes.get("dense")
         if with_vec and index is not None:
             index.remove(np.asarray(with_vec, dtype=np.int64))
@@ -422,12 +432,13 @@ class Writer:
         """Merge (or replace) passage metadata; returns how many passages were updated."""
         payload = dict(meta)
         _check_json(payload, "meta")  # fail before changing anything
-        n = 0
+        updated = []
         for rowid, old in query_in(self.db, "SELECT id, meta FROM passages WHERE passage_id IN ({marks})", passage_ids):
             new = {**json.loads(old), **payload} if merge else payload
             self.db.execute("UPDATE passages SET meta=? WHERE id=?", (dumps(new), rowid))
-            n += 1
-        return n
+            updated.append(rowid)
+        self._reindex_meta(updated)
+        return len(updated)
 
 
 def normalize_embeddings(
