@@ -420,7 +420,7 @@ class RagHierDocumentStore:
             encoder=encoder,
             dimension=dimension,
             index=self._index_config,
-            similarity=self.similarity,  # type: ignore[arg-type]
+            similarity=self.similarity,
             **self._milvus_options(),
         )
 
