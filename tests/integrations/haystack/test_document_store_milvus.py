@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from haystack import Document, Pipeline
+from haystack.dataclasses import SparseEmbedding
 from haystack.document_stores.errors import DocumentStoreError
 from haystack.utils import Secret
 from haystack_integrations.components.retrievers.rag_hier import RagHierEmbeddingRetriever
@@ -160,3 +161,42 @@ def test_pipeline_with_a_milvus_store_round_trips_through_yaml(tmp_path):
     assert got[0].id == "p4"
     store.close()
     loaded_store.close()
+
+
+def test_token_index_and_sparse_embeddings_on_milvus_match_the_local_store(tmp_path, store_path, tiny_model_path):
+    texts = [
+        "the moon pulls the oceans and makes tides",
+        "worker bees turn nectar into honey",
+        "magma rises and the volcano erupts lava",
+        "spring tides follow the full moon",
+    ]
+    docs = [
+        Document(
+            id=f"t{i}",
+            content=t,
+            meta={"group": "even" if i % 2 == 0 else "odd"},
+            sparse_embedding=SparseEmbedding(indices=[i, 7], values=[1.0 + i, 0.5]),
+        )
+        for i, t in enumerate(texts)
+    ]
+    options = {"model": tiny_model_path, "token_index": True, "dense": False, "device": "cpu"}
+    with pytest.raises(DocumentStoreError, match="dense=False"):
+        RagHierDocumentStore(uri=f"{tmp_path / 'm.db'}#nodim", **options).write_documents(docs)
+    remote = RagHierDocumentStore(uri=f"{tmp_path / 'm.db'}#tokens", dimension=8, **options)
+    local = RagHierDocumentStore(path=store_path, **options)
+    for store in (local, remote):
+        assert store.write_documents(docs) == 4
+    assert remote.filter_documents() == docs
+    even = {"field": "meta.group", "operator": "==", "value": "even"}
+    for mode in ("lexical", "beta"):
+        for filters in (None, even):
+            a = remote.svdr_retrieval("moon tides", mode=mode, top_k=3, filters=filters)
+            b = local.svdr_retrieval("moon tides", mode=mode, top_k=3, filters=filters)
+            assert [d.id for d in a] == [d.id for d in b] and a, (mode, filters)
+            assert [d.score for d in a] == pytest.approx([d.score for d in b], rel=1e-5)
+    query = SparseEmbedding(indices=[2, 7], values=[1.0, 1.0])
+    a = remote.sparse_embedding_retrieval(query, top_k=3)
+    assert [(d.id, d.score) for d in a] == [(d.id, d.score) for d in local.sparse_embedding_retrieval(query, top_k=3)]
+    assert a[0].id == "t2"
+    local.close()
+    remote.close()

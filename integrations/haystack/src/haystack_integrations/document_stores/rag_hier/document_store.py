@@ -409,10 +409,15 @@ class RagHierDocumentStore:
         if dimension is None and encoder is None:
             dimension = dimension_hint
         if dimension is None and encoder is None:
+            why = (
+                "this store computes no vectors (dense=False)"
+                if not self.dense
+                else "this store has no model to take it from"
+            )
             raise StoreError(
                 f"cannot create the Milvus collection {self.uri}: Milvus fixes the vector dimension when a "
-                "collection is created and this store has no model; pass dimension=... (or model=...), or write "
-                "documents with embeddings first"
+                f"collection is created and {why}; pass dimension=... (or model=...), or write documents with "
+                "embeddings first"
             )
         return HierStore.create(
             uri=self.uri,
