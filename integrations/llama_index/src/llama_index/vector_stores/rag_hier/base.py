@@ -363,7 +363,8 @@ class RagHierVectorStore(BasePydanticVectorStore):
                             raise ValueError(
                                 f"cannot create the Milvus collection {uri}: Milvus fixes the vector dimension when "
                                 "a collection is created; pass dimension=... (the size of your embed model's "
-                                "vectors) or model=..."
+                                "vectors; any size for a dense=False store, which writes none)"
+                                + ("" if not keep_dense else " or model=...")
                             )
                         writer = HierStore.create(uri=cast(str, uri), **config, **milvus)
                     handles.append(writer)
