@@ -478,6 +478,29 @@ class MilvusStore:
         )
 
     @classmethod
+    def exists(
+        cls,
+        uri: str,
+        *,
+        collection: str | None = None,
+        token: str = "",
+        db_name: str = "",
+        timeout: float | None = 30.0,
+        client_options: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Whether ``uri`` (``URI#collection``) holds a rag-hier collection (a missing Milvus Lite file: no)."""
+        from rag_hier.store.milvus.client import split_uri
+
+        uri, name = split_uri(uri, collection)
+        if uri.endswith(".db") and not Path(uri).exists():
+            return False
+        conn = Connection(uri, token=token, db_name=db_name, timeout=timeout, client_options=dict(client_options or {}))
+        try:
+            return bool(conn.call("listing collections", conn.client.has_collection, f"{_valid_name(name)}__state"))
+        finally:
+            conn.close()
+
+    @classmethod
     def open_or_create(cls, uri: str, **kwargs: Any) -> MilvusStore:
         """:meth:`open` the collection if it exists, else :meth:`create` it."""
         return cls.create(uri, exist_ok=True, **kwargs)

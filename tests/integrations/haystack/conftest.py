@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,3 +30,49 @@ def store_path(tmp_path: Path) -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
     else:
         yield str(tmp_path / "store")
+
+
+# ------------------------------------------------------------------------------------------------------
+# the backends the shared document-store suites run on: a local directory and a Milvus Lite collection
+# ------------------------------------------------------------------------------------------------------
+MILVUS_DIMENSION = 768
+"""The size of the embeddings in Haystack's shared tests (``haystack.testing.document_store``)."""
+
+
+@pytest.fixture(scope="module")
+def milvus_collections(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[int], Any]]:
+    """``milvus_collections(dimension)``: an empty Milvus Lite collection for a test (one per dimension per module).
+
+    Creating a collection costs seconds, so tests reuse them: each call empties the collection (passages and
+    extensions) first. A handle on each is kept open for the module, so the Milvus Lite server of the file keeps
+    running between tests.
+    """
+    pytest.importorskip("pymilvus")
+    pytest.importorskip("milvus_lite")
+    from rag_hier import HierStore
+
+    db = tmp_path_factory.mktemp("haystack-milvus") / "m.db"
+    pool: dict[int, Any] = {}
+
+    def empty_collection(dimension: int) -> Any:
+        if dimension not in pool:
+            pool[dimension] = HierStore.create(uri=f"{db}#haystack_{dimension}", model=None, dimension=dimension)
+        keeper = pool[dimension]
+        keeper.delete_all()
+        for name in list(keeper.extensions):
+            keeper.remove_extension(name)
+        return keeper
+
+    yield empty_collection
+    for keeper in pool.values():
+        keeper.drop()
+        keeper.close()
+
+
+@pytest.fixture(params=["local", "milvus"])
+def store_location(request: pytest.FixtureRequest, store_path: str) -> dict[str, Any]:
+    """Where a test's RagHierDocumentStore lives: ``{"path": ...}``, or ``{"uri": ...}`` of an empty collection
+    (of the shared tests' dimension)."""
+    if request.param == "local":
+        return {"path": store_path}
+    return {"uri": request.getfixturevalue("milvus_collections")(MILVUS_DIMENSION).location}

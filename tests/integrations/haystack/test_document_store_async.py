@@ -50,11 +50,11 @@ def test_every_shared_async_test_class_is_used():
 
 
 class TestRagHierDocumentStoreAsyncConformance(*ASYNC_MIXINS):
-    """Haystack's shared async document-store tests, all of them."""
+    """Haystack's shared async document-store tests, all of them, on a directory and on Milvus Lite."""
 
     @pytest.fixture
-    def document_store(self, store_path):
-        store = RagHierDocumentStore(path=store_path)
+    def document_store(self, store_location):
+        store = RagHierDocumentStore(**store_location)
         yield store
         store.close()
 

@@ -89,14 +89,23 @@ def query_pipeline(store: RagHierDocumentStore, top_k: int = 2, **dhr: Any) -> P
     return pipeline
 
 
-def test_yaml_round_trip_in_a_fresh_interpreter(tmp_path, store_path, tiny_model_path):
-    indexing = indexing_pipeline(RagHierDocumentStore(path=store_path, model=tiny_model_path), tiny_model_path)
-    querying = query_pipeline(RagHierDocumentStore(path=store_path, model=tiny_model_path), k1=2, lambda_=0.5)
+@pytest.mark.parametrize("backend", ["local", "milvus"])
+def test_yaml_round_trip_in_a_fresh_interpreter(tmp_path, store_path, tiny_model_path, backend):
+    if backend == "milvus":  # a Milvus Lite file, first opened by the fresh interpreter, then by this process
+        pytest.importorskip("pymilvus")
+        pytest.importorskip("milvus_lite")
+        location = {"uri": f"{tmp_path / 'pipeline.db'}#dhr"}
+    else:
+        location = {"path": store_path}
+    indexing = indexing_pipeline(RagHierDocumentStore(**location, model=tiny_model_path), tiny_model_path)
+    querying = query_pipeline(RagHierDocumentStore(**location, model=tiny_model_path), k1=2, lambda_=0.5)
     files = {"indexing": tmp_path / "indexing.yaml", "query": tmp_path / "query.yaml", "docs": tmp_path / "docs.json"}
     files["indexing"].write_text(indexing.dumps())
     files["query"].write_text(querying.dumps())
     files["docs"].write_text(json.dumps([d.to_dict() for d in DOCS]))
     assert "haystack_integrations.document_stores.rag_hier.document_store.RagHierDocumentStore" in indexing.dumps()
+    for key, value in location.items():
+        assert f"{key}: {value}" in files["query"].read_text()
     for pipeline in (indexing, querying):  # and in this process too
         assert canonical(Pipeline.loads(pipeline.dumps()).to_dict()) == canonical(pipeline.to_dict())
 

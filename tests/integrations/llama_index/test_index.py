@@ -1,4 +1,7 @@
-"""RagHierVectorStore behind a VectorStoreIndex: build, retrieve, query engine, insert, delete, persist, reload."""
+"""RagHierVectorStore behind a VectorStoreIndex: build, retrieve, query engine, insert, delete, persist, reload.
+
+Tests taking ``make_store`` run on a local directory and on a Milvus Lite collection (``conftest.py``).
+"""
 
 from __future__ import annotations
 
@@ -54,8 +57,8 @@ def _build(store: RagHierVectorStore, embed_model, docs: list[Document] | None =
     )
 
 
-def test_from_documents_retrieve_and_query_engine(store_path: str, hash_embedding) -> None:
-    store = RagHierVectorStore(store_path)
+def test_from_documents_retrieve_and_query_engine(make_store, hash_embedding) -> None:
+    store = make_store(64)
     index = _build(store, hash_embedding)
     n_nodes = len(store.get_nodes())
     assert n_nodes > len(TEXTS)  # every document was split into several nodes
@@ -73,8 +76,8 @@ def test_from_documents_retrieve_and_query_engine(store_path: str, hash_embeddin
     assert isinstance(str(response), str)
 
 
-def test_retriever_with_filters(store_path: str, hash_embedding) -> None:
-    index = _build(RagHierVectorStore(store_path), hash_embedding)
+def test_retriever_with_filters(make_store, hash_embedding) -> None:
+    index = _build(make_store(64), hash_embedding)
     filters = MetadataFilters(filters=[MetadataFilter(key="year", operator=FilterOperator.GTE, value=2001)])
     hits = index.as_retriever(similarity_top_k=50, filters=filters).retrieve(QUESTIONS["tides"])
     assert hits and {h.node.ref_doc_id for h in hits} == {"bees", "volcano"}
@@ -82,8 +85,8 @@ def test_retriever_with_filters(store_path: str, hash_embedding) -> None:
     assert [h.node.ref_doc_id for h in hits] == ["volcano", "volcano"]
 
 
-def test_insert_then_delete_ref_doc(store_path: str, hash_embedding) -> None:
-    store = RagHierVectorStore(store_path)
+def test_insert_then_delete_ref_doc(make_store, hash_embedding) -> None:
+    store = make_store(64)
     index = _build(store, hash_embedding)
     question = "which bird builds nests from mud and saliva"
     index.insert(Document(text="Swallows build nests from mud and saliva under roofs.", id_="swallows"))
@@ -98,13 +101,13 @@ def test_insert_then_delete_ref_doc(store_path: str, hash_embedding) -> None:
     assert index.as_retriever(similarity_top_k=1).retrieve(question)[0].node.ref_doc_id != "swallows"
 
 
-def test_index_delete_nodes_and_from_vector_store(store_path: str, hash_embedding) -> None:
-    store = RagHierVectorStore(store_path)
+def test_index_delete_nodes_and_from_vector_store(make_store, hash_embedding) -> None:
+    store = make_store(64)
     index = _build(store, hash_embedding)
     victim = index.as_retriever(similarity_top_k=1).retrieve(QUESTIONS["volcano"])[0].node.node_id
     index.delete_nodes([victim])
     assert victim not in {n.node_id for n in store.get_nodes()}
-    reopened = VectorStoreIndex.from_vector_store(RagHierVectorStore(store_path), embed_model=hash_embedding)
+    reopened = VectorStoreIndex.from_vector_store(make_store(64), embed_model=hash_embedding)
     hits = reopened.as_retriever(similarity_top_k=3).retrieve(QUESTIONS["volcano"])
     assert hits[0].node.ref_doc_id == "volcano" and victim not in {h.node.node_id for h in hits}
 
@@ -158,8 +161,8 @@ def test_persist_new_process_reload_same_results(tmp_path: Path, hash_embedding)
 
 
 @pytest.mark.asyncio
-async def test_async_index(store_path: str, hash_embedding) -> None:
-    store = RagHierVectorStore(store_path)
+async def test_async_index(make_store, hash_embedding) -> None:
+    store = make_store(64)
     nodes = SentenceSplitter(chunk_size=32, chunk_overlap=0).get_nodes_from_documents(_docs())
     index = VectorStoreIndex(
         nodes,
@@ -177,9 +180,9 @@ async def test_async_index(store_path: str, hash_embedding) -> None:
     assert "tides" not in {h.node.ref_doc_id for h in hits}
 
 
-def test_mock_embedding_index_builds(store_path: str) -> None:
+def test_mock_embedding_index_builds(make_store) -> None:
     """The smallest index (as core's own tests build it): one document, a 1-d mock embedding."""
-    store = RagHierVectorStore(store_path)
+    store = make_store(1)
     index = VectorStoreIndex.from_documents(
         [Document(id_="1", text="1")],
         storage_context=StorageContext.from_defaults(vector_store=store),

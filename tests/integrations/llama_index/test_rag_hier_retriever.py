@@ -38,11 +38,16 @@ def _nodes() -> list[TextNode]:
     ]
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory, tiny_model_path: str):
-    """One store for the module (its encoder loads once); tests only add extensions to it."""
-    path = tmp_path_factory.mktemp("rag-hier-retriever") / "store"
-    s = RagHierVectorStore(str(path), model=tiny_model_path, token_index={"model": tiny_model_path})
+@pytest.fixture(scope="module", params=["local", "milvus"])
+def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, tiny_model_path: str):
+    """One store per backend for the module (its encoder loads once); tests only add extensions to it."""
+    if request.param == "milvus":
+        pytest.importorskip("pymilvus")
+        pytest.importorskip("milvus_lite")
+        location = {"uri": f"{tmp_path_factory.mktemp('rag-hier-retriever-milvus') / 'm.db'}#retriever"}
+    else:
+        location = {"path": str(tmp_path_factory.mktemp("rag-hier-retriever") / "store")}
+    s = RagHierVectorStore(**location, model=tiny_model_path, token_index={"model": tiny_model_path})
     s.add(_nodes())  # embedded by the store's own encoder
     yield s
     s.close()

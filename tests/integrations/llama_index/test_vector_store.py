@@ -1,6 +1,8 @@
 """RagHierVectorStore, modelled on llama-index-core's ``tests/vector_stores/test_simple.py``.
 
-Every filter case is also run against ``SimpleVectorStore`` (the reference), so operator semantics match.
+Every filter case is also run against ``SimpleVectorStore`` (the reference), so operator semantics match. Tests
+taking ``store`` or ``make_store`` run on a local directory and on a Milvus Lite collection (``conftest.py``);
+those about the directory itself (files, snapshots, temporary stores) run on the directory only.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from llama_index.vector_stores.rag_hier import RagHierVectorStore
 from rag_hier import Document as RagDocument
 from rag_hier import HierStore
 from rag_hier.errors import FilterError, StoreError
+from rag_hier.store.milvus import MilvusStore
 
 W1A = "AF3BE6C4-5F43-4D74-B075-6B0E07900DE8"
 W2C = "7D9CD555-846C-445C-A9DD-F8924A01411D"
@@ -67,8 +70,8 @@ def _nodes() -> list[TextNode]:
 
 
 @pytest.fixture
-def store(store_path: str) -> RagHierVectorStore:
-    s = RagHierVectorStore(store_path)
+def store(make_store) -> RagHierVectorStore:
+    s = make_store(2)
     s.add(_nodes())
     return s
 
@@ -114,9 +117,13 @@ def test_stores_text_and_serializable_config(store: RagHierVectorStore, store_pa
     assert RagHierVectorStore.class_name() == "RagHierVectorStore"
     cfg = store.to_dict()
     assert cfg["class_name"] == "RagHierVectorStore"
-    assert cfg["path"] == store_path
+    if store.uri is None:
+        assert cfg["path"] == store_path and "token" not in cfg
+        assert isinstance(store.client, HierStore)
+    else:
+        assert cfg["path"] is None and cfg["uri"] == store.location and "token" not in cfg
+        assert isinstance(store.client, MilvusStore)
     assert cfg["similarity"] == "cosine"
-    assert isinstance(store.client, HierStore)
 
 
 # -- test_simple.py, one to one ---------------------------------------------------------------------
@@ -308,10 +315,10 @@ def test_node_ids_doc_ids_and_filters_combine(store: RagHierVectorStore) -> None
     assert result.ids == [W2C]
 
 
-def test_filters_are_applied_before_the_search(store_path: str) -> None:
+def test_filters_are_applied_before_the_search(make_store) -> None:
     """A filter matching only far-away nodes still returns top_k of them (pre-filter, not post-filter)."""
     rng = np.random.default_rng(0)
-    vs = RagHierVectorStore(store_path)
+    vs = make_store(16)
     near = np.array([1.0] + [0.0] * 15)
     nodes = []
     for i in range(600):
@@ -330,7 +337,7 @@ def test_filters_are_applied_before_the_search(store_path: str) -> None:
     assert result.similarities == sorted(result.similarities, reverse=True)
 
 
-def test_random_oracle_against_simple_vector_store(store_path: str) -> None:
+def test_random_oracle_against_simple_vector_store(make_store) -> None:
     """Same nodes, queries and (flat) filters: same ids in the same order, same similarities."""
     rng = np.random.default_rng(1)
     nodes = [
@@ -343,7 +350,7 @@ def test_random_oracle_against_simple_vector_store(store_path: str) -> None:
         )
         for i in range(300)
     ]
-    ours = RagHierVectorStore(store_path)
+    ours = make_store(8)
     ours.add(nodes)
     ref = SimpleVectorStore()
     ref.add(nodes)
@@ -380,8 +387,8 @@ def _doc_nodes(doc: str, n: int, start: int = 0, dim: int = 4) -> list[TextNode]
     ]
 
 
-def test_delete_removes_every_node_of_the_document(store_path: str) -> None:
-    vs = RagHierVectorStore(store_path)
+def test_delete_removes_every_node_of_the_document(make_store) -> None:
+    vs = make_store(4)
     vs.add(_doc_nodes("a", 5) + _doc_nodes("b", 3))
     vs.add(_doc_nodes("a", 2, start=5))  # a document added in two calls
     vs.delete("a")
@@ -390,8 +397,8 @@ def test_delete_removes_every_node_of_the_document(store_path: str) -> None:
     assert len(vs.get_nodes()) == 3
 
 
-def test_delete_nodes_by_ids_filters_or_both(store_path: str) -> None:
-    vs = RagHierVectorStore(store_path)
+def test_delete_nodes_by_ids_filters_or_both(make_store) -> None:
+    vs = make_store(4)
     vs.add(_doc_nodes("a", 4) + _doc_nodes("b", 4))
     vs.delete_nodes(filters=_mf(_f("i", FilterOperator.EQ, 0)))
     assert {n.node_id for n in vs.get_nodes()} == {"a-1", "a-2", "a-3", "b-1", "b-2", "b-3"}
@@ -404,8 +411,8 @@ def test_delete_nodes_by_ids_filters_or_both(store_path: str) -> None:
     assert len(vs.get_nodes()) == 3
 
 
-def test_get_nodes(store_path: str) -> None:
-    vs = RagHierVectorStore(store_path)
+def test_get_nodes(make_store) -> None:
+    vs = make_store(4)
     vs.add(_doc_nodes("a", 3) + _doc_nodes("b", 3))
     assert [n.node_id for n in vs.get_nodes()] == ["a-0", "a-1", "a-2", "b-0", "b-1", "b-2"]  # insertion order
     assert [n.node_id for n in vs.get_nodes(node_ids=["b-1", "missing", "a-0"])] == ["b-1", "a-0"]  # order asked
@@ -425,12 +432,12 @@ def test_add_replaces_a_node_with_the_same_id(store: RagHierVectorStore) -> None
     assert _query(store, _mf(_f("rank", FilterOperator.EQ, "z"))).similarities == pytest.approx([0.70710677], abs=1e-6)
 
 
-def test_node_ids_are_never_reused_after_deletes(store_path: str) -> None:
+def test_node_ids_are_never_reused_after_deletes(make_store) -> None:
     """The FaissMapVectorStore 0.7.0 failure: it takes ``ntotal`` as the next FAISS id, so after a delete a new
     node lands on the id of a live one and queries return the wrong node. Here FAISS ids are SQLite
     AUTOINCREMENT rowids, never reused (not even after clear() or a reopen)."""
     eye = np.eye(8)
-    vs = RagHierVectorStore(store_path)
+    vs = make_store(8)
     vs.add([TextNode(text=f"n{i}", id_=f"n{i}", embedding=eye[i].tolist()) for i in range(3)])
     vs.delete_nodes(["n1"])
     vs.add([TextNode(text="n3", id_="n3", embedding=eye[3].tolist())])
@@ -457,7 +464,7 @@ def test_node_ids_are_never_reused_after_deletes(store_path: str) -> None:
     vs.add([TextNode(text="n6", id_="n6", embedding=eye[6].tolist())])
     assert int(vs.client.rowids_of().max()) > before
     vs.close()
-    reopened = RagHierVectorStore(store_path)
+    reopened = make_store(8)
     reopened.add([TextNode(text="n7", id_="n7", embedding=eye[7].tolist())])
     r = reopened.query(VectorStoreQuery(query_embedding=eye[6].tolist(), similarity_top_k=5))
     assert r.ids == ["n6", "n7"] or r.ids[0] == "n6"
@@ -491,20 +498,20 @@ def _same(a, b) -> None:
     assert a.model_dump(exclude={"embedding"}) == b.model_dump(exclude={"embedding"})
 
 
-def test_nodes_round_trip_faithfully(store_path: str) -> None:
+def test_nodes_round_trip_faithfully(make_store) -> None:
     originals = [
         _rich_node(),
         Document(text="A whole document.", id_="doc-x", metadata={"source": "x"}, embedding=[0.3, 0.2, 0.1]),
         IndexNode(text="summary", id_="idx-1", index_id="sub-index", embedding=[0.2, 0.2, 0.2]),
         TextNode(text="orphan", id_="orphan-1", embedding=[0.0, 0.0, 1.0]),
     ]
-    vs = RagHierVectorStore(store_path)
+    vs = make_store(3)
     vs.add(originals)
     for got, want in zip(vs.get_nodes(node_ids=[n.node_id for n in originals]), originals, strict=True):
         _same(got, want)
     # through a query and after reopening the directory
     vs.close()
-    reopened = RagHierVectorStore(store_path)
+    reopened = make_store(3)
     r = reopened.query(VectorStoreQuery(query_embedding=[0.1, 0.2, 0.3], similarity_top_k=4))
     by_id = {n.node_id: n for n in r.nodes}
     for want in originals:
@@ -515,8 +522,8 @@ def test_nodes_round_trip_faithfully(store_path: str) -> None:
     assert child.prev_node.node_id == "child-0" and child.next_node.node_id == "child-2"
 
 
-def test_passage_mapping(store_path: str) -> None:
-    vs = RagHierVectorStore(store_path)
+def test_passage_mapping(make_store) -> None:
+    vs = make_store(4)
     vs.add([*_doc_nodes("a", 2), TextNode(text="orphan", id_="o1", embedding=[1.0, 0, 0, 0], metadata={"m": 1})])
     vs.add(_doc_nodes("a", 1, start=2))
     passages = {p.id: p for p in vs.client.filter_passages()}
@@ -556,17 +563,17 @@ def test_store_with_its_own_encoder_embeds_nodes_and_queries(store_path: str, ti
     assert RagHierVectorStore(store_path).model == tiny_model_path  # recorded in the store
 
 
-def test_dot_product_keeps_vectors_as_given(store_path: str) -> None:
-    vs = RagHierVectorStore(store_path, similarity="dot_product")
+def test_dot_product_keeps_vectors_as_given(make_store) -> None:
+    vs = make_store(2, similarity="dot_product")
     vs.add(_nodes())
     r = _query(vs)
     assert r.ids[0] == W3C and r.similarities == pytest.approx([2.0, 1.0, 1.0])
     vs.close()
-    assert RagHierVectorStore(store_path).similarity == "dot_product"  # recorded
+    assert make_store(2).similarity == "dot_product"  # recorded
     with pytest.raises(StoreError, match="similarity"):
-        RagHierVectorStore(store_path, similarity="cosine")
+        make_store(2, similarity="cosine")
     with pytest.raises(ValueError, match="similarity"):
-        RagHierVectorStore(store_path + "-2", similarity="l2")  # type: ignore[arg-type]
+        make_store(2, similarity="l2")  # type: ignore[arg-type]
 
 
 def test_errors_name_the_problem(store: RagHierVectorStore) -> None:
@@ -581,8 +588,8 @@ def test_errors_name_the_problem(store: RagHierVectorStore) -> None:
     assert store.query(VectorStoreQuery(query_embedding=[1.0, 1.0], similarity_top_k=0)).ids == []
 
 
-def test_empty_store_queries_return_nothing(store_path: str) -> None:
-    vs = RagHierVectorStore(store_path)
+def test_empty_store_queries_return_nothing(make_store) -> None:
+    vs = make_store(2)
     assert vs.add([]) == []
     assert _query(vs).ids == []
     assert vs.get_nodes() == []
@@ -626,7 +633,9 @@ def test_persist_onto_its_own_directory_copies_nothing(tmp_path: Path) -> None:
     assert RagHierVectorStore.from_persist_dir(tmp_path / "storage").get_nodes(node_ids=[W1A])[0].node_id == W1A
 
 
-def test_persist_refuses_to_overwrite_foreign_files(tmp_path: Path, store: RagHierVectorStore) -> None:
+def test_persist_refuses_to_overwrite_foreign_files(tmp_path: Path, store_path: str) -> None:
+    store = RagHierVectorStore(store_path)
+    store.add(_nodes())
     target = tmp_path / "p" / "default__vector_store"
     target.mkdir(parents=True)
     (target / "precious.txt").write_text("keep me")
@@ -637,8 +646,8 @@ def test_persist_refuses_to_overwrite_foreign_files(tmp_path: Path, store: RagHi
 
 # -- async twins ---------------------------------------------------------------------------------------
 @pytest.mark.asyncio
-async def test_async_twins(store_path: str) -> None:
-    vs = RagHierVectorStore(store_path)
+async def test_async_twins(make_store) -> None:
+    vs = make_store(2)
     assert await vs.async_add(_nodes()) == [W1A, W2C, W3C]
     r = await vs.aquery(VectorStoreQuery(query_embedding=[1.0, 1.0], similarity_top_k=3))
     assert r.ids[0] == W3C
@@ -654,8 +663,8 @@ async def test_async_twins(store_path: str) -> None:
 
 
 @pytest.mark.asyncio
-async def test_concurrent_async_writes_and_queries_are_serialized(store_path: str) -> None:
-    vs = RagHierVectorStore(store_path)
+async def test_concurrent_async_writes_and_queries_are_serialized(make_store) -> None:
+    vs = make_store(8)
     rng = np.random.default_rng(3)
     batches = [
         [TextNode(text=f"{b}-{i}", id_=f"{b}-{i}", embedding=rng.standard_normal(8).tolist()) for i in range(20)]
@@ -669,8 +678,8 @@ async def test_concurrent_async_writes_and_queries_are_serialized(store_path: st
 
 
 # -- filtered queries see every write --------------------------------------------------------------------
-def test_filtered_queries_follow_writes(store_path: str) -> None:
-    vs = RagHierVectorStore(store_path)
+def test_filtered_queries_follow_writes(make_store) -> None:
+    vs = make_store(4)
     vs.add(_doc_nodes("a", 3))
     only_b = _mf(_f("doc", FilterOperator.EQ, "b"))
     q = VectorStoreQuery(query_embedding=[1.0, 0.0, 0.0, 0.0], similarity_top_k=10, filters=only_b)
@@ -687,7 +696,8 @@ def test_filtered_queries_follow_writes(store_path: str) -> None:
 
 def test_config_round_trips_through_to_dict(store: RagHierVectorStore, store_path: str) -> None:
     again = RagHierVectorStore.from_dict(store.to_dict())
-    assert again.path == store_path and again.similarity == "cosine"
+    assert (again.path, again.uri) == ((store_path, None) if store.uri is None else (None, store.location))
+    assert again.similarity == "cosine"
     assert _query(again).ids == _query(store).ids
 
 

@@ -1,11 +1,11 @@
-"""RagHierDocumentStore: a Haystack document store backed by a rag-hier store directory (SQLite + FAISS).
+"""RagHierDocumentStore: a Haystack document store backed by a rag-hier store (a directory, or a Milvus collection).
 
 The store converts Haystack objects to the engine's passages and hits and back, and calls only the engine's
 public API: :class:`rag_hier.HierStore` for reads and writes (filters are Haystack's reference matcher run
 over the engine's records), :meth:`HierStore.ensure_extension` for extra indexes, and the strategy registry
 (:mod:`rag_hier.retrieval.registry`) for every kind of search. All handles on one directory in a process share
 one engine (the engine's doing, not this module's), and each handle sees other processes' commits at its
-next read.
+next read. With ``uri=`` the same class works on the engine's Milvus backend (a Milvus Lite file or a server).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from haystack.dataclasses import SparseEmbedding
 from haystack.document_stores.errors import DocumentStoreError, DuplicateDocumentError
 from haystack.document_stores.types import DuplicatePolicy
 from haystack.errors import FilterError
-from haystack.utils import ComponentDevice
+from haystack.utils import ComponentDevice, Secret
 from haystack.utils.filters import document_matches_filter
 from haystack_integrations.components.embedders.rag_hier._backend import resolve_device
 from haystack_integrations.document_stores.rag_hier._convert import (
@@ -52,6 +52,7 @@ from rag_hier.retrieval.registry import StrategyEntry, strategy
 from rag_hier.store.contract import SIMILARITIES, StoreExtension
 from rag_hier.store.extensions.base import extension_class
 from rag_hier.store.filters import Predicate
+from rag_hier.store.milvus.store import MilvusStore
 from rag_hier.store.store import MANIFEST, HierStore, WriteSummary
 
 logger = logging.getLogger(__name__)
@@ -59,6 +60,15 @@ logger = logging.getLogger(__name__)
 __all__ = ["RagHierDocumentStore"]
 
 T = TypeVar("T")
+
+Store = HierStore | MilvusStore
+"""A handle on the store: a local directory (:class:`HierStore`) or a Milvus collection (:class:`MilvusStore`)."""
+
+MILVUS_TOKEN_ENV = "RAG_HIER_MILVUS_TOKEN"  # noqa: S105 - the name of a variable, not a secret
+"""The environment variable the Milvus token is read from by default (the CLI reads the same one)."""
+
+_SECRET_CLIENT_OPTIONS = frozenset({"token", "password", "user", "api_key"})
+"""``client_options`` keys refused: credentials go in ``token`` (a ``Secret``), never in clear in a pipeline file."""
 
 DOT_PRODUCT_SCALING_FACTOR = 100
 """``scale_score`` maps a dot product ``s`` to ``sigmoid(s / 100)``, as Haystack's InMemory store does."""
@@ -185,8 +195,14 @@ class RagHierDocumentStore:
     vectors. Documents written with a ``sparse_embedding`` keep it (JSON, no pickle) and are searched by the
     ``sparse-embedding`` strategy.
 
-    The directory is opened (or created) on first use, not in ``__init__``; it holds the data, the init
-    parameters only say where it is. Reads use a read-only handle until this instance first writes (a
+    The same store lives in Milvus when given ``uri=`` instead of ``path``: a Milvus Lite file
+    (``"./collection.db"``, ``"./collection.db#name"`` picks the collection) or a server
+    (``"http://host:19530#name"``), through the engine's Milvus backend (see ``docs/milvus.md``): every
+    method and strategy works as on a directory; filters are still Haystack's reference matcher (run
+    client-side over the collection's records), and a collection's vector dimension is fixed when it is created.
+
+    The directory (or collection) is opened (or created) on first use, not in ``__init__``; it holds the data,
+    the init parameters only say where it is. Reads use a read-only handle until this instance first writes (a
     read-only handle never renames or deletes a file, so readers cannot disturb another process's writes);
     the first write opens a read-write handle. Every write is atomic and durable when it returns. All
     instances on one directory in a process see one view, and other processes' writes are seen at the next
@@ -197,13 +213,27 @@ class RagHierDocumentStore:
     from haystack import Document
     from haystack_integrations.document_stores.rag_hier import RagHierDocumentStore
 
-    store = RagHierDocumentStore(path="./my-collection")
+    store = RagHierDocumentStore(path="./my-collection")  # or uri="./collection.db", uri="http://host:19530"
     store.write_documents([Document(content="Tides follow the moon.", embedding=[0.1, 0.2, 0.3])])
     store.filter_documents({"field": "content", "operator": "==", "value": "Tides follow the moon."})
     ```
 
     Args:
-        path: The store directory (created on first use when it does not exist).
+        path: The store directory (created on first use when it does not exist). Give ``path`` or ``uri``.
+        uri: Instead of ``path``, a Milvus collection: a Milvus Lite file (``./collection.db``; Linux and
+            macOS, ``pip install 'rag-hier[milvus]'``) or a server URI (``http://host:19530``); a ``#name``
+            suffix names the collection (default ``rag_hier``). Created on first use when it does not exist.
+        token: Milvus credentials (``"user:password"`` or an API key) as a Haystack ``Secret``; by default the
+            environment variable ``RAG_HIER_MILVUS_TOKEN`` when set (as the CLI). Serialized as the name of
+            its environment variable, never in clear (a ``Secret.from_token`` refuses to serialize).
+        db_name: The Milvus database (servers; ``""``: the server's default).
+        timeout: Seconds per Milvus call.
+        client_options: Passed to pymilvus' ``MilvusClient`` as given, e.g. TLS: ``secure``,
+            ``server_pem_path``, ``server_name``, ``ca_pem_path``, ``client_pem_path``, ``client_key_path``.
+            Credentials are refused here (they would be written in clear to a pipeline file): use ``token``.
+        dimension: The vector dimension of a new store. A Milvus collection fixes it at creation, so a new
+            collection without ``model`` needs it, unless its first write carries embeddings (their size is
+            used). A local store learns it from the first vectors written when it is not given.
         index: Index kind used when the store is created: ``"flat"`` (exact), ``"ivf"`` or ``"hnsw"``, or a
             dict of ``rag_hier.IndexConfig`` options. An existing store keeps the index it was created with.
         model: A sentence-transformers model (name or path) the store encodes with: documents written
@@ -231,8 +261,14 @@ class RagHierDocumentStore:
 
     def __init__(
         self,
-        path: str,
+        path: str | None = None,
         *,
+        uri: str | None = None,
+        token: Secret | None = Secret.from_env_var(MILVUS_TOKEN_ENV, strict=False),  # noqa: B008
+        db_name: str = "",
+        timeout: float | None = 30.0,
+        client_options: dict[str, Any] | None = None,
+        dimension: int | None = None,
         index: str | dict[str, Any] = "flat",
         model: str | None = None,
         device: str | None = None,
@@ -243,8 +279,34 @@ class RagHierDocumentStore:
     ) -> None:
         if isinstance(path, Path):
             path = str(path)
-        if not isinstance(path, str) or not path:
+        if isinstance(uri, Path):
+            uri = str(uri)
+        if (path is None) == (uri is None):
+            raise ValueError(
+                "give either path (a store directory) or uri (a Milvus Lite file or server), "
+                f"not {'both' if path is not None else 'neither'}"
+            )
+        if path is not None and (not isinstance(path, str) or not path):
             raise ValueError(f"path must be a non-empty string (the store directory), got {path!r}")
+        if uri is not None and (not isinstance(uri, str) or not uri.split("#", 1)[0]):
+            raise ValueError(f"uri must be a non-empty string (a Milvus Lite .db file or a server URI), got {uri!r}")
+        if token is not None and not isinstance(token, Secret):
+            raise ValueError(
+                "token must be a haystack.utils.Secret (Secret.from_env_var(...) keeps it out of saved pipelines), "
+                f"got {type(token).__name__}"
+            )
+        if client_options is not None and not isinstance(client_options, Mapping):
+            raise ValueError(f"client_options must be a dict of pymilvus MilvusClient options, got {client_options!r}")
+        secrets = sorted(_SECRET_CLIENT_OPTIONS & set(client_options or {}))
+        if secrets:
+            raise ValueError(
+                f"client_options must not hold credentials ({', '.join(secrets)}): they would be saved in clear "
+                "with the pipeline; pass token=Secret.from_env_var(...) instead"
+            )
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
+            raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+        if dimension is not None and (isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1):
+            raise ValueError(f"dimension must be a positive integer or None, got {dimension!r}")
         if not isinstance(dense, bool):
             raise ValueError(f"dense must be True or False, got {dense!r}")
         if similarity is not None and similarity not in SIMILARITIES:
@@ -252,6 +314,12 @@ class RagHierDocumentStore:
         self._index_config = self._parse_index(index)
         self._token_options = self._parse_token_index(token_index)
         self.path = path
+        self.uri = uri
+        self.token = token
+        self.db_name = db_name
+        self.timeout = timeout
+        self.client_options = dict(client_options) if client_options is not None else None
+        self.dimension = dimension
         self.index = index
         self.model = model
         self.device = device
@@ -260,8 +328,8 @@ class RagHierDocumentStore:
         self.dense = dense
         self.similarity = similarity
         self._lock = threading.RLock()
-        self._reader: HierStore | None = None
-        self._writer: HierStore | None = None
+        self._reader: Store | None = None
+        self._writer: Store | None = None
         self._encoder: DenseEncoder | None = None
         self._retrievers: dict[tuple[str, RetrieverParams], _CachedRetriever] = {}
 
@@ -302,20 +370,83 @@ class RagHierDocumentStore:
             self._encoder = DenseEncoder(self.model, device=self._device())
         return self._encoder
 
-    def _open(self, *, write: bool) -> HierStore:
-        """A new handle on the directory (creating the store when there is none: that is a write)."""
-        root = Path(self.path)
+    @property
+    def location(self) -> str:
+        """Where the store lives: the directory path, or the Milvus URI."""
+        return cast(str, self.path if self.path is not None else self.uri)
+
+    def _milvus_options(self) -> dict[str, Any]:
+        """The connection options of a Milvus store (the token resolved from its ``Secret`` now)."""
+        token = self.token.resolve_value() if self.token is not None else None
+        return {
+            "token": token or "",
+            "db_name": self.db_name,
+            "timeout": self.timeout,
+            "client_options": dict(self.client_options or {}),
+        }
+
+    def _exists(self) -> bool:
+        """Whether the directory (or Milvus collection) holds a store."""
+        if self.uri is None:
+            return (Path(cast(str, self.path)) / MANIFEST).is_file()
+        with _engine_errors():
+            return MilvusStore.exists(self.uri, **self._milvus_options())
+
+    def _create(self, dimension_hint: int | None) -> Store:
+        """A new store at ``path`` or ``uri`` (with the dimension a Milvus collection needs up front)."""
+        encoder = self._dense_encoder()
+        logger.info("creating a rag-hier store in %s", self.location)
+        if self.uri is None:
+            return HierStore.create(
+                cast(str, self.path),
+                model=None,
+                encoder=encoder,
+                dimension=self.dimension,
+                index=self._index_config,
+                similarity=self.similarity,  # type: ignore[arg-type]
+            )
+        dimension = self.dimension
+        if dimension is None and encoder is None:
+            dimension = dimension_hint
+        if dimension is None and encoder is None:
+            why = (
+                "this store computes no vectors (dense=False)"
+                if not self.dense
+                else "this store has no model to take it from"
+            )
+            raise StoreError(
+                f"cannot create the Milvus collection {self.uri}: Milvus fixes the vector dimension when a "
+                f"collection is created and {why}; pass dimension=... (or model=...), or write documents with "
+                "embeddings first"
+            )
+        return HierStore.create(
+            uri=self.uri,
+            model=None,
+            encoder=encoder,
+            dimension=dimension,
+            index=self._index_config,
+            similarity=self.similarity,
+            **self._milvus_options(),
+        )
+
+    def _open(self, *, write: bool, dimension_hint: int | None = None) -> Store:
+        """A new handle on the store (creating the store when there is none: that is a write)."""
         with _OPEN_LOCK, _engine_errors():
-            if not (root / MANIFEST).is_file():
-                logger.info("creating a rag-hier store in %s", root)
-                return HierStore.create(
-                    root,
-                    model=None,
-                    encoder=self._dense_encoder(),
-                    index=self._index_config,
-                    similarity=self.similarity,  # type: ignore[arg-type]
+            if not self._exists():
+                return self._create(dimension_hint)
+            store: Store
+            if self.uri is None:
+                store = HierStore.open(
+                    cast(str, self.path), encoder=self._dense_encoder(), device=self._device(), read_only=not write
                 )
-            store = HierStore.open(root, encoder=self._dense_encoder(), device=self._device(), read_only=not write)
+            else:
+                store = HierStore.open(
+                    uri=self.uri,
+                    encoder=self._dense_encoder(),
+                    device=self._device(),
+                    read_only=not write,
+                    **self._milvus_options(),
+                )
             try:
                 self._check_recorded(store)
             except BaseException:
@@ -323,35 +454,38 @@ class RagHierDocumentStore:
                 raise
             return store
 
-    def _check_recorded(self, store: HierStore) -> None:
+    def _check_recorded(self, store: Store) -> None:
         """Compare what the store recorded with this instance's options."""
         recorded = (store.manifest.get("encoder") or {}).get("model")
         if self.model and self.dense and recorded and recorded != self.model:
             logger.warning(
-                "%s was built with model %r; encoding with model=%r instead", store.path, recorded, self.model
+                "%s was built with model %r; encoding with model=%r instead", store.location, recorded, self.model
             )
         if self.similarity is not None and store.similarity != self.similarity:
             raise StoreError(
-                f"the store at {store.path} records similarity {store.similarity!r}, not {self.similarity!r}; "
+                f"the store at {store.location} records similarity {store.similarity!r}, not {self.similarity!r}; "
                 "leave similarity=None to use the recorded one (it is fixed when a store is created)"
             )
 
-    def _read_handle(self) -> HierStore:
+    def _read_handle(self) -> Store:
         """The handle reads use: read-only until this instance writes (then its read-write handle)."""
         with self._lock:
             if self._writer is not None:
                 return self._writer
             if self._reader is None:
-                if not (Path(self.path) / MANIFEST).is_file():
+                if not self._exists():
                     return self._write_handle()  # nothing to read yet: create the store
                 self._reader = self._open(write=False)
             return self._reader
 
-    def _write_handle(self) -> HierStore:
-        """The read-write handle, opened on first use (with the configured extensions ensured)."""
+    def _write_handle(self, dimension_hint: int | None = None) -> Store:
+        """The read-write handle, opened on first use (with the configured extensions ensured).
+
+        ``dimension_hint``: the size of the embeddings about to be written, for a Milvus collection created now.
+        """
         with self._lock:
             if self._writer is None:
-                store = self._open(write=True)
+                store = self._open(write=True, dimension_hint=dimension_hint)
                 try:
                     if self._token_options is not None:
                         with _engine_errors():
@@ -374,7 +508,7 @@ class RagHierDocumentStore:
             return {"key": list(SPARSE_EMBEDDING_KEY)}
         return {}
 
-    def _ensure_extension(self, store: HierStore, name: str) -> StoreExtension:
+    def _ensure_extension(self, store: Store, name: str) -> StoreExtension:
         """The store's extension ``name``, built with this store's configuration when it has none.
 
         The one place this adapter adds extensions; a read-only handle refuses to (``StoreError``).
@@ -382,22 +516,25 @@ class RagHierDocumentStore:
         ext = store.ensure_extension(name, **self._extension_config(name))
         if name == "sparse-embeddings" and tuple(getattr(ext, "key", ())) != SPARSE_EMBEDDING_KEY:
             raise StoreError(
-                f"{store.path} indexes sparse embeddings stored at {list(getattr(ext, 'key', ()))}, not Haystack's; "
-                "remove its 'sparse-embeddings' extension"
+                f"{store.location} indexes sparse embeddings stored at {list(getattr(ext, 'key', ()))}, "
+                "not Haystack's; remove its 'sparse-embeddings' extension"
             )
         asked = (self._token_options or {}).get("model")
         if name == "token-index" and asked and getattr(ext, "model", asked) != asked:
             logger.warning(
                 "%s has a token index built with %r; keeping it (token_index asked for %r)",
-                store.path,
+                store.location,
                 getattr(ext, "model", None),
                 asked,
             )
         return ext
 
     @property
-    def hier_store(self) -> HierStore:
-        """The underlying :class:`rag_hier.HierStore`, read-write (opened or created on first access).
+    def hier_store(self) -> Store:
+        """The underlying store, read-write (opened or created on first access).
+
+        A :class:`rag_hier.HierStore` for a directory, a :class:`rag_hier.store.milvus.MilvusStore` for a
+        ``uri`` (the same store contract).
 
         For what this class does not wrap, e.g. ``hier_store.add_extension(TreeExtension())``.
         """
@@ -433,12 +570,31 @@ class RagHierDocumentStore:
         self.close()
 
     def to_dict(self) -> dict[str, Any]:
-        """Serialize this store's configuration (the directory path, never its data) to a dictionary.
+        """Serialize this store's configuration (the directory path or Milvus URI, never its data) to a dictionary.
 
-        ``token_index``, ``dense`` and ``similarity`` are written only when set (not at their defaults), so
-        pipelines saved before these options existed serialize exactly as they did.
+        ``token_index``, ``dense``, ``similarity`` and ``dimension`` are written only when set (not at their
+        defaults), so pipelines saved before these options existed serialize exactly as they did. A Milvus
+        store writes its ``uri`` and connection options; the token as its ``Secret`` (the environment
+        variable's name; a token given in clear refuses to serialize).
+
+        Raises:
+            ValueError: The token is a ``Secret.from_token`` (Haystack never writes a secret in clear).
+
         """
+        location: dict[str, Any]
+        if self.uri is not None:
+            location = {"uri": self.uri, "token": self.token.to_dict() if self.token is not None else None}
+            if self.db_name:
+                location["db_name"] = self.db_name
+            if self.timeout != 30.0:
+                location["timeout"] = self.timeout
+            if self.client_options:
+                location["client_options"] = self.client_options
+        else:
+            location = {"path": self.path}
         options: dict[str, Any] = {}
+        if self.dimension is not None:
+            options["dimension"] = self.dimension
         if self.token_index is not False:
             options["token_index"] = self.token_index
         if self.dense is not True:
@@ -447,7 +603,7 @@ class RagHierDocumentStore:
             options["similarity"] = self.similarity
         return default_to_dict(
             self,
-            path=self.path,
+            **location,
             index=self.index,
             model=self.model,
             device=self.device,
@@ -462,14 +618,14 @@ class RagHierDocumentStore:
 
     def __repr__(self) -> str:
         return (
-            f"{type(self).__name__}(path={self.path!r}, model={self.model!r}, "
+            f"{type(self).__name__}({'path' if self.uri is None else 'uri'}={self.location!r}, model={self.model!r}, "
             f"token_index={self.token_index!r}, dense={self.dense!r})"
         )
 
     # ------------------------------------------------------------------------------------------------
     # filters
     # ------------------------------------------------------------------------------------------------
-    def _predicate(self, filters: dict[str, Any] | None, store: HierStore) -> Predicate | None:
+    def _predicate(self, filters: dict[str, Any] | None, store: Store) -> Predicate | None:
         """A predicate over engine passage records that applies Haystack's reference filter semantics."""
         if not filters:
             return None
@@ -501,7 +657,7 @@ class RagHierDocumentStore:
             return filters["value"]
         return None
 
-    def _matching_passages(self, filters: dict[str, Any] | None, store: HierStore) -> list[Passage]:
+    def _matching_passages(self, filters: dict[str, Any] | None, store: Store) -> list[Passage]:
         doc_id = self._id_lookup(filters)
         if doc_id is not None:
             return store.get_passages([doc_id])
@@ -590,9 +746,10 @@ class RagHierDocumentStore:
                 seen.add(doc.id)
         passages = [document_to_passage(doc) for doc in docs]
         with _engine_errors():
-            store = self._write_handle()
+            hint = next((len(e) for doc in docs if isinstance(e := doc.embedding, Sequence) and e), None)
+            store = self._write_handle(hint)
             if store.similarity == "cosine":
-                _check_unit_vectors(docs, self.path)
+                _check_unit_vectors(docs, self.location)
             vectors: list[Any] = [doc.embedding for doc in docs]
             if self.dense:
                 self._encode_missing(store, docs, vectors, skip_stored=policy == DuplicatePolicy.SKIP)
@@ -604,13 +761,13 @@ class RagHierDocumentStore:
             except (ValueError, TypeError) as exc:
                 if isinstance(exc, StoreError):
                     raise
-                raise DocumentStoreError(f"cannot write documents to {self.path}: {exc}") from exc
+                raise DocumentStoreError(f"cannot write documents to {self.location}: {exc}") from exc
         if policy == DuplicatePolicy.SKIP:
             return summary.passages_added
         return len(docs)
 
     @staticmethod
-    def _encode_missing(store: HierStore, docs: list[Document], vectors: list[Any], *, skip_stored: bool) -> None:
+    def _encode_missing(store: Store, docs: list[Document], vectors: list[Any], *, skip_stored: bool) -> None:
         """Vectors from the store's model for the documents with content and no embedding."""
         encoder = store.encoder
         if encoder is None:
@@ -640,14 +797,17 @@ class RagHierDocumentStore:
 
         Args:
             recreate_index: Also forget the vector dimension (a store without a model), so documents with
-                embeddings of another size can be written next. The store keeps its index kind, model and
-                extensions (token index, document index, ...; rebuilt empty with the same settings). Nothing
-                but the store's own files is touched.
+                embeddings of another size can be written next. A Milvus collection keeps its dimension (Milvus
+                fixes it at creation): it is emptied the same way, and embeddings of another size are refused
+                with an error naming the dimension; use a new ``uri`` (``#name``) for them. The store keeps its
+                index kind, model and extensions (token index, document index, ...; rebuilt empty with the same
+                settings). Nothing but the store's own data is touched.
 
         """
         with _engine_errors():
             store = self._write_handle()
-            store.delete_all(forget_dimension=recreate_index and store.encoder is None)
+            forget = recreate_index and store.encoder is None and isinstance(store, HierStore)
+            store.delete_all(forget_dimension=forget)
 
     def delete_by_filter(self, filters: dict[str, Any]) -> int:
         """Delete the documents matching ``filters``; returns how many were deleted."""
@@ -805,7 +965,7 @@ class RagHierDocumentStore:
     # ------------------------------------------------------------------------------------------------
     # search: every registered strategy, one way
     # ------------------------------------------------------------------------------------------------
-    def _engine_retriever(self, store: HierStore, entry: StrategyEntry, params: RetrieverParams) -> _CachedRetriever:
+    def _engine_retriever(self, store: Store, entry: StrategyEntry, params: RetrieverParams) -> _CachedRetriever:
         """The engine retriever of ``entry`` with ``params`` over ``store``, kept (with what it loaded) while open."""
         key = (entry.name, params)
         with self._lock:
@@ -864,7 +1024,7 @@ class RagHierDocumentStore:
     def _queries(
         self,
         entry: StrategyEntry,
-        store: HierStore,
+        store: Store,
         query: str | None,
         query_embedding: Any,
         query_sparse_embedding: Any,
@@ -893,12 +1053,12 @@ class RagHierDocumentStore:
             if store.encoder is None:
                 if not self.dense:
                     raise StoreError(
-                        f"the store at {self.path} keeps no dense vectors of its own (dense=False) and has no model "
-                        f"to encode query text for the {entry.name!r} strategy: pass query_embedding (for "
+                        f"the store at {self.location} keeps no dense vectors of its own (dense=False) and has no "
+                        f"model to encode query text for the {entry.name!r} strategy: pass query_embedding (for "
                         "documents written with embeddings), or search it with a token strategy (svdr-*)"
                     )
                 raise StoreError(
-                    f"the store at {self.path} has no model to encode query text for the {entry.name!r} "
+                    f"the store at {self.location} has no model to encode query text for the {entry.name!r} "
                     "strategy: pass query_embedding (from a text embedder such as RagHierTextEmbedder or "
                     "SentenceTransformersTextEmbedder, with the model that embedded the documents), or create "
                     "the RagHierDocumentStore with model=..."
@@ -907,7 +1067,7 @@ class RagHierDocumentStore:
             dim = store.dimension
             if dim is not None and len(vector) != dim:
                 raise StoreError(
-                    f"the query embedding has {len(vector)} dimensions; the documents in {self.path} have {dim}. "
+                    f"the query embedding has {len(vector)} dimensions; the documents in {self.location} have {dim}. "
                     "Embed queries with the model that embedded the documents."
                 )
             if store.similarity == "cosine":  # as InMemoryDocumentStore: cosine of the query, whatever its norm
@@ -922,7 +1082,7 @@ class RagHierDocumentStore:
 
     def _documents(
         self,
-        store: HierStore,
+        store: Store,
         hits: list[Hit],
         *,
         scale: str | None,

@@ -143,7 +143,7 @@ class RagHierRetriever(BaseRetriever):
     def _missing_extension(self, name: str) -> str:
         store = self.vector_store
         return (
-            f"the store at {store.store_path} has no {name!r} extension, which the {self.strategy!r} strategy "
+            f"the store at {store.location} has no {name!r} extension, which the {self.strategy!r} strategy "
             f"needs: pass auto_extensions=True to RagHierRetriever (it builds the extension on first use; every "
             f"later write keeps it current), or add it once with `vector_store.client.ensure_extension({name!r})`"
         )
@@ -153,7 +153,7 @@ class RagHierRetriever(BaseRetriever):
         store = self.vector_store
         if self.engine.uses_query_vectors and not store.dense:
             raise ValueError(
-                f"the store at {store.store_path} keeps no dense vectors (dense=False); the {self.strategy!r} "
+                f"the store at {store.location} keeps no dense vectors (dense=False); the {self.strategy!r} "
                 "strategy needs them (search it with a text strategy such as svdr-lexical)"
             )
         for name in self.entry.extensions:
@@ -161,7 +161,7 @@ class RagHierRetriever(BaseRetriever):
                 continue
             if not self.auto_extensions:
                 raise ValueError(self._missing_extension(name))
-            logger.info("adding the %s extension to %s for the %s strategy", name, store.store_path, self.strategy)
+            logger.info("adding the %s extension to %s for the %s strategy", name, store.location, self.strategy)
             store.client.ensure_extension(name)
 
     def _embedding(self, query_bundle: QueryBundle) -> list[float] | None:
@@ -322,7 +322,7 @@ class HierarchicalRetriever(RagHierRetriever):
 
     def _missing_extension(self, name: str) -> str:
         return (
-            f"the store at {self.vector_store.store_path} has no document index, which hierarchical (DHR) "
+            f"the store at {self.vector_store.location} has no document index, which hierarchical (DHR) "
             "retrieval needs. Pass auto_document_index=True to HierarchicalRetriever (it builds the index on first "
             "use; every later write keeps it current), or add it once with "
             "`vector_store.client.add_extension(rag_hier.store.extensions.doc_index.DocumentIndex())`, or index "

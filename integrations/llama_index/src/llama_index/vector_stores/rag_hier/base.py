@@ -1,4 +1,4 @@
-"""RagHierVectorStore: a rag-hier store (SQLite + FAISS directory) as a LlamaIndex vector store.
+"""RagHierVectorStore: a rag-hier store (SQLite + FAISS directory, or a Milvus collection) as a LlamaIndex vector store.
 
 A thin adapter: it turns nodes into passages (:mod:`._nodes`), LlamaIndex filters into a predicate over
 passage records (:mod:`._filters`) and the engine's hits back into nodes; everything else is the engine's
@@ -6,21 +6,24 @@ public API. Queries run the registered strategies (``dense``, ``svdr-*``, ``fusi
 candidate rowids through ``HierStore.matching_rowids``; ``persist`` is ``HierStore.snapshot``; the token index
 is ``HierStore.ensure_extension("token-index")``. Reads go through a read-only handle; the first write opens
 a read-write handle on the same directory, and both share the store's one engine (one consistent view, which
-also follows other processes' commits).
+also follows other processes' commits). With ``uri=`` the store is a collection on the engine's Milvus backend
+(a Milvus Lite file or a server); everything above works there the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import os
 import shutil
 import tempfile
 import uuid
 import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 import fsspec
 import numpy as np
@@ -46,6 +49,7 @@ from rag_hier.retrieval.registry import build_retriever
 from rag_hier.retrieval.svdr import SvdrMode
 from rag_hier.store.extensions.token_index import TokenIndexExtension
 from rag_hier.store.filters import Predicate
+from rag_hier.store.milvus.store import MilvusStore
 from rag_hier.store.store import MANIFEST, HierStore
 
 logger = logging.getLogger(__name__)
@@ -61,6 +65,14 @@ _TOKEN_INDEX_OPTIONS = frozenset({"model", "max_length"})
 DEFAULT_NAMESPACE = "default"
 _CONFIG_KEY = "llama_index"
 _PERSIST_SUFFIX = "__vector_store"
+MILVUS_TOKEN_ENV = "RAG_HIER_MILVUS_TOKEN"  # noqa: S105 - the name of a variable, not a secret
+"""The environment variable a Milvus store reads its token from when ``token=`` is not given (as the CLI)."""
+_MILVUS_POINTER = "rag_hier_milvus"
+"""The key of the JSON file :meth:`RagHierVectorStore.persist` writes for a Milvus store (where it lives)."""
+_SECRET_CLIENT_OPTIONS = frozenset({"token", "password", "user", "api_key"})
+
+Store = HierStore | MilvusStore
+"""A handle on the store: a local directory (:class:`HierStore`) or a Milvus collection (:class:`MilvusStore`)."""
 
 NO_QUERY_EMBEDDING = (
     "the query has no embedding (query_embedding) and the store at {location} has no encoder to embed its text; "
@@ -116,7 +128,32 @@ def _token_options(token_index: bool | Mapping[str, Any]) -> dict[str, Any] | No
     raise ValueError(f"token_index must be True, False or a dict of token index options, got {token_index!r}")
 
 
-def _close_and_remove(handles: list[HierStore], tmpdir: str | None) -> None:
+def _milvus_options(path: Any, uri: Any, token: Any, db_name: Any, timeout: Any, client_options: Any) -> dict[str, Any]:
+    """The checked connection options of a Milvus store (the token from ``RAG_HIER_MILVUS_TOKEN`` by default)."""
+    if path is not None:
+        raise ValueError("give either path (a store directory) or uri (a Milvus Lite file or server), not both")
+    if not isinstance(uri, str) or not uri.split("#", 1)[0]:
+        raise ValueError(f"uri must be a non-empty string (a Milvus Lite .db file or a server URI), got {uri!r}")
+    if token is not None and not isinstance(token, str):
+        raise ValueError(f"token must be a string or None, got {type(token).__name__}")
+    if not isinstance(db_name, str):
+        raise ValueError(f"db_name must be a string, got {db_name!r}")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
+        raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+    if client_options is not None and not isinstance(client_options, Mapping):
+        raise ValueError(f"client_options must be a dict of pymilvus MilvusClient options, got {client_options!r}")
+    secrets = sorted(_SECRET_CLIENT_OPTIONS & set(client_options or {}))
+    if secrets:
+        raise ValueError(
+            f"client_options must not hold credentials ({', '.join(secrets)}): they would be serialized with the "
+            "store's configuration; pass token=... (or set RAG_HIER_MILVUS_TOKEN) instead"
+        )
+    if token is None:
+        token = os.environ.get(MILVUS_TOKEN_ENV, "")
+    return {"token": token, "db_name": db_name, "timeout": timeout, "client_options": dict(client_options or {})}
+
+
+def _close_and_remove(handles: list[Store], tmpdir: str | None) -> None:
     for handle in handles:
         with contextlib.suppress(Exception):
             handle.close()
@@ -150,6 +187,20 @@ class RagHierVectorStore(BasePydanticVectorStore):
     Args:
         path: The store directory (opened if it holds a store, created otherwise). ``None`` keeps the store
             in a temporary directory removed with this object; :meth:`persist` copies it somewhere lasting.
+        uri: Instead of ``path``, a Milvus collection (opened if it exists, created otherwise): a Milvus Lite
+            file (``./collection.db``; ``pip install 'rag-hier[milvus]'``) or a server (``http://host:19530``);
+            a ``#name`` suffix names the collection (default ``rag_hier``). See ``docs/milvus.md``.
+        token: Milvus credentials (``"user:password"`` or an API key); default: the environment variable
+            ``RAG_HIER_MILVUS_TOKEN``. Never serialized (``to_dict``/``persist`` leave it out; a loaded store
+            reads the variable again, or takes ``token=`` from ``from_dict(data, token=...)``).
+        db_name: The Milvus database (servers; ``""``: the server's default).
+        timeout: Seconds per Milvus call.
+        client_options: Passed to pymilvus' ``MilvusClient`` as given (TLS: ``secure``, ``server_pem_path``,
+            ``server_name``, ``ca_pem_path``, ``client_pem_path``, ``client_key_path``); credentials are refused
+            here (use ``token``).
+        dimension: The vector dimension of a new store without a model. A Milvus collection fixes it when it
+            is created, so a new collection needs ``dimension`` or ``model``; a local store learns it from the
+            first vectors written.
         similarity: ``"cosine"`` (vectors and queries are L2-normalized, as ``SimpleVectorStore`` scores) or
             ``"dot_product"`` (vectors are searched as given). Recorded when the store is created; ``None``
             uses the recorded choice (``"cosine"`` for a new store; for a store made by the engine or the
@@ -190,7 +241,11 @@ class RagHierVectorStore(BasePydanticVectorStore):
 
     stores_text: bool = True
 
-    path: str | None = Field(default=None, description="Store directory (None: a temporary one).")
+    path: str | None = Field(default=None, description="Store directory (None: a temporary one, or uri).")
+    uri: str | None = Field(default=None, description="Milvus URI of the collection (instead of path).")
+    db_name: str = Field(default="", description="Milvus database.")
+    timeout: float | None = Field(default=30.0, description="Seconds per Milvus call.")
+    client_options: dict[str, Any] | None = Field(default=None, description="pymilvus MilvusClient options.")
     similarity: str = Field(default="cosine", description="'cosine' or 'dot_product'.")
     model: str | None = Field(default=None, description="Model of the store's own encoder, if any.")
     index: str | dict[str, Any] = Field(default="flat", description="FAISS index kind or configuration.")
@@ -201,11 +256,12 @@ class RagHierVectorStore(BasePydanticVectorStore):
     rerank_m: int = Field(default=100, description="Candidates re-ranked by beta-rerank.")
     hybrid_fusion: str = Field(default="relative_score", description="Fusion function of HYBRID queries.")
 
-    _root: Path = PrivateAttr()
+    _root: Path | None = PrivateAttr(default=None)
+    _milvus: dict[str, Any] | None = PrivateAttr(default=None)
     _encoder: DenseEncoder | None = PrivateAttr(default=None)
-    _reader: HierStore = PrivateAttr()
-    _writer: HierStore | None = PrivateAttr(default=None)
-    _handles: list[HierStore] = PrivateAttr(default_factory=list)
+    _reader: Store = PrivateAttr()
+    _writer: Store | None = PrivateAttr(default=None)
+    _handles: list[Store] = PrivateAttr(default_factory=list)
     _svdr: Retriever[Any] | None = PrivateAttr(default=None)
     _finalizer: weakref.finalize = PrivateAttr()
 
@@ -213,10 +269,16 @@ class RagHierVectorStore(BasePydanticVectorStore):
         self,
         path: str | Path | None = None,
         *,
+        uri: str | None = None,
+        token: str | None = None,
+        db_name: str = "",
+        timeout: float | None = 30.0,
+        client_options: Mapping[str, Any] | None = None,
+        dimension: int | None = None,
         similarity: Similarity | None = None,
         model: str | None = None,
         index: str | Mapping[str, Any] = "flat",
-        store: HierStore | None = None,
+        store: Store | None = None,
         encoder: DenseEncoder | None = None,
         token_index: bool | Mapping[str, Any] = False,
         dense: bool | None = None,
@@ -241,42 +303,77 @@ class RagHierVectorStore(BasePydanticVectorStore):
             raise ValueError(f"dense must be True, False or None, got {dense!r}")
         token_options = _token_options(token_index)
         kwargs.pop("is_embedding_query", None)  # follows ``dense`` (present in to_dict() output)
+        if dimension is not None and (isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1):
+            raise ValueError(f"dimension must be a positive integer or None, got {dimension!r}")
+        milvus = _milvus_options(path, uri, token, db_name, timeout, client_options) if uri is not None else None
+        if store is not None and (path is not None or uri is not None):
+            raise ValueError("give one of path, uri and store")
         tmpdir: str | None = None
-        handles: list[HierStore] = []
-        writer: HierStore | None = None
+        handles: list[Store] = []
+        writer: Store | None = None
+        root: Path | None = None
         if store is not None:
             reader = writer = store  # the caller's handle, read-only or not, serves both
-            root = store.path
+            if isinstance(store, MilvusStore):
+                uri = store.location
+                milvus = dict(store._conn.options)  # the handle's own connection options (to reopen it)
+            else:
+                root = store.path
         else:
-            if path is None:
+            if path is None and uri is None:
                 tmpdir = tempfile.mkdtemp(prefix="rag-hier-llama-index-")
                 root = Path(tmpdir) / "store"
-            else:
+            elif path is not None:
                 root = Path(path)
-            if encoder is None and model is not None and dense is not False and (root / MANIFEST).exists():
-                encoder = DenseEncoder(model)  # e.g. for text queries on a store fed with vectors
+        location = str(root) if root is not None else str(uri)
+
+        def open_handle(*, read_only: bool) -> Store:
+            if milvus is None:
+                return HierStore.open(cast(Path, root), encoder=encoder, read_only=read_only)
+            return HierStore.open(uri=cast(str, uri), encoder=encoder, read_only=read_only, **milvus)
+
         try:
+            exists = False
             if store is None:
-                if (root / MANIFEST).exists():
-                    reader = HierStore.open(root, encoder=encoder, read_only=True)
+                exists = (
+                    (cast(Path, root) / MANIFEST).exists()
+                    if milvus is None
+                    else MilvusStore.exists(cast(str, uri), **milvus)
+                )
+            if store is None and encoder is None and model is not None and dense is not False and exists:
+                encoder = DenseEncoder(model)  # e.g. for text queries on a store fed with vectors
+            if store is None:
+                if exists:
+                    reader = open_handle(read_only=True)
                     handles.append(reader)
                 else:
                     keep_dense = dense is not False
-                    writer = HierStore.create(
-                        root,
-                        model=model if keep_dense else None,
-                        encoder=encoder if keep_dense else None,
-                        index=index if isinstance(index, str) else dict(index),
-                        similarity=similarity or "cosine",
-                        corpus={_CONFIG_KEY: {"similarity": similarity or "cosine", "dense": keep_dense}},
-                    )
+                    config: dict[str, Any] = {
+                        "model": model if keep_dense else None,
+                        "encoder": encoder if keep_dense else None,
+                        "dimension": dimension,
+                        "index": index if isinstance(index, str) else dict(index),
+                        "similarity": similarity or "cosine",
+                        "corpus": {_CONFIG_KEY: {"similarity": similarity or "cosine", "dense": keep_dense}},
+                    }
+                    if milvus is None:
+                        writer = HierStore.create(cast(Path, root), **config)
+                    else:
+                        if config["model"] is None and config["encoder"] is None and dimension is None:
+                            raise ValueError(
+                                f"cannot create the Milvus collection {uri}: Milvus fixes the vector dimension when "
+                                "a collection is created; pass dimension=... (the size of your embed model's "
+                                "vectors; any size for a dense=False store, which writes none)"
+                                + ("" if not keep_dense else " or model=...")
+                            )
+                        writer = HierStore.create(uri=cast(str, uri), **config, **milvus)
                     handles.append(writer)
                     encoder = writer.encoder if keep_dense else None  # one encoder for both handles
-                    reader = HierStore.open(root, encoder=encoder, read_only=True)
+                    reader = open_handle(read_only=True)
                     handles.append(reader)
             if token_options is not None and reader.extension(_TOKEN_INDEX) is None:
                 if writer is None:
-                    writer = HierStore.open(root, encoder=encoder)
+                    writer = open_handle(read_only=False)
                     handles.append(writer)
                 _ensure_token_index(writer, token_options, model)
             elif token_options is not None:
@@ -286,19 +383,24 @@ class RagHierVectorStore(BasePydanticVectorStore):
             has_tokens = reader.extension(_TOKEN_INDEX) is not None
             if not resolved_dense and not has_tokens:
                 raise ValueError(
-                    f"dense=False needs a token index to search, and the store at {root} has none; "
+                    f"dense=False needs a token index to search, and the store at {location} has none; "
                     "pass token_index=True"
                 )
             recorded = config.get("similarity")
             if similarity is not None and recorded is not None and similarity != recorded:
-                raise StoreError(f"similarity={similarity!r} but the store at {root} was created with {recorded!r}")
+                raise StoreError(f"similarity={similarity!r} but the store at {location} was created with {recorded!r}")
         except BaseException:
             _close_and_remove(handles, tmpdir)
             raise
         # A store built by the engine itself records nothing here: the similarity it recorded applies.
         resolved = similarity or recorded or reader.similarity
+        opts = milvus or {}
         super().__init__(  # type: ignore[call-arg]  # pydantic fields of this class
-            path=None if tmpdir is not None else str(root),
+            path=None if tmpdir is not None or root is None else str(root),
+            uri=uri if milvus is not None else None,
+            db_name=opts.get("db_name", ""),
+            timeout=opts.get("timeout", 30.0),
+            client_options=opts.get("client_options") or None,
             similarity=resolved,
             model=reader.encoder.model_name if reader.encoder is not None else None,
             index=reader.index_config.to_dict(),
@@ -312,6 +414,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
             **kwargs,
         )
         self._root = root
+        self._milvus = milvus
         self._encoder = encoder
         self._reader = reader
         self._writer = writer
@@ -343,30 +446,44 @@ class RagHierVectorStore(BasePydanticVectorStore):
         """Open the store that :meth:`persist` wrote for ``persist_path``."""
         _check_local(fs)
         root = _store_dir_for(persist_path)
+        pointer = Path(persist_path)
+        if not (root / MANIFEST).is_file() and pointer.suffix == ".json" and pointer.is_file():
+            try:
+                where = json.loads(pointer.read_text(encoding="utf-8"))[_MILVUS_POINTER]
+            except (ValueError, KeyError, TypeError) as exc:
+                raise StoreError(f"{pointer} is not a rag-hier Milvus store pointer ({exc})") from exc
+            return cls(**{**where, **kwargs})
         if not (root / MANIFEST).is_file():
             raise StoreError(f"no rag-hier store at {root} (written by RagHierVectorStore.persist({persist_path!r}))")
         return cls(root, **kwargs)
 
     # -- handles --------------------------------------------------------------------------------------
     @property
-    def reader(self) -> HierStore:
+    def reader(self) -> Store:
         """The handle queries read through (read-only unless the store was given as ``store=``)."""
         return self._reader
 
     @property
-    def client(self) -> HierStore:
-        """The underlying :class:`rag_hier.HierStore`, writable (the read-write handle is opened on first use).
+    def client(self) -> Store:
+        """The underlying store, writable (the read-write handle is opened on first use).
+
+        A :class:`rag_hier.HierStore` for a directory, a :class:`rag_hier.store.milvus.MilvusStore` for a
+        ``uri`` (the same store contract).
 
         It shares the engine of :attr:`reader`, so a write through it (``client.add_extension(...)``,
         ``client.update_meta(...)``) is seen by the next query at once.
         """
         return self._writable()
 
-    def _writable(self) -> HierStore:
+    def _writable(self) -> Store:
         """The read-write handle, opened on the first write (it shares the reader's engine)."""
         writer = self._writer
         if writer is None:
-            opened = HierStore.open(self._root, encoder=self._encoder)
+            opened: Store
+            if self._milvus is None:
+                opened = HierStore.open(cast(Path, self._root), encoder=self._encoder)
+            else:
+                opened = HierStore.open(uri=cast(str, self.uri), encoder=self._encoder, **self._milvus)
             if self._writer is None:
                 self._writer = opened
                 self._handles.append(opened)
@@ -377,8 +494,20 @@ class RagHierVectorStore(BasePydanticVectorStore):
 
     @property
     def store_path(self) -> Path:
-        """The directory holding the store (a temporary one when created with ``path=None``)."""
+        """The directory holding the store (a temporary one when created with ``path=None``).
+
+        Raises:
+            StoreError: The store is a Milvus collection (it has no directory; see :attr:`location`).
+
+        """
+        if self._root is None:
+            raise StoreError(f"the store is the Milvus collection {self.location}, not a directory")
         return self._root
+
+    @property
+    def location(self) -> str:
+        """Where the store lives, for messages: its directory, or its Milvus ``URI#collection``."""
+        return str(self._root) if self._root is not None else self._reader.location
 
     def close(self) -> None:
         """Close the store's handles (and remove the store if it lives in a temporary directory)."""
@@ -399,7 +528,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
             missing = []  # nodes without an embedding are found through the token index only
         elif missing and encoder is None:
             raise ValueError(
-                f"node {nodes[missing[0]].node_id!r} has no embedding and the store at {self._root} has no "
+                f"node {nodes[missing[0]].node_id!r} has no embedding and the store at {self.location} has no "
                 "encoder; embed the nodes first (e.g. through VectorStoreIndex with an embed_model) or create "
                 "the store with model=..."
             )
@@ -506,7 +635,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
         elif query_str is not None and self._reader.encoder is not None:
             vec = self._reader.encode_queries([query_str])
         else:
-            raise ValueError(NO_QUERY_EMBEDDING.format(location=self._root))
+            raise ValueError(NO_QUERY_EMBEDDING.format(location=self.location))
         return _normalize_rows(vec) if self.similarity == "cosine" else vec
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
@@ -581,7 +710,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
             raise ValueError("a sparse or hybrid query needs query_str (the text searched in the token index)")
         if self.sparse_mode in _TOKEN_MODES and self._reader.extension(_TOKEN_INDEX) is None:
             raise ValueError(
-                f"{self.sparse_mode!r} search needs a token index and the store at {self._root} has none; "
+                f"{self.sparse_mode!r} search needs a token index and the store at {self.location} has none; "
                 "create the RagHierVectorStore with token_index=True"
             )
         return query.query_str
@@ -595,7 +724,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
 
     def _hybrid_query(self, query: VectorStoreQuery) -> VectorStoreQueryResult:
         if not self.dense:
-            raise ValueError(f"the store at {self._root} keeps no dense vectors (dense=False); use the sparse mode")
+            raise ValueError(f"the store at {self.location} keeps no dense vectors (dense=False); use the sparse mode")
         alpha = 0.5 if query.alpha is None else float(query.alpha)
         if not 0.0 <= alpha <= 1.0:
             raise ValueError(f"alpha must be between 0 (sparse only) and 1 (dense only), got {query.alpha!r}")
@@ -627,8 +756,15 @@ class RagHierVectorStore(BasePydanticVectorStore):
         ``HierStore.snapshot`` copies one committed generation (only the files the store's committed state
         lists, checked by name, verified by opening the copy) before it replaces an older copy. No pickle is
         involved.
+
+        A Milvus store's data is already durable in Milvus, so nothing is copied: ``persist_path`` (a JSON file)
+        records where the collection lives (its URI and connection options, never the token), and
+        :meth:`from_persist_dir` / :meth:`from_persist_path` reopen the collection from it.
         """
         _check_local(fs)
+        if self._root is None:
+            self._persist_pointer(Path(persist_path))
+            return
         target = _store_dir_for(persist_path)
         if target.exists() and (not target.is_dir() or (not (target / MANIFEST).exists() and any(target.iterdir()))):
             raise StoreError(f"cannot persist to {target}: it exists and does not hold a rag-hier store")
@@ -643,6 +779,21 @@ class RagHierVectorStore(BasePydanticVectorStore):
         fresh.replace(target)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
+
+    def _persist_pointer(self, persist_path: Path) -> None:
+        """For a Milvus store: write where it lives (never the token) as JSON at ``persist_path``."""
+        if persist_path.exists() and (persist_path.is_dir() or _MILVUS_POINTER not in persist_path.read_text()):
+            raise StoreError(f"cannot persist to {persist_path}: it exists and is not a rag-hier Milvus store pointer")
+        where = {
+            "uri": self.location,
+            "db_name": self.db_name,
+            "timeout": self.timeout,
+            "client_options": self.client_options,
+        }
+        persist_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = persist_path.with_name(f".{persist_path.name}.new-{uuid.uuid4().hex[:8]}")
+        tmp.write_text(json.dumps({_MILVUS_POINTER: where}, indent=2) + "\n", encoding="utf-8")
+        tmp.replace(persist_path)
 
     # -- async twins: the sync work runs in a worker thread (SQLite + FAISS calls block) ------------------
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
@@ -679,14 +830,14 @@ class RagHierVectorStore(BasePydanticVectorStore):
         return await asyncio.to_thread(self.query, query, **kwargs)
 
 
-def _ensure_token_index(store: HierStore, options: Mapping[str, Any], model: str | None) -> None:
+def _ensure_token_index(store: Store, options: Mapping[str, Any], model: str | None) -> None:
     """Give ``store`` a token index (tokenizing the nodes it holds) through the engine's ``ensure_extension``."""
     tokenizer = options.get("model") or model or (store.encoder.model_name if store.encoder else DEFAULT_MODEL)
     store.ensure_extension(_TOKEN_INDEX, model=str(tokenizer), max_length=options.get("max_length", 256))
     _warn_other_tokenizer(store, options)
 
 
-def _warn_other_tokenizer(store: HierStore, options: Mapping[str, Any]) -> None:
+def _warn_other_tokenizer(store: Store, options: Mapping[str, Any]) -> None:
     existing = store.extension(_TOKEN_INDEX)
     held = getattr(existing, "model", None)
     if "model" in options and held is not None and held != options["model"]:
