@@ -84,7 +84,7 @@ SEGMENT_MERGE_MIN = 4096
 (vectors added plus ids removed; or more than the index holds, if fewer) and more than
 :data:`SEGMENT_MERGE_RATIO` of the index."""
 SEGMENT_MERGE_RATIO = 0.1
-DATABASE_HASH_MAX = 64 << 20
+DATABASE_HASH_MAX = 4 << 20
 """``manifest.json`` records the SHA-256 of ``store.sqlite`` up to this size; a larger database is checked
 with SQLite's ``PRAGMA quick_check`` when a store is opened with verification (hashing it on every commit
 would make each write cost the size of the store)."""
