@@ -49,6 +49,8 @@ def check_ids(ids: Any, what: str) -> list[str]:
 
 
 def _check_json(value: Mapping[str, Any], what: str) -> None:
+    if not value:  # {} (most passages): nothing to check
+        return
     if exceeds_depth(value, MAX_NESTING_DEPTH):
         raise StoreError(f"{what} is nested more than {MAX_NESTING_DEPTH} levels deep")
     try:
@@ -274,11 +276,13 @@ class Writer:
             rowids = query_in(db, "SELECT id FROM passages WHERE passage_id IN ({marks})", sorted(stored))
             replaced = query_in(db, "SELECT DISTINCT doc_id FROM passages WHERE id IN ({marks})", rowids)
             removed = self.delete_rowids(rowids, drop_empty_documents=False)
+        first_title: dict[str, str] = {}  # the first passage of a new document names it
         for p in items:
-            db.execute(
-                "INSERT INTO documents(doc_id, title) VALUES (?, ?) ON CONFLICT(doc_id) DO NOTHING",
-                (p.doc_id, p.title_path[0] if p.title_path else ""),
-            )
+            if p.doc_id not in first_title:
+                first_title[p.doc_id] = p.title_path[0] if p.title_path else ""
+        db.executemany(
+            "INSERT INTO documents(doc_id, title) VALUES (?, ?) ON CONFLICT(doc_id) DO NOTHING", first_title.items()
+        )
         self.insert_passages(items, vecs)
         self.drop_empty_documents(replaced)
         return WriteSummary(
@@ -305,10 +309,10 @@ class Writer:
                     p.doc_id,
                     int(p.position),
                     int(p.section),
-                    dumps(list(p.title_path)),
+                    dumps(list(p.title_path)) if p.title_path else "[]",
                     p.text,
-                    dumps(dict(p.meta)),
-                    dumps(dict(p.extra)),
+                    dumps(dict(p.meta)) if p.meta else "{}",
+                    dumps(dict(p.extra)) if p.extra else "{}",
                     hash_text(p.embedding_text),
                     int(v is not None),
                     blob,
@@ -441,6 +445,17 @@ class Writer:
         return len(updated)
 
 
+def _sound_matrix(m: np.ndarray) -> bool:
+    """Whether every row of a 2-D array passes the per-row checks of :func:`normalize_embeddings`."""
+    if m.shape[1] == 0 or m.dtype == np.bool_ or np.iscomplexobj(m):
+        return False
+    if np.issubdtype(m.dtype, np.integer):
+        return True
+    if not np.issubdtype(m.dtype, np.floating) or not np.isfinite(m).all():
+        return False
+    return bool(np.abs(m).max(initial=0.0) <= np.finfo(np.float32).max)
+
+
 def normalize_embeddings(
     embeddings: np.ndarray | Sequence[Sequence[float] | np.ndarray | None] | None,
     n: int,
@@ -453,6 +468,12 @@ def normalize_embeddings(
     if isinstance(embeddings, np.ndarray):
         if embeddings.ndim != 2 or embeddings.shape[0] != n:
             raise InvalidInputError(f"embeddings has shape {embeddings.shape}; expected ({n}, dimension)")
+        if _sound_matrix(embeddings):  # the common bulk case, checked at once instead of row by row
+            if n and dimension is not None and embeddings.shape[1] != dimension:
+                raise DimensionMismatchError(
+                    f"got {embeddings.shape[1]}-d embeddings; the store at {where} holds {dimension}-d"
+                )
+            return list(embeddings)
         rows: list[np.ndarray | None] = list(embeddings)
     else:
         if isinstance(embeddings, str | bytes):
