@@ -87,6 +87,7 @@ FLAT_TOMBSTONES_MAX = 1024
 """A flat index purges its tombstones (one pass over the vectors) once it holds more than this many."""
 
 _TOMBSTONE_KINDS = ("flat", "hnsw")
+_IVF_MOVE_CHUNK = 65_536
 
 
 class Journal:
@@ -247,7 +248,6 @@ class DenseIndex:
         if self.config.kind != "ivf":
             raise StoreError(f"train_ivf() needs an ivf index, this one is {self.config.kind!r}")
         ids = self.ids()
-        vectors = self.reconstruct(ids) if len(ids) else np.zeros((0, self.dimension), np.float32)
         n = len(ids)
         nlist = self.config.nlist or _auto_nlist(n)
         if n < nlist:
@@ -257,18 +257,20 @@ class DenseIndex:
         ivf = faiss.IndexIVFFlat(quantizer, self.dimension, nlist, faiss.METRIC_INNER_PRODUCT)
         ivf.cp.seed = 1234
         max_train = 256 * nlist
-        train = vectors
+        sample = ids
         if n > max_train:
             rng = np.random.default_rng(1234)
-            train = vectors[np.sort(rng.choice(n, size=max_train, replace=False))]
+            sample = ids[np.sort(rng.choice(n, size=max_train, replace=False))]
         self._journal_broken()
-        ivf.train(train)
+        ivf.train(self.reconstruct(sample))  # only the training sample is copied out
         ivf.set_direct_map_type(faiss.DirectMap.Hashtable)
         ivf.nprobe = self.config.nprobe
         ivf.own_fields = True
         quantizer.this.disown()
-        if n:
-            ivf.add_with_ids(vectors, ids)
+        # moved over in chunks: the flat vectors, the inverted lists and one chunk, never a third full copy
+        for start in range(0, n, _IVF_MOVE_CHUNK):
+            chunk = ids[start : start + _IVF_MOVE_CHUNK]
+            ivf.add_with_ids(self.reconstruct(chunk), chunk)
         self._index = ivf
         self._invalidate()
 
