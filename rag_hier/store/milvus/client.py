@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -19,7 +19,39 @@ from rag_hier.errors import MissingDependencyError, StoreError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Connection", "MilvusUnavailableError", "is_milvus_uri", "milvus_errors", "split_uri"]
+__all__ = [
+    "SECRET_CLIENT_OPTIONS",
+    "Connection",
+    "MilvusUnavailableError",
+    "check_connection_options",
+    "is_milvus_uri",
+    "milvus_errors",
+    "split_uri",
+]
+
+SECRET_CLIENT_OPTIONS = frozenset({"token", "password", "user", "api_key"})
+"""``client_options`` keys that hold credentials: the framework stores refuse them (they would be saved in clear)."""
+
+
+def check_connection_options(uri: Any, timeout: Any, client_options: Any, *, credentials_hint: str) -> None:
+    """Check the connection options a framework store takes with a Milvus ``uri`` (before connecting).
+
+    Raises:
+        ValueError: ``uri`` (when given) is not a non-empty string, ``timeout`` not a positive number or None,
+            ``client_options`` not a mapping or holding credentials (``credentials_hint`` says what to pass
+            instead).
+
+    """
+    if uri is not None and (not isinstance(uri, str) or not uri.split("#", 1)[0]):
+        raise ValueError(f"uri must be a non-empty string (a Milvus Lite .db file or a server URI), got {uri!r}")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
+        raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+    if client_options is not None and not isinstance(client_options, Mapping):
+        raise ValueError(f"client_options must be a dict of pymilvus MilvusClient options, got {client_options!r}")
+    secrets = sorted(SECRET_CLIENT_OPTIONS & set(client_options or {}))
+    if secrets:
+        raise ValueError(f"client_options must not hold credentials ({', '.join(secrets)}): {credentials_hint}")
+
 
 T = TypeVar("T")
 

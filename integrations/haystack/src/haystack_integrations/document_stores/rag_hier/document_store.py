@@ -52,6 +52,7 @@ from rag_hier.retrieval.registry import StrategyEntry, strategy
 from rag_hier.store.contract import SIMILARITIES, StoreExtension
 from rag_hier.store.extensions.base import extension_class
 from rag_hier.store.filters import Predicate
+from rag_hier.store.milvus.client import check_connection_options
 from rag_hier.store.milvus.store import MilvusStore
 from rag_hier.store.store import MANIFEST, HierStore, WriteSummary
 
@@ -67,7 +68,6 @@ Store = HierStore | MilvusStore
 MILVUS_TOKEN_ENV = "RAG_HIER_MILVUS_TOKEN"  # noqa: S105 - the name of a variable, not a secret
 """The environment variable the Milvus token is read from by default (the CLI reads the same one)."""
 
-_SECRET_CLIENT_OPTIONS = frozenset({"token", "password", "user", "api_key"})
 """``client_options`` keys refused: credentials go in ``token`` (a ``Secret``), never in clear in a pipeline file."""
 
 DOT_PRODUCT_SCALING_FACTOR = 100
@@ -288,23 +288,18 @@ class RagHierDocumentStore:
             )
         if path is not None and (not isinstance(path, str) or not path):
             raise ValueError(f"path must be a non-empty string (the store directory), got {path!r}")
-        if uri is not None and (not isinstance(uri, str) or not uri.split("#", 1)[0]):
-            raise ValueError(f"uri must be a non-empty string (a Milvus Lite .db file or a server URI), got {uri!r}")
+        check_connection_options(
+            uri,
+            timeout,
+            client_options,
+            credentials_hint="they would be saved in clear with the pipeline; pass token=Secret.from_env_var(...) "
+            "instead",
+        )
         if token is not None and not isinstance(token, Secret):
             raise ValueError(
                 "token must be a haystack.utils.Secret (Secret.from_env_var(...) keeps it out of saved pipelines), "
                 f"got {type(token).__name__}"
             )
-        if client_options is not None and not isinstance(client_options, Mapping):
-            raise ValueError(f"client_options must be a dict of pymilvus MilvusClient options, got {client_options!r}")
-        secrets = sorted(_SECRET_CLIENT_OPTIONS & set(client_options or {}))
-        if secrets:
-            raise ValueError(
-                f"client_options must not hold credentials ({', '.join(secrets)}): they would be saved in clear "
-                "with the pipeline; pass token=Secret.from_env_var(...) instead"
-            )
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
-            raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
         if dimension is not None and (isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1):
             raise ValueError(f"dimension must be a positive integer or None, got {dimension!r}")
         if not isinstance(dense, bool):

@@ -49,6 +49,7 @@ from rag_hier.retrieval.registry import build_retriever
 from rag_hier.retrieval.svdr import SvdrMode
 from rag_hier.store.extensions.token_index import TokenIndexExtension
 from rag_hier.store.filters import Predicate
+from rag_hier.store.milvus.client import check_connection_options
 from rag_hier.store.milvus.store import MilvusStore
 from rag_hier.store.store import MANIFEST, HierStore
 
@@ -69,7 +70,6 @@ MILVUS_TOKEN_ENV = "RAG_HIER_MILVUS_TOKEN"  # noqa: S105 - the name of a variabl
 """The environment variable a Milvus store reads its token from when ``token=`` is not given (as the CLI)."""
 _MILVUS_POINTER = "rag_hier_milvus"
 """The key of the JSON file :meth:`RagHierVectorStore.persist` writes for a Milvus store (where it lives)."""
-_SECRET_CLIENT_OPTIONS = frozenset({"token", "password", "user", "api_key"})
 
 Store = HierStore | MilvusStore
 """A handle on the store: a local directory (:class:`HierStore`) or a Milvus collection (:class:`MilvusStore`)."""
@@ -132,22 +132,17 @@ def _milvus_options(path: Any, uri: Any, token: Any, db_name: Any, timeout: Any,
     """The checked connection options of a Milvus store (the token from ``RAG_HIER_MILVUS_TOKEN`` by default)."""
     if path is not None:
         raise ValueError("give either path (a store directory) or uri (a Milvus Lite file or server), not both")
-    if not isinstance(uri, str) or not uri.split("#", 1)[0]:
-        raise ValueError(f"uri must be a non-empty string (a Milvus Lite .db file or a server URI), got {uri!r}")
+    check_connection_options(
+        uri,
+        timeout,
+        client_options,
+        credentials_hint="they would be serialized with the store's configuration; pass token=... (or set "
+        "RAG_HIER_MILVUS_TOKEN) instead",
+    )
     if token is not None and not isinstance(token, str):
         raise ValueError(f"token must be a string or None, got {type(token).__name__}")
     if not isinstance(db_name, str):
         raise ValueError(f"db_name must be a string, got {db_name!r}")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
-        raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
-    if client_options is not None and not isinstance(client_options, Mapping):
-        raise ValueError(f"client_options must be a dict of pymilvus MilvusClient options, got {client_options!r}")
-    secrets = sorted(_SECRET_CLIENT_OPTIONS & set(client_options or {}))
-    if secrets:
-        raise ValueError(
-            f"client_options must not hold credentials ({', '.join(secrets)}): they would be serialized with the "
-            "store's configuration; pass token=... (or set RAG_HIER_MILVUS_TOKEN) instead"
-        )
     if token is None:
         token = os.environ.get(MILVUS_TOKEN_ENV, "")
     return {"token": token, "db_name": db_name, "timeout": timeout, "client_options": dict(client_options or {})}
