@@ -198,16 +198,9 @@ def _open_location(location: str, *, read_only: bool, device: str | None = None,
 
 
 def _milvus_exists(location: str) -> bool:
-    from rag_hier.store.milvus.client import Connection, split_uri
+    from rag_hier.store.milvus.store import MilvusStore
 
-    uri, name = split_uri(location)
-    if not uri.startswith(("http://", "https://", "tcp://", "grpc://", "unix:")) and not Path(uri).exists():
-        return False
-    conn = Connection(uri, **_milvus_options())
-    try:
-        return bool(conn.call("listing collections", conn.client.has_collection, f"{name}__state"))
-    finally:
-        conn.close()
+    return MilvusStore.exists(location, **_milvus_options())
 
 
 def _open_store(args: argparse.Namespace, *, read_only: bool) -> Any:

@@ -492,7 +492,8 @@ class MilvusStore:
         from rag_hier.store.milvus.client import split_uri
 
         uri, name = split_uri(uri, collection)
-        if uri.endswith(".db") and not Path(uri).exists():
+        local = not uri.startswith(("http://", "https://", "tcp://", "grpc://", "unix:"))
+        if local and not Path(uri).exists():  # a Milvus Lite file that is not there yet
             return False
         conn = Connection(uri, token=token, db_name=db_name, timeout=timeout, client_options=dict(client_options or {}))
         try:
