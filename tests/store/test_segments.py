@@ -271,3 +271,16 @@ def test_flat_removes_lazily_and_searches_exactly(monkeypatch: pytest.MonkeyPatc
     assert index.remove(np.array([removed[0], 9999])) == 0  # already gone, never there
     index.remove(np.arange(150, 170, dtype=np.int64))  # past 30 tombstones: purged in one pass
     assert not index.tombstones and index.ntotal == len(index)
+
+
+def test_a_snapshot_carries_the_segments(tmp_path: Path) -> None:
+    store = _store(tmp_path / "s")
+    store.add_passages(_passages("n", 3), _vectors(3, 1))
+    store.delete_passages(["p7"])
+    assert store.manifest["indexes"]["dense"]["segments"]["count"] == 2
+    q = _vectors(4, 6)
+    copy = HierStore.open(store.snapshot(tmp_path / "copy"), read_only=True)
+    assert copy.count_vectors() == len(copy.index) == 62
+    assert _exact_top(copy, q) == _exact_top(store, q)
+    copy.close()
+    store.close()
