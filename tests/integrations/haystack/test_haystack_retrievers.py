@@ -212,6 +212,32 @@ def test_embedding_retriever_scores_like_in_memory(vector_store):
     assert [d.embedding for d in got] == [d.embedding for d in want]
 
 
+def test_embedding_retriever_reads_the_hit_rows_once(vector_store):
+    """One query: one engine search, one SQLite read of the hit rows, Documents built straight from the hits."""
+    store, vectors = vector_store
+    retriever = RagHierEmbeddingRetriever(document_store=store, top_k=5)
+    query = vectors[3].tolist()
+    want = [d.id for d in retriever.run(query_embedding=query)["documents"]]  # opens the store, caches the retriever
+    db = store.hier_store._core.db
+    statements: list[str] = []
+    db.set_trace_callback(statements.append)
+    try:
+        docs = retriever.run(query_embedding=query)["documents"]
+        passage_reads = [s for s in statements if "FROM passages" in s]
+        assert len(passage_reads) == 1, statements
+        assert "count(" not in " ".join(statements).lower(), statements
+        assert [d.id for d in docs] == want and "d3" in want
+        d3 = next(d for d in docs if d.id == "d3")
+        assert d3.meta == {"group": "odd", "i": 3} and d3.content == "doc 3" and d3.embedding is None
+        statements.clear()
+        docs = retriever.run(query_embedding=query, return_embedding=True)["documents"]
+        passage_reads = [s for s in statements if "FROM passages" in s]
+        assert len(passage_reads) == 2, statements  # the hit rows, then the asked-for embeddings
+        assert next(d for d in docs if d.id == "d3").embedding == vectors[3].tolist()
+    finally:
+        db.set_trace_callback(None)
+
+
 def test_embedding_retriever_run_async(vector_store):
     store, vectors = vector_store
     retriever = RagHierEmbeddingRetriever(document_store=store, top_k=4, scale_score=True)

@@ -717,3 +717,21 @@ def test_model_for_text_queries_on_a_store_fed_with_vectors(store_path: str, tin
     vs.close()
     with_model = RagHierVectorStore(store_path, model=tiny_model_path)
     assert with_model.query(VectorStoreQuery(query_str="bees make honey", similarity_top_k=1)).ids == ["b"]
+
+
+def test_dense_query_reads_the_hit_rows_once(tmp_path: Path) -> None:
+    """One query: one engine search, one SQLite read of the hit rows, nodes built straight from the hits."""
+    vs = RagHierVectorStore(str(tmp_path / "store"))
+    vs.add(_nodes())
+    want = _query(vs)  # opens the reader
+    db = vs._reader._core.db
+    statements: list[str] = []
+    db.set_trace_callback(statements.append)
+    try:
+        result = _query(vs)
+    finally:
+        db.set_trace_callback(None)
+    assert len([s for s in statements if "FROM passages" in s]) == 1, statements
+    assert "count(" not in " ".join(statements).lower(), statements
+    assert result.ids == want.ids and result.ids[0] == W3C
+    assert result.nodes[0].metadata["identifier"] == "6FTR78Ztl" and result.nodes[0].get_content() == "lorem ipsum"

@@ -162,7 +162,13 @@ def _check_top_k(top_k: Any) -> int:
     return top_k
 
 
+_NUMBERS = frozenset({float, int})
+
+
 def _query_vector(query_embedding: Any) -> list[float]:
+    # an embedder's list of Python floats: one type check per item, not an ABC isinstance (6x slower at 384-d)
+    if type(query_embedding) is list and query_embedding and set(map(type, query_embedding)) <= _NUMBERS:
+        return list(query_embedding)
     if isinstance(query_embedding, str | bytes) or not isinstance(query_embedding, Sequence) or not query_embedding:
         raise ValueError("query_embedding should be a non-empty list of floats.")
     if any(isinstance(x, Sequence) for x in query_embedding):
@@ -1085,14 +1091,21 @@ class RagHierDocumentStore:
         component_scores: bool,
         parent_documents: bool,
     ) -> list[Document]:
-        """Documents built from hits (embeddings and parent documents read from one committed state)."""
-        ids = [h.passage_id for h in hits]
+        """Documents built straight from the engine's hits, which carry every stored field a Document needs.
+
+        The hit rows were read by the search itself; the store is read again only for what a hit does not
+        carry and the caller asked for: embeddings (``return_embedding``) and parent documents, both from one
+        committed state.
+        """
+        embeddings: list[Any] = [None] * len(hits)
         parents: dict[str, dict[str, Any]] = {}
-        with store.reading():
-            embeddings = store.get_embeddings(ids) if return_embedding else [None] * len(ids)
-            if parent_documents:
-                for doc_id in dict.fromkeys(h.doc_id for h in hits):
-                    parents[doc_id] = store.get_document(doc_id) or {}
+        if return_embedding or parent_documents:
+            with store.reading():
+                if return_embedding:
+                    embeddings = store.get_embeddings([h.passage_id for h in hits])
+                if parent_documents:
+                    for doc_id in dict.fromkeys(h.doc_id for h in hits):
+                        parents[doc_id] = store.get_document(doc_id) or {}
         out = []
         for hit, embedding in zip(hits, embeddings, strict=True):
             extra: dict[str, Any] = {}
@@ -1109,6 +1122,11 @@ class RagHierDocumentStore:
             score = scaled_score(hit.score, scale) if scale else hit.score
             out.append(hit_to_document(hit, embedding, score, extra))
         return out
+
+    @staticmethod
+    def _empty(store: Store) -> bool:
+        """Whether the store holds no passage (the vector count first: in memory for a local store, no SQL)."""
+        return store.count_vectors() == 0 and store.count_passages() == 0
 
     def _retrieve(
         self,
@@ -1140,7 +1158,7 @@ class RagHierDocumentStore:
         with _engine_errors():
             store = self._read_handle()
             queries = self._queries(entry, store, query, query_embedding, query_sparse_embedding)
-            if top_k == 0 or store.count_passages() == 0:
+            if top_k == 0 or self._empty(store):
                 return []
             self._prepare_extensions(entry, params, auto_extensions)
             store = self._read_handle()  # the read-write handle if extensions were just built
