@@ -219,18 +219,31 @@ class DenseIndex:
 
     def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
         """Add vectors under ``ids`` (int64, not already present)."""
+        added = self._add(ids, vectors)
+        if added is None:
+            return
+        if self.journal is not None:
+            self.journal.added(*added)
+        if self.config.kind == "ivf" and not self.is_ivf_trained:
+            self._maybe_train_ivf()
+
+    def _add(self, ids: np.ndarray, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """Check and add, nothing else (no journal, no training); the checked ``(ids, vectors)``, None if empty."""
         arr = self._check_vectors(vectors)
         id_arr = np.ascontiguousarray(ids, dtype=np.int64)
         if id_arr.shape != (arr.shape[0],):
             raise ValueError(f"got {id_arr.shape[0]} ids for {arr.shape[0]} vectors")
         if arr.shape[0] == 0:
-            return
+            return None
         self._invalidate()
         self._index.add_with_ids(arr, id_arr)
-        if self.journal is not None:
-            self.journal.added(id_arr, arr)
-        if self.config.kind == "ivf" and not self.is_ivf_trained:
-            self._maybe_train_ivf()
+        return id_arr, arr
+
+    def _remove_ids(self, ids: np.ndarray) -> int:
+        """Remove ``ids`` from the FAISS index itself; how many were there."""
+        self._invalidate()
+        # IDSelectorArray: the IVF hash-table direct map accepts nothing else.
+        return int(self._index.remove_ids(faiss.IDSelectorArray(ids.size, faiss.swig_ptr(ids))))
 
     def _train_threshold(self) -> int:
         if self.config.train_min is not None:
@@ -293,8 +306,7 @@ class DenseIndex:
             return len(newly)
         if self.journal is not None:
             self.journal.removed(id_arr)
-        # IDSelectorArray: the IVF hash-table direct map accepts nothing else.
-        return int(self._index.remove_ids(faiss.IDSelectorArray(id_arr.size, faiss.swig_ptr(id_arr))))
+        return self._remove_ids(id_arr)
 
     def apply_segment(self, added_ids: np.ndarray, vectors: np.ndarray, removed_ids: np.ndarray) -> None:
         """Replay one committed change set (see :class:`Journal`): remove, then add, with no training or compaction.
@@ -304,18 +316,12 @@ class DenseIndex:
         """
         removed = np.ascontiguousarray(removed_ids, dtype=np.int64)
         if removed.size:
-            self._invalidate()
             if self.config.kind in _TOMBSTONE_KINDS:
-                self._tombstones |= {int(i) for i in removed}
+                self._invalidate()
+                self.mark_tombstones(removed)
             else:
-                self._index.remove_ids(faiss.IDSelectorArray(removed.size, faiss.swig_ptr(removed)))
-        if len(added_ids):
-            arr = self._check_vectors(vectors)
-            ids = np.ascontiguousarray(added_ids, dtype=np.int64)
-            if ids.shape != (arr.shape[0],):
-                raise ValueError(f"got {ids.shape[0]} ids for {arr.shape[0]} vectors")
-            self._invalidate()
-            self._index.add_with_ids(arr, ids)
+                self._remove_ids(removed)
+        self._add(added_ids, vectors)
 
     def _holds(self, i: int) -> bool:
         """Whether id ``i`` is in an ``IndexIDMap2`` (one hash lookup, not a scan of every id)."""
@@ -342,8 +348,7 @@ class DenseIndex:
             dead = np.array(sorted(self._tombstones), dtype=np.int64)
             logger.debug("purging %d tombstones from a flat index of %d vectors", dead.size, self.ntotal)
             self._journal_broken()
-            self._invalidate()
-            self._index.remove_ids(faiss.IDSelectorArray(dead.size, faiss.swig_ptr(dead)))
+            self._remove_ids(dead)
             self._tombstones = set()
             return
         ids = np.array(sorted(set(self.ids().tolist()) - self._tombstones), dtype=np.int64)

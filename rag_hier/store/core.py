@@ -161,6 +161,11 @@ class StoreCore:
         self._loaded_files: dict[str, Any] = {}  # what the in-memory indexes were loaded from
         self._fd: int | None = None  # store.sqlite, read by rag-hier itself: kept open (see database_fd)
 
+    def _close_fd(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
     def database_fd(self) -> int:
         """A descriptor of ``store.sqlite`` for hashing and copying it, open until the core closes.
 
@@ -216,9 +221,7 @@ class StoreCore:
             self.writer.close()
             with contextlib.suppress(sqlite3.Error):
                 self.db.close()
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
+            self._close_fd()
 
     # ------------------------------------------------------------------------------------------------
     # loading
@@ -251,9 +254,8 @@ class StoreCore:
             return core
         except BaseException:
             db.close()
-            if core is not None and core._fd is not None:
-                os.close(core._fd)
-                core._fd = None  # a handle bound to this core may still release it
+            if core is not None:
+                core._close_fd()  # a handle bound to this core may still release it
             raise
 
     def _check_manifest(self, state: dict[str, Any], *, verify: bool) -> None:
@@ -329,8 +331,7 @@ class StoreCore:
             if keep and "dense" in old_indexes and loaded is not None and loaded[:2] == key[:2]:
                 # the same dense.faiss: replay only the segments committed since (checked before any is applied)
                 index = old_indexes["dense"]
-                for seg in read_segments(self.db, self.root / DATABASE, recorded, dimension, after=loaded[2]):
-                    index.apply_segment(seg.ids, seg.vectors, seg.removed)
+                self._replay(index, read_segments(self.db, self.root / DATABASE, recorded, dimension, after=loaded[2]))
                 indexes["dense"] = index
             else:
                 segments = read_segments(self.db, self.root / DATABASE, recorded, dimension)
@@ -339,14 +340,7 @@ class StoreCore:
                         committed_path(self.root, DENSE_FILE, info, verify=verify), dimension, config
                     )
                 )
-                for seg in segments:
-                    try:
-                        index.apply_segment(seg.ids, seg.vectors, seg.removed)
-                    except (ValueError, RuntimeError) as exc:
-                        raise StoreCorruptedError(
-                            f"{self.root / DATABASE}: dense_segments generation {seg.generation} does not apply "
-                            f"to {DENSE_FILE} ({exc})"
-                        ) from exc
+                self._replay(index, segments)
                 indexes["dense"] = index
         self.indexes = indexes
         self._verify_counts(full=not keep)
@@ -370,6 +364,17 @@ class StoreCore:
         self.extensions = extensions
         self._remember_files()
         self._records = None
+
+    def _replay(self, index: DenseIndex, segments: list[Segment]) -> None:
+        """Apply committed segments to ``index`` in generation order."""
+        for seg in segments:
+            try:
+                index.apply_segment(seg.ids, seg.vectors, seg.removed)
+            except (ValueError, RuntimeError) as exc:
+                raise StoreCorruptedError(
+                    f"{self.root / DATABASE}: dense_segments generation {seg.generation} does not apply "
+                    f"to {DENSE_FILE} ({exc})"
+                ) from exc
 
     def _load_extension(
         self, name: str, info: Mapping[str, Any], handle: StoreBackend, *, verify: bool
@@ -420,8 +425,10 @@ class StoreCore:
         recorded = self.state.get("counts", {})
         if counts != recorded:
             raise StoreCorruptedError(f"{self.root / DATABASE}: holds {counts}, the committed state records {recorded}")
-        if full and has_incremental_schema(self.db) and self.count_rows() != counts:
-            raise StoreCorruptedError(f"{self.root / DATABASE}: row_counts {self.count_rows()} differ from {counts}")
+        if full and has_incremental_schema(self.db):
+            kept = self.count_rows()
+            if kept != counts:
+                raise StoreCorruptedError(f"{self.root / DATABASE}: row_counts {kept} differ from {counts}")
         index = self.indexes.get("dense")
         if index is None:
             if counts["vectors"]:
