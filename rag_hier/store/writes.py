@@ -271,11 +271,11 @@ class Writer:
                 for j, i in enumerate(todo):
                     vecs[i] = enc[j]
         removed = 0
-        replaced: list[str] = []
+        replaced: set[str] = set()
         if stored:
-            rowids = query_in(db, "SELECT id FROM passages WHERE passage_id IN ({marks})", sorted(stored))
-            replaced = query_in(db, "SELECT DISTINCT doc_id FROM passages WHERE id IN ({marks})", rowids)
-            removed = self.delete_rowids(rowids, drop_empty_documents=False)
+            rows = query_in(db, "SELECT id, doc_id FROM passages WHERE passage_id IN ({marks})", sorted(stored))
+            replaced = {doc for _, doc in rows}
+            removed = self.delete_rowids([rowid for rowid, _ in rows], drop_empty_documents=False)
         first_title: dict[str, str] = {}  # the first passage of a new document names it
         for p in items:
             if p.doc_id not in first_title:
