@@ -110,6 +110,11 @@ class TokenIndex:
             self._rows = SparseRowIndex(self.binarizer.vocab_size, binary=True)
         return self._rows
 
+    @property
+    def loaded_rows(self) -> SparseRowIndex | None:
+        """The rows if they exist yet (never loads the tokenizer)."""
+        return self._rows
+
     @rows.setter
     def rows(self, rows: SparseRowIndex) -> None:
         if not rows.binary:

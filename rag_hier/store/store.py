@@ -546,18 +546,24 @@ class HierStore:
     def optimize(self) -> None:
         """Write the passage index whole: merge its committed segments and drop an HNSW graph's tombstones.
 
-        Small writes commit their change to the index as segments inside ``store.sqlite`` (so a write costs
-        what it changes); they are merged by themselves once they pass a tenth of the index. Call this after
+        Small writes commit their change to the index (and to extensions that support it: token index,
+        document index, trees) as segments inside ``store.sqlite`` (so a write costs what it changes); they
+        are merged by themselves once they pass a tenth of the index; this writes the files of every
+        extension that has segments whole too. Call this after
         a burst of writes to have the next open read one file, or before copying the store.
         """
         with self.batch():
             core = self._core
+            core.merge_requested = True
+            # extensions that committed segments are written whole too
+            for name, info in core.state.get("extensions", {}).items():
+                if info.get("segments") and name in core.extensions:
+                    core.dirty_ext.add(name)
             index = core.indexes.get("dense")
             if index is None:
                 return
             if index.config.kind == "hnsw":
                 index.compact()
-            core.merge_requested = True
             core.dirty.add("dense")
 
     def snapshot(self, target: str | Path) -> Path:
@@ -659,6 +665,7 @@ class HierStore:
             extension.build(self)
             self._core.extensions[extension.name] = extension
             self._core.dirty_ext.add(extension.name)
+            self._core.rewrite_ext.add(extension.name)
 
     def ensure_extension(self, name: str, *, create: bool = True, **config: Any) -> StoreExtension:
         """The extension ``name``; when the store has none and ``create`` is true, one built with ``config``.
@@ -693,6 +700,7 @@ class HierStore:
         if name not in self._core.extensions:
             raise StoreError(f"{self.path} has no {name!r} extension")
         self._core.dirty_ext.add(name)
+        self._core.rewrite_ext.add(name)
 
     # ------------------------------------------------------------------------------------------------
     # reading

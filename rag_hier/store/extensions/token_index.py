@@ -1,7 +1,9 @@
 """The ``token-index`` store extension: SVDR's binary token index T(D) of every passage, file ``tokens.npz``.
 
 It keeps a :class:`~rag_hier.index.token.TokenIndex` in sync with every write: added passages are tokenized,
-removed ones masked, and the file is compacted and rewritten in the store's atomic commit.
+removed ones masked. A small write commits its rows (CSR) and removed rowids as a segment of ``store.sqlite``
+(:attr:`StoreExtension.DELTA_ARRAYS`); the file is compacted and rewritten in the store's atomic commit once
+the segments pass a tenth of the index, or on ``HierStore.optimize()``.
 
 Example:
     >>> store = HierStore.create("my-store", model=None)  # doctest: +SKIP
@@ -22,9 +24,10 @@ import numpy as np
 
 from rag_hier.encoders.dense import DEFAULT_MODEL
 from rag_hier.errors import StoreCorruptedError, StoreError
-from rag_hier.index.sparse import SparseRowIndex
+from rag_hier.index.sparse import RowJournal, SparseRowIndex
 from rag_hier.index.token import TokenIndex
 from rag_hier.store.extensions.base import StoreExtension, register_extension
+from rag_hier.store.segments import Delta
 
 if TYPE_CHECKING:
     from rag_hier.corpus.model import Passage
@@ -32,7 +35,37 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TokenIndexExtension", "passage_texts"]
+__all__ = ["SPARSE_DELTA_ARRAYS", "TokenIndexExtension", "passage_texts", "sparse_delta"]
+
+SPARSE_DELTA_ARRAYS: dict[str, tuple[str, int]] = {
+    "ids": ("<i8", 1),
+    "indptr": ("<i8", 1),
+    "indices": ("<i4", 1),
+    "data": ("<f4", 1),
+    "removed": ("<i8", 1),
+}
+"""The delta of a :class:`SparseRowIndex`: rows added (CSR; ``data`` empty when binary) and ids removed."""
+
+
+def sparse_delta(rows: SparseRowIndex | None) -> Delta | None:
+    """The change recorded by ``rows.journal`` as a delta (``None`` when there is none to describe it)."""
+    journal = rows.journal if rows is not None else None
+    if rows is None or journal is None or not journal.complete:
+        return None
+    ids, mat, removed = journal.arrays(rows.vocab_size)
+    arrays = {
+        "ids": ids.astype(np.int64),
+        "indptr": mat.indptr.astype(np.int64),
+        "indices": mat.indices.astype(np.int32),
+        "data": np.zeros(0, np.float32) if rows.binary else mat.data.astype(np.float32),
+        "removed": removed.astype(np.int64),
+    }
+    return Delta(arrays, int(ids.shape[0] + removed.shape[0]))
+
+
+def apply_sparse_delta(rows: SparseRowIndex, arrays: Mapping[str, np.ndarray]) -> None:
+    """Replay a :func:`sparse_delta` on ``rows``."""
+    rows.apply_delta(arrays["ids"], arrays["indptr"], arrays["indices"], arrays["data"], arrays["removed"])
 
 
 def passage_texts(store: StoreBackend, rowids: np.ndarray, *, chunk: int = 4096) -> list[str]:
@@ -122,6 +155,37 @@ class TokenIndexExtension(StoreExtension):
     def on_passages_removed(self, store: StoreBackend, rowids: np.ndarray) -> None:
         """Mask the removed passages (compacted when the file is next written)."""
         self.index.remove(rowids)
+
+    # -- incremental commits ----------------------------------------------------------------------
+    DELTA_ARRAYS = SPARSE_DELTA_ARRAYS
+
+    def begin_delta(self, limit: int) -> None:
+        """Record the rows added and removed by the write batch."""
+        rows = self.index.loaded_rows
+        if rows is not None:
+            rows.journal = RowJournal(limit)
+
+    def delta(self) -> Delta | None:
+        """The batch's rows (CSR) and removed rowids."""
+        return sparse_delta(self.index.loaded_rows)
+
+    def end_delta(self) -> None:
+        """Stop recording."""
+        rows = self.index.loaded_rows
+        if rows is not None:
+            rows.journal = None
+
+    def apply_delta(self, store: StoreBackend, arrays: Mapping[str, np.ndarray]) -> None:
+        """Replay a committed segment on the rows read from ``tokens.npz``."""
+        rows = self.index.loaded_rows
+        if rows is None:
+            raise ValueError("no rows loaded")
+        apply_sparse_delta(rows, arrays)
+
+    def delta_size(self) -> int:
+        """Rows held."""
+        rows = self.index.loaded_rows
+        return rows.rows_held if rows is not None else 0
 
     def verify(self, store: StoreBackend) -> None:
         """The index holds exactly the store's passages."""
