@@ -164,6 +164,7 @@ class StoreCore:
         self.dirty: set[str] = set()
         self.dirty_ext: set[str] = set()
         self.rewrite_ext: set[str] = set()  # extensions changed outside their hooks: written whole
+        self.ext_room: dict[str, int] = {}  # entries each extension's segments may still take (batch start)
         self.changed_docs: set[str] = set()
         self.merge_requested = False  # HierStore.optimize(): write dense.faiss whole at the next commit
         self.saved_state: dict[str, Any] = {}
@@ -613,9 +614,11 @@ class StoreCore:
         index = self.indexes.get("dense")
         if index is not None:
             index.journal = Journal(limit=self._segment_room(index))
+        self.ext_room = {}
         for name, ext in self.extensions.items():
             if ext.DELTA_ARRAYS:
-                ext.begin_delta(self._extension_room(name, ext))
+                self.ext_room[name] = self._extension_room(name, ext)
+                ext.begin_delta(self.ext_room[name])
 
     def _segment_room(self, index: DenseIndex) -> int:
         """How many more entries segments may take before ``dense.faiss`` is written whole."""
@@ -850,9 +853,7 @@ class StoreCore:
         if delta is None:
             return False
         recorded = before.get("segments") or {}
-        if delta.entries > merge_room(
-            ext.delta_size(), int(recorded.get("entries", 0)), SEGMENT_MERGE_MIN, SEGMENT_MERGE_RATIO
-        ):
+        if name not in self.ext_room or delta.entries > self.ext_room[name]:
             return False
         if delta.entries:
             insert_extension_segment(self.db, name, gen, delta)

@@ -157,7 +157,7 @@ class TokenIndexExtension(StoreExtension):
         self.index.remove(rowids)
 
     # -- incremental commits ----------------------------------------------------------------------
-    DELTA_ARRAYS = SPARSE_DELTA_ARRAYS
+    DELTA_ARRAYS: ClassVar[Mapping[str, tuple[str, int]]] = SPARSE_DELTA_ARRAYS
 
     def begin_delta(self, limit: int) -> None:
         """Record the rows added and removed by the write batch."""
