@@ -110,11 +110,6 @@ class TokenIndex:
             self._rows = SparseRowIndex(self.binarizer.vocab_size, binary=True)
         return self._rows
 
-    @property
-    def loaded_rows(self) -> SparseRowIndex | None:
-        """The rows if they exist yet (never loads the tokenizer)."""
-        return self._rows
-
     @rows.setter
     def rows(self, rows: SparseRowIndex) -> None:
         if not rows.binary:
@@ -122,6 +117,11 @@ class TokenIndex:
         if self._binarizer is not None and rows.vocab_size != self._binarizer.vocab_size:
             raise ValueError(f"rows have {rows.vocab_size} columns; the tokenizer has {self._binarizer.vocab_size}")
         self._rows = rows
+
+    @property
+    def loaded_rows(self) -> SparseRowIndex | None:
+        """The rows if they exist yet (never loads the tokenizer)."""
+        return self._rows
 
     @property
     def vocab_size(self) -> int:
