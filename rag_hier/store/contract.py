@@ -296,6 +296,14 @@ class StoreExtension:
     go as UTF-8 bytes plus offsets.
     """
 
+    DELTA_SEES_ALL_CHANGES: ClassVar[bool] = False
+    """Whether :meth:`delta` records every change made through the extension's objects, not only its hooks.
+
+    When true, :meth:`StoreBackend.mark_extension_dirty` commits a delta too (e.g. SVDR vectors cached by a
+    search, recorded by the sparse index's own journal); when false, it makes the store write the files
+    whole, since the delta may miss a change made outside the hooks.
+    """
+
     def begin_delta(self, limit: int) -> None:
         """Start recording the changes of one write batch (called before its first hook).
 

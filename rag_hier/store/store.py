@@ -700,7 +700,8 @@ class HierStore:
         if name not in self._core.extensions:
             raise StoreError(f"{self.path} has no {name!r} extension")
         self._core.dirty_ext.add(name)
-        self._core.rewrite_ext.add(name)
+        if not self._core.extensions[name].DELTA_SEES_ALL_CHANGES:  # the delta may miss this change
+            self._core.rewrite_ext.add(name)
 
     # ------------------------------------------------------------------------------------------------
     # reading

@@ -17,6 +17,7 @@ import rag_hier.store.core as core_mod
 from rag_hier import HierStore, Passage
 from rag_hier.errors import StoreCorruptedError
 from rag_hier.index.ehi import EHIIndexer
+from rag_hier.index.sparse import SparseRowIndex
 from rag_hier.store.contract import StoreExtension
 from rag_hier.store.extensions.doc_index import DocumentIndex
 from rag_hier.store.extensions.ehi import EHIExtension
@@ -313,4 +314,49 @@ def test_a_rolled_back_write_leaves_no_segment(tmp_path: Path, tiny_model_path: 
     assert _rows(store.path) == [] and _content(store, "doc-index") == live
     store.add_passages(_passages("m", 1), _vectors(1, 5))
     assert len(_rows(store.path)) == 1
+    store.close()
+
+
+def test_svdr_vectors_cached_by_a_search_commit_as_segments(tmp_path: Path, tiny_model_path: str) -> None:
+    """Vectors added outside the hooks (what β+rerank caches) are in the delta: the index's own journal sees them."""
+    import scipy.sparse as sp
+
+    from rag_hier.store.extensions.svdr_vectors import SparseVectorExtension
+
+    def rows(n: int, seed: int) -> sp.csr_matrix:
+        return sp.random(n, 50, density=0.2, format="csr", dtype=np.float32, random_state=seed)
+
+    store = _store(tmp_path / "s", "tree", tiny_model_path)
+    rowids = store.passage_rowids()
+    ext = SparseVectorExtension(model="m", fingerprint="f", vocab_size=50)
+    ext.index.add(rowids[:40], rows(40, 0))
+    store.add_extension(ext)
+    before = _ext_files(store, "svdr-vectors")
+    with store.batch():  # what rag_hier.retrieval.svdr.save_vectors does
+        ext.index.add(rowids[40:45], rows(5, 1))
+        store.mark_extension_dirty("svdr-vectors")
+    store.delete_passages(["p0", "p41"])
+    assert _ext_files(store, "svdr-vectors") == before
+    assert len(_rows(store.path, "svdr-vectors")) == 2
+    ids = ext.index.ids()
+    want = ext.index.rows(ids).toarray()
+    store.close()
+    again = HierStore.open(tmp_path / "s")
+    got = again.extension("svdr-vectors")
+    assert isinstance(got, SparseVectorExtension)
+    assert np.array_equal(got.index.ids(), ids) and np.array_equal(got.index.rows(ids).toarray(), want)
+    with again.batch():  # replacing the index object: no journal, written whole
+        got.index = SparseRowIndex(50, binary=False)
+        again.mark_extension_dirty("svdr-vectors")
+    assert _rows(again.path, "svdr-vectors") == [] and _ext_files(again, "svdr-vectors") != before
+    again.close()
+
+
+def test_mark_dirty_writes_an_extension_without_full_journal_whole(tmp_path: Path, tiny_model_path: str) -> None:
+    store = _store(tmp_path / "s", "tree", tiny_model_path)
+    before = _ext_files(store, "tree")
+    with store.batch():
+        store.add_passages(_passages("n", 2), _vectors(2, 3))
+        store.mark_extension_dirty("tree")  # a change the tree's delta may not describe
+    assert _rows(store.path) == [] and _ext_files(store, "tree") != before
     store.close()

@@ -27,6 +27,7 @@ from rag_hier.errors import StoreCorruptedError, StoreError
 from rag_hier.index.sparse import RowJournal, SparseRowIndex
 from rag_hier.index.token import TokenIndex
 from rag_hier.store.extensions.base import StoreExtension, register_extension
+from rag_hier.store.extensions.sparse_rows import SPARSE_DELTA_ARRAYS, apply_sparse_delta, sparse_delta
 from rag_hier.store.segments import Delta
 
 if TYPE_CHECKING:
@@ -35,37 +36,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SPARSE_DELTA_ARRAYS", "TokenIndexExtension", "passage_texts", "sparse_delta"]
-
-SPARSE_DELTA_ARRAYS: dict[str, tuple[str, int]] = {
-    "ids": ("<i8", 1),
-    "indptr": ("<i8", 1),
-    "indices": ("<i4", 1),
-    "data": ("<f4", 1),
-    "removed": ("<i8", 1),
-}
-"""The delta of a :class:`SparseRowIndex`: rows added (CSR; ``data`` empty when binary) and ids removed."""
-
-
-def sparse_delta(rows: SparseRowIndex | None) -> Delta | None:
-    """The change recorded by ``rows.journal`` as a delta (``None`` when there is none to describe it)."""
-    journal = rows.journal if rows is not None else None
-    if rows is None or journal is None or not journal.complete:
-        return None
-    ids, mat, removed = journal.arrays(rows.vocab_size)
-    arrays = {
-        "ids": ids.astype(np.int64),
-        "indptr": mat.indptr.astype(np.int64),
-        "indices": mat.indices.astype(np.int32),
-        "data": np.zeros(0, np.float32) if rows.binary else mat.data.astype(np.float32),
-        "removed": removed.astype(np.int64),
-    }
-    return Delta(arrays, int(ids.shape[0] + removed.shape[0]))
-
-
-def apply_sparse_delta(rows: SparseRowIndex, arrays: Mapping[str, np.ndarray]) -> None:
-    """Replay a :func:`sparse_delta` on ``rows``."""
-    rows.apply_delta(arrays["ids"], arrays["indptr"], arrays["indices"], arrays["data"], arrays["removed"])
+__all__ = ["TokenIndexExtension", "passage_texts"]
 
 
 def passage_texts(store: StoreBackend, rowids: np.ndarray, *, chunk: int = 4096) -> list[str]:
@@ -158,6 +129,7 @@ class TokenIndexExtension(StoreExtension):
 
     # -- incremental commits ----------------------------------------------------------------------
     DELTA_ARRAYS: ClassVar[Mapping[str, tuple[str, int]]] = SPARSE_DELTA_ARRAYS
+    DELTA_SEES_ALL_CHANGES: ClassVar[bool] = True  # the journal is the rows' own
 
     def begin_delta(self, limit: int) -> None:
         """Record the rows added and removed by the write batch."""
