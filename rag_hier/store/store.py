@@ -654,6 +654,33 @@ class HierStore:
         with self._reading():
             return self._core.extensions.get(name)
 
+    def extension_files(self, name: str) -> dict[str, bytes]:
+        """The content of extension ``name``'s files as of the committed generation, its segments merged in.
+
+        The files on disk lack the changes committed since as ``extension_segments`` rows; a copy of the
+        extension elsewhere (another backend) takes these bytes instead. Without segments they are the
+        committed files themselves; with segments the extension, which holds them replayed, writes them.
+        """
+        import tempfile
+
+        from rag_hier.store.state import committed_path
+
+        with self._reading():
+            core = self._core
+            info = core.state.get("extensions", {}).get(name)
+            ext = core.extensions.get(name)
+            if info is None or ext is None:
+                raise StoreError(f"{self.path} has no {name!r} extension")
+            if not info.get("segments"):
+                return {
+                    f: committed_path(self.path, f, core.state["files"][f], verify=False).read_bytes()
+                    for f in info.get("files", [])
+                }
+            with tempfile.TemporaryDirectory(prefix="rag-hier-ext-") as tmp:
+                paths = {f: Path(tmp) / f for f in ext.files()}
+                ext.write(paths)
+                return {f: path.read_bytes() for f, path in paths.items()}
+
     def add_extension(self, extension: StoreExtension, *, replace: bool = False) -> None:
         """Attach an extension, build it from the stored passages, and commit it with the store."""
         if not extension.name:

@@ -83,9 +83,9 @@ def _rows(path: Path, name: str | None = None) -> list[tuple[str, int, int]]:
         db.close()
 
 
-def _content(store: HierStore, name: str) -> Any:
+def _content(store: HierStore, name: str, ext: StoreExtension | None = None) -> Any:
     """What the extension holds, by passage and document id (comparable across stores)."""
-    ext = store.extension(name)
+    ext = ext if ext is not None else store.extension(name)
     pid = {r: rec.passage_id for r, rec in store.records(store.passage_rowids().tolist()).items()}
     if isinstance(ext, TokenIndexExtension):
         rows = ext.index.rows
@@ -359,4 +359,26 @@ def test_mark_dirty_writes_an_extension_without_full_journal_whole(tmp_path: Pat
         store.add_passages(_passages("n", 2), _vectors(2, 3))
         store.mark_extension_dirty("tree")  # a change the tree's delta may not describe
     assert _rows(store.path) == [] and _ext_files(store, "tree") != before
+    store.close()
+
+
+@pytest.mark.parametrize("name", ["tree", "doc-index"])
+def test_extension_files_hold_the_segments(tmp_path: Path, tiny_model_path: str, name: str) -> None:
+    """What a copy to another backend takes: the files with the committed segments merged in."""
+    store = _store(tmp_path / "s", name, tiny_model_path)
+    on_disk = {f: (store.path / f).read_bytes() for f in _ext_files(store, name)}
+    assert store.extension_files(name) == on_disk  # no segments yet: the committed files
+    _writes(store)
+    files = store.extension_files(name)
+    assert files.keys() == on_disk.keys() and files != on_disk
+    live = store.extension(name)
+    assert live is not None
+    ext = type(live).from_config(live.config())
+    paths = {}
+    for f, data in files.items():
+        paths[f] = tmp_path / f
+        paths[f].write_bytes(data)
+    ext.load(store, paths)
+    ext.verify(store)
+    assert _content(store, name, ext) == _content(store, name)
     store.close()
