@@ -382,3 +382,50 @@ def test_extension_files_hold_the_segments(tmp_path: Path, tiny_model_path: str,
     ext.verify(store)
     assert _content(store, name, ext) == _content(store, name)
     store.close()
+
+
+def test_sparse_embeddings_commit_their_rows_as_segments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows go as original indices: a write that brings a new index (new column) replays to the same search."""
+    from rag_hier.store.extensions.sparse_embeddings import SparseEmbeddingExtension
+
+    def passages(prefix: str, n: int, seed: int) -> list[Passage]:
+        rng = np.random.default_rng(seed)
+        out = []
+        for i in range(n):
+            idx = sorted(set(rng.integers(0, 40 if prefix == "p" else 10**9, 5).tolist()))
+            extra = {"sparse_embedding": {"indices": idx, "values": rng.random(len(idx)).round(3).tolist()}}
+            out.append(Passage(f"{prefix}{i}", f"{prefix}d{i % 40}", i, f"{prefix} {i}", extra=extra))
+        return out
+
+    def results(store: HierStore) -> list[list[tuple[int, float]]]:
+        ext = SparseEmbeddingExtension.of(store)
+        assert ext is not None
+        out = []
+        for p in queries:
+            data = p.extra["sparse_embedding"]
+            scores, ids = ext.search(data["indices"], data["values"], top_k=10)
+            out.append([(int(i), round(float(s), 4)) for s, i in zip(scores, ids, strict=True)])
+        return out
+
+    def history(path: Path) -> HierStore:
+        store = HierStore.create(path, model=None, dimension=D)
+        store.add_passages(passages("p", 80, 0), _vectors(80, 0))
+        store.ensure_extension("sparse-embeddings")
+        store.add_passages(passages("n", 3, 1), _vectors(3, 1))  # indices no passage used yet: new columns
+        store.add_passages(passages("p", 2, 2), _vectors(2, 2))  # upsert
+        store.delete_passages(["p5", "n1"])
+        store.delete_documents(["pd7"])
+        return store
+
+    queries = passages("p", 5, 0) + passages("n", 3, 1)
+    store = history(tmp_path / "seg")
+    assert len(_rows(store.path, "sparse-embeddings")) == 4
+    live = results(store)
+    assert any(live)
+    store.close()
+    assert results(HierStore.open(tmp_path / "seg")) == live
+    monkeypatch.setattr(core_mod, "SEGMENT_MERGE_MIN", 0)
+    monkeypatch.setattr(core_mod, "SEGMENT_MERGE_RATIO", 0.0)
+    whole = history(tmp_path / "whole")
+    assert _rows(whole.path) == [] and results(whole) == live
+    whole.close()
