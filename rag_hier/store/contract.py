@@ -314,8 +314,10 @@ class StoreExtension:
     def delta(self) -> Delta | None:
         """The batch's change since :meth:`begin_delta`, or ``None`` when a delta cannot describe it.
 
-        ``None`` (e.g. no recording was started, the extension was rebuilt, or re-clustered) makes the store
-        write the files whole. Arrays must match :attr:`DELTA_ARRAYS`.
+        ``None`` makes the store write the files whole; it must be the answer whenever the recording may
+        miss a change: no :meth:`begin_delta` on this object (an extension added, rebuilt or loaded during the
+        batch), a rebuild or re-clustering, a recording past its ``limit``. Arrays must match
+        :attr:`DELTA_ARRAYS`; ``entries`` is the change's size (0: nothing changed, no row is written).
         """
         return None
 
