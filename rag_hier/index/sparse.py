@@ -46,6 +46,8 @@ __all__ = [
 
 SearchMethod = Literal["auto", "matmul", "inverted"]
 _METHODS = ("auto", "matmul", "inverted")
+_PENDING_SCAN_MAX = 65536
+"""A removal scans up to this many pending (not yet stacked) rows instead of stacking every row first."""
 _FORMAT = "rag-hier-sparse-rows"
 _VERSION = 1
 
@@ -158,16 +160,24 @@ class SparseRowIndex:
     def _consolidate(self) -> None:
         if not self._pending:
             return
-        ids = [self._ids, *(i for i, _ in self._pending)]
+        held = self._ids.shape[0]
+        new_ids = np.concatenate([i for i, _ in self._pending])
         mats = [self._csr, *(m for _, m in self._pending)]
-        self._ids = np.concatenate(ids)
-        self._live = np.concatenate([self._live, *(np.ones(i.shape[0], dtype=bool) for i, _ in self._pending)])
+        self._ids = np.concatenate([self._ids, new_ids])
+        self._live = np.concatenate([self._live, np.ones(new_ids.shape[0], dtype=bool)])
         self._csr = sp.csr_matrix(sp.vstack(mats, format="csr", dtype=np.float32))
         self._pending = []
         self._invalidate()
+        lookup = self._lookup
+        if lookup is not None and new_ids.size and (lookup[0].size == 0 or new_ids.min() > lookup[0][-1]):
+            # ids appended above every held one (the store's rowids): extend the lookup, no sort of all ids
+            order = np.argsort(new_ids, kind="stable")
+            self._lookup = (np.concatenate([lookup[0], new_ids[order]]), np.concatenate([lookup[1], held + order]))
+        else:
+            self._lookup = None
 
     def _invalidate(self) -> None:
-        self._lookup = None
+        """Drop the caches derived from the rows (the id lookup depends only on the ids: it stays)."""
         self._inverted = None
         self._df = None
         self._col_counts = None
@@ -202,16 +212,25 @@ class SparseRowIndex:
     def _positions(self, ids: np.ndarray) -> np.ndarray:
         """Row position of each id among live rows (``-1`` when absent)."""
         self._consolidate()
+        return self._held_positions(ids)
+
+    def _held_positions(self, ids: np.ndarray) -> np.ndarray:
+        """Row position of each id among the live consolidated rows (``-1`` when absent; pending rows ignored).
+
+        The lookup sorts every held id, masked ones included, so removals leave it valid; of an id held
+        twice (masked, then added again) the later row is the only one that can be live.
+        """
         if self._lookup is None:
-            pos = np.flatnonzero(self._live)
-            order = np.argsort(self._ids[pos], kind="stable")
-            self._lookup = (self._ids[pos][order], pos[order])
+            order = np.argsort(self._ids, kind="stable")
+            self._lookup = (self._ids[order], order)
         keys, pos = self._lookup
         q = np.asarray(ids, dtype=np.int64).ravel()
         if keys.shape[0] == 0:
             return np.full(q.shape[0], -1, dtype=np.int64)
-        at = np.clip(np.searchsorted(keys, q), 0, keys.shape[0] - 1)
-        return np.where(keys[at] == q, pos[at], -1)
+        at = np.searchsorted(keys, q, side="right") - 1
+        safe = np.clip(at, 0, keys.shape[0] - 1)
+        row = pos[safe]
+        return np.where((at >= 0) & (keys[safe] == q) & self._live[row], row, -1)
 
     def contains(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """Boolean mask: which of ``ids`` have a live row."""
@@ -281,12 +300,31 @@ class SparseRowIndex:
         self.add(ids, rows)
 
     def _mask(self, ids: np.ndarray) -> int:
-        pos = self._positions(np.asarray(ids, dtype=np.int64))
+        """Mask the live rows of ``ids`` (pending rows are dropped from the pending list: no consolidation)."""
+        q = np.asarray(ids, dtype=np.int64).ravel()
+        n = 0
+        if self.rows_held - self._ids.shape[0] > _PENDING_SCAN_MAX:
+            self._consolidate()  # many pending rows: one stack, then the lookup, beats a scan per call
+        if self._pending:
+            kept = []
+            for pid, mat in self._pending:
+                hit = np.isin(pid, q)
+                if hit.any():
+                    n += int(hit.sum())
+                    keep = np.flatnonzero(~hit)
+                    if keep.size:
+                        kept.append((pid[keep], sp.csr_matrix(mat[keep])))
+                else:
+                    kept.append((pid, mat))
+            self._pending = kept
+        pos = self._held_positions(q)
         pos = pos[pos >= 0]
         if pos.size:
             self._live[pos] = False
+        n += int(pos.size)
+        if n:
             self._invalidate()
-        return int(pos.size)
+        return n
 
     def retain(self, ids: Sequence[int] | np.ndarray) -> int:
         """Remove every live row whose id is not in ``ids``; returns how many were removed."""
@@ -309,6 +347,7 @@ class SparseRowIndex:
         self._csr = sp.csr_matrix(self._csr[keep])
         self._live = np.ones(keep.shape[0], dtype=bool)
         self._invalidate()
+        self._lookup = None
 
     # -- reads --------------------------------------------------------------------------------------
     def rows(self, ids: Sequence[int] | np.ndarray) -> sp.csr_matrix:
