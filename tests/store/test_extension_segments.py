@@ -429,3 +429,21 @@ def test_sparse_embeddings_commit_their_rows_as_segments(tmp_path: Path, monkeyp
     whole = history(tmp_path / "whole")
     assert _rows(whole.path) == [] and results(whole) == live
     whole.close()
+
+
+@pytest.mark.parametrize(
+    ("segments", "message"),
+    [({"count": -1, "entries": 0, "last": 0}, "segments.count must be >= 0"), ("x", "segments must be an object")],
+)
+def test_a_tampered_segment_state_is_named(tmp_path: Path, tiny_model_path: str, segments: Any, message: str) -> None:
+    store = _store(tmp_path / "s", "tree", tiny_model_path)
+    store.add_passages(_passages("n", 1), _vectors(1, 3))
+    store.close()
+    db = sqlite3.connect(tmp_path / "s" / "store.sqlite")
+    state = json.loads(db.execute("SELECT value FROM state WHERE key='manifest'").fetchone()[0])
+    state["extensions"]["tree"]["segments"] = segments
+    db.execute("UPDATE state SET value=? WHERE key='manifest'", (json.dumps(state),))
+    db.commit()
+    db.close()
+    with pytest.raises(StoreCorruptedError, match=rf"extensions\['tree'\]\.{message}"):
+        HierStore.open(tmp_path / "s", verify_checksums=False)
