@@ -12,7 +12,12 @@ One rag-hier collection named ``C`` is five Milvus collections:
 ``C__state``  one row: the committed state (generation, encoder, dimension, index, extensions, counters)
 ``C__files``  extension files (document index, token index, tree, ...) in base64 chunks, by generation
 ``C__retired``  row versions a commit replaced or deleted, until they are physically deleted
+``C__sparse``  rows of the sparse extensions (SVDR token index, sparse embeddings) as a sparse vector field,
+              versioned like passages (created when the first one is attached; see :mod:`.fields`)
 ============  ===================================================================================
+
+Passage rows also carry ``tree_leaf`` and ``ehi_leaves`` (nullable): the leaves the ``tree`` / ``ehi``
+extensions assign, so beam search ends in one filtered dense search.
 
 **Commit.** Milvus has no multi-row transaction, so a write is made atomic the way a log-structured store
 does it: new row versions are inserted with ``gen = G + 1`` (invisible: every read filters ``gen <= G``),
@@ -42,9 +47,10 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
+import scipy.sparse as sp
 
 from rag_hier._version import __version__
 from rag_hier.corpus.model import Document, Passage, split_document
@@ -56,6 +62,15 @@ from rag_hier.store.contract import SIMILARITIES, Filters, Similarity, StoreExte
 from rag_hier.store.extensions.base import extension_class
 from rag_hier.store.filters import compile_filter
 from rag_hier.store.milvus.client import Connection
+from rag_hier.store.milvus.fields import (
+    LEAF_COLUMNS,
+    MAX_ARRAY,
+    SPARSE_EXTENSIONS,
+    LeafRows,
+    SparseRows,
+    leaf_values,
+    sparse_dicts,
+)
 from rag_hier.store.milvus.filters import translate
 from rag_hier.store.records import POLICIES, PassageRecord, WritePolicy, WriteSummary
 from rag_hier.store.schema import dumps, hash_text
@@ -180,9 +195,15 @@ class _Batch:
     """An open write: the generation it writes, the versions it retires, what changed."""
 
     gen: int
-    retired: dict[str, set[int]] = field(default_factory=lambda: {"p": set(), "d": set()})
+    retired: dict[str, set[int]] = field(default_factory=lambda: {"p": set(), "d": set(), "s": set()})
     changed_docs: set[str] = field(default_factory=set)
     dirty_ext: set[str] = field(default_factory=set)
+    added: set[int] = field(default_factory=set)
+    """Rowids of passages inserted with extension hooks (their sparse rows and leaves are written at the commit)."""
+    removed: set[int] = field(default_factory=set)
+    """Rowids of passages retired (their sparse rows are retired at the commit)."""
+    rebuilt: set[str] = field(default_factory=set)
+    """Extensions that hold their whole state in memory (attached, imported, changed outside the hooks)."""
     floor: int | None = None
     saved_state: dict[str, Any] = field(default_factory=dict)
     depth: int = 0
@@ -227,6 +248,9 @@ class MilvusStore:
         self._syncing = False
         self._pinned = 0
         self._closed = False
+        self._has_sparse = False
+        self._leaf_columns: tuple[str, ...] = ()
+        self._df_cache: dict[tuple[str, int], tuple[np.ndarray, np.ndarray, int]] = {}
 
     # ------------------------------------------------------------------------------------------------
     # names and low-level calls
@@ -250,6 +274,10 @@ class MilvusStore:
     @property
     def _r(self) -> str:
         return f"{self.name}__retired"
+
+    @property
+    def _sp(self) -> str:
+        return f"{self.name}__sparse"
 
     def _call(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
         if self._closed:
@@ -418,6 +446,7 @@ class MilvusStore:
                 "next_seq": 1,
             }
             store._create_collections(dimension, config)
+            store._leaf_columns = tuple(LEAF_COLUMNS.values())
             store._put_state(state)
             store._state = state
         except BaseException:
@@ -455,6 +484,7 @@ class MilvusStore:
                 raise StoreError(f"{store.location}: no rag-hier collection {name!r} there")
             for coll in (store._s, store._p, store._d, store._f, store._r):
                 store._call("loading the collection", "load_collection", coll)
+            store._sparse_collection_present()
             store._load_state()
             store._check_schema()
             if not read_only:
@@ -537,11 +567,13 @@ class MilvusStore:
         s.add_field("has_vector", DataType.BOOL)
         s.add_field("exact", DataType.VARCHAR, max_length=_VARCHAR)
         s.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
+        s.add_field("tree_leaf", DataType.INT64, nullable=True)
+        s.add_field("ehi_leaves", DataType.ARRAY, element_type=DataType.INT64, max_capacity=MAX_ARRAY, nullable=True)
         ip = client.prepare_index_params()
         params = milvus_index_params(config)
         ip.add_index("vector", index_type=params["index_type"], metric_type="IP", params=params["params"])
-        for f in ("rowid", "gen", "passage_id", "doc_id"):
-            ip.add_index(f, index_type="INVERTED")
+        for f in ("rowid", "gen", "passage_id", "doc_id", "tree_leaf"):
+            ip.add_index(f, index_type="INVERTED")  # (Milvus Lite has no scalar index on ARRAY fields)
         self._call(
             "creating the passage collection",
             "create_collection",
@@ -615,6 +647,40 @@ class MilvusStore:
             consistency_level="Strong",
         )
 
+    def _sparse_collection_present(self) -> bool:
+        """Whether ``C__sparse`` exists (loaded when it does; another process may have created it since)."""
+        if not self._has_sparse and self._call("listing collections", "has_collection", self._sp):
+            self._call("loading the collection", "load_collection", self._sp)
+            self._has_sparse = True
+        return self._has_sparse
+
+    def _create_sparse_collection(self) -> None:
+        """``C__sparse``: the sparse extensions' rows (created when the first one is attached)."""
+        if self._sparse_collection_present():
+            return
+        from pymilvus import DataType
+
+        client = self._conn.client
+        s = client.create_schema(auto_id=False, enable_dynamic_field=False)
+        s.add_field("vid", DataType.INT64, is_primary=True)
+        s.add_field("tag", DataType.VARCHAR, max_length=256)
+        s.add_field("rowid", DataType.INT64)
+        s.add_field("gen", DataType.INT64)
+        s.add_field("vec", DataType.SPARSE_FLOAT_VECTOR)
+        ip = client.prepare_index_params()
+        ip.add_index("vec", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
+        for f in ("tag", "rowid", "gen"):
+            ip.add_index(f, index_type="INVERTED")
+        self._call(
+            "creating the sparse collection",
+            "create_collection",
+            self._sp,
+            schema=s,
+            index_params=ip,
+            consistency_level="Strong",
+        )
+        self._has_sparse = True
+
     def _check_schema(self) -> None:
         """The passage collection must have our fields and the recorded dimension."""
         desc = self._call("describing the passage collection", "describe_collection", self._p)
@@ -625,6 +691,7 @@ class MilvusStore:
                 f"{self.location}: the Milvus collection {self.name!r} has another schema (no field "
                 f"{', '.join(missing)}); it was not created by this rag-hier"
             )
+        self._leaf_columns = tuple(c for c in LEAF_COLUMNS.values() if c in fields)
         dim = int((fields["vector"].get("params") or {}).get("dim", -1))
         if dim != self._state.get("dimension"):
             raise DimensionMismatchError(
@@ -690,7 +757,7 @@ class MilvusStore:
         if not force and self._loaded_files.get("__gen__") == gen:
             return
         self._state = state
-        excluded: dict[str, set[int]] = {"p": set(), "d": set()}
+        excluded: dict[str, set[int]] = {"p": set(), "d": set(), "s": set()}
         for r in self._retired_rows(f"gen <= {gen}"):
             excluded.setdefault(r["kind"], set()).add(int(r["target"]))
         self._excluded = excluded
@@ -705,7 +772,7 @@ class MilvusStore:
         loaded: dict[str, Any] = {"__gen__": state.get("generation")}
         extensions: dict[str, StoreExtension] = {}
         for name, info in state.get("extensions", {}).items():
-            key = dumps([info.get("config"), info.get("files")])
+            key = dumps([info.get("config"), info.get("files"), info.get("fields")])
             old = self._extensions.get(name)
             if old is not None and self._loaded_files.get(name) == key:
                 extensions[name] = old
@@ -726,6 +793,10 @@ class MilvusStore:
             ext = cls.from_config(info.get("config", {}))
         except (TypeError, ValueError) as exc:
             raise StoreCorruptedError(f"{self.location}: extension {name!r} has a bad configuration ({exc})") from exc
+        if "sparse" in (info.get("fields") or {}):
+            if name not in SPARSE_EXTENSIONS or files:
+                raise StoreCorruptedError(f"{self.location}: extension {name!r} cannot be a sparse field")
+            return ext  # its rows stay in Milvus (C__sparse); the client holds only a write batch's new rows
         with tempfile.TemporaryDirectory(prefix="rag-hier-milvus-") as tmp:
             paths = {}
             for fname, finfo in files.items():
@@ -772,7 +843,7 @@ class MilvusStore:
     def _view(self) -> _View:
         if self._batch is not None:
             b = self._batch
-            excluded = {k: set(self._excluded.get(k, set())) | b.retired.get(k, set()) for k in ("p", "d")}
+            excluded = {k: set(self._excluded.get(k, set())) | b.retired.get(k, set()) for k in ("p", "d", "s")}
             floor = b.floor if b.floor is not None else int(self._state.get("floor", 0))
             return _View(b.gen, floor, excluded)
         return _View(int(self._state["generation"]), int(self._state.get("floor", 0)), self._excluded)
@@ -886,8 +957,17 @@ class MilvusStore:
                 "passages": self.count_passages(),
                 "vectors": self.count_vectors(),
             }
-            out["extensions_state"] = {n: e.describe() for n, e in self._extensions.items()}
+            out["extensions_state"] = {n: e.describe() for n, e in self._extensions.items() if not self._is_sparse(n)}
+            for n in self._extensions:
+                if self._is_sparse(n):
+                    tag = self._field(n, "sparse")
+                    where = f"tag == {_str_list([tag])[1:-1]} and {self._view().expr('s')}"
+                    held = self._count(self._sp, where) if self._sparse_collection_present() else 0
+                    out["extensions_state"][n] = {"milvus": {"collection": self._sp, "tag": tag, "rows": held}}
             return out
+
+    def _is_sparse(self, name: str) -> bool:
+        return "sparse" in (self._state.get("extensions", {}).get(name, {}).get("fields") or {})
 
     def encode_queries(self, queries: Sequence[str]) -> np.ndarray:
         """Query vectors from the collection's encoder."""
@@ -1105,13 +1185,26 @@ class MilvusStore:
     # ------------------------------------------------------------------------------------------------
     # dense vectors and search
     # ------------------------------------------------------------------------------------------------
+    @staticmethod
+    def _allowed_expr(allowed: np.ndarray | None) -> str | None:
+        """The passage condition of ``allowed`` (``None``: nothing allowed)."""
+        if allowed is None:
+            return "has_vector == true"
+        if isinstance(allowed, MilvusRowids) and allowed.expr is not None:
+            return allowed.expr
+        ids = np.unique(np.asarray(allowed, dtype=np.int64))
+        if ids.size == 0:
+            return None
+        return f"has_vector == true and {_ids_expr('rowid', ids.tolist())}"
+
     def search_dense(
-        self, queries: np.ndarray, top_k: int, allowed: np.ndarray | None = None
+        self, queries: np.ndarray, top_k: int, allowed: np.ndarray | None = None, *, where: str | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """Top inner products over the passage vectors, searched inside Milvus: ``(scores, rowids)``, ``-1``-padded.
 
         ``allowed`` from :meth:`matching_rowids` is applied as its Milvus expression; any other rowid set as
-        ``rowid in [...]``. ``top_k`` is capped at Milvus' limit of 16,384.
+        ``rowid in [...]``; ``where`` (a Milvus expression on the passage fields, internal) narrows further.
+        ``top_k`` is capped at Milvus' limit of 16,384.
         """
         q = np.ascontiguousarray(np.asarray(queries, dtype=np.float32))
         if q.ndim == 1:
@@ -1127,15 +1220,11 @@ class MilvusStore:
             k = min(int(top_k), live, MAX_LIMIT)
             if k <= 0 or n == 0:
                 return np.zeros((n, 0), np.float32), np.zeros((n, 0), np.int64)
-            if allowed is None:
-                cond = "has_vector == true"
-            elif isinstance(allowed, MilvusRowids) and allowed.expr is not None:
-                cond = allowed.expr
-            else:
-                ids = np.unique(np.asarray(allowed, dtype=np.int64))
-                if ids.size == 0:
-                    return np.full((n, k), -np.inf, np.float32), np.full((n, k), -1, np.int64)
-                cond = f"has_vector == true and {_ids_expr('rowid', ids.tolist())}"
+            cond = self._allowed_expr(allowed)
+            if cond is None:
+                return np.full((n, k), -np.inf, np.float32), np.full((n, k), -1, np.int64)
+            if where is not None:
+                cond = f"({cond}) and ({where})"
             fetch = min(k + min(k, 16), MAX_LIMIT)  # a few more, so ties at the cut are broken by rowid
             res = self._call(
                 "a vector search",
@@ -1160,6 +1249,207 @@ class MilvusStore:
             scores[i, : order.size] = dist[order]
             ids_out[i, : order.size] = rows[order]
         return scores, ids_out
+
+    # ------------------------------------------------------------------------------------------------
+    # extensions kept in Milvus fields (see rag_hier.store.milvus.fields)
+    # ------------------------------------------------------------------------------------------------
+    def extension_in_engine(self, name: str) -> bool:
+        """Whether extension ``name`` is searched inside Milvus.
+
+        True when its rows are a sparse field (``token-index``, ``sparse-embeddings``) or its leaves a passage
+        field (``tree``, ``ehi``); else the strategies search it in the client (extensions attached before this
+        existed, collections whose schema lacks the leaf fields).
+        """
+        with self._reading():
+            fields = self._state.get("extensions", {}).get(name, {}).get("fields") or {}
+            return "sparse" in fields or "leaf" in fields
+
+    def _field(self, name: str, kind: str) -> str:
+        value = (self._state.get("extensions", {}).get(name, {}).get("fields") or {}).get(kind)
+        if value is None:
+            raise StoreError(f"{self.location}: the {name!r} extension is not kept in a Milvus field")
+        return str(value)
+
+    def search_sparse(
+        self, name: str, queries: Any, top_k: int, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top inner products of sparse queries with extension ``name``'s rows, searched inside Milvus.
+
+        Args:
+            name: ``"token-index"`` or ``"sparse-embeddings"`` (kept in a sparse field).
+            queries: ``(n, columns)`` sparse rows whose column numbers are the stored indices (token ids,
+                the caller's sparse indices); weights must be non-negative (Milvus' rule).
+            top_k: Results per query (capped at 16,384).
+            allowed: Only these passages (rowids) may be returned.
+
+        Returns:
+            ``(scores, rowids)``, ``(n, top_k)``, padded with ``-inf`` / ``-1``; ties by ascending rowid. Rows
+            sharing no index with the query are never returned (Milvus' sparse search leaves them out).
+
+        """
+        q = sp.csr_matrix(queries, dtype=np.float32)
+        n, k = q.shape[0], min(int(top_k), MAX_LIMIT)
+        scores = np.full((n, k), -np.inf, np.float32)
+        ids_out = np.full((n, k), -1, np.int64)
+        if k <= 0 or n == 0:
+            return scores, ids_out
+        data = sparse_dicts(q, f"{self.location}: a {name} query")
+        with self._reading() as view:
+            tag = self._field(name, "sparse")
+            if not self._sparse_collection_present():
+                return scores, ids_out
+            cond = f"tag == {_str_list([tag])[1:-1]}"
+            if allowed is not None:
+                ids = np.unique(np.asarray(allowed, dtype=np.int64))
+                if ids.size == 0:
+                    return scores, ids_out
+                cond += f" and {_ids_expr('rowid', ids.tolist())}"
+            todo = [i for i, d in enumerate(data) if d]
+            if not todo:
+                return scores, ids_out
+            fetch = min(k + min(k, 16), MAX_LIMIT)  # a few more, so ties at the cut are broken by rowid
+            res = self._call(
+                "a sparse search",
+                "search",
+                self._sp,
+                data=[data[i] for i in todo],
+                anns_field="vec",
+                limit=fetch,
+                filter=f"{cond} and {view.expr('s')}",
+                output_fields=["rowid"],
+                search_params={"metric_type": "IP", "params": {}},
+                consistency_level="Strong",
+            )
+        for i, hits in zip(todo, res, strict=True):
+            if not hits:
+                continue
+            rows = np.fromiter((int(h["entity"]["rowid"]) for h in hits), np.int64, count=len(hits))
+            dist = np.fromiter((float(h["distance"]) for h in hits), np.float32, count=len(hits))
+            order = select_top_k(dist, rows, k)
+            scores[i, : order.size] = dist[order]
+            ids_out[i, : order.size] = rows[order]
+        return scores, ids_out
+
+    def _sparse_rows(self, name: str, view: _View, expr: str = "true") -> list[dict[str, Any]]:
+        tag = self._field(name, "sparse")
+        if not self._sparse_collection_present():
+            return []
+        where = f"tag == {_str_list([tag])[1:-1]} and ({expr}) and {view.expr('s')}"
+        return self._query(self._sp, where, ["rowid", "vec"], what=f"reading the {name} rows")
+
+    def sparse_document_frequency(self, name: str) -> tuple[np.ndarray, np.ndarray, int]:
+        """``(indices, document frequencies, rows)`` of extension ``name``'s sparse rows (for idf weights).
+
+        Milvus has no aggregate for this, so the rows are read once per committed generation (streamed; only the
+        counts are kept) — the client-side step of SVDR's lexical mode on Milvus.
+        """
+        with self._reading() as view:
+            key = (self._field(name, "sparse"), view.gen_max)
+            if key not in self._df_cache:
+                counts: dict[int, int] = {}
+                rows = self._sparse_rows(name, view)
+                for r in rows:
+                    for j in r["vec"]:
+                        counts[int(j)] = counts.get(int(j), 0) + 1
+                idx = np.fromiter(counts.keys(), np.int64, count=len(counts))
+                df = np.fromiter(counts.values(), np.int64, count=len(counts))
+                self._df_cache = {key: (idx, df, len(rows))}
+            return self._df_cache[key]
+
+    def search_in_leaves(
+        self, name: str, queries: np.ndarray, top_k: int, leaves: np.ndarray, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """One dense search inside Milvus over the passages filed under ``leaves`` by extension ``name``.
+
+        ``name`` is ``"tree"`` (filter ``tree_leaf in [...]``) or ``"ehi"`` (``array_contains_any(ehi_leaves,
+        [...])``); ``allowed`` restricts further, as in :meth:`search_dense`.
+        """
+        with self._reading():
+            column = self._field(name, "leaf")
+        values = "[" + ",".join(str(int(x)) for x in np.unique(np.asarray(leaves, np.int64))) + "]"
+        where = f"{column} in {values}" if column == "tree_leaf" else f"array_contains_any({column}, {values})"
+        return self.search_dense(queries, top_k, allowed, where=where)
+
+    def _sync_sparse(self, ext: StoreExtension, tag: str, *, full: bool) -> None:
+        """Write a sparse extension's new rows under this batch's generation, retiring the versions they replace."""
+        b = self._require_batch()
+        ids, rows = cast(SparseRows, ext).sparse_rows()
+        ids = np.asarray(ids, np.int64)
+        if not full:
+            gone = sorted(b.removed | set(ids.tolist()))
+            if gone and self._sparse_collection_present():
+                cond = f"tag == {_str_list([tag])[1:-1]} and {self._view().expr('s')}"
+                old = self._query_in(self._sp, "rowid", gone, cond, ["vid"])
+                b.retired["s"].update(int(r["vid"]) for r in old)
+        if ids.size == 0:
+            if full:
+                self._create_sparse_collection()
+            return
+        self._create_sparse_collection()
+        dicts = sparse_dicts(rows, f"{self.location}: extension {ext.name!r}", ids)
+        keep = [j for j, d in enumerate(dicts) if d]  # a row with no positive weight can never score
+        vid0 = self._alloc("next_vid", len(keep))
+        out = [
+            {"vid": vid0 + n, "tag": tag, "rowid": int(ids[j]), "gen": b.gen, "vec": dicts[j]}
+            for n, j in enumerate(keep)
+        ]
+        for i in range(0, len(out), _INSERT_ROWS):
+            self._call("writing sparse rows", "insert", self._sp, out[i : i + _INSERT_ROWS])
+
+    def _sync_leaves(self, plans: Mapping[str, tuple[StoreExtension, bool]]) -> None:
+        """Set the leaf fields of the passages whose leaves changed (all of them for a new or rebuilt extension).
+
+        A row written by this batch is replaced in place (it is invisible until the commit); an older row gets a
+        new version under this batch's generation and the old one is retired, as for any passage change.
+        """
+        b = self._require_batch()
+        wanted = {column: leaf_values(column, *cast(LeafRows, ext).leaf_rows()) for column, (ext, _) in plans.items()}
+        view = self._view()
+        fields = [*_PASSAGE_FIELDS, "vector", *self._leaf_columns]
+        if any(full for _, full in plans.values()):
+            rows = self._passage_rows("true", view, fields)
+        elif b.added:
+            rows = self._query_in(self._p, "rowid", sorted(b.added), view.expr("p"), fields)
+        else:
+            return
+        in_place: list[dict[str, Any]] = []
+        versions: list[dict[str, Any]] = []
+        for r in rows:
+            changed = False
+            for column, values in wanted.items():
+                want = values.get(int(r["rowid"]))
+                have = r.get(column)
+                if (list(have) if isinstance(have, list | tuple) else have) != want:
+                    r[column] = want
+                    changed = True
+            if not changed:
+                continue
+            row = {f: v for f, v in r.items() if v is not None}
+            if int(r["gen"]) == b.gen:
+                in_place.append(row)
+            else:
+                b.retired["p"].add(int(r["vid"]))
+                row["vid"], row["gen"] = self._alloc("next_vid", 1), b.gen
+                versions.append(row)
+        for i in range(0, len(in_place), _INSERT_ROWS):
+            self._call("writing leaves", "upsert", self._p, in_place[i : i + _INSERT_ROWS])
+        self._insert(self._p, versions)
+
+    def _sparse_extension_files(self, name: str, info: Mapping[str, Any]) -> dict[str, bytes]:
+        """The files extension ``name`` would write, rebuilt from its rows in Milvus (for ``migrate``)."""
+        cls = extension_class(name, self.location)
+        ext = cls.from_config(info.get("config", {}))
+        rows = self._sparse_rows(name, self._view())
+        rows.sort(key=lambda r: int(r["rowid"]))
+        pairs = [
+            (np.fromiter((int(j) for j in r["vec"]), np.int64), np.fromiter(r["vec"].values(), np.float64))
+            for r in rows
+        ]
+        cast(SparseRows, ext).add_sparse_rows(np.asarray([int(r["rowid"]) for r in rows], np.int64), pairs)
+        with tempfile.TemporaryDirectory(prefix="rag-hier-milvus-") as tmp:
+            paths = {f: Path(tmp) / f for f in ext.files()}
+            ext.write(paths)
+            return {f: p.read_bytes() for f, p in paths.items()}
 
     def vectors(self, rowids: np.ndarray) -> np.ndarray:
         """The stored float32 vectors of ``rowids`` (each must have one)."""
@@ -1217,16 +1507,29 @@ class MilvusStore:
         if floor > 0:
             self._delete(self._p, f"gen <= {floor}")
             self._delete(self._d, f"gen <= {floor}")
+        sparse = self._sparse_collection_present()
+        if sparse:
+            self._delete(self._sp, f"gen > {gen}")
+            if floor > 0:
+                self._delete(self._sp, f"gen <= {floor}")
+            tags = [
+                i["fields"]["sparse"]
+                for i in self._state.get("extensions", {}).values()
+                if "sparse" in (i.get("fields") or {})
+            ]
+            self._delete(self._sp, f"not (tag in {_str_list(tags)})" if tags else "vid >= 0")
         retired = self._retired_rows(f"gen <= {gen}")
         if retired:
-            for kind, coll in (("p", self._p), ("d", self._d)):
+            for kind, coll in (("p", self._p), ("d", self._d), ("s", self._sp)):
+                if kind == "s" and not sparse:
+                    continue
                 targets = [int(r["target"]) for r in retired if r["kind"] == kind]
                 for i in range(0, len(targets), _IN_CHUNK):
                     self._delete(coll, _ids_expr("vid", targets[i : i + _IN_CHUNK]))
             keys = [r["key"] for r in retired]
             for i in range(0, len(keys), _IN_CHUNK):
                 self._delete(self._r, f"key in {_str_list(keys[i : i + _IN_CHUNK])}")
-            self._excluded = {"p": set(), "d": set()}
+            self._excluded = {"p": set(), "d": set(), "s": set()}
         current = {f: int(i["gen"]) for e in self._state.get("extensions", {}).values() for f, i in e["files"].items()}
         stale = self._query(self._f, "gen >= 0", ["key", "file", "gen"], what="listing files")
         drop = [r["key"] for r in stale if current.get(r["file"]) != int(r["gen"])]
@@ -1244,7 +1547,23 @@ class MilvusStore:
                 b.dirty_ext.add(name)
         extensions_state: dict[str, Any] = {}
         old_ext = self._state.get("extensions", {})
+        synced: list[str] = []
+        leaf_plans: dict[str, tuple[StoreExtension, bool]] = {}
         for name, ext in self._extensions.items():
+            old_fields = old_ext.get(name, {}).get("fields") or {}
+            if name in SPARSE_EXTENSIONS and (name not in old_ext or name in b.rebuilt or "sparse" in old_fields):
+                full = name not in old_ext or name in b.rebuilt
+                tag = f"{name}@{b.gen}" if full else str(old_fields["sparse"])
+                self._sync_sparse(ext, tag, full=full)
+                synced.append(name)
+                extensions_state[name] = {"config": ext.config(), "files": {}, "fields": {"sparse": tag}}
+                continue
+            fields: dict[str, Any] = {}
+            column = LEAF_COLUMNS.get(name)
+            if column in self._leaf_columns and getattr(ext, "leaves_per_passage", 1) <= MAX_ARRAY:
+                assert column is not None
+                leaf_plans[column] = (ext, name not in old_ext or name in b.rebuilt or "leaf" not in old_fields)
+                fields = {"leaf": column}
             files = dict(old_ext.get(name, {}).get("files", {}))
             if name in b.dirty_ext or name not in old_ext:
                 files = {}
@@ -1255,7 +1574,9 @@ class MilvusStore:
                         if not path.is_file():
                             raise StoreError(f"extension {name!r} did not write {f}")
                         files[f] = self._write_file(f, path.read_bytes(), b.gen)
-            extensions_state[name] = {"config": ext.config(), "files": files}
+            extensions_state[name] = {"config": ext.config(), "files": files, **({"fields": fields} if fields else {})}
+        if leaf_plans:
+            self._sync_leaves(leaf_plans)
         _step("files_written")
         markers = [
             {"key": f"{kind}:{vid}", "kind": kind, "target": int(vid), "gen": b.gen, "dummy": [0.0] * _DUMMY_DIM}
@@ -1278,10 +1599,12 @@ class MilvusStore:
         self._put_state(state)  # the commit point
         self._state = state
         self._batch = None
-        self._excluded = {k: set(self._excluded.get(k, set())) | b.retired.get(k, set()) for k in ("p", "d")}
+        self._excluded = {k: set(self._excluded.get(k, set())) | b.retired.get(k, set()) for k in ("p", "d", "s")}
         self._loaded_files = {"__gen__": b.gen} | {
-            n: dumps([i.get("config"), i.get("files")]) for n, i in extensions_state.items()
+            n: dumps([i.get("config"), i.get("files"), i.get("fields")]) for n, i in extensions_state.items()
         }
+        for name in synced:  # committed to C__sparse: the client forgets them
+            cast(SparseRows, self._extensions[name]).clear_rows()
         try:
             _step("after_commit")
             self._recover()
@@ -1320,7 +1643,24 @@ class MilvusStore:
         return first
 
     def _passage_row(
-        self, rowid: int, vid: int, gen: int, p: Passage, vector: np.ndarray | None, exact: str = ""
+        self,
+        rowid: int,
+        vid: int,
+        gen: int,
+        p: Passage,
+        vector: np.ndarray | None,
+        exact: str = "",
+        carry: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """A passage row; ``carry``: the stored row it replaces (its leaf fields are kept)."""
+        row = self._new_passage_row(rowid, vid, gen, p, vector, exact)
+        for column in self._leaf_columns if carry else ():
+            if carry.get(column) is not None:  # type: ignore[union-attr]
+                row[column] = carry[column]  # type: ignore[index]
+        return row
+
+    def _new_passage_row(
+        self, rowid: int, vid: int, gen: int, p: Passage, vector: np.ndarray | None, exact: str
     ) -> dict[str, Any]:
         dim = int(self._state["dimension"])
         text = p.text
@@ -1380,6 +1720,7 @@ class MilvusStore:
         self._insert(self._p, rows)
         b.changed_docs.update(p.doc_id for p in passages)
         if hooks:
+            b.added.update(ids.tolist())
             with_vec = [i for i, v in enumerate(vec_list) if v is not None]
             mat = np.stack([np.asarray(vec_list[i], np.float32) for i in with_vec]) if with_vec else None
             for name, ext in self._extensions.items():
@@ -1395,6 +1736,7 @@ class MilvusStore:
         b.changed_docs.update(r["doc_id"] for r in rows)
         b.retired["p"].update(int(r["vid"]) for r in rows)
         removed = np.asarray(sorted(int(r["rowid"]) for r in rows), dtype=np.int64)
+        b.removed.update(removed.tolist())
         for name, ext in self._extensions.items():
             ext.on_passages_removed(self, removed)
             b.dirty_ext.add(name)
@@ -1475,7 +1817,11 @@ class MilvusStore:
             view = self._view()
             stored_rows: dict[str, list[dict[str, Any]]] = {}
             for r in self._query_in(
-                self._p, "doc_id", [d.doc_id for d in docs], view.expr("p"), [*_PASSAGE_FIELDS, "vector"]
+                self._p,
+                "doc_id",
+                [d.doc_id for d in docs],
+                view.expr("p"),
+                [*_PASSAGE_FIELDS, "vector", *self._leaf_columns],
             ):
                 stored_rows.setdefault(r["doc_id"], []).append(r)
             added = updated = unchanged = skipped = empty = removed = kept = 0
@@ -1553,7 +1899,9 @@ class MilvusStore:
                 continue
             b.retired["p"].add(int(old["vid"]))
             vec = np.asarray(old["vector"], np.float32) if old["has_vector"] else None
-            rows.append(self._passage_row(int(old["rowid"]), self._alloc("next_vid", 1), b.gen, p, vec, old["exact"]))
+            rows.append(
+                self._passage_row(int(old["rowid"]), self._alloc("next_vid", 1), b.gen, p, vec, old["exact"], carry=old)
+            )
         self._insert(self._p, rows)
 
     def _check_collisions(self, doc_id: str, passages: Sequence[Passage]) -> None:
@@ -1694,6 +2042,7 @@ class MilvusStore:
             self._delete(self._d, f"gen == {b.gen}")
             b.floor = b.gen
             b.gen += 1
+            b.added.clear()
             if removed.size:
                 for name, ext in self._extensions.items():
                     ext.on_passages_removed(self, removed)
@@ -1708,7 +2057,9 @@ class MilvusStore:
         payload = dict(meta)
         _check_json(payload, "meta")
         with self.batch():
-            rows = self._query_in(self._p, "passage_id", ids, self._view().expr("p"), [*_PASSAGE_FIELDS, "vector"])
+            rows = self._query_in(
+                self._p, "passage_id", ids, self._view().expr("p"), [*_PASSAGE_FIELDS, "vector", *self._leaf_columns]
+            )
             self._update_rows(rows, payload, merge=merge)
             return len(rows)
 
@@ -1721,7 +2072,9 @@ class MilvusStore:
             p = Passage(p.id, p.doc_id, p.position, p.text, p.title_path, p.section, meta, dict(p.extra))
             vec = np.asarray(r["vector"], np.float32) if r["has_vector"] else None
             b.retired["p"].add(int(r["vid"]))
-            new_rows.append(self._passage_row(int(r["rowid"]), self._alloc("next_vid", 1), b.gen, p, vec, r["exact"]))
+            new_rows.append(
+                self._passage_row(int(r["rowid"]), self._alloc("next_vid", 1), b.gen, p, vec, r["exact"], carry=r)
+            )
         self._insert(self._p, new_rows)
 
     def update_by_filter(self, filters: Filters, meta: Mapping[str, Any]) -> int:
@@ -1763,6 +2116,7 @@ class MilvusStore:
             extension.build(self)
             self._extensions[extension.name] = extension
             b.dirty_ext.add(extension.name)
+            b.rebuilt.add(extension.name)
 
     def ensure_extension(self, name: str, *, create: bool = True, **config: Any) -> StoreExtension:
         """The extension ``name``, built with ``config`` when missing and ``create`` is true."""
@@ -1790,11 +2144,11 @@ class MilvusStore:
         """An extension changed outside a hook: write it at the next commit."""
         if name not in self._extensions:
             raise StoreError(f"{self.location} has no {name!r} extension")
-        if self._batch is not None:
-            self._batch.dirty_ext.add(name)
-        else:
-            with self.batch():
-                self._require_batch().dirty_ext.add(name)
+        with self.batch():
+            b = self._require_batch()
+            b.dirty_ext.add(name)
+            if name in LEAF_COLUMNS:  # a tree or EHI changed outside the hooks: every passage's leaf is checked
+                b.rebuilt.add(name)
 
     # ------------------------------------------------------------------------------------------------
     # migration support (rag_hier.store.milvus.migrate)
@@ -1835,6 +2189,7 @@ class MilvusStore:
         ext.verify(self)
         self._extensions[name] = ext
         b.dirty_ext.add(name)
+        b.rebuilt.add(name)
 
     def raw_rows(self, chunk: int = 4096) -> Iterator[tuple[PassageRecord, np.ndarray | None, str]]:
         """Every committed passage with its vector and exact float64 copy (base64, or ``""``), by rowid.
@@ -1867,13 +2222,15 @@ class MilvusStore:
             info = self._state.get("extensions", {}).get(name)
             if info is None:
                 raise StoreError(f"{self.location} has no {name!r} extension")
+            if "sparse" in (info.get("fields") or {}):
+                return self._sparse_extension_files(name, info)
             return {f: self._read_file(f, i) for f, i in info["files"].items()}
 
     def drop(self) -> None:
         """Drop every Milvus collection of this rag-hier collection (irreversible)."""
         if self.read_only:
             raise StoreError(f"{self.location} was opened read-only")
-        for coll in (self._s, self._p, self._d, self._f, self._r):
+        for coll in (self._s, self._p, self._d, self._f, self._r, self._sp):
             if self._call("listing collections", "has_collection", coll):
                 self._call("dropping a collection", "drop_collection", coll)
 
