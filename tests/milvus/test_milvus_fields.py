@@ -222,11 +222,10 @@ def test_a_failure_before_the_commit_point_leaves_the_previous_state(pair, vocab
             raise OSError(f"gone at {name}")
 
     monkeypatch.setattr(milvus_store_module, "_step", fail)
-    with pytest.raises(OSError, match="gone at"):
-        with remote.batch():
-            remote.add_documents(_docs(20, 2), max_passage_words=0)
-            remote.delete_documents(["doc4"])
-            _with_sparse(remote, ["doc5#0"], bump=3.0)
+    with pytest.raises(OSError, match="gone at"), remote.batch():
+        remote.add_documents(_docs(20, 2), max_passage_words=0)
+        remote.delete_documents(["doc4"])
+        _with_sparse(remote, ["doc5#0"], bump=3.0)
     monkeypatch.undo()
     assert remote.generation == generation
     _check(local, remote, vocab)
