@@ -17,7 +17,10 @@ The first N SciFact abstracts (``/work/shared/data/scifact``, or ``--corpus``) g
 Per backend, interleaved query by query: β search (E(q) by the offline all-MiniLM-L6-v2 vocabulary encoder,
 computed once outside the timing; ``SvdrRetriever.search_vectors``, top 10), tree search (beam 2, top 10), and
 opening a fresh read-only handle plus its first β query (the file layout loads ``tokens.npz`` into the client
-there). Checks that the three return the same passages. Results: ``benchmarks/out/milvus-fields-<N>.json``.
+there); then three writes of 10 passages on each Milvus collection (the file layout rewrites ``tokens.npz``
+and the tree files whole; the field layout inserts the new rows) and the first β query of the read handle after
+each (the file layout reloads the token index). Checks that the three return the same passages.
+Results: ``benchmarks/out/milvus-fields-<N>.json``.
 """
 
 from __future__ import annotations
@@ -170,6 +173,22 @@ def main() -> None:
                 files = fresh.manifest["extensions"]["token-index"]["files"]
                 r["token_file_bytes"] = sum(int(f["bytes"]) for f in files.values())
                 fresh.close()
+        # a small write (10 passages) on a collection of N: what the commit writes, and what a reader then reloads
+        from rag_hier.corpus import Passage
+
+        for k in ("milvus-files", "milvus-fields"):
+            writes, catch_up = [], []
+            for w in range(3):
+                extra = [Passage(id=f"w{w}-{j}", doc_id=f"w{w}", position=j, text=passages[j].text) for j in range(10)]
+                t0 = time.perf_counter()
+                stores[k].add_passages(extra, mixture(10, vectors.shape[1], seed=100 + w))
+                writes.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                beta[k].search_vectors(q[:1], top_k=10)  # the read handle picks up the new generation
+                catch_up.append(time.perf_counter() - t0)
+            r = report["backends"][k]
+            r["write_10_median_s"] = round(statistics.median(writes), 2)
+            r["reader_first_beta_after_write_median_s"] = round(statistics.median(catch_up), 2)
         for k in ("milvus-files", "milvus-fields"):
             handles[k].close()
             stores[k].close()
