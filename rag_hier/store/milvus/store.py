@@ -264,9 +264,14 @@ class MilvusStore:
         return self._conn.call(what, fn, *args, **kwargs)
 
     def _query(self, collection: str, expr: str, fields: list[str], *, what: str = "a query") -> list[dict[str, Any]]:
-        """Every row matching ``expr`` (paged by the query iterator past Milvus' 16,384-row limit)."""
+        """Every row matching ``expr``: one query, paged by the query iterator only past Milvus' 16,384-row limit."""
         if self._closed:
             raise StoreError(f"the store {self.location} is closed")
+        first = self._call(
+            what, "query", collection, filter=expr, output_fields=fields, limit=MAX_LIMIT, consistency_level="Strong"
+        )
+        if len(first) < MAX_LIMIT:  # all of them: one round trip (an iterator costs three at least)
+            return [dict(r) for r in first]
         out: list[dict[str, Any]] = []
         it = self._call(
             what, "query_iterator", collection, batch_size=MAX_LIMIT // 4, filter=expr, output_fields=fields
