@@ -236,6 +236,22 @@ def test_a_failure_before_the_commit_point_leaves_the_previous_state(pair, vocab
         fresh.close()
 
 
+def test_negative_sparse_weights_are_refused_and_nothing_is_kept(pair, vocab) -> None:
+    """Milvus sparse vectors hold non-negative weights: such an embedding is a clear error, the write is undone."""
+    from rag_hier.errors import StoreError
+
+    local, remote = pair
+    generation = remote.generation
+    (p,) = remote.get_passages(["doc5#1"])
+    bad = dataclasses.replace(p, extra={"sparse_embedding": {"indices": [1, 2], "values": [0.5, -1.0]}})
+    with pytest.raises(StoreError, match=r"non-negative weights.*-1"):
+        remote.add_passages([bad], remote.get_embeddings([p.id]))
+    assert remote.generation == generation
+    with pytest.raises(StoreError, match="non-negative"):
+        remote.search_sparse("sparse-embeddings", np.array([[0.0, -1.0]]), 5)
+    _check(local, remote, vocab)
+
+
 def test_migrate_back_rebuilds_the_files_from_milvus(pair, tmp_path: Path) -> None:
     from rag_hier.store.milvus.migrate import milvus_to_local
 
