@@ -244,7 +244,7 @@ def test_negative_sparse_weights_are_refused_and_nothing_is_kept(pair, vocab) ->
     generation = remote.generation
     (p,) = remote.get_passages(["doc5#1"])
     bad = dataclasses.replace(p, extra={"sparse_embedding": {"indices": [1, 2], "values": [0.5, -1.0]}})
-    with pytest.raises(StoreError, match=r"non-negative weights.*-1"):
+    with pytest.raises(StoreError, match=r"passage .doc5#1.*non-negative weights.*-1"):
         remote.add_passages([bad], remote.get_embeddings([p.id]))
     assert remote.generation == generation
     with pytest.raises(StoreError, match="non-negative"):

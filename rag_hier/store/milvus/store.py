@@ -1412,7 +1412,14 @@ class MilvusStore:
                 self._create_sparse_collection()
             return 0
         self._create_sparse_collection()
-        dicts = sparse_dicts(rows, f"{self.location}: extension {ext.name!r}", ids)
+        mat = sp.csr_matrix(rows)
+        row_of = np.repeat(np.arange(mat.shape[0]), np.diff(mat.indptr))
+        bad = np.unique(row_of[~np.isfinite(mat.data) | (mat.data < 0)])
+        for i in bad[:1]:  # name the passage (Milvus takes non-negative weights only)
+            rec = self.records([int(ids[i])]).get(int(ids[i]))
+            where = f"passage {rec.passage_id!r}" if rec is not None else f"rowid {int(ids[i])}"
+            sparse_dicts(mat[int(i)], f"{self.location}: extension {ext.name!r}, {where}")
+        dicts = sparse_dicts(mat, f"{self.location}: extension {ext.name!r}", ids)
         keep = [j for j, d in enumerate(dicts) if d]  # a row with no positive weight can never score
         vid0 = self._alloc("next_vid", len(keep))
         out = [
