@@ -253,6 +253,7 @@ class MilvusStore:
         self._hit_rows: tuple[int, dict[int, dict[str, Any]]] = (-1, {})  # (generation, rows) a search returned
         self._closed = False
         self._has_sparse = False
+        self._lite: bool | None = None
         self._leaf_columns: tuple[str, ...] = ()
         self._df_cache: dict[tuple[str, int], tuple[np.ndarray, np.ndarray, int]] = {}
 
@@ -1393,6 +1394,16 @@ class MilvusStore:
         where = f"{column} in {values}" if column == "tree_leaf" else f"array_contains_any({column}, {values})"
         return self.search_dense(queries, top_k, allowed, where=where)
 
+    def _is_lite(self) -> bool:
+        """Whether the server is Milvus Lite (a ``.db`` file, or its server process reached by URI)."""
+        if self._lite is None:
+            try:
+                version = str(self._call("asking the server version", "get_server_version"))
+            except StoreError:
+                version = ""
+            self._lite = self._conn.uri.endswith(".db") or "lite" in version.lower()
+        return self._lite
+
     def _sync_sparse(self, ext: StoreExtension, tag: str, *, full: bool) -> int:
         """Write a sparse extension's new rows under this batch's generation, retiring the versions they replace.
 
@@ -1641,7 +1652,7 @@ class MilvusStore:
         }
         for name in synced:  # committed to C__sparse: the client forgets them
             cast(SparseRows, self._extensions[name]).clear_rows()
-        if wrote_sparse and self._conn.uri.endswith(".db"):
+        if wrote_sparse and self._is_lite():
             # Milvus Lite scores sparse vectors in Python and re-indexes its unflushed rows on every search;
             # sealing them once here lets it build a segment's index once and cache it (a β query on 1,000
             # passages: 400-800 ms -> about 12 ms). A server indexes growing segments itself: no flush there.
