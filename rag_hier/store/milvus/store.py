@@ -49,12 +49,12 @@ import numpy as np
 from rag_hier._version import __version__
 from rag_hier.corpus.model import Document, Passage, split_document
 from rag_hier.encoders.dense import DEFAULT_MODEL, DenseEncoder
-from rag_hier.errors import DimensionMismatchError, DuplicateIdError, StoreCorruptedError, StoreError
+from rag_hier.errors import DimensionMismatchError, DuplicateIdError, FilterError, StoreCorruptedError, StoreError
 from rag_hier.index.dense import IndexConfig
 from rag_hier.index.selection import select_top_k
 from rag_hier.store.contract import SIMILARITIES, Filters, Similarity, StoreExtension
 from rag_hier.store.extensions.base import extension_class
-from rag_hier.store.filters import compile_filter
+from rag_hier.store.filters import Refined, compile_filter
 from rag_hier.store.milvus.client import Connection
 from rag_hier.store.milvus.filters import translate
 from rag_hier.store.records import POLICIES, PassageRecord, WritePolicy, WriteSummary
@@ -968,7 +968,19 @@ class MilvusStore:
             rows = self._passage_rows("true", view)
         return iter(sorted((self._record(r) for r in rows), key=lambda r: r.rowid))
 
+    def _coarse_expr(self, filters: Refined) -> str | None:
+        """The Milvus expression of a :class:`Refined` filter's coarse part (``None``: run the predicate on all)."""
+        try:
+            return translate(filters.coarse)
+        except FilterError:  # a field name Milvus cannot address: the coarse part is only an optimization
+            return None
+
     def _filtered_records(self, filters: Filters, view: _View) -> list[PassageRecord]:
+        if isinstance(filters, Refined):
+            coarse = self._coarse_expr(filters)
+            if coarse is not None:  # the predicate runs on the rows the coarse expression selects in Milvus
+                rows = self._passage_rows(coarse, view)
+                return [r for r in sorted(map(self._record, rows), key=lambda r: r.rowid) if filters.exact(r)]
         expr = translate(filters)
         if expr is not None:
             rows = self._passage_rows(expr, view)
@@ -1093,6 +1105,12 @@ class MilvusStore:
         if compile_filter(filters) is None:
             return None
         with self._reading() as view:
+            if isinstance(filters, Refined) and (coarse := self._coarse_expr(filters)) is not None:
+                cond = f"({coarse}) and has_vector == true" if with_vector else coarse
+                recs = [self._record(r) for r in self._passage_rows(cond, view)]
+                kept = np.sort(np.fromiter((r.rowid for r in recs if filters.exact(r)), np.int64))
+                # every row the expression selects passes the predicate: search can filter by the expression
+                return MilvusRowids(kept, cond) if kept.size == len(recs) else kept
             expr = translate(filters)
             if expr is not None:
                 cond = f"({expr}) and has_vector == true" if with_vector else expr
