@@ -40,6 +40,7 @@ from haystack_integrations.document_stores.rag_hier._convert import (
     to_plain_json,
     validate_filters,
 )
+from haystack_integrations.document_stores.rag_hier._pushdown import coarse_filter
 
 from rag_hier.corpus.model import Document as CorpusDocument
 from rag_hier.corpus.model import Passage
@@ -51,7 +52,7 @@ from rag_hier.retrieval.hit import Hit
 from rag_hier.retrieval.registry import StrategyEntry, strategy
 from rag_hier.store.contract import SIMILARITIES, StoreExtension
 from rag_hier.store.extensions.base import extension_class
-from rag_hier.store.filters import Predicate
+from rag_hier.store.filters import Predicate, Refined
 from rag_hier.store.milvus.client import check_connection_options
 from rag_hier.store.milvus.store import MilvusStore
 from rag_hier.store.store import MANIFEST, HierStore, WriteSummary
@@ -75,6 +76,11 @@ DOT_PRODUCT_SCALING_FACTOR = 100
 
 SPARSE_EMBEDDING_KEY = (EXTRA_KEY, "sparse_embedding")
 """Where a Document's ``sparse_embedding`` lives in ``Passage.extra`` (read by the ``sparse-embeddings`` extension)."""
+
+LOCAL_MEMBERS = 10_000
+"""Longest ``in`` list pushed down to the local store's SQL (the engine's own limit)."""
+MILVUS_MEMBERS = 1_000
+"""Longest ``in`` list pushed down as a Milvus expression (one ``==`` alternative per member)."""
 
 _TOKEN_INDEX_OPTIONS = frozenset({"model", "max_length"})
 
@@ -627,7 +633,12 @@ class RagHierDocumentStore:
     # filters
     # ------------------------------------------------------------------------------------------------
     def _predicate(self, filters: dict[str, Any] | None, store: Store) -> Predicate | None:
-        """A predicate over engine passage records that applies Haystack's reference filter semantics."""
+        """A predicate over engine passage records that applies Haystack's reference filter semantics.
+
+        Where part of the filter translates to an engine filter selecting a superset (:mod:`._pushdown`), the
+        predicate comes as a :class:`~rag_hier.store.filters.Refined` whose coarse part the store pushes down
+        (SQLite, a Milvus expression): the reference matcher then reads only the rows that part selects.
+        """
         if not filters:
             return None
         validate_filters(filters)
@@ -643,7 +654,9 @@ class RagHierDocumentStore:
             view = record_view(record, roots, embedding)
             return document_matches_filter(filters, cast(Document, view), strict_datetime_comparison=strict)
 
-        return predicate
+        local = isinstance(store, HierStore)
+        coarse = coarse_filter(filters, numbers=local, max_members=LOCAL_MEMBERS if local else MILVUS_MEMBERS)
+        return predicate if coarse is None else Refined(coarse, predicate)
 
     @staticmethod
     def _id_lookup(filters: dict[str, Any] | None) -> str | None:
