@@ -43,6 +43,10 @@ class Refined:
     when those rows fall outside ``coarse`` (adapters keep leaves that may raise in ``coarse`` or give no
     coarse filter at all).
 
+    ``equivalent=True`` states more: ``coarse`` selects exactly the passages ``exact`` accepts, and ``exact``
+    raises on none of them. A backend that answers ``coarse`` then skips the predicate (no record is read to
+    run it); on the fallback the predicate still decides.
+
     A ``Refined`` is itself a predicate (calling it calls ``exact``), so every place that accepts
     :data:`~rag_hier.store.contract.Filters` accepts it, and code that only knows predicates stays exact.
 
@@ -53,6 +57,7 @@ class Refined:
 
     coarse: Mapping[str, Any]
     exact: Predicate
+    equivalent: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.coarse, Mapping) or not self.coarse:

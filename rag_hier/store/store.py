@@ -25,7 +25,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, cast, overload
 
 import numpy as np
 
@@ -627,10 +627,12 @@ class HierStore:
     def _select_matching(self, filters: Filters, *, column: str = "id", restrict: str = "") -> list[Any] | None:
         """Rows matching ``filters`` through SQL (:func:`~rag_hier.store.sql_filters.select_matching`).
 
-        A :class:`Refined` filter: its coarse part through SQL, its predicate on the records SQL returns.
-        ``None``: evaluate the (exact) predicate on every passage.
+        A :class:`Refined` filter: its coarse part through SQL, its predicate on the records SQL returns (not at
+        all when it is ``equivalent``). ``None``: evaluate the (exact) predicate on every passage.
         """
-        if isinstance(filters, Refined):
+        if isinstance(filters, Refined) and filters.equivalent:  # the coarse filter's rows are the answer
+            filters = filters.coarse
+        elif isinstance(filters, Refined):
             found = self._refined_records(filters, restrict)
             if found is None:
                 return None
@@ -741,11 +743,12 @@ class HierStore:
         """Passages matching ``filters``, in insertion order, as a list."""
         predicate = compile_filter(filters)
         with self._reading():
-            if isinstance(filters, Refined):
-                refined = self._refined_records(filters)
+            partial = isinstance(filters, Refined) and not filters.equivalent
+            if partial:
+                refined = self._refined_records(cast(Refined, filters))
                 if refined is not None:
                     return [r.to_passage() for r in refined]
-            ids = None if predicate is None or isinstance(filters, Refined) else self._select_matching(filters)
+            ids = None if predicate is None or partial else self._select_matching(filters)
             if ids is not None:
                 found = records_by_rowid(self._core.db, ids)
                 return [found[i].to_passage() for i in sorted(found)]

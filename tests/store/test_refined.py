@@ -148,3 +148,17 @@ def test_refined_checks_its_parts() -> None:
         Refined({"field": "meta.topic", "operator": "~", "value": 1}, lambda rec: True)
     refined = Refined(SEA, lambda rec: rec["id"] == "x")
     assert refined({"id": "x"}) is True and refined({"id": "y"}) is False
+
+
+def test_an_equivalent_coarse_filter_answers_alone(store: Any) -> None:
+    pred = Counting(lambda rec: rec["meta"].get("topic") == "sea")
+    refined = Refined(SEA, pred, equivalent=True)
+    assert _ids(store.filter_passages(refined)) == ["d0#0", "d0#1", "d4#0", "d4#1", "d8#0", "d8#1"]
+    assert store.count_passages(refined) == 6
+    assert len(store.matching_rowids(refined)) == 6
+    assert len(build_retriever("dense", store).search("passage", top_k=10, filters=refined)) == 6
+    assert pred.seen == 0  # no record was read to run the predicate
+    # where the backend cannot answer the coarse filter, the predicate still decides
+    fallback = Refined({"field": "title_path", "operator": "==", "value": ["x"]}, pred, equivalent=True)
+    assert len(store.filter_passages(fallback)) == 6
+    assert pred.seen == 24

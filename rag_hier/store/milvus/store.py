@@ -979,8 +979,8 @@ class MilvusStore:
         if isinstance(filters, Refined):
             coarse = self._coarse_expr(filters)
             if coarse is not None:  # the predicate runs on the rows the coarse expression selects in Milvus
-                rows = self._passage_rows(coarse, view)
-                return [r for r in sorted(map(self._record, rows), key=lambda r: r.rowid) if filters.exact(r)]
+                recs = sorted(map(self._record, self._passage_rows(coarse, view)), key=lambda r: r.rowid)
+                return recs if filters.equivalent else [r for r in recs if filters.exact(r)]
         expr = translate(filters)
         if expr is not None:
             rows = self._passage_rows(expr, view)
@@ -1051,6 +1051,8 @@ class MilvusStore:
         """Number of passages (matching ``filters``)."""
         with self._reading() as view:
             expr = translate(filters)
+            if isinstance(filters, Refined) and filters.equivalent:
+                expr = self._coarse_expr(filters)
             if expr is None:
                 return len(self._filtered_records(filters, view))
             return self._count(self._p, f"({expr}) and {view.expr('p')}")
@@ -1107,6 +1109,9 @@ class MilvusStore:
         with self._reading() as view:
             if isinstance(filters, Refined) and (coarse := self._coarse_expr(filters)) is not None:
                 cond = f"({coarse}) and has_vector == true" if with_vector else coarse
+                if filters.equivalent:
+                    rows = self._passage_rows(cond, view, ["rowid"])
+                    return MilvusRowids(np.sort(np.fromiter((int(r["rowid"]) for r in rows), np.int64)), cond)
                 recs = [self._record(r) for r in self._passage_rows(cond, view)]
                 kept = np.sort(np.fromiter((r.rowid for r in recs if filters.exact(r)), np.int64))
                 # every row the expression selects passes the predicate: search can filter by the expression
