@@ -117,7 +117,7 @@ def _not(*conditions: dict[str, Any]) -> dict[str, Any]:
 
 
 def _no_pushdown() -> Any:
-    return mock.patch.object(document_store_module, "coarse_filter", lambda *a, **k: None)
+    return mock.patch.object(document_store_module, "translate_filter", lambda *a, **k: (None, False))
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

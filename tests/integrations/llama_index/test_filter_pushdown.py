@@ -130,7 +130,7 @@ def _answers(vs: RagHierVectorStore, filters: MetadataFilters, node_ids: Any, do
 
 
 def _no_pushdown() -> Any:
-    return mock.patch.object(_filters, "coarse_filter", lambda *a, **k: None)
+    return mock.patch.object(_filters, "translate_filters", lambda *a, **k: (None, False))
 
 
 def _f(key: str, op: str, value: Any) -> MetadataFilter:
@@ -239,3 +239,12 @@ def test_what_is_not_translated() -> None:
     assert coarse(_f("doc_id", "==", "None")) is None
     # EQ None matches nothing in LlamaIndex, a missing key in the engine
     assert coarse(_f("k", "==", None)) is None
+    # an id list too long to push down stays with the predicate, and the rest is then not the whole answer
+    many = [f"n{i}" for i in range(10)]
+    assert _filters.translate_filters(node_ids=many, numbers=True, max_members=9) == (None, False)
+    one = MetadataFilters(filters=[_f("k", "==", "a")])
+    assert _filters.translate_filters(one, node_ids=many[:3], numbers=True, max_members=9)[1] is True
+    assert _filters.translate_filters(one, node_ids=many, numbers=True, max_members=9) == (
+        {"operator": "AND", "conditions": [{"field": "meta.k", "operator": "==", "value": "a"}]},
+        False,
+    )

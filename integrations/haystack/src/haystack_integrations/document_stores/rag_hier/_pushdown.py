@@ -6,7 +6,9 @@
 semantics the engine's filter dicts (:mod:`rag_hier.store.filters`, pushed down to SQLite or a Milvus
 expression) provably share, so the matcher runs only on the rows the coarse filter selects
 (:class:`rag_hier.store.filters.Refined`). A translation is a superset of the matcher's answer; it is *exact*
-(the same answer) where negating it (``!=``, ``not in``, ``NOT``) stays a superset.
+(the same answer) where negating it (``!=``, ``not in``, ``NOT``) stays a superset, and a whole filter that
+translates exactly is answered by the engine alone (``Refined(equivalent=True)``: no record is read to run
+the matcher where the store answers the engine filter).
 
 What is translated (anything else stays with the matcher alone):
 
@@ -42,7 +44,7 @@ from typing import Any
 
 from haystack import Document
 
-__all__ = ["coarse_filter"]
+__all__ = ["coarse_filter", "translate_filter"]
 
 _DOCUMENT_FIELDS = frozenset(f.name for f in dataclasses.fields(Document))
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,127}$")
@@ -159,15 +161,22 @@ def _node(node: Mapping[str, Any], numbers: bool, max_members: int) -> Translati
     return {"operator": "NOT", "conditions": conds}, True
 
 
-def coarse_filter(filters: Mapping[str, Any], *, numbers: bool, max_members: int) -> dict[str, Any] | None:
-    """An engine filter selecting a superset of what ``filters`` (validated, non-empty) matches, or ``None``.
+def translate_filter(filters: Mapping[str, Any], *, numbers: bool, max_members: int) -> Translation:
+    """``(engine filter, exact)`` for a Haystack filter: the engine filter selecting a superset.
+
+    The engine filter is ``None`` when nothing translates; ``exact`` tells whether it selects exactly what the
+    matcher accepts (the matcher then raises on none of its rows).
 
     Args:
-        filters: A Haystack filter, already checked by :func:`._convert.validate_filters`.
+        filters: A Haystack filter (non-empty), already checked by :func:`._convert.validate_filters`.
         numbers: Translate numbers and booleans (``==``, ``in``, orderings): the local store's SQL compares them
             as Python does; a Milvus expression is not relied on for them.
         max_members: Longest ``in`` list translated (longer ones stay with the matcher).
 
     """
-    cond, _ = _node(filters, numbers, max_members)
-    return cond
+    return _node(filters, numbers, max_members)
+
+
+def coarse_filter(filters: Mapping[str, Any], *, numbers: bool, max_members: int) -> dict[str, Any] | None:
+    """The engine filter of :func:`translate_filter` alone."""
+    return translate_filter(filters, numbers=numbers, max_members=max_members)[0]

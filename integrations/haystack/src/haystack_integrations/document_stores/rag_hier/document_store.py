@@ -40,7 +40,7 @@ from haystack_integrations.document_stores.rag_hier._convert import (
     to_plain_json,
     validate_filters,
 )
-from haystack_integrations.document_stores.rag_hier._pushdown import coarse_filter
+from haystack_integrations.document_stores.rag_hier._pushdown import translate_filter
 
 from rag_hier.corpus.model import Document as CorpusDocument
 from rag_hier.corpus.model import Passage
@@ -655,8 +655,8 @@ class RagHierDocumentStore:
             return document_matches_filter(filters, cast(Document, view), strict_datetime_comparison=strict)
 
         local = isinstance(store, HierStore)
-        coarse = coarse_filter(filters, numbers=local, max_members=LOCAL_MEMBERS if local else MILVUS_MEMBERS)
-        return predicate if coarse is None else Refined(coarse, predicate)
+        coarse, exact = translate_filter(filters, numbers=local, max_members=LOCAL_MEMBERS if local else MILVUS_MEMBERS)
+        return predicate if coarse is None else Refined(coarse, predicate, equivalent=exact)
 
     @staticmethod
     def _id_lookup(filters: dict[str, Any] | None) -> str | None:

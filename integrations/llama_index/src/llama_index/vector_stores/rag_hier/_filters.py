@@ -31,6 +31,9 @@ where marked; anything else stays with the predicate alone):
 - ``and`` keeps the filters that translate and drops the others unless a dropped one may raise (orderings,
   ``contains``, ``any``, ``all``, ``text_match``, ``in``/``nin`` without a list), in which case the ``and`` does
   not translate; ``or`` when every filter translates; ``not`` when every filter translates exactly.
+
+Where the whole filter translates exactly, the engine answers it alone (``Refined(equivalent=True)``: no record
+is read to run the predicate where the store answers the engine filter).
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from llama_index.core.vector_stores.types import FilterCondition, FilterOperator
 from rag_hier.errors import FilterError
 from rag_hier.store.filters import Predicate, Refined
 
-__all__ = ["build_filter", "build_predicate", "coarse_filter", "record_value"]
+__all__ = ["build_filter", "build_predicate", "coarse_filter", "record_value", "translate_filters"]
 
 NODE_KEY = "llama_index"
 """Key of the LlamaIndex payload in a passage's ``extra`` (node JSON, class name, SOURCE id)."""
@@ -282,7 +285,22 @@ def coarse_filter(
     numbers: bool,
     max_members: int,
 ) -> dict[str, Any] | None:
-    """An engine filter selecting a superset of what :func:`build_predicate` accepts, or ``None``.
+    """The engine filter of :func:`translate_filters` alone."""
+    return translate_filters(filters, doc_ids=doc_ids, node_ids=node_ids, numbers=numbers, max_members=max_members)[0]
+
+
+def translate_filters(
+    filters: MetadataFilters | None = None,
+    *,
+    doc_ids: Iterable[str] | None = None,
+    node_ids: Iterable[str] | None = None,
+    numbers: bool,
+    max_members: int,
+) -> Translation:
+    """``(engine filter, exact)`` for LlamaIndex filters: the engine filter selecting a superset.
+
+    The engine filter selects a superset of what :func:`build_predicate` accepts (``None`` when nothing
+    translates); ``exact`` tells whether it selects exactly that (the predicate then raises on none of its rows).
 
     Args:
         filters: The metadata filters (already compiled by :func:`build_predicate`, which checks them).
@@ -294,18 +312,22 @@ def coarse_filter(
 
     """
     conditions: list[dict[str, Any]] = []
+    exact = True
     # the predicate tests node_ids, then doc_ids, then the filters: rows these exclude never reach the filters
     for field, ids in (("id", node_ids), ("doc_id", doc_ids)):
         members = list(dict.fromkeys(ids or ()))
         if members and len(members) <= max_members and all(isinstance(m, str) for m in members):
             conditions.append({"field": field, "operator": "in", "value": members})
+        elif members:
+            exact = False
     if filters is not None and filters.filters:
-        cond, _ = _node(filters, numbers, max_members)
+        cond, cond_exact = _node(filters, numbers, max_members)
         if cond is not None:
             conditions.append(cond)
+        exact = exact and cond_exact
     if not conditions:
-        return None
-    return conditions[0] if len(conditions) == 1 else {"operator": "AND", "conditions": conditions}
+        return _NONE
+    return (conditions[0] if len(conditions) == 1 else {"operator": "AND", "conditions": conditions}), exact
 
 
 def build_filter(
@@ -325,5 +347,7 @@ def build_filter(
     predicate = build_predicate(filters, doc_ids=doc_ids, node_ids=node_ids)
     if predicate is None:
         return None
-    coarse = coarse_filter(filters, doc_ids=doc_ids, node_ids=node_ids, numbers=numbers, max_members=max_members)
-    return predicate if coarse is None else Refined(coarse, predicate)
+    coarse, exact = translate_filters(
+        filters, doc_ids=doc_ids, node_ids=node_ids, numbers=numbers, max_members=max_members
+    )
+    return predicate if coarse is None else Refined(coarse, predicate, equivalent=exact)
