@@ -2,7 +2,8 @@
 
 The store converts Haystack objects to the engine's passages and hits and back, and calls only the engine's
 public API: :class:`rag_hier.HierStore` for reads and writes (filters are Haystack's reference matcher run
-over the engine's records), :meth:`HierStore.ensure_extension` for extra indexes, and the strategy registry
+over the engine's records, on those a pushed-down translation selects: :mod:`._pushdown`),
+:meth:`HierStore.ensure_extension` for extra indexes, and the strategy registry
 (:mod:`rag_hier.retrieval.registry`) for every kind of search. All handles on one directory in a process share
 one engine (the engine's doing, not this module's), and each handle sees other processes' commits at its
 next read. With ``uri=`` the same class works on the engine's Milvus backend (a Milvus Lite file or a server).
@@ -211,7 +212,8 @@ class RagHierDocumentStore:
     (``"./collection.db"``, ``"./collection.db#name"`` picks the collection) or a server
     (``"http://host:19530#name"``), through the engine's Milvus backend (see ``docs/milvus.md``): every
     method and strategy works as on a directory; filters are still Haystack's reference matcher (run
-    client-side over the collection's records), and a collection's vector dimension is fixed when it is created.
+    client-side, on the rows the translatable part of the filter selects inside Milvus, else on every record),
+    and a collection's vector dimension is fixed when it is created.
 
     The directory (or collection) is opened (or created) on first use, not in ``__init__``; it holds the data,
     the init parameters only say where it is. Reads use a read-only handle until this instance first writes (a
