@@ -124,6 +124,16 @@ def _no_pushdown() -> Any:
 @given(spec=filters)
 @example(spec=_not({"operator": "AND", "conditions": [_leaf("meta.k", "==", "a"), _leaf("content", "==", "text 3")]}))
 @example(spec=_not(_leaf("meta.source_id", "==", "e1")))
+@example(  # SentenceWindowRetriever's filter
+    spec={
+        "operator": "AND",
+        "conditions": [
+            _leaf("meta.source_id", "==", "e1"),
+            _leaf("meta.split_id", ">=", 1),
+            _leaf("meta.split_id", "<=", 4),
+        ],
+    }
+)
 @example(spec=_not(_leaf("meta.split_id", ">", 1)))
 @example(spec={"operator": "OR", "conditions": [_leaf("k", "==", "a"), _leaf("n", ">", 1)]})
 @example(spec={"operator": "AND", "conditions": [_leaf("meta.n", ">=", 1), _leaf("meta.k", "in", ["a", "b"])]})
@@ -245,4 +255,15 @@ def test_ordering_that_cannot_be_pushed_down_keeps_the_whole_filter_with_the_mat
     }
     assert (
         coarse_filter({"field": "meta.source_id", "operator": "!=", "value": "d1"}, numbers=True, max_members=9) is None
+    )
+    # split_id: the engine's own passages get their position in the view
+    assert coarse_filter({"field": "meta.split_id", "operator": ">=", "value": 2}, numbers=True, max_members=9) == {
+        "operator": "OR",
+        "conditions": [
+            {"field": "meta.split_id", "operator": ">=", "value": 2},
+            {"field": "position", "operator": ">=", "value": 2},
+        ],
+    }
+    assert (
+        coarse_filter({"field": "meta.title_path", "operator": "==", "value": "T"}, numbers=True, max_members=9) is None
     )

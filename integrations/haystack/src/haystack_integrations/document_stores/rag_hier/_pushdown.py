@@ -15,9 +15,9 @@ What is translated (anything else stays with the matcher alone):
 - fields: ``id`` (the passage id), ``meta.<key>`` and a bare ``<key>`` that is not a ``Document`` field
   (Haystack reads it from ``meta``), where ``<key>`` is one key of letters, digits, ``_`` and ``-``
   (nested keys are not translated: the engine also tries the flat key ``"a.b"``, Haystack does not);
-  ``meta.source_id`` becomes "``meta.source_id`` or the passage's ``doc_id``" (a superset: passages the
-  engine wrote get their document id as ``source_id`` in the view); ``split_id`` and ``title_path`` (also
-  filled in for such passages) are not translated;
+  ``meta.source_id`` becomes "``meta.source_id`` or the passage's ``doc_id``" and ``meta.split_id`` "it or the
+  passage's ``position``" (supersets: passages the engine wrote get those in the view, which is what
+  ``SentenceWindowRetriever``'s filters read); ``title_path`` (also filled in for them) is not translated;
 - ``==`` / ``in`` with strings that cannot be ISO dates (Haystack's ``==`` also matches two spellings of one
   instant; a string without ``-`` at positions 4 and 7 or shorter than 10 characters never parses as one) and
   ``None`` (a missing key or a JSON ``null`` on both sides); on the local store also numbers and booleans
@@ -48,8 +48,10 @@ __all__ = ["coarse_filter", "translate_filter"]
 
 _DOCUMENT_FIELDS = frozenset(f.name for f in dataclasses.fields(Document))
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,127}$")
-_VIEW_FILLED = frozenset({"split_id", "title_path"})
-"""Meta keys the filter view fills in for passages the engine wrote (besides ``source_id``)."""
+_VIEW_FILLED = frozenset({"title_path"})
+"""A meta key the filter view fills in for passages the engine wrote, not translated."""
+_FILLED_FROM = {"source_id": "doc_id", "split_id": "position"}
+"""Meta keys the filter view fills in for passages the engine wrote, and the passage column it fills them from."""
 _ORDER = frozenset({">", ">=", "<", "<="})
 _NUMBER_LIMIT = 2**53
 
@@ -76,7 +78,7 @@ def _equatable(value: Any, numbers: bool) -> bool:
 
 
 def _target(field: str) -> str | None:
-    """``"id"``, ``"source_id"``, ``"meta.<key>"``, or ``None`` when the field is not translated."""
+    """``"id"``, ``"source_id"``, ``"split_id"``, ``"meta.<key>"``, or ``None`` when the field is not translated."""
     if field == "id":
         return "id"
     if field.startswith("meta."):
@@ -87,7 +89,7 @@ def _target(field: str) -> str | None:
         key = field
     if not _KEY.match(key) or key in _VIEW_FILLED:
         return None
-    return "source_id" if key == "source_id" else f"meta.{key}"
+    return key if key in _FILLED_FROM else f"meta.{key}"
 
 
 def _leaf(node: Mapping[str, Any], numbers: bool, max_members: int) -> Translation:
@@ -97,8 +99,11 @@ def _leaf(node: Mapping[str, Any], numbers: bool, max_members: int) -> Translati
         return _NONE
     if op in _ORDER:
         number = type(value) in (int, float) and math.isfinite(value) and abs(value) < _NUMBER_LIMIT
-        if not numbers or not number or not target.startswith("meta."):
+        if not numbers or not number or target in ("id", "source_id"):
             return _NONE
+        if target == "split_id":  # the stored key, else (passages the engine wrote) the position
+            either = [{"field": f, "operator": op, "value": value} for f in ("meta.split_id", "position")]
+            return {"operator": "OR", "conditions": either}, False
         return {"field": target, "operator": op, "value": value}, True
     values = [value] if op in ("==", "!=") else value
     if not isinstance(values, list) or len(values) > max_members or not all(_equatable(v, numbers) for v in values):
@@ -107,15 +112,13 @@ def _leaf(node: Mapping[str, Any], numbers: bool, max_members: int) -> Translati
         return _NONE
     exact = True
     positive: dict[str, Any] = {"field": target, "operator": "in", "value": values}
-    if target == "source_id":
-        if not all(v is None or isinstance(v, str) for v in values):
-            return _NONE
+    if target in _FILLED_FROM:  # the stored key, else (passages the engine wrote) the column it is filled from
         exact = False
         positive = {
             "operator": "OR",
             "conditions": [
-                {"field": "meta.source_id", "operator": "in", "value": values},
-                {"field": "doc_id", "operator": "in", "value": [v for v in values if v is not None]},
+                {"field": f"meta.{target}", "operator": "in", "value": values},
+                {"field": _FILLED_FROM[target], "operator": "in", "value": [v for v in values if v is not None]},
             ],
         }
     if op in ("!=", "not in"):
