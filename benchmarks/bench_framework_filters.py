@@ -20,8 +20,10 @@ Rows, per adapter, timed interleaved query by query (the same random query vecto
   predicate run on the rows it selects;
 * ``count`` (Haystack ``count_documents_by_filter``) before and after, for a filter without a search.
 
-The rows are measured twice: without and then with ``store.index_meta_field("bucket")``. Each answer of the
-"after" variant is checked to equal the "before" one.
+The rows are measured without and then with ``store.index_meta_field("bucket")``, each time also with every
+query (retrieval only, ``--after-write-queries``) the first after a one-passage write (untimed; a passage of
+bucket ``b9``, so the answers do not change), which makes the predicate-only path re-read every passage's
+record. Each answer of the "after" variant is checked to equal the "before" one.
 """
 
 from __future__ import annotations
@@ -63,15 +65,25 @@ def _build(path: Path, n: int, dim: int, seed: int) -> None:
     store.close()
 
 
-def _interleaved(variants: dict[str, Callable[[list[float]], Any]], queries: np.ndarray, warmup: int = 2) -> dict:
+def _interleaved(
+    variants: dict[str, Callable[[list[float]], Any]],
+    queries: np.ndarray,
+    warmup: int = 2,
+    prepare: Callable[[], None] | None = None,
+) -> dict:
+    """Each variant on each query, interleaved; ``prepare`` runs (untimed) before every call."""
     for fn in variants.values():
         for q in queries[:warmup]:
+            if prepare:
+                prepare()
             fn(q.tolist())
     times: dict[str, list[float]] = {name: [] for name in variants}
     answers: dict[str, list[Any]] = {name: [] for name in variants}
     for q in queries:
         vec = q.tolist()
         for name, fn in variants.items():
+            if prepare:
+                prepare()
             t0 = time.perf_counter()
             out = fn(vec)
             times[name].append((time.perf_counter() - t0) * 1000.0)
@@ -88,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=100_000, help="passages")
     parser.add_argument("--dim", type=int, default=128)
     parser.add_argument("--queries", type=int, default=20)
+    parser.add_argument("--after-write-queries", type=int, default=5, help="queries each after a one-passage write")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None, help="FAISS OpenMP threads (default: FAISS's)")
     parser.add_argument("--dir", type=Path, default=None, help="store directory (default: a temporary one)")
@@ -102,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     from llama_index.vector_stores.rag_hier import _filters as llama_filters
 
     from rag_hier import HierStore
+    from rag_hier.corpus.model import Passage
 
     if args.threads:
         faiss.omp_set_num_threads(args.threads)
@@ -150,15 +164,31 @@ def main(argv: list[str] | None = None) -> int:
         "llama-index bucket == b3 (10 %), before": before(li_search(li_filter), llama_filters),
         "llama-index bucket == b3 (10 %), after": li_search(li_filter),
     }
+    after_write = {k: v for k, v in variants.items() if "count" not in k}
+    writer = HierStore.open(path)
+    written = [0]
+    wvec = queries[0].tolist()
+
+    def write_one() -> None:  # a passage outside bucket b3: the answers stay the same
+        k = written[0] = written[0] + 1
+        writer.add_passages([Passage(f"w{k}", "dw", k, "written", meta={"bucket": "b9", "n": -k})], embeddings=[wvec])
+
     results: dict[str, Any] = {}
-    for phase in ("no index", "meta.bucket indexed"):
-        if phase != "no index":
-            writer = HierStore.open(path)
+    phases = [
+        ("no index", False),
+        ("no index, each query the first after a one-passage write", True),
+        ("meta.bucket indexed", False),
+        ("meta.bucket indexed, each query the first after a one-passage write", True),
+    ]
+    for phase, after in phases:
+        if phase == "meta.bucket indexed":
             t0 = time.perf_counter()
             writer.index_meta_field("bucket")
             print(f"index_meta_field('bucket'): {time.perf_counter() - t0:.2f} s", flush=True)
-            writer.close()
-        run = _interleaved(variants, queries)
+        if after:
+            run = _interleaved(after_write, queries[: args.after_write_queries], warmup=1, prepare=write_one)
+        else:
+            run = _interleaved(variants, queries)
         for kind in ("haystack", "llama-index"):
             for what in ("bucket == b3 (10 %)", "count bucket == b3"):
                 b, a = f"{kind} {what}, before", f"{kind} {what}, after"
@@ -188,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {name} | {r['median_ms']:.2f} | {r['p95_ms']:.2f} | {r['vs_unfiltered']:.2f}x | {ratio} |")
     haystack.close()
     llama.close()
+    writer.close()
     meta = {
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "n": args.n,
