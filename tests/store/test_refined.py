@@ -162,3 +162,10 @@ def test_an_equivalent_coarse_filter_answers_alone(store: Any) -> None:
     fallback = Refined({"field": "title_path", "operator": "==", "value": ["x"]}, pred, equivalent=True)
     assert len(store.filter_passages(fallback)) == 6
     assert pred.seen == 24
+    pred.seen = 0
+    assert store.update_by_filter(refined, {"flag": 1}) == 6
+    assert store.delete_by_filter(refined) == 6
+    assert pred.seen == 0
+    assert (
+        store.count_passages() == 18 and store.count_passages({"field": "meta.flag", "operator": "==", "value": 1}) == 0
+    )

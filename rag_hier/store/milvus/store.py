@@ -42,7 +42,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -1690,11 +1690,14 @@ class MilvusStore:
         """Delete every passage matching ``filters``; returns how many."""
         with self.batch():
             expr = translate(filters)
+            coarse = self._coarse_expr(filters) if isinstance(filters, Refined) else None
             if expr is not None:
                 rows = self._rows_where(expr)
+            elif coarse is not None and cast(Refined, filters).equivalent:
+                rows = self._rows_where(coarse)
             else:
                 keep = {r.rowid for r in self._filtered_records(filters, self._view())}
-                rows = [r for r in self._rows_where("true") if int(r["rowid"]) in keep]
+                rows = [r for r in self._rows_where(coarse or "true") if int(r["rowid"]) in keep]
             n = self._retire_rows(rows)
             self._drop_empty_documents(r["doc_id"] for r in rows)
             return n
