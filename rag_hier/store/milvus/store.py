@@ -74,6 +74,9 @@ _INSERT_ROWS = 512
 _BLOB_CHUNK = 48_000  # bytes per file chunk (64,000 characters of base64, under VARCHAR's 65,535)
 _VARCHAR = 65_535
 _DUMMY_DIM = 2  # Milvus needs a vector field in every collection
+HIT_ROWS_MAX = 256
+"""A search inside ``reading()`` fetching at most this many rows per query returns the hit fields with them."""
+
 _PASSAGE_FIELDS = [
     "vid",
     "rowid",
@@ -226,6 +229,7 @@ class MilvusStore:
         self._settled_gen = -1
         self._syncing = False
         self._pinned = 0
+        self._hit_rows: tuple[int, dict[int, dict[str, Any]]] = (-1, {})  # (generation, rows) a search returned
         self._closed = False
 
     # ------------------------------------------------------------------------------------------------
@@ -260,9 +264,14 @@ class MilvusStore:
         return self._conn.call(what, fn, *args, **kwargs)
 
     def _query(self, collection: str, expr: str, fields: list[str], *, what: str = "a query") -> list[dict[str, Any]]:
-        """Every row matching ``expr`` (paged by the query iterator past Milvus' 16,384-row limit)."""
+        """Every row matching ``expr``: one query, paged by the query iterator only past Milvus' 16,384-row limit."""
         if self._closed:
             raise StoreError(f"the store {self.location} is closed")
+        first = self._call(
+            what, "query", collection, filter=expr, output_fields=fields, limit=MAX_LIMIT, consistency_level="Strong"
+        )
+        if len(first) < MAX_LIMIT:  # all of them: one round trip (an iterator costs three at least)
+            return [dict(r) for r in first]
         out: list[dict[str, Any]] = []
         it = self._call(
             what, "query_iterator", collection, batch_size=MAX_LIMIT // 4, filter=expr, output_fields=fields
@@ -801,6 +810,8 @@ class MilvusStore:
                 yield self
             finally:
                 self._pinned -= 1
+                if not self._pinned:
+                    self._hit_rows = (-1, {})
 
     # ------------------------------------------------------------------------------------------------
     # identity
@@ -959,6 +970,9 @@ class MilvusStore:
         """Stored passages by rowid (unknown rowids left out)."""
         ids = sorted({int(r) for r in rowids if r >= 0})
         with self._reading() as view:
+            gen, cached = self._hit_rows
+            if self._pinned and self._batch is None and gen == view.gen_max and all(i in cached for i in ids):
+                return {i: self._record(cached[i]) for i in ids}  # fetched by the search of this reading() block
             rows = self._query_in(self._p, "rowid", ids, view.expr("p"), _PASSAGE_FIELDS)
         return {int(r["rowid"]): self._record(r) for r in rows}
 
@@ -1050,6 +1064,8 @@ class MilvusStore:
     def count_passages(self, filters: Filters = None) -> int:
         """Number of passages (matching ``filters``)."""
         with self._reading() as view:
+            if filters is None:
+                return self._committed_count("passages", self._p, view.expr("p"))
             expr = translate(filters)
             if isinstance(filters, Refined) and filters.equivalent:
                 expr = self._coarse_expr(filters)
@@ -1060,12 +1076,19 @@ class MilvusStore:
     def count_vectors(self) -> int:
         """Number of passages with a dense vector."""
         with self._reading() as view:
-            return self._count(self._p, f"has_vector == true and {view.expr('p')}")
+            return self._committed_count("vectors", self._p, f"has_vector == true and {view.expr('p')}")
 
     def count_documents(self) -> int:
         """Number of documents."""
         with self._reading() as view:
-            return self._count(self._d, view.expr("d"))
+            return self._committed_count("documents", self._d, view.expr("d"))
+
+    def _committed_count(self, key: str, collection: str, expr: str) -> int:
+        """The count the last commit recorded in the state row (no round trip); counted in Milvus inside a batch."""
+        counts = self._state.get("counts") if self._batch is None else None
+        if isinstance(counts, Mapping) and isinstance(counts.get(key), int):
+            return int(counts[key])
+        return self._count(collection, expr)
 
     def document_ids(self) -> list[str]:
         """Document ids in insertion order."""
@@ -1141,12 +1164,7 @@ class MilvusStore:
             q = q[None, :]
         n = q.shape[0]
         with self._reading() as view:
-            counts = self._state.get("counts") if self._batch is None else None
-            live = (
-                int(counts["vectors"])
-                if counts and "vectors" in counts  # the committed count: no extra round trip
-                else self._count(self._p, f"has_vector == true and {view.expr('p')}")
-            )
+            live = self._committed_count("vectors", self._p, f"has_vector == true and {view.expr('p')}")
             k = min(int(top_k), live, MAX_LIMIT)
             if k <= 0 or n == 0:
                 return np.zeros((n, 0), np.float32), np.zeros((n, 0), np.int64)
@@ -1160,6 +1178,9 @@ class MilvusStore:
                     return np.full((n, k), -np.inf, np.float32), np.full((n, k), -1, np.int64)
                 cond = f"has_vector == true and {_ids_expr('rowid', ids.tolist())}"
             fetch = min(k + min(k, 16), MAX_LIMIT)  # a few more, so ties at the cut are broken by rowid
+            # Inside reading() (a retriever's search), a short result brings the hit fields along: the hits are
+            # then built without a second round trip (records() answers from them until the block ends).
+            with_rows = bool(self._pinned) and self._batch is None and fetch <= HIT_ROWS_MAX
             res = self._call(
                 "a vector search",
                 "search",
@@ -1168,10 +1189,12 @@ class MilvusStore:
                 anns_field="vector",
                 limit=fetch,
                 filter=f"({cond}) and {view.expr('p')}",
-                output_fields=["rowid"],
+                output_fields=_PASSAGE_FIELDS if with_rows else ["rowid"],
                 search_params=_search_params(self.index_config, fetch),
                 consistency_level="Strong",
             )
+            if with_rows:
+                self._hit_rows = (view.gen_max, {int(h["entity"]["rowid"]): h["entity"] for hits in res for h in hits})
         scores = np.full((n, k), -np.inf, np.float32)
         ids_out = np.full((n, k), -1, np.int64)
         for i, hits in enumerate(res):
