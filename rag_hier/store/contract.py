@@ -35,7 +35,10 @@ __all__ = [
 ]
 
 Filters = Mapping[str, Any] | Predicate | None
-"""A Haystack-syntax filter dict, a compiled predicate over passage records, or ``None`` (no filter)."""
+"""A Haystack-syntax filter dict, a compiled predicate over passage records, or ``None`` (no filter).
+
+A :class:`~rag_hier.store.filters.Refined` (a predicate with a coarse filter dict a backend pushes down) is a
+predicate too; every method taking ``Filters`` pushes its coarse part down and answers with its predicate."""
 Similarity = Literal["cosine", "dot_product"]
 SIMILARITIES: tuple[str, ...] = ("cosine", "dot_product")
 

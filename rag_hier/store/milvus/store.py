@@ -55,12 +55,12 @@ import scipy.sparse as sp
 from rag_hier._version import __version__
 from rag_hier.corpus.model import Document, Passage, split_document
 from rag_hier.encoders.dense import DEFAULT_MODEL, DenseEncoder
-from rag_hier.errors import DimensionMismatchError, DuplicateIdError, StoreCorruptedError, StoreError
+from rag_hier.errors import DimensionMismatchError, DuplicateIdError, FilterError, StoreCorruptedError, StoreError
 from rag_hier.index.dense import IndexConfig
 from rag_hier.index.selection import select_top_k
 from rag_hier.store.contract import SIMILARITIES, Filters, Similarity, StoreExtension
 from rag_hier.store.extensions.base import extension_class
-from rag_hier.store.filters import compile_filter
+from rag_hier.store.filters import Refined, compile_filter
 from rag_hier.store.milvus.client import Connection
 from rag_hier.store.milvus.fields import (
     LEAF_COLUMNS,
@@ -1063,7 +1063,19 @@ class MilvusStore:
             rows = self._passage_rows("true", view)
         return iter(sorted((self._record(r) for r in rows), key=lambda r: r.rowid))
 
+    def _coarse_expr(self, filters: Refined) -> str | None:
+        """The Milvus expression of a :class:`Refined` filter's coarse part (``None``: run the predicate on all)."""
+        try:
+            return translate(filters.coarse)
+        except FilterError:  # a field name Milvus cannot address: the coarse part is only an optimization
+            return None
+
     def _filtered_records(self, filters: Filters, view: _View) -> list[PassageRecord]:
+        if isinstance(filters, Refined):
+            coarse = self._coarse_expr(filters)
+            if coarse is not None:  # the predicate runs on the rows the coarse expression selects in Milvus
+                recs = sorted(map(self._record, self._passage_rows(coarse, view)), key=lambda r: r.rowid)
+                return recs if filters.equivalent else [r for r in recs if filters.exact(r)]
         expr = translate(filters)
         if expr is not None:
             rows = self._passage_rows(expr, view)
@@ -1136,6 +1148,8 @@ class MilvusStore:
             if filters is None:
                 return self._committed_count("passages", self._p, view.expr("p"))
             expr = translate(filters)
+            if isinstance(filters, Refined) and filters.equivalent:
+                expr = self._coarse_expr(filters)
             if expr is None:
                 return len(self._filtered_records(filters, view))
             return self._count(self._p, f"({expr}) and {view.expr('p')}")
@@ -1197,6 +1211,15 @@ class MilvusStore:
         if compile_filter(filters) is None:
             return None
         with self._reading() as view:
+            if isinstance(filters, Refined) and (coarse := self._coarse_expr(filters)) is not None:
+                cond = f"({coarse}) and has_vector == true" if with_vector else coarse
+                if filters.equivalent:
+                    rows = self._passage_rows(cond, view, ["rowid"])
+                    return MilvusRowids(np.sort(np.fromiter((int(r["rowid"]) for r in rows), np.int64)), cond)
+                recs = [self._record(r) for r in self._passage_rows(cond, view)]
+                kept = np.sort(np.fromiter((r.rowid for r in recs if filters.exact(r)), np.int64))
+                # every row the expression selects passes the predicate: search can filter by the expression
+                return MilvusRowids(kept, cond) if kept.size == len(recs) else kept
             expr = translate(filters)
             if expr is not None:
                 cond = f"({expr}) and has_vector == true" if with_vector else expr
@@ -2072,11 +2095,14 @@ class MilvusStore:
         """Delete every passage matching ``filters``; returns how many."""
         with self.batch():
             expr = translate(filters)
+            coarse = self._coarse_expr(filters) if isinstance(filters, Refined) else None
             if expr is not None:
                 rows = self._rows_where(expr)
+            elif coarse is not None and cast(Refined, filters).equivalent:
+                rows = self._rows_where(coarse)
             else:
                 keep = {r.rowid for r in self._filtered_records(filters, self._view())}
-                rows = [r for r in self._rows_where("true") if int(r["rowid"]) in keep]
+                rows = [r for r in self._rows_where(coarse or "true") if int(r["rowid"]) in keep]
             n = self._retire_rows(rows)
             self._drop_empty_documents(r["doc_id"] for r in rows)
             return n
