@@ -1,30 +1,45 @@
-"""The same dense collection on Milvus Lite and on the local store (SQLite + FAISS), in one run.
+"""Milvus Lite vs the local store (SQLite + FAISS) vs raw FAISS on the same vectors, in one run.
 
 Usage::
 
-    python benchmarks/bench_milvus.py --n 20000 --kinds flat,hnsw --queries 100
+    OMP_NUM_THREADS=1 python benchmarks/bench_milvus.py --n 1000000 --kinds flat,ivf,hnsw --queries 50
 
-For each index kind, N unit-normalised 384-d vectors (a Gaussian mixture, as in ``bench_dense.py``) go into
-(a) a local :class:`~rag_hier.store.HierStore` directory and (b) a Milvus Lite collection
-(``HierStore.create(uri=...)``), both with no encoder, through ``add_passages`` in one batch. Reported per
-backend: build time, recall@10 against exact search (numpy), single-query latency (median and p95, one
-query per ``run`` call, the two backends interleaved so machine noise hits both alike), batched time per
-query (all queries in one call), and filtered search at 1 %, 10 % and 50 % selectivity (``meta.bucket``, a
-JSON metadata key): median latency, recall@10 against exact filtered search, and whether every query got
-``top_k`` hits. Memory is not reported: Milvus Lite runs its server in this process, so the process' RSS
-does not separate the two.
+For each index kind, N unit-normalised 384-d vectors (a Gaussian mixture, as in ``bench_dense.py``; 10
+passages per document) go into (a) a raw FAISS index with the store's parameters (the anchor: ids only),
+(b) a local :class:`~rag_hier.store.HierStore` directory and (c) a Milvus collection
+(``HierStore.create(uri=...)``), the last two with no encoder, through ``add_passages`` in one batch.
+Milvus is Milvus Lite run as a **separate server process** (``python -m milvus_lite server``, reached over
+``http://127.0.0.1:PORT``, the production code path) so that its memory can be measured apart from the
+client's; ``--embedded`` uses a Milvus Lite file in-process instead.
 
-Results go to ``benchmarks/out/milvus-<N>.json``. Everything lives in a temporary directory removed at the end.
+Reported per backend: build time, recall@10 against exact search (numpy), single-query latency (median and
+p95, one query per ``run`` call, the backends interleaved query by query so machine noise hits all alike),
+batched time per query (all queries in one call), filtered search at 1 %, 10 % and 50 % selectivity
+(``meta.bucket``, a JSON metadata key; the store and Milvus only: raw FAISS has no metadata): median latency,
+recall@10 against exact filtered search, and whether every query got ``top_k`` hits. Memory: resident set of
+a fresh process that opens the raw index / the local store and runs the queries, minus that of a process
+that only imported the same modules; for Milvus, the server process' resident set after the run minus its
+resident set when idle. DHR (``--dhr``, Flat only): the ``hierarchical`` strategy (mean document vectors,
+k1 = 100) on the local store and on Milvus, latency and top-10 agreement between the two.
+
+Results go to ``benchmarks/out/milvus-<N>.json``; everything else lives in a temporary directory removed at
+the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import platform
+import socket
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,33 +48,47 @@ import numpy as np
 SELECTIVITY = {"1%": 1, "10%": 10, "50%": 50}
 """Filter ``meta.bucket < b`` with ``bucket = i % 100``."""
 
+PER_DOC = 10
+
 
 def mixture(n: int, dim: int, seed: int, centers: int = 1000, noise: float = 0.05) -> np.ndarray:
     crng = np.random.default_rng(7)
     c = crng.standard_normal((centers, dim)).astype(np.float32)
     c /= np.linalg.norm(c, axis=1, keepdims=True)
     rng = np.random.default_rng(seed)
-    x = c[rng.integers(centers, size=n)] + noise * rng.standard_normal((n, dim)).astype(np.float32)
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    return x.astype(np.float32)
+    out = np.empty((n, dim), dtype=np.float32)
+    for s in range(0, n, 100_000):  # in chunks: one float64 copy of 1M x 384 is 3 GB
+        m = min(100_000, n - s)
+        part = c[rng.integers(centers, size=m)] + noise * rng.standard_normal((m, dim), dtype=np.float32)
+        part /= np.linalg.norm(part, axis=1, keepdims=True)
+        out[s : s + m] = part
+    return out
 
 
-def passages(n: int) -> list[Any]:
+def passages(start: int, stop: int) -> list[Any]:
     from rag_hier.corpus import Passage
 
     return [
         Passage(
-            id=f"doc{i // 10}#{i % 10}", doc_id=f"doc{i // 10}", position=i % 10, text=f"p{i}", meta={"bucket": i % 100}
+            id=f"doc{i // PER_DOC}#{i % PER_DOC}",
+            doc_id=f"doc{i // PER_DOC}",
+            position=i % PER_DOC,
+            text=f"p{i}",
+            meta={"bucket": i % 100},
         )
-        for i in range(n)
+        for i in range(start, stop)
     ]
 
 
 def exact(x: np.ndarray, q: np.ndarray, k: int, mask: np.ndarray | None = None) -> np.ndarray:
-    s = q @ x.T
-    if mask is not None:
-        s[:, ~mask] = -np.inf
-    return np.argsort(-s, axis=1, kind="stable")[:, :k]
+    out = np.empty((q.shape[0], k), dtype=np.int64)
+    for i in range(q.shape[0]):
+        s = x @ q[i]
+        if mask is not None:
+            s[~mask] = -np.inf
+        top = np.argpartition(-s, k)[:k]
+        out[i] = top[np.argsort(-s[top], kind="stable")]
+    return out
 
 
 def recall(found: list[list[int]], truth: np.ndarray) -> float:
@@ -67,16 +96,138 @@ def recall(found: list[list[int]], truth: np.ndarray) -> float:
     return float(np.mean([len(set(f[:k]) & set(t.tolist())) / k for f, t in zip(found, truth, strict=True)]))
 
 
-def build(location: dict[str, Any], kind: str, x: np.ndarray) -> tuple[Any, float]:
+def index_config(kind: str, n: int) -> dict[str, Any]:
+    from rag_hier.index.dense import IndexConfig
+
+    cfg = IndexConfig(kind=kind)
+    if kind == "ivf":
+        nlist = int(min(4 * np.sqrt(n), n / 39))
+        return {"kind": "ivf", "nlist": nlist, "nprobe": cfg.nprobe}
+    return {"kind": kind}
+
+
+def build_raw(kind: str, x: np.ndarray, cfg: dict[str, Any]) -> tuple[Any, float]:
+    import faiss
+
+    from rag_hier.index.dense import IndexConfig
+
+    full = IndexConfig.from_dict(cfg)
+    d = x.shape[1]
+    t0 = time.perf_counter()
+    if kind == "flat":
+        index = faiss.IndexFlatIP(d)
+    elif kind == "ivf":
+        quantizer = faiss.IndexFlatIP(d)
+        index = faiss.IndexIVFFlat(quantizer, d, cfg["nlist"], faiss.METRIC_INNER_PRODUCT)
+        index.train(x[np.random.default_rng(0).permutation(x.shape[0])[: 256 * cfg["nlist"]]])
+        index.nprobe = full.nprobe
+    else:
+        index = faiss.IndexHNSWFlat(d, full.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = full.ef_construction
+        index.hnsw.efSearch = full.ef_search
+    for s in range(0, x.shape[0], 100_000):
+        index.add(x[s : s + 100_000])
+    return index, time.perf_counter() - t0
+
+
+def build_store(location: dict[str, Any], cfg: dict[str, Any], x: np.ndarray) -> tuple[Any, float]:
     from rag_hier.store import HierStore
 
-    items = passages(x.shape[0])
     t0 = time.perf_counter()
-    store = HierStore.create(**location, model=None, dimension=x.shape[1], index={"kind": kind})
+    store = HierStore.create(**location, model=None, dimension=x.shape[1], index=cfg)
     with store.batch():
         for start in range(0, x.shape[0], 10_000):
-            store.add_passages(items[start : start + 10_000], x[start : start + 10_000])
+            stop = min(start + 10_000, x.shape[0])
+            store.add_passages(passages(start, stop), x[start:stop])
     return store, time.perf_counter() - t0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def milvus_server(data_dir: Path) -> Iterator[tuple[str, int]]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "milvus_lite",
+            "server",
+            "--data-dir",
+            str(data_dir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+            time.sleep(0.5)
+        else:
+            raise RuntimeError("Milvus Lite server did not start")
+        yield f"http://127.0.0.1:{port}", proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def listening_pid(uri: str) -> int | None:
+    """The process listening on ``uri``'s port on this machine (``None`` when it is elsewhere or unknown)."""
+    import psutil
+
+    port = int(uri.rsplit(":", 1)[1].split("/")[0])
+    for conn in psutil.net_connections(kind="tcp"):
+        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port and conn.pid:
+            return int(conn.pid)
+    return None
+
+
+def rss_mb(pid: int) -> float:
+    import psutil
+
+    return psutil.Process(pid).memory_info().rss / 2**20
+
+
+MEMORY_PROBE = r"""
+import json, sys, resource
+import numpy as np
+import faiss
+import rag_hier.store, rag_hier.retrieval
+from rag_hier.retrieval import Queries, build_retriever
+def rss():
+    return int(open('/proc/self/statm').read().split()[1]) * 4096 / 2**20
+what, path, qpath = sys.argv[1], sys.argv[2], sys.argv[3]
+q = np.load(qpath, allow_pickle=False)
+base = rss()
+if what == 'raw':
+    index = faiss.read_index(path)
+    for i in range(q.shape[0]):
+        index.search(q[i:i+1], 10)
+elif what == 'store':
+    store = rag_hier.store.HierStore.open(path, read_only=True)
+    r = build_retriever('dense', store)
+    for i in range(q.shape[0]):
+        r.run(Queries(vectors=q[i:i+1]), top_k=10)
+print(json.dumps({'base_mb': base, 'after_mb': rss()}))
+"""
+
+
+def memory_probe(what: str, path: Path, qpath: Path) -> dict[str, float]:
+    out = subprocess.run(
+        [sys.executable, "-c", MEMORY_PROBE, what, str(path), str(qpath)], capture_output=True, text=True, check=True
+    )
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    return {"rss_mb": round(got["after_mb"] - got["base_mb"], 1)}
 
 
 def main() -> None:
@@ -84,75 +235,180 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=20_000)
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--queries", type=int, default=100)
-    ap.add_argument("--kinds", default="flat,hnsw")
+    ap.add_argument(
+        "--filter-queries", type=int, default=None, help="queries per filtered setting (default: --queries)"
+    )
+    ap.add_argument("--kinds", default="flat,ivf,hnsw")
+    ap.add_argument("--dhr", action="store_true", help="also DHR (hierarchical strategy) on the Flat stores")
+    ap.add_argument("--embedded", action="store_true", help="Milvus Lite in this process (no memory figure)")
+    ap.add_argument(
+        "--milvus-uri",
+        default=None,
+        help="an already running Milvus server (http://host:port) instead of a Milvus Lite server process; "
+        "its memory is measured when it listens on this machine",
+    )
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 
+    import faiss
+
     from rag_hier.retrieval import Queries, build_retriever
 
+    faiss.omp_set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    t0 = time.perf_counter()
     x = mixture(args.n, args.dim, seed=1)
     q = mixture(args.queries, args.dim, seed=99)
     bucket = np.arange(args.n) % 100
     truth = exact(x, q, 10)
-    truth_f = {name: exact(x, q, 10, bucket < b) for name, b in SELECTIVITY.items()}
+    nf = args.filter_queries or args.queries
+    truth_f = {name: exact(x, q[:nf], 10, bucket < b) for name, b in SELECTIVITY.items()}
+    print(f"data + exact truth in {time.perf_counter() - t0:.1f}s", flush=True)
     results: dict[str, Any] = {
         "n": args.n,
         "dim": args.dim,
         "queries": args.queries,
+        "filter_queries": nf,
         "machine": platform.platform(),
-        "date": time.strftime("%Y-%m-%d"),
+        "cpus": os.cpu_count(),
+        "load_avg_start": os.getloadavg(),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "milvus": args.milvus_uri
+        or ("Milvus Lite, embedded (in-process)" if args.embedded else "Milvus Lite server process over gRPC"),
         "kinds": {},
     }
-    with tempfile.TemporaryDirectory(prefix="bench-milvus-") as tmp:
-        for kind in args.kinds.split(","):
-            backends = {
-                "local": {"path": Path(tmp) / f"local-{kind}"},
-                "milvus-lite": {"uri": f"{Path(tmp) / 'milvus.db'}#bench_{kind}"},
-            }
-            stores, out = {}, {}
-            for name, location in backends.items():
-                stores[name], t_build = build(location, kind, x)
-                out[name] = {"build_s": round(t_build, 2)}
-                print(f"{kind} {name}: built {args.n} in {t_build:.1f}s", flush=True)
-            retrievers = {name: build_retriever("dense", s) for name, s in stores.items()}
 
-            def row(hit: Any) -> int:
-                return int(hit.doc_id[3:]) * 10 + int(hit.position)
+    def row(hit: Any) -> int:
+        return int(hit.doc_id[3:]) * PER_DOC + int(hit.position)
 
-            for filt_name, b in [("none", None), *SELECTIVITY.items()]:
-                filters = None if b is None else {"field": "meta.bucket", "operator": "<", "value": b}
-                want = truth if b is None else truth_f[filt_name]
-                lat: dict[str, list[float]] = {name: [] for name in stores}
-                found: dict[str, list[list[int]]] = {name: [] for name in stores}
-                full = dict.fromkeys(stores, True)
+    with tempfile.TemporaryDirectory(prefix="bench-milvus-") as tmp_s:
+        tmp = Path(tmp_s)
+        qpath = tmp / "q.npy"
+        np.save(qpath, q, allow_pickle=False)
+        if args.milvus_uri:
+            server: Any = contextlib.nullcontext((args.milvus_uri, listening_pid(args.milvus_uri)))
+        elif args.embedded:
+            server = contextlib.nullcontext(None)
+        else:
+            server = milvus_server(tmp / "milvus-data")
+        with server as srv:
+            if srv is not None:
+                uri, server_pid = srv
+                idle = rss_mb(server_pid) if server_pid else 0.0
+            for kind in args.kinds.split(","):
+                cfg = index_config(kind, args.n)
+                out: dict[str, Any] = {"index": cfg}
+                raw, t_raw = build_raw(kind, x, cfg)
+                out["raw-faiss"] = {"build_s": round(t_raw, 2)}
+                print(f"{kind} raw-faiss: built in {t_raw:.1f}s", flush=True)
+                milvus_loc = {"uri": f"{uri}#bench_{kind}"} if srv else {"uri": f"{tmp / 'milvus.db'}#bench_{kind}"}
+                stores = {}
+                for name, location in {"local": {"path": tmp / f"local-{kind}"}, "milvus": milvus_loc}.items():
+                    stores[name], t_build = build_store(location, cfg, x)
+                    out[name] = {"build_s": round(t_build, 2)}
+                    print(f"{kind} {name}: built in {t_build:.1f}s", flush=True)
+                retrievers = {name: build_retriever("dense", s) for name, s in stores.items()}
+                # unfiltered: raw FAISS, the store and Milvus interleaved query by query
+                lat: dict[str, list[float]] = {name: [] for name in ("raw-faiss", *stores)}
+                found: dict[str, list[list[int]]] = {name: [] for name in lat}
                 for i in range(args.queries):
+                    t = time.perf_counter()
+                    _, ids = raw.search(q[i : i + 1], 10)
+                    lat["raw-faiss"].append(time.perf_counter() - t)
+                    found["raw-faiss"].append(ids[0].tolist())
                     for name, r in retrievers.items():
-                        t0 = time.perf_counter()
-                        (res,) = r.run(Queries(vectors=q[i : i + 1]), top_k=10, filters=filters)
-                        lat[name].append(time.perf_counter() - t0)
+                        t = time.perf_counter()
+                        (res,) = r.run(Queries(vectors=q[i : i + 1]), top_k=10)
+                        lat[name].append(time.perf_counter() - t)
                         found[name].append([row(h) for h in res.hits])
-                        full[name] &= len(res.hits) == 10
-                for name in stores:
-                    entry = {
-                        "median_ms": round(1000 * statistics.median(lat[name]), 2),
-                        "p95_ms": round(1000 * float(np.percentile(lat[name], 95)), 2),
-                        "recall@10": round(recall(found[name], want), 4),
-                        "always_top_k": full[name],
+                for name in lat:
+                    out[name]["single"] = {
+                        "median_ms": round(1000 * statistics.median(lat[name]), 3),
+                        "p95_ms": round(1000 * float(np.percentile(lat[name], 95)), 3),
+                        "recall@10": round(recall(found[name], truth), 4),
                     }
-                    out[name][f"filter_{filt_name}"] = entry
-                    print(f"{kind} {name} filter={filt_name}: {entry}", flush=True)
-            for name, r in retrievers.items():
-                t0 = time.perf_counter()
-                r.run(Queries(vectors=q), top_k=10)
-                out[name]["batched_ms_per_query"] = round(1000 * (time.perf_counter() - t0) / args.queries, 2)
-                print(f"{kind} {name}: batched {out[name]['batched_ms_per_query']} ms/query", flush=True)
-            stores["milvus-lite"].drop()
-            stores["local"].close()
-            results["kinds"][kind] = out
-    path = Path(args.out or Path(__file__).parent / "out" / f"milvus-{args.n}.json")
-    path.parent.mkdir(parents=True, exist_ok=True)
+                    print(f"{kind} {name}: {out[name]['single']}", flush=True)
+                for name in ("raw-faiss", *stores):
+                    t = time.perf_counter()
+                    if name == "raw-faiss":
+                        raw.search(q, 10)
+                    else:
+                        retrievers[name].run(Queries(vectors=q), top_k=10)
+                    out[name]["batched_ms_per_query"] = round(1000 * (time.perf_counter() - t) / args.queries, 3)
+                    print(f"{kind} {name}: batched {out[name]['batched_ms_per_query']} ms/query", flush=True)
+                for filt_name, b in SELECTIVITY.items():
+                    filters = {"field": "meta.bucket", "operator": "<", "value": b}
+                    flat_ms: dict[str, list[float]] = {name: [] for name in stores}
+                    ffound: dict[str, list[list[int]]] = {name: [] for name in stores}
+                    full = dict.fromkeys(stores, True)
+                    for i in range(nf):
+                        for name, r in retrievers.items():
+                            t = time.perf_counter()
+                            (res,) = r.run(Queries(vectors=q[i : i + 1]), top_k=10, filters=filters)
+                            flat_ms[name].append(time.perf_counter() - t)
+                            ffound[name].append([row(h) for h in res.hits])
+                            full[name] &= len(res.hits) == 10
+                    for name in stores:
+                        entry = {
+                            "median_ms": round(1000 * statistics.median(flat_ms[name]), 3),
+                            "p95_ms": round(1000 * float(np.percentile(flat_ms[name], 95)), 3),
+                            "recall@10": round(recall(ffound[name], truth_f[filt_name]), 4),
+                            "always_top_k": full[name],
+                        }
+                        out[name][f"filter_{filt_name}"] = entry
+                        print(f"{kind} {name} filter={filt_name}: {entry}", flush=True)
+                if args.dhr and kind == "flat":
+                    out["dhr"] = dhr(stores, q, row)
+                # memory
+                raw_path = tmp / f"raw-{kind}.faiss"
+                faiss.write_index(raw, str(raw_path))
+                del raw
+                out["raw-faiss"]["memory"] = memory_probe("raw", raw_path, qpath)
+                raw_path.unlink()
+                stores["local"].close()
+                out["local"]["memory"] = memory_probe("store", tmp / f"local-{kind}", qpath)
+                if srv is not None and server_pid:
+                    out["milvus"]["memory"] = {"rss_mb": round(rss_mb(server_pid) - idle, 1)}
+                print(
+                    f"{kind} memory: " + json.dumps({n: out[n].get("memory") for n in ("raw-faiss", *stores)}),
+                    flush=True,
+                )
+                stores["milvus"].drop()
+                if srv is not None and server_pid:
+                    idle = rss_mb(server_pid)
+                results["kinds"][kind] = out
+                results["vectors_mb"] = round(x.nbytes / 2**20, 1)
+                path = Path(args.out or Path(__file__).parent / "out" / f"milvus-{args.n}.json")
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps(results, indent=2) + "\n")  # after every kind: a long run keeps its figures
+    results["load_avg_end"] = os.getloadavg()
     path.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {path}")
+
+
+def dhr(stores: dict[str, Any], q: np.ndarray, row: Any) -> dict[str, Any]:
+    from rag_hier.retrieval import Queries, build_retriever
+
+    out: dict[str, Any] = {}
+    retrievers = {}
+    for name, store in stores.items():
+        t = time.perf_counter()
+        store.ensure_extension("doc-index")
+        out[name] = {"doc_index_build_s": round(time.perf_counter() - t, 2)}
+        retrievers[name] = build_retriever("hierarchical", store, k1=100)
+    lat: dict[str, list[float]] = {name: [] for name in stores}
+    found: dict[str, list[list[int]]] = {name: [] for name in stores}
+    for i in range(q.shape[0]):
+        for name, r in retrievers.items():
+            t = time.perf_counter()
+            (res,) = r.run(Queries(vectors=q[i : i + 1]), top_k=10)
+            lat[name].append(time.perf_counter() - t)
+            found[name].append([row(h) for h in res.hits])
+    for name in stores:
+        out[name]["median_ms"] = round(1000 * statistics.median(lat[name]), 3)
+        out[name]["p95_ms"] = round(1000 * float(np.percentile(lat[name], 95)), 3)
+    out["same_top10"] = float(np.mean([a == b for a, b in zip(found["local"], found["milvus"], strict=True)]))
+    print(f"dhr: {out}", flush=True)
+    return out
 
 
 if __name__ == "__main__":

@@ -125,8 +125,13 @@ def kill_trials(trials: int, seed: int, keep: Path | None = None) -> dict[str, o
                 if (f"d{d}" in stored) != there:
                     lost += 1
                     details.append(
-                        {"trial": trial, "doc": d, "acknowledged": "add" if there else "delete",
-                         "in_flight": pending, "generation": store.generation}
+                        {
+                            "trial": trial,
+                            "doc": d,
+                            "acknowledged": "add" if there else "delete",
+                            "in_flight": pending,
+                            "generation": store.generation,
+                        }
                     )
                     if keep is not None:
                         shutil.copytree(path, keep / f"trial{trial}", dirs_exist_ok=True)

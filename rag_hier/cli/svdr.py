@@ -105,6 +105,15 @@ def add_index_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _token_rows(store: Any, ext: Any) -> str:
+    """How many passages (and tokens) the token index holds, wherever its rows are."""
+    from rag_hier.store.contract import engine_extension
+
+    if engine_extension(store, ext.name) is not None:  # rows in the engine (a Milvus sparse field), not here
+        return f"{store.count_passages()} passages (a Milvus sparse field)"
+    return f"{len(ext.index)} passages, {ext.index.rows.nnz} tokens"
+
+
 def after_index(store: Any, args: argparse.Namespace) -> str | None:
     """Attach or check the token index; encode E(d) with ``--svdr-vectors``."""
     from rag_hier.encoders.dense import DEFAULT_MODEL
@@ -129,13 +138,10 @@ def after_index(store: Any, args: argparse.Namespace) -> str | None:
         t0 = time.perf_counter()
         ext = TokenIndexExtension(model=model, max_length=max_length)
         store.add_extension(ext)
-        lines.append(
-            f"token index: {len(ext.index)} passages, {ext.index.rows.nnz} tokens "
-            f"({time.perf_counter() - t0:.1f}s, tokenizer of {model})"
-        )
+        lines.append(f"token index: {_token_rows(store, ext)} ({time.perf_counter() - t0:.1f}s, tokenizer of {model})")
     elif has_tokens:
         ext = TokenIndexExtension.of(store)
-        lines.append(f"token index: {len(ext.index)} passages")
+        lines.append(f"token index: {_token_rows(store, ext)}")
     if getattr(args, "svdr_vectors", False):
         encoder = _vocab_encoder(store, args)
         t0 = time.perf_counter()

@@ -119,11 +119,6 @@ class TokenIndex:
         self._rows = rows
 
     @property
-    def loaded_rows(self) -> SparseRowIndex | None:
-        """The rows if they exist yet (never loads the tokenizer)."""
-        return self._rows
-
-    @property
     def vocab_size(self) -> int:
         """Columns: the tokenizer's vocabulary size."""
         return self._rows.vocab_size if self._rows is not None else self.binarizer.vocab_size
@@ -160,9 +155,7 @@ class TokenIndex:
 
     def idf(self) -> np.ndarray:
         """Inverse document frequency per token, ``log(1 + (N - df + 0.5) / (df + 0.5))`` (BM25's, ≥ 0)."""
-        df = self.rows.document_frequency().astype(np.float64)
-        n = float(len(self.rows))
-        return np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
+        return self.idf_of(self.rows.document_frequency(), len(self.rows))
 
     def query_vectors(self, queries: Sequence[str], *, weighting: LexicalWeighting = "idf") -> sp.csr_matrix:
         """T(q) of query texts, optionally weighted by :meth:`idf`."""
@@ -183,6 +176,20 @@ class TokenIndex:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Plain lexical search with no model: the query's tokens, idf-weighted (or not), against T(D)."""
         return self.rows.search(self.query_vectors(queries, weighting=weighting), top_k, allowed_ids=allowed_ids)
+
+    @staticmethod
+    def idf_of(df: np.ndarray, n: int) -> np.ndarray:
+        """:meth:`idf` from document frequencies ``df`` over ``n`` rows (for rows kept outside this object)."""
+        df64 = np.asarray(df, dtype=np.float64)
+        return np.log1p((float(n) - df64 + 0.5) / (df64 + 0.5)).astype(np.float32)
+
+    def held_rows(self) -> SparseRowIndex | None:
+        """The rows in memory, or ``None`` when none were ever added or loaded (no tokenizer is loaded)."""
+        return self._rows
+
+    def clear(self) -> None:
+        """Forget every row in memory (a store keeping the rows in its engine calls this once they are written)."""
+        self._rows = None
 
     def save(self, path: str | Path) -> None:
         """Write the rows to ``path`` (``.npz``, see :meth:`SparseRowIndex.save`)."""

@@ -20,6 +20,7 @@ import numpy as np
 from rag_hier.errors import StoreError
 from rag_hier.retrieval.base import ParameterError, Ranking, Retriever, RetrieverParams, param
 from rag_hier.retrieval.tree import beam_rankings
+from rag_hier.store.contract import engine_extension, remote_vectors
 
 if TYPE_CHECKING:
     from rag_hier.store.extensions.ehi import EHIExtension
@@ -88,6 +89,8 @@ class EHIRetriever(Retriever[np.ndarray]):
         if ext.rowids.size == 0:
             stats = {"passages_scored": 0.0, "fraction_scored": 0.0, "leaves_visited": float(beam)}
             return [Ranking.empty(**stats) for _ in queries]
+        if remote_vectors(self.store):
+            return self._rank_in_engine(ext, queries, k, allowed, beam)
         item_vectors = ext.item_vectors(self.store)
         result = ehi_search(
             indexer,
@@ -100,3 +103,40 @@ class EHIRetriever(Retriever[np.ndarray]):
             allowed_ids=allowed,
         )
         return beam_rankings(result, k, ext.rowids.size)
+
+    def _rank_in_engine(
+        self, ext: EHIExtension, queries: np.ndarray, k: int, allowed: np.ndarray | None, beam: int
+    ) -> list[Ranking]:
+        """Route here, then ONE dense search per query inside the engine over the passages of the leaves reached.
+
+        The engine filters by the passages' leaf field when it keeps one (``search_in_leaves``: Milvus'
+        ``array_contains_any(ehi_leaves, [...])``), else by the leaves' rowids (``search_dense(allowed=...)``).
+        """
+        indexer = ext.require_indexer()
+        engine = engine_extension(self.store, "ehi")
+        leaves, _ = indexer.route(np.asarray(queries, np.float32), beam)
+        assignment = ext.assignment()
+        allowed_ids = None if allowed is None else np.asarray(allowed, dtype=np.int64)
+        out = []
+        for i in range(leaves.shape[0]):
+            items = ext.rowids[assignment.members(leaves[i])]
+            if allowed_ids is not None:
+                items = items[np.isin(items, allowed_ids)]
+            stats = {
+                "passages_scored": float(items.size),
+                "fraction_scored": items.size / ext.rowids.size,
+                "leaves_visited": float(beam),
+            }
+            if items.size == 0:
+                out.append(Ranking.empty(**stats))
+                continue
+            n = min(k, int(items.size))
+            if engine is not None:
+                scores, ids = engine.search_in_leaves("ehi", queries[i : i + 1], n, leaves[i], allowed)
+            else:
+                scores, ids = self.store.search_dense(queries[i : i + 1], n, items)
+            keep = ids[0] >= 0
+            out.append(
+                Ranking(ids[0][keep], scores[0][keep].astype(np.float64), stats=stats, exhausted=int(keep.sum()) < k)
+            )
+        return out

@@ -13,9 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from rag_hier.retrieval.base import Queries, Ranking, Retriever, RetrieverParams
-from rag_hier.store.extensions.sparse_embeddings import SparseEmbeddingExtension
+from rag_hier.store.contract import engine_extension
+from rag_hier.store.extensions.sparse_embeddings import SparseEmbeddingExtension, parse_sparse_embedding
 
 __all__ = ["SparseEmbeddingParams", "SparseEmbeddingRetriever"]
 
@@ -56,6 +58,20 @@ class SparseEmbeddingRetriever(Retriever[list[SparseQuery]]):
         ext = self.store.extension(SparseEmbeddingExtension.name)
         if not isinstance(ext, SparseEmbeddingExtension):
             return [Ranking.empty() for _ in queries]
+        engine = engine_extension(self.store, ext.name)
+        if engine is not None:  # the rows are a sparse field of the engine (Milvus): one sparse search there
+            parsed = [parse_sparse_embedding({"indices": list(i), "values": list(v)}, "query") for i, v in queries]
+            width = max([int(i.max()) + 1 for i, _ in parsed if i.size] or [1])
+            rows = sp.vstack(
+                [sp.csr_matrix((v, (np.zeros(i.size, np.int64), i)), shape=(1, width)) for i, v in parsed],
+                format="csr",
+            )
+            scores, ids = engine.search_sparse(ext.name, rows, k, allowed)
+            found = []
+            for srow, irow in zip(scores, ids, strict=True):
+                keep = irow >= 0
+                found.append(Ranking(irow[keep], srow[keep].astype(np.float64), exhausted=int(keep.sum()) < k))
+            return found
         out = []
         for indices, values in queries:
             scores, rowids = ext.search(indices, values, k, allowed_ids=allowed)

@@ -45,7 +45,7 @@ from rag_hier.encoders.dense import DEFAULT_MODEL
 from rag_hier.errors import StoreError
 from rag_hier.index.sparse import SearchMethod, SparseRowIndex
 from rag_hier.retrieval.base import Aggregate, Queries, Ranking, Retriever, RetrieverParams, param
-from rag_hier.store.contract import Filters
+from rag_hier.store.contract import Filters, engine_extension
 from rag_hier.store.extensions.svdr_vectors import SparseVectorExtension
 from rag_hier.store.extensions.token_index import TokenIndexExtension, passage_texts
 
@@ -363,7 +363,18 @@ class SvdrRetriever(Retriever[sp.csr_matrix]):
     def query_vectors(self, queries: Sequence[str]) -> sp.csr_matrix:
         """The query side this mode uses: E(q), T(q) (α) or idf-weighted T(q) (lexical)."""
         if self.mode == "lexical":
-            return self._token_index().index.query_vectors(queries, weighting="idf")
+            tok = self._token_index()
+            engine = engine_extension(self.store, tok.name)
+            if engine is None:
+                return tok.index.query_vectors(queries, weighting="idf")
+            # the rows are in the engine: idf from its document frequencies (read once per generation)
+            from rag_hier.index.token import TokenIndex
+
+            idx, counts, n = engine.sparse_document_frequency(tok.name)
+            df = np.zeros(tok.index.vocab_size, np.int64)
+            df[idx] = counts
+            binary = tok.index.binarizer.transform(queries, max_length=None)
+            return sp.csr_matrix(binary.multiply(TokenIndex.idf_of(df, n)[None, :]))
         if self.mode == "alpha":
             return self._binarizer().transform(queries, max_length=self._query_length())
         return self.encoder.encode_queries(queries)
@@ -412,7 +423,11 @@ class SvdrRetriever(Retriever[sp.csr_matrix]):
             if mode != "lexical":
                 self._check_vocabulary(tok)
             depth = max(k, self.rerank_m) if mode == "beta-rerank" else k
-            scores, ids = tok.index.search(q, depth, allowed_ids=allowed, method=self.method)
+            engine = engine_extension(self.store, tok.name)
+            if engine is not None:  # one sparse search inside the engine (Milvus): ⟨q, T(d)⟩
+                scores, ids = self._zero_padded(*engine.search_sparse(tok.name, q, depth, allowed), allowed)
+            else:
+                scores, ids = tok.index.search(q, depth, allowed_ids=allowed, method=self.method)
             if mode == "beta-rerank":
                 return self._rerank(q, scores, ids, k)
             name = "beta" if mode == "beta" else "lexical"
@@ -426,6 +441,31 @@ class SvdrRetriever(Retriever[sp.csr_matrix]):
             s64 = srow[keep].astype(np.float64)
             out.append(Ranking(irow[keep], s64, components={name: s64}))
         return out
+
+    def _zero_padded(
+        self, scores: np.ndarray, ids: np.ndarray, allowed: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Fill short engine results with the passages sharing no token with the query (score 0, by rowid).
+
+        An engine's sparse search leaves those out; the local token index ranks them last, so a short list is
+        completed here (one read of the candidate rowids, only when a query matched fewer than asked).
+        """
+        depth = ids.shape[1]
+        found = (ids >= 0).sum(axis=1)
+        if not (found < depth).any():
+            return scores, ids
+        pool = (
+            np.asarray(self.store.passage_rowids(), np.int64)
+            if allowed is None
+            else np.unique(np.asarray(allowed, dtype=np.int64))
+        )
+        scores, ids = scores.copy(), ids.copy()
+        for r in np.flatnonzero(found < depth):
+            got = ids[r, : found[r]]
+            rest = pool[~np.isin(pool, got)][: depth - found[r]]
+            ids[r, found[r] : found[r] + rest.size] = rest
+            scores[r, found[r] : found[r] + rest.size] = 0.0
+        return scores, ids
 
     def _rerank(self, q: sp.csr_matrix, scores: np.ndarray, ids: np.ndarray, k: int) -> list[Ranking]:
         m = self.rerank_m

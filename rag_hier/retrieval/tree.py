@@ -17,7 +17,7 @@ import numpy as np
 
 from rag_hier.errors import StoreError
 from rag_hier.retrieval.base import Ranking, Retriever, RetrieverParams, param
-from rag_hier.store.contract import remote_vectors
+from rag_hier.store.contract import engine_extension, remote_vectors
 
 if TYPE_CHECKING:
     from rag_hier.index.tree import TreeSearchResult
@@ -87,10 +87,12 @@ class TreeRetriever(Retriever[np.ndarray]):
     def _rank_in_engine(self, queries: np.ndarray, k: int, allowed: np.ndarray | None) -> list[Ranking]:
         """Beam search over the centroids here, then one dense search restricted to the reached leaves.
 
-        On a backend whose vectors are remote (Milvus), the leaves' passages are scored by the engine
-        (``search_dense`` restricted to them: exact over a FLAT index) instead of gathering their vectors.
+        On a backend whose vectors are remote (Milvus), the leaves' passages are scored by the engine (exact
+        over a FLAT index) instead of gathering their vectors: filtered by the passages' leaf field when the
+        engine keeps one (``search_in_leaves``), else by the leaves' rowids (``search_dense(allowed=...)``).
         """
         tree = self._extension().require_tree()
+        engine = engine_extension(self.store, "tree")
         total = max(len(tree), 1)
         allowed_set = None if allowed is None else np.asarray(allowed, dtype=np.int64)
         out = []
@@ -102,7 +104,12 @@ class TreeRetriever(Retriever[np.ndarray]):
             if items.size == 0:
                 out.append(Ranking.empty(passages_scored=0.0, fraction_scored=0.0, leaves_visited=0.0))
                 continue
-            scores, ids = self.store.search_dense(queries[i : i + 1], min(k, int(items.size)), items)
+            if engine is not None:
+                scores, ids = engine.search_in_leaves(
+                    "tree", queries[i : i + 1], min(k, int(items.size)), leaves, allowed
+                )
+            else:
+                scores, ids = self.store.search_dense(queries[i : i + 1], min(k, int(items.size)), items)
             keep = ids[0] >= 0
             out.append(
                 Ranking(

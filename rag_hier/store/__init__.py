@@ -1,7 +1,7 @@
 """The persistent store: one directory per collection (manifest + SQLite + FAISS), and its contract."""
 
 from rag_hier.store.contract import SIMILARITIES, Filters, Similarity, StoreBackend, StoreExtension
-from rag_hier.store.filters import Predicate, compile_filter
+from rag_hier.store.filters import Predicate, Refined, compile_filter
 from rag_hier.store.records import Hit, PassageRecord, QueryResult, WritePolicy, WriteSummary
 from rag_hier.store.state import FORMAT_VERSION
 from rag_hier.store.store import HierStore
@@ -15,6 +15,7 @@ __all__ = [
     "PassageRecord",
     "Predicate",
     "QueryResult",
+    "Refined",
     "Similarity",
     "StoreBackend",
     "StoreExtension",

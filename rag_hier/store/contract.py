@@ -24,10 +24,22 @@ if TYPE_CHECKING:
     from rag_hier.store.records import PassageRecord, WritePolicy, WriteSummary
     from rag_hier.store.segments import Delta
 
-__all__ = ["SIMILARITIES", "Filters", "Similarity", "StoreBackend", "StoreExtension", "remote_vectors"]
+__all__ = [
+    "SIMILARITIES",
+    "EngineExtensions",
+    "Filters",
+    "Similarity",
+    "StoreBackend",
+    "StoreExtension",
+    "engine_extension",
+    "remote_vectors",
+]
 
 Filters = Mapping[str, Any] | Predicate | None
-"""A Haystack-syntax filter dict, a compiled predicate over passage records, or ``None`` (no filter)."""
+"""A Haystack-syntax filter dict, a compiled predicate over passage records, or ``None`` (no filter).
+
+A :class:`~rag_hier.store.filters.Refined` (a predicate with a coarse filter dict a backend pushes down) is a
+predicate too; every method taking ``Filters`` pushes its coarse part down and answers with its predicate."""
 Similarity = Literal["cosine", "dot_product"]
 SIMILARITIES: tuple[str, ...] = ("cosine", "dot_product")
 
@@ -231,6 +243,39 @@ def remote_vectors(store: object) -> bool:
     vectors and scoring them in the client, which is what they do on the local store.
     """
     return bool(getattr(store, "remote_vectors", False))
+
+
+class EngineExtensions(Protocol):
+    """A backend that searches some extensions inside its engine (the Milvus backend; see :func:`engine_extension`)."""
+
+    def extension_in_engine(self, name: str) -> bool:
+        """Whether extension ``name`` is searched inside the engine."""
+
+    def search_sparse(
+        self, name: str, queries: Any, top_k: int, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top inner products of sparse query rows with a sparse extension's rows: ``(scores, rowids)``, padded."""
+
+    def sparse_document_frequency(self, name: str) -> tuple[np.ndarray, np.ndarray, int]:
+        """``(indices, document frequencies, rows)`` of a sparse extension."""
+
+    def search_in_leaves(
+        self, name: str, queries: np.ndarray, top_k: int, leaves: np.ndarray, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """One dense search over the passages a tree / EHI extension files under ``leaves``."""
+
+
+def engine_extension(store: object, name: str) -> EngineExtensions | None:
+    """The store as :class:`EngineExtensions` when it searches extension ``name`` inside its engine, else ``None``.
+
+    An optional capability (default: none). The Milvus backend keeps the token index and sparse embeddings as
+    sparse vector fields and the tree / EHI leaves as passage fields; strategies then send those searches to
+    the engine instead of loading the extension's rows into the client.
+    """
+    probe = getattr(store, "extension_in_engine", None)
+    if callable(probe) and probe(name):
+        return store  # type: ignore[return-value]
+    return None
 
 
 class StoreExtension:

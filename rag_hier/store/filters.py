@@ -7,21 +7,69 @@ dicts); any other bare name is looked up in the metadata. Semantics follow Hayst
 (``==``/``!=`` compare anything, ``None`` never orders, strings in ``>``/``<`` comparisons must be ISO
 dates, ``in``/``not in`` need a list; ``NOT`` negates the conjunction of its conditions). Errors raise
 :class:`~rag_hier.errors.FilterError`.
+
+A framework adapter whose filters have their own semantics passes them as a predicate; :class:`Refined` adds
+a coarse filter dict that the backend can push down (SQLite, a Milvus expression), the predicate then being
+evaluated only on the rows the coarse filter selects.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from rag_hier._limits import MAX_NESTING_DEPTH, exceeds_depth
 from rag_hier.errors import FilterError
 
-__all__ = ["Predicate", "compile_filter", "record_field"]
+__all__ = ["Predicate", "Refined", "compile_filter", "record_field"]
 
 Predicate = Callable[[Mapping[str, Any]], bool]
 """A compiled filter: takes a passage record (``id``, ``doc_id``, ``content``, ``meta``, ...)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Refined:
+    """A filter given twice: a coarse filter dict a backend can push down, and the exact predicate.
+
+    ``coarse`` (a filter in this module's syntax) must select a **superset** of the passages ``exact``
+    accepts; the caller (a framework adapter translating its own filter language) guarantees it. A backend
+    evaluates ``coarse`` where it can answer it without Python (SQLite on the local store, a Milvus
+    expression) and runs ``exact`` only on the rows it returns; where it cannot (an untranslatable coarse
+    filter, or rows the translation flags), it runs ``exact`` on every passage, as for a plain predicate,
+    and never evaluates ``coarse`` in Python. So the answer is always ``exact``'s, and ``exact`` sees a row
+    the coarse filter rejects only on that fallback: an ``exact`` that raises on some rows may stay silent
+    when those rows fall outside ``coarse`` (adapters keep leaves that may raise in ``coarse`` or give no
+    coarse filter at all).
+
+    ``equivalent=True`` states more: ``coarse`` selects exactly the passages ``exact`` accepts, and ``exact``
+    raises on none of them. A backend that answers ``coarse`` then skips the predicate (no record is read to
+    run it); on the fallback the predicate still decides.
+
+    A ``Refined`` is itself a predicate (calling it calls ``exact``), so every place that accepts
+    :data:`~rag_hier.store.contract.Filters` accepts it, and code that only knows predicates stays exact.
+
+    Raises:
+        FilterError: ``coarse`` is not a non-empty, well-formed filter dict, or ``exact`` is not callable.
+
+    """
+
+    coarse: Mapping[str, Any]
+    exact: Predicate
+    equivalent: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.coarse, Mapping) or not self.coarse:
+            raise FilterError(f"Refined.coarse must be a non-empty filter dict, got {self.coarse!r:.200}")
+        if not callable(self.exact):
+            raise FilterError(f"Refined.exact must be a predicate, got {type(self.exact).__name__}")
+        compile_filter(self.coarse)  # validated once, with this module's errors
+
+    def __call__(self, record: Mapping[str, Any]) -> bool:
+        """The exact predicate."""
+        return self.exact(record)
+
 
 _TOP_LEVEL = {"id", "doc_id", "content", "text", "position", "title_path", "section"}
 _MISSING = object()
@@ -127,7 +175,8 @@ _LOGICAL = ("AND", "OR", "NOT")
 def compile_filter(filters: Mapping[str, Any] | Predicate | None) -> Predicate | None:
     """Validate ``filters`` and return a predicate over passage records (``None`` for no filter).
 
-    A callable is returned unchanged, so integrations can pass their host framework's own matcher.
+    A callable is returned unchanged, so integrations can pass their host framework's own matcher (a
+    :class:`Refined` too: the caller that can push its coarse part down looks for it).
     An empty dict means "no filter". Filters (conditions and values together) may nest lists and dicts
     at most :data:`~rag_hier._limits.MAX_NESTING_DEPTH` (100) levels deep; deeper ones raise a
     :class:`FilterError` (never a ``RecursionError``).

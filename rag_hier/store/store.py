@@ -25,7 +25,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, cast, overload
 
 import numpy as np
 
@@ -39,7 +39,7 @@ from rag_hier.store.contract import SIMILARITIES, Filters, Similarity, StoreExte
 from rag_hier.store.core import StoreCore, connect, copy_committed
 from rag_hier.store.extensions.base import extension_class
 from rag_hier.store.files import LOCK_FILE
-from rag_hier.store.filters import compile_filter
+from rag_hier.store.filters import Refined, compile_filter
 from rag_hier.store.records import (
     Hit,
     PassageRecord,
@@ -630,10 +630,34 @@ class HierStore:
         with self._reading():
             return list(meta_index.fields(self._core.state, self.path))
 
-    def _select_matching(self, filters: Filters, **options: Any) -> list[Any] | None:
-        """Rows matching ``filters`` through SQL (:func:`~rag_hier.store.sql_filters.select_matching`)."""
+    def _select_matching(self, filters: Filters, *, column: str = "id", restrict: str = "") -> list[Any] | None:
+        """Rows matching ``filters`` through SQL (:func:`~rag_hier.store.sql_filters.select_matching`).
+
+        A :class:`Refined` filter: its coarse part through SQL, its predicate on the records SQL returns (not at
+        all when it is ``equivalent``). ``None``: evaluate the (exact) predicate on every passage.
+        """
+        if isinstance(filters, Refined) and filters.equivalent:  # the coarse filter's rows are the answer
+            filters = filters.coarse
+        elif isinstance(filters, Refined):
+            found = self._refined_records(filters, restrict)
+            if found is None:
+                return None
+            return [r.rowid if column == "id" else getattr(r, column) for r in found]
         indexed = meta_index.fields(self._core.state, self.path)
-        return select_matching(self._core.db, filters, indexed=indexed, **options)
+        return select_matching(self._core.db, filters, indexed=indexed, column=column, restrict=restrict)
+
+    def _refined_records(self, filters: Refined, restrict: str = "") -> list[PassageRecord] | None:
+        """The records ``filters.exact`` accepts among those its coarse filter selects in SQL, in insertion order.
+
+        ``None`` when SQL cannot answer the coarse filter exactly (the caller then runs the predicate on every
+        passage; the coarse filter is never evaluated in Python).
+        """
+        indexed = meta_index.fields(self._core.state, self.path)
+        rowids = select_matching(self._core.db, filters.coarse, indexed=indexed, restrict=restrict)
+        if rowids is None:
+            return None
+        found = records_by_rowid(self._core.db, rowids)
+        return [rec for _, rec in sorted(found.items()) if filters.exact(rec)]
 
     def update_corpus_info(self, **changes: Any) -> None:
         """Record facts about the corpus (format, passage length, ...) in the committed state."""
@@ -755,7 +779,12 @@ class HierStore:
         """Passages matching ``filters``, in insertion order, as a list."""
         predicate = compile_filter(filters)
         with self._reading():
-            ids = None if predicate is None else self._select_matching(filters)
+            partial = isinstance(filters, Refined) and not filters.equivalent
+            if partial:
+                refined = self._refined_records(cast(Refined, filters))
+                if refined is not None:
+                    return [r.to_passage() for r in refined]
+            ids = None if predicate is None or partial else self._select_matching(filters)
             if ids is not None:
                 found = records_by_rowid(self._core.db, ids)
                 return [found[i].to_passage() for i in sorted(found)]

@@ -266,3 +266,29 @@ def test_reading_pins_one_committed_generation(both) -> None:
         assert [p.id for p in reader.get_passages(["new#0"])] == ["new#0"]
     finally:
         reader.close()
+
+
+def test_a_dense_search_is_two_round_trips_with_the_same_hits(both, monkeypatch) -> None:
+    """One state read and one vector search bringing the hit fields: no count, no second query for the hits."""
+    local, remote = both
+    vectors = np.stack(local.get_embeddings(["tides#0", "volcano#1"]))
+    want = [
+        [(h.passage_id, h.text, h.meta, h.title_path) for h in r.hits]
+        for r in build_retriever("dense", local).run(Queries(vectors=vectors), top_k=3)
+    ]
+    calls: list[str] = []
+    real = MilvusStore._call
+
+    def counting(self, what, method, *args, **kwargs):
+        calls.append(method)
+        return real(self, what, method, *args, **kwargs)
+
+    monkeypatch.setattr(MilvusStore, "_call", counting)
+    results = build_retriever("dense", remote).run(Queries(vectors=vectors), top_k=3)
+    got = [[(h.passage_id, h.text, h.meta, h.title_path) for h in r.hits] for r in results]
+    assert got == want
+    assert calls.count("search") == 1 and len(calls) <= 2, calls
+    # outside a search the records come from Milvus again, and a later commit is seen
+    remote.update_meta(["tides#0"], {"topic": "ocean"})
+    (rowid,) = remote.rowids_of(passage_ids=["tides#0"]).tolist()
+    assert remote.records([rowid])[rowid].meta["topic"] == "ocean"

@@ -158,3 +158,45 @@ def test_filtered_search_returns_top_k_whenever_that_many_match(pair, vocab, nam
         hits = retriever.run(q, top_k=10, filters=filters)[0].hits
         assert len(hits) == min(10, 3 * n_docs)
         assert all(h.meta["n"] < n_docs for h in hits)
+
+
+def test_sparse_and_leaf_searches_run_inside_milvus(pair, vocab, monkeypatch) -> None:
+    """The migrated token index and sparse embeddings are a Milvus sparse field, the tree / EHI leaves passage
+    fields: searching them never touches client-side rows or vectors, and tree / EHI end in a leaf-filtered search."""
+    from rag_hier.index.sparse import SparseRowIndex
+    from rag_hier.store.extensions.ehi import EHIExtension
+
+    _, remote = pair
+    for name in ("token-index", "sparse-embeddings", "tree", "ehi"):
+        assert remote.extension_in_engine(name), name
+    state = remote.info()
+    for name in ("token-index", "sparse-embeddings"):
+        assert state["extensions"][name]["files"] == {}  # nothing in C__files: no file to load into the client
+        assert state["extensions_state"][name]["milvus"]["rows"] == 30
+        assert remote.extension(name).sparse_rows()[0].size == 0
+    assert remote.extension("token-index").index.held_rows() is None
+
+    def boom(*args, **kwargs):
+        raise AssertionError("searched in the client")
+
+    monkeypatch.setattr(SparseRowIndex, "search", boom)
+    monkeypatch.setattr(TreeExtension, "item_vectors", boom)
+    monkeypatch.setattr(EHIExtension, "item_vectors", boom)
+    filters_seen: list[str] = []
+    search_dense = MilvusStore.search_dense
+
+    def spy(self, queries, top_k, allowed=None, *, where=None):
+        filters_seen.append(where or "")
+        return search_dense(self, queries, top_k, allowed, where=where)
+
+    monkeypatch.setattr(MilvusStore, "search_dense", spy)
+    params = {**PARAMS, "tree": {"beam": 2}, "ehi": {"beam": 1}}
+    for name in ("svdr-beta", "svdr-beta-rerank", "svdr-lexical", "sparse-embedding", "tree", "ehi"):
+        info = strategy(name)
+        kwargs = {"encoder": vocab} if info.retriever.__name__ == "SvdrRetriever" else {}
+        results = info.retriever(remote, params=info.parse(params.get(name)), **kwargs).run(
+            _queries(remote, TEXTS), top_k=10, filters=FILTERS[1]
+        )
+        assert all(r.hits for r in results), name
+    assert any(w.startswith("tree_leaf in [") for w in filters_seen)
+    assert any(w.startswith("array_contains_any(ehi_leaves, [") for w in filters_seen)

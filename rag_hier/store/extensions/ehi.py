@@ -243,6 +243,10 @@ class EHIExtension(StoreExtension):
         """The passages filed, ascending (row ``i`` of the leaf lists)."""
         return self._rowids
 
+    def leaf_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(rowids, leaves (n, leaves_per_passage))``: the leaves of every passage filed (``-1``: none)."""
+        return self._rowids, self._leaves
+
     def assignment(self) -> LeafAssignment:
         """The leaf lists as inverted lists."""
         if self._assignment is None:

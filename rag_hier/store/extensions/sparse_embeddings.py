@@ -195,6 +195,26 @@ class SparseEmbeddingExtension(StoreExtension):
             ids.append(int(rowid))
         self.add(ids, embeddings)
 
+    # -- rows kept by a store engine (the Milvus backend's sparse field) ---------------------------------
+    def sparse_rows(self) -> tuple[np.ndarray, sp.csr_matrix]:
+        """The rows in memory: ``(rowids ascending, rows whose columns are the original sparse indices)``."""
+        ids, rows = self.index.matrix()
+        coo = rows.tocoo()
+        width = int(self.columns.max()) + 1 if self.columns.size else 1
+        mat = sp.csr_matrix(
+            (coo.data, (coo.row, self.columns[coo.col] if coo.nnz else coo.col)), shape=(rows.shape[0], width)
+        )
+        return ids, mat
+
+    def add_sparse_rows(self, rowids: np.ndarray, rows: Sequence[tuple[np.ndarray, np.ndarray]]) -> None:
+        """Add rows given as ``(indices, values)`` pairs (as an engine returns them)."""
+        self.add(rowids, [(np.asarray(i, np.int64), np.asarray(v, np.float64)) for i, v in rows])
+
+    def clear_rows(self) -> None:
+        """Forget the rows in memory (the engine holds them)."""
+        self.columns = np.zeros(0, dtype=np.int64)
+        self.index = SparseRowIndex(1, binary=False)
+
     # -- the StoreExtension contract ------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
         """``key``."""

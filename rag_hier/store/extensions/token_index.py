@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+import scipy.sparse as sp
 
 from rag_hier.encoders.dense import DEFAULT_MODEL
 from rag_hier.errors import StoreCorruptedError, StoreError
@@ -127,36 +128,59 @@ class TokenIndexExtension(StoreExtension):
         """Mask the removed passages (compacted when the file is next written)."""
         self.index.remove(rowids)
 
+    # -- rows kept by a store engine (the Milvus backend's sparse field) ---------------------------------
+    def sparse_rows(self) -> tuple[np.ndarray, sp.csr_matrix]:
+        """The rows in memory: ``(rowids ascending, binary rows over token ids)`` (none: empty)."""
+        rows = self.index.held_rows()
+        if rows is None:
+            return np.zeros(0, np.int64), sp.csr_matrix((0, 1), dtype=np.float32)
+        return rows.matrix()
+
+    def add_sparse_rows(self, rowids: np.ndarray, rows: Sequence[tuple[np.ndarray, np.ndarray]]) -> None:
+        """Add rows given as ``(token ids, weights)`` pairs (as an engine returns them)."""
+        n = self.index.vocab_size
+        indptr = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum([len(i) for i, _ in rows], out=indptr[1:])
+        cols = np.concatenate([np.asarray(i, np.int64) for i, _ in rows]) if rows else np.zeros(0, np.int64)
+        if cols.size and (cols.min() < 0 or cols.max() >= n):
+            raise StoreCorruptedError(f"token ids outside the tokenizer's vocabulary of {n}")
+        mat = sp.csr_matrix((np.ones(cols.size, np.float32), cols, indptr), shape=(len(rows), n))
+        self.index.rows.add(np.asarray(rowids, np.int64), mat)
+
+    def clear_rows(self) -> None:
+        """Forget the rows in memory (the engine holds them)."""
+        self.index.clear()
+
     # -- incremental commits ----------------------------------------------------------------------
     DELTA_ARRAYS: ClassVar[Mapping[str, tuple[str, int]]] = SPARSE_DELTA_ARRAYS
     DELTA_SEES_ALL_CHANGES: ClassVar[bool] = True  # the journal is the rows' own
 
     def begin_delta(self, limit: int) -> None:
         """Record the rows added and removed by the write batch."""
-        rows = self.index.loaded_rows
+        rows = self.index.held_rows()
         if rows is not None:
             rows.journal = RowJournal(limit)
 
     def delta(self) -> Delta | None:
         """The batch's rows (CSR) and removed rowids."""
-        return sparse_delta(self.index.loaded_rows)
+        return sparse_delta(self.index.held_rows())
 
     def end_delta(self) -> None:
         """Stop recording."""
-        rows = self.index.loaded_rows
+        rows = self.index.held_rows()
         if rows is not None:
             rows.journal = None
 
     def apply_delta(self, store: StoreBackend, arrays: Mapping[str, np.ndarray]) -> None:
         """Replay a committed segment on the rows read from ``tokens.npz``."""
-        rows = self.index.loaded_rows
+        rows = self.index.held_rows()
         if rows is None:
             raise ValueError("no rows loaded")
         apply_sparse_delta(rows, arrays)
 
     def delta_size(self) -> int:
         """Rows held."""
-        rows = self.index.loaded_rows
+        rows = self.index.held_rows()
         return rows.rows_held if rows is not None else 0
 
     def verify(self, store: StoreBackend) -> None:

@@ -221,6 +221,11 @@ class TreeExtension(StoreExtension):
                 f"{store.location}/{TREE_FILES[0]}: {tree.dimension}-d tree in a {store.dimension}-d store"
             )
 
+    def leaf_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(rowids, leaves (n, 1))``: the leaf of every passage in the tree (what an engine filters by)."""
+        tree = self.require_tree()
+        return tree.item_ids, tree.item_leaf.reshape(-1, 1)
+
     def describe(self) -> dict[str, Any]:
         """Tree shape and balance (for ``rag-hier info``)."""
         return self.tree.describe() if self.tree is not None else {"built": False}

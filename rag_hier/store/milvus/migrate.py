@@ -141,10 +141,7 @@ def milvus_to_local(source: MilvusStore | str, directory: str | Path, **milvus_o
                 def flush() -> None:
                     if not run:
                         return
-                    db.execute(
-                        "INSERT OR REPLACE INTO sqlite_sequence(name, seq) VALUES ('passages', ?)",
-                        (run[0][0].rowid - 1,),
-                    )
+                    _set_sequence(db, run[0][0].rowid - 1)
                     writer.insert_passages(
                         [r.to_passage() for r, _, _ in run],
                         [
@@ -159,10 +156,7 @@ def milvus_to_local(source: MilvusStore | str, directory: str | Path, **milvus_o
                         flush()
                     run.append(item)
                 flush()
-                db.execute(
-                    "INSERT OR REPLACE INTO sqlite_sequence(name, seq) VALUES ('passages', ?)",
-                    (int(state["next_rowid"]) - 1,),
-                )
+                _set_sequence(db, int(state["next_rowid"]) - 1)
                 for name, info in state.get("extensions", {}).items():
                     _attach_local(target, name, info.get("config", {}), src.extension_files(name))
         except BaseException:
@@ -180,6 +174,17 @@ def milvus_to_local(source: MilvusStore | str, directory: str | Path, **milvus_o
     finally:
         if src is not source:
             src.close()
+
+
+def _set_sequence(db: Any, seq: int) -> None:
+    """Make SQLite's next passage rowid ``seq + 1``.
+
+    ``sqlite_sequence`` has no unique key, so ``INSERT OR REPLACE`` would add a second ``passages`` row (and
+    SQLite would go on from the first one: rowids after a gap were renumbered, and the extensions' rowids no
+    longer matched); update the one row instead.
+    """
+    if db.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'passages'", (seq,)).rowcount == 0:
+        db.execute("INSERT INTO sqlite_sequence(name, seq) VALUES ('passages', ?)", (seq,))
 
 
 def _attach_local(store: HierStore, name: str, config: Mapping[str, Any], files: Mapping[str, bytes]) -> None:

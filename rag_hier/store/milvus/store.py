@@ -12,7 +12,12 @@ One rag-hier collection named ``C`` is five Milvus collections:
 ``C__state``  one row: the committed state (generation, encoder, dimension, index, extensions, counters)
 ``C__files``  extension files (document index, token index, tree, ...) in base64 chunks, by generation
 ``C__retired``  row versions a commit replaced or deleted, until they are physically deleted
+``C__sparse``  rows of the sparse extensions (SVDR token index, sparse embeddings) as a sparse vector field,
+              versioned like passages (created when the first one is attached; see :mod:`.fields`)
 ============  ===================================================================================
+
+Passage rows also carry ``tree_leaf`` and ``ehi_leaves`` (nullable): the leaves the ``tree`` / ``ehi``
+extensions assign, so beam search ends in one filtered dense search.
 
 **Commit.** Milvus has no multi-row transaction, so a write is made atomic the way a log-structured store
 does it: new row versions are inserted with ``gen = G + 1`` (invisible: every read filters ``gen <= G``),
@@ -42,20 +47,30 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
+import scipy.sparse as sp
 
 from rag_hier._version import __version__
 from rag_hier.corpus.model import Document, Passage, split_document
 from rag_hier.encoders.dense import DEFAULT_MODEL, DenseEncoder
-from rag_hier.errors import DimensionMismatchError, DuplicateIdError, StoreCorruptedError, StoreError
+from rag_hier.errors import DimensionMismatchError, DuplicateIdError, FilterError, StoreCorruptedError, StoreError
 from rag_hier.index.dense import IndexConfig
 from rag_hier.index.selection import select_top_k
 from rag_hier.store.contract import SIMILARITIES, Filters, Similarity, StoreExtension
 from rag_hier.store.extensions.base import extension_class
-from rag_hier.store.filters import compile_filter
+from rag_hier.store.filters import Refined, compile_filter
 from rag_hier.store.milvus.client import Connection
+from rag_hier.store.milvus.fields import (
+    LEAF_COLUMNS,
+    MAX_ARRAY,
+    SPARSE_EXTENSIONS,
+    LeafRows,
+    SparseRows,
+    leaf_values,
+    sparse_dicts,
+)
 from rag_hier.store.milvus.filters import translate
 from rag_hier.store.records import POLICIES, PassageRecord, WritePolicy, WriteSummary
 from rag_hier.store.schema import dumps, hash_text
@@ -74,6 +89,9 @@ _INSERT_ROWS = 512
 _BLOB_CHUNK = 48_000  # bytes per file chunk (64,000 characters of base64, under VARCHAR's 65,535)
 _VARCHAR = 65_535
 _DUMMY_DIM = 2  # Milvus needs a vector field in every collection
+HIT_ROWS_MAX = 256
+"""A search inside ``reading()`` fetching at most this many rows per query returns the hit fields with them."""
+
 _PASSAGE_FIELDS = [
     "vid",
     "rowid",
@@ -180,9 +198,15 @@ class _Batch:
     """An open write: the generation it writes, the versions it retires, what changed."""
 
     gen: int
-    retired: dict[str, set[int]] = field(default_factory=lambda: {"p": set(), "d": set()})
+    retired: dict[str, set[int]] = field(default_factory=lambda: {"p": set(), "d": set(), "s": set()})
     changed_docs: set[str] = field(default_factory=set)
     dirty_ext: set[str] = field(default_factory=set)
+    added: set[int] = field(default_factory=set)
+    """Rowids of passages inserted with extension hooks (their sparse rows and leaves are written at the commit)."""
+    removed: set[int] = field(default_factory=set)
+    """Rowids of passages retired (their sparse rows are retired at the commit)."""
+    rebuilt: set[str] = field(default_factory=set)
+    """Extensions that hold their whole state in memory (attached, imported, changed outside the hooks)."""
     floor: int | None = None
     saved_state: dict[str, Any] = field(default_factory=dict)
     depth: int = 0
@@ -226,7 +250,12 @@ class MilvusStore:
         self._settled_gen = -1
         self._syncing = False
         self._pinned = 0
+        self._hit_rows: tuple[int, dict[int, dict[str, Any]]] = (-1, {})  # (generation, rows) a search returned
         self._closed = False
+        self._has_sparse = False
+        self._lite: bool | None = None
+        self._leaf_columns: tuple[str, ...] = ()
+        self._df_cache: dict[tuple[str, int], tuple[np.ndarray, np.ndarray, int]] = {}
 
     # ------------------------------------------------------------------------------------------------
     # names and low-level calls
@@ -251,6 +280,10 @@ class MilvusStore:
     def _r(self) -> str:
         return f"{self.name}__retired"
 
+    @property
+    def _sp(self) -> str:
+        return f"{self.name}__sparse"
+
     def _call(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
         if self._closed:
             raise StoreError(f"the store {self.location} is closed")
@@ -260,9 +293,14 @@ class MilvusStore:
         return self._conn.call(what, fn, *args, **kwargs)
 
     def _query(self, collection: str, expr: str, fields: list[str], *, what: str = "a query") -> list[dict[str, Any]]:
-        """Every row matching ``expr`` (paged by the query iterator past Milvus' 16,384-row limit)."""
+        """Every row matching ``expr``: one query, paged by the query iterator only past Milvus' 16,384-row limit."""
         if self._closed:
             raise StoreError(f"the store {self.location} is closed")
+        first = self._call(
+            what, "query", collection, filter=expr, output_fields=fields, limit=MAX_LIMIT, consistency_level="Strong"
+        )
+        if len(first) < MAX_LIMIT:  # all of them: one round trip (an iterator costs three at least)
+            return [dict(r) for r in first]
         out: list[dict[str, Any]] = []
         it = self._call(
             what, "query_iterator", collection, batch_size=MAX_LIMIT // 4, filter=expr, output_fields=fields
@@ -418,6 +456,7 @@ class MilvusStore:
                 "next_seq": 1,
             }
             store._create_collections(dimension, config)
+            store._leaf_columns = tuple(LEAF_COLUMNS.values())
             store._put_state(state)
             store._state = state
         except BaseException:
@@ -455,6 +494,7 @@ class MilvusStore:
                 raise StoreError(f"{store.location}: no rag-hier collection {name!r} there")
             for coll in (store._s, store._p, store._d, store._f, store._r):
                 store._call("loading the collection", "load_collection", coll)
+            store._sparse_collection_present()
             store._load_state()
             store._check_schema()
             if not read_only:
@@ -537,11 +577,13 @@ class MilvusStore:
         s.add_field("has_vector", DataType.BOOL)
         s.add_field("exact", DataType.VARCHAR, max_length=_VARCHAR)
         s.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
+        s.add_field("tree_leaf", DataType.INT64, nullable=True)
+        s.add_field("ehi_leaves", DataType.ARRAY, element_type=DataType.INT64, max_capacity=MAX_ARRAY, nullable=True)
         ip = client.prepare_index_params()
         params = milvus_index_params(config)
         ip.add_index("vector", index_type=params["index_type"], metric_type="IP", params=params["params"])
-        for f in ("rowid", "gen", "passage_id", "doc_id"):
-            ip.add_index(f, index_type="INVERTED")
+        for f in ("rowid", "gen", "passage_id", "doc_id", "tree_leaf"):
+            ip.add_index(f, index_type="INVERTED")  # (Milvus Lite has no scalar index on ARRAY fields)
         self._call(
             "creating the passage collection",
             "create_collection",
@@ -615,6 +657,40 @@ class MilvusStore:
             consistency_level="Strong",
         )
 
+    def _sparse_collection_present(self) -> bool:
+        """Whether ``C__sparse`` exists (loaded when it does; another process may have created it since)."""
+        if not self._has_sparse and self._call("listing collections", "has_collection", self._sp):
+            self._call("loading the collection", "load_collection", self._sp)
+            self._has_sparse = True
+        return self._has_sparse
+
+    def _create_sparse_collection(self) -> None:
+        """``C__sparse``: the sparse extensions' rows (created when the first one is attached)."""
+        if self._sparse_collection_present():
+            return
+        from pymilvus import DataType
+
+        client = self._conn.client
+        s = client.create_schema(auto_id=False, enable_dynamic_field=False)
+        s.add_field("vid", DataType.INT64, is_primary=True)
+        s.add_field("tag", DataType.VARCHAR, max_length=256)
+        s.add_field("rowid", DataType.INT64)
+        s.add_field("gen", DataType.INT64)
+        s.add_field("vec", DataType.SPARSE_FLOAT_VECTOR)
+        ip = client.prepare_index_params()
+        ip.add_index("vec", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
+        for f in ("tag", "rowid", "gen"):
+            ip.add_index(f, index_type="INVERTED")
+        self._call(
+            "creating the sparse collection",
+            "create_collection",
+            self._sp,
+            schema=s,
+            index_params=ip,
+            consistency_level="Strong",
+        )
+        self._has_sparse = True
+
     def _check_schema(self) -> None:
         """The passage collection must have our fields and the recorded dimension."""
         desc = self._call("describing the passage collection", "describe_collection", self._p)
@@ -625,6 +701,7 @@ class MilvusStore:
                 f"{self.location}: the Milvus collection {self.name!r} has another schema (no field "
                 f"{', '.join(missing)}); it was not created by this rag-hier"
             )
+        self._leaf_columns = tuple(c for c in LEAF_COLUMNS.values() if c in fields)
         dim = int((fields["vector"].get("params") or {}).get("dim", -1))
         if dim != self._state.get("dimension"):
             raise DimensionMismatchError(
@@ -690,7 +767,7 @@ class MilvusStore:
         if not force and self._loaded_files.get("__gen__") == gen:
             return
         self._state = state
-        excluded: dict[str, set[int]] = {"p": set(), "d": set()}
+        excluded: dict[str, set[int]] = {"p": set(), "d": set(), "s": set()}
         for r in self._retired_rows(f"gen <= {gen}"):
             excluded.setdefault(r["kind"], set()).add(int(r["target"]))
         self._excluded = excluded
@@ -705,7 +782,7 @@ class MilvusStore:
         loaded: dict[str, Any] = {"__gen__": state.get("generation")}
         extensions: dict[str, StoreExtension] = {}
         for name, info in state.get("extensions", {}).items():
-            key = dumps([info.get("config"), info.get("files")])
+            key = dumps([info.get("config"), info.get("files"), info.get("fields")])
             old = self._extensions.get(name)
             if old is not None and self._loaded_files.get(name) == key:
                 extensions[name] = old
@@ -726,6 +803,10 @@ class MilvusStore:
             ext = cls.from_config(info.get("config", {}))
         except (TypeError, ValueError) as exc:
             raise StoreCorruptedError(f"{self.location}: extension {name!r} has a bad configuration ({exc})") from exc
+        if "sparse" in (info.get("fields") or {}):
+            if name not in SPARSE_EXTENSIONS or files:
+                raise StoreCorruptedError(f"{self.location}: extension {name!r} cannot be a sparse field")
+            return ext  # its rows stay in Milvus (C__sparse); the client holds only a write batch's new rows
         with tempfile.TemporaryDirectory(prefix="rag-hier-milvus-") as tmp:
             paths = {}
             for fname, finfo in files.items():
@@ -772,7 +853,7 @@ class MilvusStore:
     def _view(self) -> _View:
         if self._batch is not None:
             b = self._batch
-            excluded = {k: set(self._excluded.get(k, set())) | b.retired.get(k, set()) for k in ("p", "d")}
+            excluded = {k: set(self._excluded.get(k, set())) | b.retired.get(k, set()) for k in ("p", "d", "s")}
             floor = b.floor if b.floor is not None else int(self._state.get("floor", 0))
             return _View(b.gen, floor, excluded)
         return _View(int(self._state["generation"]), int(self._state.get("floor", 0)), self._excluded)
@@ -801,6 +882,8 @@ class MilvusStore:
                 yield self
             finally:
                 self._pinned -= 1
+                if not self._pinned:
+                    self._hit_rows = (-1, {})
 
     # ------------------------------------------------------------------------------------------------
     # identity
@@ -886,8 +969,17 @@ class MilvusStore:
                 "passages": self.count_passages(),
                 "vectors": self.count_vectors(),
             }
-            out["extensions_state"] = {n: e.describe() for n, e in self._extensions.items()}
+            out["extensions_state"] = {n: e.describe() for n, e in self._extensions.items() if not self._is_sparse(n)}
+            for n in self._extensions:
+                if self._is_sparse(n):
+                    tag = self._field(n, "sparse")
+                    where = f"tag == {_str_list([tag])[1:-1]} and {self._view().expr('s')}"
+                    held = self._count(self._sp, where) if self._sparse_collection_present() else 0
+                    out["extensions_state"][n] = {"milvus": {"collection": self._sp, "tag": tag, "rows": held}}
             return out
+
+    def _is_sparse(self, name: str) -> bool:
+        return "sparse" in (self._state.get("extensions", {}).get(name, {}).get("fields") or {})
 
     def encode_queries(self, queries: Sequence[str]) -> np.ndarray:
         """Query vectors from the collection's encoder."""
@@ -959,6 +1051,9 @@ class MilvusStore:
         """Stored passages by rowid (unknown rowids left out)."""
         ids = sorted({int(r) for r in rowids if r >= 0})
         with self._reading() as view:
+            gen, cached = self._hit_rows
+            if self._pinned and self._batch is None and gen == view.gen_max and all(i in cached for i in ids):
+                return {i: self._record(cached[i]) for i in ids}  # fetched by the search of this reading() block
             rows = self._query_in(self._p, "rowid", ids, view.expr("p"), _PASSAGE_FIELDS)
         return {int(r["rowid"]): self._record(r) for r in rows}
 
@@ -968,7 +1063,19 @@ class MilvusStore:
             rows = self._passage_rows("true", view)
         return iter(sorted((self._record(r) for r in rows), key=lambda r: r.rowid))
 
+    def _coarse_expr(self, filters: Refined) -> str | None:
+        """The Milvus expression of a :class:`Refined` filter's coarse part (``None``: run the predicate on all)."""
+        try:
+            return translate(filters.coarse)
+        except FilterError:  # a field name Milvus cannot address: the coarse part is only an optimization
+            return None
+
     def _filtered_records(self, filters: Filters, view: _View) -> list[PassageRecord]:
+        if isinstance(filters, Refined):
+            coarse = self._coarse_expr(filters)
+            if coarse is not None:  # the predicate runs on the rows the coarse expression selects in Milvus
+                recs = sorted(map(self._record, self._passage_rows(coarse, view)), key=lambda r: r.rowid)
+                return recs if filters.equivalent else [r for r in recs if filters.exact(r)]
         expr = translate(filters)
         if expr is not None:
             rows = self._passage_rows(expr, view)
@@ -1038,7 +1145,11 @@ class MilvusStore:
     def count_passages(self, filters: Filters = None) -> int:
         """Number of passages (matching ``filters``)."""
         with self._reading() as view:
+            if filters is None:
+                return self._committed_count("passages", self._p, view.expr("p"))
             expr = translate(filters)
+            if isinstance(filters, Refined) and filters.equivalent:
+                expr = self._coarse_expr(filters)
             if expr is None:
                 return len(self._filtered_records(filters, view))
             return self._count(self._p, f"({expr}) and {view.expr('p')}")
@@ -1046,12 +1157,19 @@ class MilvusStore:
     def count_vectors(self) -> int:
         """Number of passages with a dense vector."""
         with self._reading() as view:
-            return self._count(self._p, f"has_vector == true and {view.expr('p')}")
+            return self._committed_count("vectors", self._p, f"has_vector == true and {view.expr('p')}")
 
     def count_documents(self) -> int:
         """Number of documents."""
         with self._reading() as view:
-            return self._count(self._d, view.expr("d"))
+            return self._committed_count("documents", self._d, view.expr("d"))
+
+    def _committed_count(self, key: str, collection: str, expr: str) -> int:
+        """The count the last commit recorded in the state row (no round trip); counted in Milvus inside a batch."""
+        counts = self._state.get("counts") if self._batch is None else None
+        if isinstance(counts, Mapping) and isinstance(counts.get(key), int):
+            return int(counts[key])
+        return self._count(collection, expr)
 
     def document_ids(self) -> list[str]:
         """Document ids in insertion order."""
@@ -1093,6 +1211,15 @@ class MilvusStore:
         if compile_filter(filters) is None:
             return None
         with self._reading() as view:
+            if isinstance(filters, Refined) and (coarse := self._coarse_expr(filters)) is not None:
+                cond = f"({coarse}) and has_vector == true" if with_vector else coarse
+                if filters.equivalent:
+                    rows = self._passage_rows(cond, view, ["rowid"])
+                    return MilvusRowids(np.sort(np.fromiter((int(r["rowid"]) for r in rows), np.int64)), cond)
+                recs = [self._record(r) for r in self._passage_rows(cond, view)]
+                kept = np.sort(np.fromiter((r.rowid for r in recs if filters.exact(r)), np.int64))
+                # every row the expression selects passes the predicate: search can filter by the expression
+                return MilvusRowids(kept, cond) if kept.size == len(recs) else kept
             expr = translate(filters)
             if expr is not None:
                 cond = f"({expr}) and has_vector == true" if with_vector else expr
@@ -1105,38 +1232,45 @@ class MilvusStore:
     # ------------------------------------------------------------------------------------------------
     # dense vectors and search
     # ------------------------------------------------------------------------------------------------
+    @staticmethod
+    def _allowed_expr(allowed: np.ndarray | None) -> str | None:
+        """The passage condition of ``allowed`` (``None``: nothing allowed)."""
+        if allowed is None:
+            return "has_vector == true"
+        if isinstance(allowed, MilvusRowids) and allowed.expr is not None:
+            return allowed.expr
+        ids = np.unique(np.asarray(allowed, dtype=np.int64))
+        if ids.size == 0:
+            return None
+        return f"has_vector == true and {_ids_expr('rowid', ids.tolist())}"
+
     def search_dense(
-        self, queries: np.ndarray, top_k: int, allowed: np.ndarray | None = None
+        self, queries: np.ndarray, top_k: int, allowed: np.ndarray | None = None, *, where: str | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """Top inner products over the passage vectors, searched inside Milvus: ``(scores, rowids)``, ``-1``-padded.
 
         ``allowed`` from :meth:`matching_rowids` is applied as its Milvus expression; any other rowid set as
-        ``rowid in [...]``. ``top_k`` is capped at Milvus' limit of 16,384.
+        ``rowid in [...]``; ``where`` (a Milvus expression on the passage fields, internal) narrows further.
+        ``top_k`` is capped at Milvus' limit of 16,384.
         """
         q = np.ascontiguousarray(np.asarray(queries, dtype=np.float32))
         if q.ndim == 1:
             q = q[None, :]
         n = q.shape[0]
         with self._reading() as view:
-            counts = self._state.get("counts") if self._batch is None else None
-            live = (
-                int(counts["vectors"])
-                if counts and "vectors" in counts  # the committed count: no extra round trip
-                else self._count(self._p, f"has_vector == true and {view.expr('p')}")
-            )
+            live = self._committed_count("vectors", self._p, f"has_vector == true and {view.expr('p')}")
             k = min(int(top_k), live, MAX_LIMIT)
             if k <= 0 or n == 0:
                 return np.zeros((n, 0), np.float32), np.zeros((n, 0), np.int64)
-            if allowed is None:
-                cond = "has_vector == true"
-            elif isinstance(allowed, MilvusRowids) and allowed.expr is not None:
-                cond = allowed.expr
-            else:
-                ids = np.unique(np.asarray(allowed, dtype=np.int64))
-                if ids.size == 0:
-                    return np.full((n, k), -np.inf, np.float32), np.full((n, k), -1, np.int64)
-                cond = f"has_vector == true and {_ids_expr('rowid', ids.tolist())}"
+            cond = self._allowed_expr(allowed)
+            if cond is None:
+                return np.full((n, k), -np.inf, np.float32), np.full((n, k), -1, np.int64)
+            if where is not None:
+                cond = f"({cond}) and ({where})"
             fetch = min(k + min(k, 16), MAX_LIMIT)  # a few more, so ties at the cut are broken by rowid
+            # Inside reading() (a retriever's search), a short result brings the hit fields along: the hits are
+            # then built without a second round trip (records() answers from them until the block ends).
+            with_rows = bool(self._pinned) and self._batch is None and fetch <= HIT_ROWS_MAX
             res = self._call(
                 "a vector search",
                 "search",
@@ -1145,10 +1279,12 @@ class MilvusStore:
                 anns_field="vector",
                 limit=fetch,
                 filter=f"({cond}) and {view.expr('p')}",
-                output_fields=["rowid"],
+                output_fields=_PASSAGE_FIELDS if with_rows else ["rowid"],
                 search_params=_search_params(self.index_config, fetch),
                 consistency_level="Strong",
             )
+            if with_rows:
+                self._hit_rows = (view.gen_max, {int(h["entity"]["rowid"]): h["entity"] for hits in res for h in hits})
         scores = np.full((n, k), -np.inf, np.float32)
         ids_out = np.full((n, k), -1, np.int64)
         for i, hits in enumerate(res):
@@ -1160,6 +1296,228 @@ class MilvusStore:
             scores[i, : order.size] = dist[order]
             ids_out[i, : order.size] = rows[order]
         return scores, ids_out
+
+    # ------------------------------------------------------------------------------------------------
+    # extensions kept in Milvus fields (see rag_hier.store.milvus.fields)
+    # ------------------------------------------------------------------------------------------------
+    def extension_in_engine(self, name: str) -> bool:
+        """Whether extension ``name`` is searched inside Milvus.
+
+        True when its rows are a sparse field (``token-index``, ``sparse-embeddings``) or its leaves a passage
+        field (``tree``, ``ehi``); else the strategies search it in the client (extensions attached before this
+        existed, collections whose schema lacks the leaf fields).
+        """
+        with self._reading():
+            fields = self._state.get("extensions", {}).get(name, {}).get("fields") or {}
+            return "sparse" in fields or "leaf" in fields
+
+    def _field(self, name: str, kind: str) -> str:
+        value = (self._state.get("extensions", {}).get(name, {}).get("fields") or {}).get(kind)
+        if value is None:
+            raise StoreError(f"{self.location}: the {name!r} extension is not kept in a Milvus field")
+        return str(value)
+
+    def search_sparse(
+        self, name: str, queries: Any, top_k: int, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top inner products of sparse queries with extension ``name``'s rows, searched inside Milvus.
+
+        Args:
+            name: ``"token-index"`` or ``"sparse-embeddings"`` (kept in a sparse field).
+            queries: ``(n, columns)`` sparse rows whose column numbers are the stored indices (token ids,
+                the caller's sparse indices); weights must be non-negative (Milvus' rule).
+            top_k: Results per query (capped at 16,384).
+            allowed: Only these passages (rowids) may be returned.
+
+        Returns:
+            ``(scores, rowids)``, ``(n, top_k)``, padded with ``-inf`` / ``-1``; ties by ascending rowid. Rows
+            sharing no index with the query are never returned (Milvus' sparse search leaves them out).
+
+        """
+        q = sp.csr_matrix(queries, dtype=np.float32)
+        n, k = q.shape[0], min(int(top_k), MAX_LIMIT)
+        scores = np.full((n, k), -np.inf, np.float32)
+        ids_out = np.full((n, k), -1, np.int64)
+        if k <= 0 or n == 0:
+            return scores, ids_out
+        data = sparse_dicts(q, f"{self.location}: a {name} query")
+        with self._reading() as view:
+            tag = self._field(name, "sparse")
+            if not self._sparse_collection_present():
+                return scores, ids_out
+            cond = f"tag == {_str_list([tag])[1:-1]}"
+            if allowed is not None:
+                ids = np.unique(np.asarray(allowed, dtype=np.int64))
+                if ids.size == 0:
+                    return scores, ids_out
+                cond += f" and {_ids_expr('rowid', ids.tolist())}"
+            todo = [i for i, d in enumerate(data) if d]
+            if not todo:
+                return scores, ids_out
+            fetch = min(k + min(k, 16), MAX_LIMIT)  # a few more, so ties at the cut are broken by rowid
+            res = self._call(
+                "a sparse search",
+                "search",
+                self._sp,
+                data=[data[i] for i in todo],
+                anns_field="vec",
+                limit=fetch,
+                filter=f"{cond} and {view.expr('s')}",
+                output_fields=["rowid"],
+                search_params={"metric_type": "IP", "params": {}},
+                consistency_level="Strong",
+            )
+        for i, hits in zip(todo, res, strict=True):
+            if not hits:
+                continue
+            rows = np.fromiter((int(h["entity"]["rowid"]) for h in hits), np.int64, count=len(hits))
+            dist = np.fromiter((float(h["distance"]) for h in hits), np.float32, count=len(hits))
+            order = select_top_k(dist, rows, k)
+            scores[i, : order.size] = dist[order]
+            ids_out[i, : order.size] = rows[order]
+        return scores, ids_out
+
+    def _sparse_rows(self, name: str, view: _View, expr: str = "true") -> list[dict[str, Any]]:
+        tag = self._field(name, "sparse")
+        if not self._sparse_collection_present():
+            return []
+        where = f"tag == {_str_list([tag])[1:-1]} and ({expr}) and {view.expr('s')}"
+        return self._query(self._sp, where, ["rowid", "vec"], what=f"reading the {name} rows")
+
+    def sparse_document_frequency(self, name: str) -> tuple[np.ndarray, np.ndarray, int]:
+        """``(indices, document frequencies, rows)`` of extension ``name``'s sparse rows (for idf weights).
+
+        Milvus has no aggregate for this, so the rows are read once per committed generation (streamed; only the
+        counts are kept) — the client-side step of SVDR's lexical mode on Milvus.
+        """
+        with self._reading() as view:
+            key = (self._field(name, "sparse"), view.gen_max)
+            if key not in self._df_cache:
+                counts: dict[int, int] = {}
+                rows = self._sparse_rows(name, view)
+                for r in rows:
+                    for j in r["vec"]:
+                        counts[int(j)] = counts.get(int(j), 0) + 1
+                idx = np.fromiter(counts.keys(), np.int64, count=len(counts))
+                df = np.fromiter(counts.values(), np.int64, count=len(counts))
+                self._df_cache = {key: (idx, df, len(rows))}
+            return self._df_cache[key]
+
+    def search_in_leaves(
+        self, name: str, queries: np.ndarray, top_k: int, leaves: np.ndarray, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """One dense search inside Milvus over the passages filed under ``leaves`` by extension ``name``.
+
+        ``name`` is ``"tree"`` (filter ``tree_leaf in [...]``) or ``"ehi"`` (``array_contains_any(ehi_leaves,
+        [...])``); ``allowed`` restricts further, as in :meth:`search_dense`.
+        """
+        with self._reading():
+            column = self._field(name, "leaf")
+        values = "[" + ",".join(str(int(x)) for x in np.unique(np.asarray(leaves, np.int64))) + "]"
+        where = f"{column} in {values}" if column == "tree_leaf" else f"array_contains_any({column}, {values})"
+        return self.search_dense(queries, top_k, allowed, where=where)
+
+    def _is_lite(self) -> bool:
+        """Whether the server is Milvus Lite (a ``.db`` file, or its server process reached by URI)."""
+        if self._lite is None:
+            try:
+                version = str(self._call("asking the server version", "get_server_version"))
+            except StoreError:
+                version = ""
+            self._lite = self._conn.uri.endswith(".db") or "lite" in version.lower()
+        return self._lite
+
+    def _sync_sparse(self, ext: StoreExtension, tag: str, *, full: bool) -> int:
+        """Write a sparse extension's new rows under this batch's generation, retiring the versions they replace.
+
+        Returns the rows written.
+        """
+        b = self._require_batch()
+        ids, rows = cast(SparseRows, ext).sparse_rows()
+        ids = np.asarray(ids, np.int64)
+        if not full:
+            gone = sorted(b.removed | set(ids.tolist()))
+            if gone and self._sparse_collection_present():
+                cond = f"tag == {_str_list([tag])[1:-1]} and {self._view().expr('s')}"
+                old = self._query_in(self._sp, "rowid", gone, cond, ["vid"])
+                b.retired["s"].update(int(r["vid"]) for r in old)
+        if ids.size == 0:
+            if full:
+                self._create_sparse_collection()
+            return 0
+        self._create_sparse_collection()
+        mat = sp.csr_matrix(rows)
+        row_of = np.repeat(np.arange(mat.shape[0]), np.diff(mat.indptr))
+        bad = np.unique(row_of[~np.isfinite(mat.data) | (mat.data < 0)])
+        for i in bad[:1]:  # name the passage (Milvus takes non-negative weights only)
+            rec = self.records([int(ids[i])]).get(int(ids[i]))
+            where = f"passage {rec.passage_id!r}" if rec is not None else f"rowid {int(ids[i])}"
+            sparse_dicts(mat[int(i)], f"{self.location}: extension {ext.name!r}, {where}")
+        dicts = sparse_dicts(mat, f"{self.location}: extension {ext.name!r}", ids)
+        keep = [j for j, d in enumerate(dicts) if d]  # a row with no positive weight can never score
+        vid0 = self._alloc("next_vid", len(keep))
+        out = [
+            {"vid": vid0 + n, "tag": tag, "rowid": int(ids[j]), "gen": b.gen, "vec": dicts[j]}
+            for n, j in enumerate(keep)
+        ]
+        for i in range(0, len(out), _INSERT_ROWS):
+            self._call("writing sparse rows", "insert", self._sp, out[i : i + _INSERT_ROWS])
+        return len(out)
+
+    def _sync_leaves(self, plans: Mapping[str, tuple[StoreExtension, bool]]) -> None:
+        """Set the leaf fields of the passages whose leaves changed (all of them for a new or rebuilt extension).
+
+        A row written by this batch is replaced in place (it is invisible until the commit); an older row gets a
+        new version under this batch's generation and the old one is retired, as for any passage change.
+        """
+        b = self._require_batch()
+        wanted = {column: leaf_values(column, *cast(LeafRows, ext).leaf_rows()) for column, (ext, _) in plans.items()}
+        view = self._view()
+        fields = [*_PASSAGE_FIELDS, "vector", *self._leaf_columns]
+        if any(full for _, full in plans.values()):
+            rows = self._passage_rows("true", view, fields)
+        elif b.added:
+            rows = self._query_in(self._p, "rowid", sorted(b.added), view.expr("p"), fields)
+        else:
+            return
+        in_place: list[dict[str, Any]] = []
+        versions: list[dict[str, Any]] = []
+        for r in rows:
+            changed = False
+            for column, values in wanted.items():
+                want = values.get(int(r["rowid"]))
+                have = r.get(column)
+                if (list(have) if isinstance(have, list | tuple) else have) != want:
+                    r[column] = want
+                    changed = True
+            if not changed:
+                continue
+            row = {f: v for f, v in r.items() if v is not None}
+            if int(r["gen"]) == b.gen:
+                in_place.append(row)
+            else:
+                b.retired["p"].add(int(r["vid"]))
+                row["vid"], row["gen"] = self._alloc("next_vid", 1), b.gen
+                versions.append(row)
+        for i in range(0, len(in_place), _INSERT_ROWS):
+            self._call("writing leaves", "upsert", self._p, in_place[i : i + _INSERT_ROWS])
+        self._insert(self._p, versions)
+
+    def _sparse_extension_files(self, name: str, info: Mapping[str, Any]) -> dict[str, bytes]:
+        """The files extension ``name`` would write, rebuilt from its rows in Milvus (for ``migrate``)."""
+        cls = extension_class(name, self.location)
+        ext = cls.from_config(info.get("config", {}))
+        rows = self._sparse_rows(name, self._view())
+        rows.sort(key=lambda r: int(r["rowid"]))
+        pairs = [
+            (np.fromiter((int(j) for j in r["vec"]), np.int64), np.fromiter(r["vec"].values(), np.float64))
+            for r in rows
+        ]
+        cast(SparseRows, ext).add_sparse_rows(np.asarray([int(r["rowid"]) for r in rows], np.int64), pairs)
+        with tempfile.TemporaryDirectory(prefix="rag-hier-milvus-") as tmp:
+            paths = {f: Path(tmp) / f for f in ext.files()}
+            ext.write(paths)
+            return {f: p.read_bytes() for f, p in paths.items()}
 
     def vectors(self, rowids: np.ndarray) -> np.ndarray:
         """The stored float32 vectors of ``rowids`` (each must have one)."""
@@ -1217,16 +1575,29 @@ class MilvusStore:
         if floor > 0:
             self._delete(self._p, f"gen <= {floor}")
             self._delete(self._d, f"gen <= {floor}")
+        sparse = self._sparse_collection_present()
+        if sparse:
+            self._delete(self._sp, f"gen > {gen}")
+            if floor > 0:
+                self._delete(self._sp, f"gen <= {floor}")
+            tags = [
+                i["fields"]["sparse"]
+                for i in self._state.get("extensions", {}).values()
+                if "sparse" in (i.get("fields") or {})
+            ]
+            self._delete(self._sp, f"not (tag in {_str_list(tags)})" if tags else "vid >= 0")
         retired = self._retired_rows(f"gen <= {gen}")
         if retired:
-            for kind, coll in (("p", self._p), ("d", self._d)):
+            for kind, coll in (("p", self._p), ("d", self._d), ("s", self._sp)):
+                if kind == "s" and not sparse:
+                    continue
                 targets = [int(r["target"]) for r in retired if r["kind"] == kind]
                 for i in range(0, len(targets), _IN_CHUNK):
                     self._delete(coll, _ids_expr("vid", targets[i : i + _IN_CHUNK]))
             keys = [r["key"] for r in retired]
             for i in range(0, len(keys), _IN_CHUNK):
                 self._delete(self._r, f"key in {_str_list(keys[i : i + _IN_CHUNK])}")
-            self._excluded = {"p": set(), "d": set()}
+            self._excluded = {"p": set(), "d": set(), "s": set()}
         current = {f: int(i["gen"]) for e in self._state.get("extensions", {}).values() for f, i in e["files"].items()}
         stale = self._query(self._f, "gen >= 0", ["key", "file", "gen"], what="listing files")
         drop = [r["key"] for r in stale if current.get(r["file"]) != int(r["gen"])]
@@ -1244,7 +1615,25 @@ class MilvusStore:
                 b.dirty_ext.add(name)
         extensions_state: dict[str, Any] = {}
         old_ext = self._state.get("extensions", {})
+        synced: list[str] = []
+        wrote_sparse = False
+        leaf_plans: dict[str, tuple[StoreExtension, bool]] = {}
         for name, ext in self._extensions.items():
+            old_fields = old_ext.get(name, {}).get("fields") or {}
+            if name in SPARSE_EXTENSIONS and (name not in old_ext or name in b.rebuilt or "sparse" in old_fields):
+                full = name not in old_ext or name in b.rebuilt
+                tag = f"{name}@{b.gen}" if full else str(old_fields["sparse"])
+                if self._sync_sparse(ext, tag, full=full):
+                    wrote_sparse = True
+                synced.append(name)
+                extensions_state[name] = {"config": ext.config(), "files": {}, "fields": {"sparse": tag}}
+                continue
+            fields: dict[str, Any] = {}
+            column = LEAF_COLUMNS.get(name)
+            if column in self._leaf_columns and getattr(ext, "leaves_per_passage", 1) <= MAX_ARRAY:
+                assert column is not None
+                leaf_plans[column] = (ext, name not in old_ext or name in b.rebuilt or "leaf" not in old_fields)
+                fields = {"leaf": column}
             files = dict(old_ext.get(name, {}).get("files", {}))
             if name in b.dirty_ext or name not in old_ext:
                 files = {}
@@ -1255,7 +1644,9 @@ class MilvusStore:
                         if not path.is_file():
                             raise StoreError(f"extension {name!r} did not write {f}")
                         files[f] = self._write_file(f, path.read_bytes(), b.gen)
-            extensions_state[name] = {"config": ext.config(), "files": files}
+            extensions_state[name] = {"config": ext.config(), "files": files, **({"fields": fields} if fields else {})}
+        if leaf_plans:
+            self._sync_leaves(leaf_plans)
         _step("files_written")
         markers = [
             {"key": f"{kind}:{vid}", "kind": kind, "target": int(vid), "gen": b.gen, "dummy": [0.0] * _DUMMY_DIM}
@@ -1278,10 +1669,22 @@ class MilvusStore:
         self._put_state(state)  # the commit point
         self._state = state
         self._batch = None
-        self._excluded = {k: set(self._excluded.get(k, set())) | b.retired.get(k, set()) for k in ("p", "d")}
+        self._excluded = {k: set(self._excluded.get(k, set())) | b.retired.get(k, set()) for k in ("p", "d", "s")}
         self._loaded_files = {"__gen__": b.gen} | {
-            n: dumps([i.get("config"), i.get("files")]) for n, i in extensions_state.items()
+            n: dumps([i.get("config"), i.get("files"), i.get("fields")]) for n, i in extensions_state.items()
         }
+        for name in synced:  # committed to C__sparse: the client forgets them
+            cast(SparseRows, self._extensions[name]).clear_rows()
+        if wrote_sparse and self._is_lite():
+            # Milvus Lite scores sparse vectors in Python and re-indexes its unflushed rows on every search;
+            # sealing them once here lets it build a segment's index once and cache it (a β query on 1,000
+            # passages: 400-800 ms -> about 12 ms). A server indexes growing segments itself: no flush there.
+            try:
+                self._call("sealing the sparse rows", "flush", self._sp)
+            except StoreError as exc:
+                logger.warning(
+                    "%s: could not flush %s (%s); searches stay correct, only slower", self.location, self._sp, exc
+                )
         try:
             _step("after_commit")
             self._recover()
@@ -1320,7 +1723,24 @@ class MilvusStore:
         return first
 
     def _passage_row(
-        self, rowid: int, vid: int, gen: int, p: Passage, vector: np.ndarray | None, exact: str = ""
+        self,
+        rowid: int,
+        vid: int,
+        gen: int,
+        p: Passage,
+        vector: np.ndarray | None,
+        exact: str = "",
+        carry: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """A passage row; ``carry``: the stored row it replaces (its leaf fields are kept)."""
+        row = self._new_passage_row(rowid, vid, gen, p, vector, exact)
+        for column in self._leaf_columns if carry else ():
+            if carry.get(column) is not None:  # type: ignore[union-attr]
+                row[column] = carry[column]  # type: ignore[index]
+        return row
+
+    def _new_passage_row(
+        self, rowid: int, vid: int, gen: int, p: Passage, vector: np.ndarray | None, exact: str
     ) -> dict[str, Any]:
         dim = int(self._state["dimension"])
         text = p.text
@@ -1380,6 +1800,7 @@ class MilvusStore:
         self._insert(self._p, rows)
         b.changed_docs.update(p.doc_id for p in passages)
         if hooks:
+            b.added.update(ids.tolist())
             with_vec = [i for i, v in enumerate(vec_list) if v is not None]
             mat = np.stack([np.asarray(vec_list[i], np.float32) for i in with_vec]) if with_vec else None
             for name, ext in self._extensions.items():
@@ -1395,6 +1816,7 @@ class MilvusStore:
         b.changed_docs.update(r["doc_id"] for r in rows)
         b.retired["p"].update(int(r["vid"]) for r in rows)
         removed = np.asarray(sorted(int(r["rowid"]) for r in rows), dtype=np.int64)
+        b.removed.update(removed.tolist())
         for name, ext in self._extensions.items():
             ext.on_passages_removed(self, removed)
             b.dirty_ext.add(name)
@@ -1475,7 +1897,11 @@ class MilvusStore:
             view = self._view()
             stored_rows: dict[str, list[dict[str, Any]]] = {}
             for r in self._query_in(
-                self._p, "doc_id", [d.doc_id for d in docs], view.expr("p"), [*_PASSAGE_FIELDS, "vector"]
+                self._p,
+                "doc_id",
+                [d.doc_id for d in docs],
+                view.expr("p"),
+                [*_PASSAGE_FIELDS, "vector", *self._leaf_columns],
             ):
                 stored_rows.setdefault(r["doc_id"], []).append(r)
             added = updated = unchanged = skipped = empty = removed = kept = 0
@@ -1553,7 +1979,9 @@ class MilvusStore:
                 continue
             b.retired["p"].add(int(old["vid"]))
             vec = np.asarray(old["vector"], np.float32) if old["has_vector"] else None
-            rows.append(self._passage_row(int(old["rowid"]), self._alloc("next_vid", 1), b.gen, p, vec, old["exact"]))
+            rows.append(
+                self._passage_row(int(old["rowid"]), self._alloc("next_vid", 1), b.gen, p, vec, old["exact"], carry=old)
+            )
         self._insert(self._p, rows)
 
     def _check_collisions(self, doc_id: str, passages: Sequence[Passage]) -> None:
@@ -1667,11 +2095,14 @@ class MilvusStore:
         """Delete every passage matching ``filters``; returns how many."""
         with self.batch():
             expr = translate(filters)
+            coarse = self._coarse_expr(filters) if isinstance(filters, Refined) else None
             if expr is not None:
                 rows = self._rows_where(expr)
+            elif coarse is not None and cast(Refined, filters).equivalent:
+                rows = self._rows_where(coarse)
             else:
                 keep = {r.rowid for r in self._filtered_records(filters, self._view())}
-                rows = [r for r in self._rows_where("true") if int(r["rowid"]) in keep]
+                rows = [r for r in self._rows_where(coarse or "true") if int(r["rowid"]) in keep]
             n = self._retire_rows(rows)
             self._drop_empty_documents(r["doc_id"] for r in rows)
             return n
@@ -1694,6 +2125,7 @@ class MilvusStore:
             self._delete(self._d, f"gen == {b.gen}")
             b.floor = b.gen
             b.gen += 1
+            b.added.clear()
             if removed.size:
                 for name, ext in self._extensions.items():
                     ext.on_passages_removed(self, removed)
@@ -1708,7 +2140,9 @@ class MilvusStore:
         payload = dict(meta)
         _check_json(payload, "meta")
         with self.batch():
-            rows = self._query_in(self._p, "passage_id", ids, self._view().expr("p"), [*_PASSAGE_FIELDS, "vector"])
+            rows = self._query_in(
+                self._p, "passage_id", ids, self._view().expr("p"), [*_PASSAGE_FIELDS, "vector", *self._leaf_columns]
+            )
             self._update_rows(rows, payload, merge=merge)
             return len(rows)
 
@@ -1721,7 +2155,9 @@ class MilvusStore:
             p = Passage(p.id, p.doc_id, p.position, p.text, p.title_path, p.section, meta, dict(p.extra))
             vec = np.asarray(r["vector"], np.float32) if r["has_vector"] else None
             b.retired["p"].add(int(r["vid"]))
-            new_rows.append(self._passage_row(int(r["rowid"]), self._alloc("next_vid", 1), b.gen, p, vec, r["exact"]))
+            new_rows.append(
+                self._passage_row(int(r["rowid"]), self._alloc("next_vid", 1), b.gen, p, vec, r["exact"], carry=r)
+            )
         self._insert(self._p, new_rows)
 
     def update_by_filter(self, filters: Filters, meta: Mapping[str, Any]) -> int:
@@ -1763,6 +2199,7 @@ class MilvusStore:
             extension.build(self)
             self._extensions[extension.name] = extension
             b.dirty_ext.add(extension.name)
+            b.rebuilt.add(extension.name)
 
     def ensure_extension(self, name: str, *, create: bool = True, **config: Any) -> StoreExtension:
         """The extension ``name``, built with ``config`` when missing and ``create`` is true."""
@@ -1790,11 +2227,11 @@ class MilvusStore:
         """An extension changed outside a hook: write it at the next commit."""
         if name not in self._extensions:
             raise StoreError(f"{self.location} has no {name!r} extension")
-        if self._batch is not None:
-            self._batch.dirty_ext.add(name)
-        else:
-            with self.batch():
-                self._require_batch().dirty_ext.add(name)
+        with self.batch():
+            b = self._require_batch()
+            b.dirty_ext.add(name)
+            if name in LEAF_COLUMNS:  # a tree or EHI changed outside the hooks: every passage's leaf is checked
+                b.rebuilt.add(name)
 
     # ------------------------------------------------------------------------------------------------
     # migration support (rag_hier.store.milvus.migrate)
@@ -1835,6 +2272,7 @@ class MilvusStore:
         ext.verify(self)
         self._extensions[name] = ext
         b.dirty_ext.add(name)
+        b.rebuilt.add(name)
 
     def raw_rows(self, chunk: int = 4096) -> Iterator[tuple[PassageRecord, np.ndarray | None, str]]:
         """Every committed passage with its vector and exact float64 copy (base64, or ``""``), by rowid.
@@ -1867,13 +2305,15 @@ class MilvusStore:
             info = self._state.get("extensions", {}).get(name)
             if info is None:
                 raise StoreError(f"{self.location} has no {name!r} extension")
+            if "sparse" in (info.get("fields") or {}):
+                return self._sparse_extension_files(name, info)
             return {f: self._read_file(f, i) for f, i in info["files"].items()}
 
     def drop(self) -> None:
         """Drop every Milvus collection of this rag-hier collection (irreversible)."""
         if self.read_only:
             raise StoreError(f"{self.location} was opened read-only")
-        for coll in (self._s, self._p, self._d, self._f, self._r):
+        for coll in (self._s, self._p, self._d, self._f, self._r, self._sp):
             if self._call("listing collections", "has_collection", coll):
                 self._call("dropping a collection", "drop_collection", coll)
 

@@ -20,7 +20,6 @@ if TYPE_CHECKING:
 __all__ = ["MINED_NEGATIVE_TERMS", "EHILoss", "MinedNegativeTerms", "triplet"]
 
 
-
 def triplet(anchor_positive: Tensor, anchor_negative: Tensor, margin: float) -> Tensor:
     """EHI's triplet loss (Eq. 2) from the two inner products: ``[a·n − a·p + γ]₊``."""
     return F.relu(anchor_negative - anchor_positive + margin)

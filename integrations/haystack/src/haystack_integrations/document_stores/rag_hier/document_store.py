@@ -2,7 +2,8 @@
 
 The store converts Haystack objects to the engine's passages and hits and back, and calls only the engine's
 public API: :class:`rag_hier.HierStore` for reads and writes (filters are Haystack's reference matcher run
-over the engine's records), :meth:`HierStore.ensure_extension` for extra indexes, and the strategy registry
+over the engine's records, on those a pushed-down translation selects: :mod:`._pushdown`),
+:meth:`HierStore.ensure_extension` for extra indexes, and the strategy registry
 (:mod:`rag_hier.retrieval.registry`) for every kind of search. All handles on one directory in a process share
 one engine (the engine's doing, not this module's), and each handle sees other processes' commits at its
 next read. With ``uri=`` the same class works on the engine's Milvus backend (a Milvus Lite file or a server).
@@ -40,6 +41,7 @@ from haystack_integrations.document_stores.rag_hier._convert import (
     to_plain_json,
     validate_filters,
 )
+from haystack_integrations.document_stores.rag_hier._pushdown import translate_filter
 
 from rag_hier.corpus.model import Document as CorpusDocument
 from rag_hier.corpus.model import Passage
@@ -51,7 +53,7 @@ from rag_hier.retrieval.hit import Hit
 from rag_hier.retrieval.registry import StrategyEntry, strategy
 from rag_hier.store.contract import SIMILARITIES, StoreExtension
 from rag_hier.store.extensions.base import extension_class
-from rag_hier.store.filters import Predicate
+from rag_hier.store.filters import Predicate, Refined
 from rag_hier.store.milvus.client import check_connection_options
 from rag_hier.store.milvus.store import MilvusStore
 from rag_hier.store.store import MANIFEST, HierStore, WriteSummary
@@ -75,6 +77,11 @@ DOT_PRODUCT_SCALING_FACTOR = 100
 
 SPARSE_EMBEDDING_KEY = (EXTRA_KEY, "sparse_embedding")
 """Where a Document's ``sparse_embedding`` lives in ``Passage.extra`` (read by the ``sparse-embeddings`` extension)."""
+
+LOCAL_MEMBERS = 10_000
+"""Longest ``in`` list pushed down to the local store's SQL (the engine's own limit)."""
+MILVUS_MEMBERS = 1_000
+"""Longest ``in`` list pushed down as a Milvus expression (one ``==`` alternative per member)."""
 
 _TOKEN_INDEX_OPTIONS = frozenset({"model", "max_length"})
 
@@ -205,7 +212,8 @@ class RagHierDocumentStore:
     (``"./collection.db"``, ``"./collection.db#name"`` picks the collection) or a server
     (``"http://host:19530#name"``), through the engine's Milvus backend (see ``docs/milvus.md``): every
     method and strategy works as on a directory; filters are still Haystack's reference matcher (run
-    client-side over the collection's records), and a collection's vector dimension is fixed when it is created.
+    client-side, on the rows the translatable part of the filter selects inside Milvus, else on every record),
+    and a collection's vector dimension is fixed when it is created.
 
     The directory (or collection) is opened (or created) on first use, not in ``__init__``; it holds the data,
     the init parameters only say where it is. Reads use a read-only handle until this instance first writes (a
@@ -627,7 +635,12 @@ class RagHierDocumentStore:
     # filters
     # ------------------------------------------------------------------------------------------------
     def _predicate(self, filters: dict[str, Any] | None, store: Store) -> Predicate | None:
-        """A predicate over engine passage records that applies Haystack's reference filter semantics."""
+        """A predicate over engine passage records that applies Haystack's reference filter semantics.
+
+        Where part of the filter translates to an engine filter selecting a superset (:mod:`._pushdown`), the
+        predicate comes as a :class:`~rag_hier.store.filters.Refined` whose coarse part the store pushes down
+        (SQLite, a Milvus expression): the reference matcher then reads only the rows that part selects.
+        """
         if not filters:
             return None
         validate_filters(filters)
@@ -643,7 +656,9 @@ class RagHierDocumentStore:
             view = record_view(record, roots, embedding)
             return document_matches_filter(filters, cast(Document, view), strict_datetime_comparison=strict)
 
-        return predicate
+        local = isinstance(store, HierStore)
+        coarse, exact = translate_filter(filters, numbers=local, max_members=LOCAL_MEMBERS if local else MILVUS_MEMBERS)
+        return predicate if coarse is None else Refined(coarse, predicate, equivalent=exact)
 
     @staticmethod
     def _id_lookup(filters: dict[str, Any] | None) -> str | None:

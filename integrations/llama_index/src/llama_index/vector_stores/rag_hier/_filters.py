@@ -15,19 +15,40 @@ nested ``MetadataFilters`` added (the reference raises on them):
 
 An ordering comparison between incompatible types (say ``>`` between a string and a number) raises
 :class:`rag_hier.errors.FilterError` naming the key, where the reference raises a bare ``TypeError``.
+
+:func:`build_filter` adds a coarse engine filter (:class:`rag_hier.store.filters.Refined`) for the parts whose
+semantics the engine's filter dicts provably share, which the store pushes down (SQLite, a Milvus expression);
+the predicate then runs only on the rows it selects. Translated (a superset of the predicate's answer, *exact*
+where marked; anything else stays with the predicate alone):
+
+- ``node_ids`` → ``id in``, ``doc_ids`` → ``doc_id in`` (exact);
+- on a key of letters, digits, ``_`` and ``-``: ``==``, ``!=``, ``in``, ``nin`` with strings (exact: a missing
+  key equals no string, and ``!=`` / ``nin`` match it on both sides); on the local store also with numbers and
+  booleans, and ``>``/``>=``/``<``/``<=`` with a number (the engine's SQL flags every row holding a string,
+  list or object there, on which the predicate raises, and then falls back to the predicate on every row);
+- ``doc_id`` / ``ref_doc_id`` / ``document_id`` ``==`` / ``in`` strings other than ``"None"`` → the passage's
+  ``doc_id`` (a superset: a node without SOURCE is stored under its own id and filtered as ``"None"``);
+- ``and`` keeps the filters that translate and drops the others unless a dropped one may raise (orderings,
+  ``contains``, ``any``, ``all``, ``text_match``, ``in``/``nin`` without a list), in which case the ``and`` does
+  not translate; ``or`` when every filter translates; ``not`` when every filter translates exactly.
+
+Where the whole filter translates exactly, the engine answers it alone (``Refined(equivalent=True)``: no record
+is read to run the predicate where the store answers the engine filter).
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from llama_index.core.vector_stores.types import FilterCondition, FilterOperator, MetadataFilter, MetadataFilters
 
 from rag_hier.errors import FilterError
-from rag_hier.store.filters import Predicate
+from rag_hier.store.filters import Predicate, Refined
 
-__all__ = ["build_predicate", "record_value"]
+__all__ = ["build_filter", "build_predicate", "coarse_filter", "record_value", "translate_filters"]
 
 NODE_KEY = "llama_index"
 """Key of the LlamaIndex payload in a passage's ``extra`` (node JSON, class name, SOURCE id)."""
@@ -163,3 +184,170 @@ def build_predicate(
     if len(checks) == 1:
         return checks[0]
     return lambda rec: all(c(rec) for c in checks)
+
+
+# ----------------------------------------------------------------------------------------------------
+# the coarse engine filter pushed down with the predicate
+# ----------------------------------------------------------------------------------------------------
+_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,127}$")
+_ORDER = {FilterOperator.GT: ">", FilterOperator.GTE: ">=", FilterOperator.LT: "<", FilterOperator.LTE: "<="}
+_MAY_RAISE = frozenset(
+    {
+        *_ORDER,
+        FilterOperator.CONTAINS,
+        FilterOperator.ANY,
+        FilterOperator.ALL,
+        FilterOperator.TEXT_MATCH,
+        FilterOperator.TEXT_MATCH_INSENSITIVE,
+    }
+)
+_NUMBER_LIMIT = 2**53
+
+Translation = tuple[dict[str, Any] | None, bool]
+"""``(engine filter or None when untranslatable, whether it is exact)``."""
+_NONE: Translation = (None, False)
+
+
+def _number(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value) and abs(value) < _NUMBER_LIMIT
+
+
+def _equatable(value: Any, numbers: bool) -> bool:
+    if isinstance(value, str):
+        return True
+    return numbers and (isinstance(value, bool) or _number(value))
+
+
+def _leaf(f: MetadataFilter, numbers: bool, max_members: int) -> Translation:
+    op, key, value = FilterOperator(f.operator), f.key, f.value
+    members = value if op in (FilterOperator.IN, FilterOperator.NIN) else [value]
+    if not isinstance(members, list) or len(members) > max_members:
+        return _NONE
+    if key in _REF_DOC_KEYS:
+        if op in (FilterOperator.EQ, FilterOperator.IN) and all(isinstance(v, str) and v != "None" for v in members):
+            return {"field": "doc_id", "operator": "in", "value": list(members)}, False
+        return _NONE
+    if not _KEY.match(key) or key == "_node_type":
+        return _NONE
+    field = f"meta.{key}"
+    if op in _ORDER:
+        if numbers and _number(value):
+            return {"field": field, "operator": _ORDER[op], "value": value}, True
+        return _NONE
+    ops = {FilterOperator.EQ: "==", FilterOperator.NE: "!=", FilterOperator.IN: "in", FilterOperator.NIN: "not in"}
+    if op not in ops or not all(_equatable(v, numbers) for v in members):
+        return _NONE
+    return {"field": field, "operator": ops[op], "value": value}, True
+
+
+def _may_raise(f: MetadataFilter | MetadataFilters) -> bool:
+    if isinstance(f, MetadataFilters):
+        return any(_may_raise(g) for g in f.filters)
+    op = FilterOperator(f.operator)
+    return op in _MAY_RAISE or (op in (FilterOperator.IN, FilterOperator.NIN) and not isinstance(f.value, list))
+
+
+def _node(filters: MetadataFilters, numbers: bool, max_members: int) -> Translation:
+    parts = [
+        _node(f, numbers, max_members) if isinstance(f, MetadataFilters) else _leaf(f, numbers, max_members)
+        for f in filters.filters
+    ]
+    if not parts:  # the predicate matches everything
+        return {"operator": "AND", "conditions": []}, True
+    condition = filters.condition or FilterCondition.AND
+    if condition == FilterCondition.AND:
+        kept: list[dict[str, Any]] = []
+        exact = True
+        for (cond, ex), raw in zip(parts, filters.filters, strict=True):
+            if cond is None:
+                if _may_raise(raw):
+                    return _NONE
+                exact = False
+            else:
+                kept.append(cond)
+                exact = exact and ex
+        return ({"operator": "AND", "conditions": kept}, exact) if kept else _NONE
+    if any(cond is None for cond, _ in parts):
+        return _NONE
+    either = {"operator": "OR", "conditions": [cond for cond, _ in parts]}
+    if condition == FilterCondition.OR:
+        return either, all(ex for _, ex in parts)
+    if condition == FilterCondition.NOT and all(ex for _, ex in parts):
+        return {"operator": "NOT", "conditions": [either]}, True
+    return _NONE
+
+
+def coarse_filter(
+    filters: MetadataFilters | None = None,
+    *,
+    doc_ids: Iterable[str] | None = None,
+    node_ids: Iterable[str] | None = None,
+    numbers: bool,
+    max_members: int,
+) -> dict[str, Any] | None:
+    """The engine filter of :func:`translate_filters` alone."""
+    return translate_filters(filters, doc_ids=doc_ids, node_ids=node_ids, numbers=numbers, max_members=max_members)[0]
+
+
+def translate_filters(
+    filters: MetadataFilters | None = None,
+    *,
+    doc_ids: Iterable[str] | None = None,
+    node_ids: Iterable[str] | None = None,
+    numbers: bool,
+    max_members: int,
+) -> Translation:
+    """``(engine filter, exact)`` for LlamaIndex filters: the engine filter selecting a superset.
+
+    The engine filter selects a superset of what :func:`build_predicate` accepts (``None`` when nothing
+    translates); ``exact`` tells whether it selects exactly that (the predicate then raises on none of its rows).
+
+    Args:
+        filters: The metadata filters (already compiled by :func:`build_predicate`, which checks them).
+        doc_ids: Document ids (empty: no restriction).
+        node_ids: Node ids (empty: no restriction).
+        numbers: Translate numbers and booleans (``==``, ``in``, orderings): the local store's SQL compares them
+            as Python does; a Milvus expression is not relied on for them.
+        max_members: Longest ``in`` list translated (longer ones stay with the predicate).
+
+    """
+    conditions: list[dict[str, Any]] = []
+    exact = True
+    # the predicate tests node_ids, then doc_ids, then the filters: rows these exclude never reach the filters
+    for field, ids in (("id", node_ids), ("doc_id", doc_ids)):
+        members = list(dict.fromkeys(ids or ()))
+        if members and len(members) <= max_members and all(isinstance(m, str) for m in members):
+            conditions.append({"field": field, "operator": "in", "value": members})
+        elif members:
+            exact = False
+    if filters is not None and filters.filters:
+        cond, cond_exact = _node(filters, numbers, max_members)
+        if cond is not None:
+            conditions.append(cond)
+        exact = exact and cond_exact
+    if not conditions:
+        return _NONE
+    return (conditions[0] if len(conditions) == 1 else {"operator": "AND", "conditions": conditions}), exact
+
+
+def build_filter(
+    filters: MetadataFilters | None = None,
+    *,
+    doc_ids: Iterable[str] | None = None,
+    node_ids: Iterable[str] | None = None,
+    numbers: bool,
+    max_members: int,
+) -> Predicate | None:
+    """:func:`build_predicate`, as a :class:`~rag_hier.store.filters.Refined` where part of it can be pushed down.
+
+    ``numbers`` and ``max_members``: see :func:`coarse_filter`.
+    """
+    doc_ids = None if doc_ids is None else list(doc_ids)
+    node_ids = None if node_ids is None else list(node_ids)
+    predicate = build_predicate(filters, doc_ids=doc_ids, node_ids=node_ids)
+    if predicate is None:
+        return None
+    coarse, exact = translate_filters(
+        filters, doc_ids=doc_ids, node_ids=node_ids, numbers=numbers, max_members=max_members
+    )
+    return predicate if coarse is None else Refined(coarse, predicate, equivalent=exact)

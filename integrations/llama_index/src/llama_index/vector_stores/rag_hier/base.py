@@ -37,7 +37,7 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryMode,
     VectorStoreQueryResult,
 )
-from llama_index.vector_stores.rag_hier._filters import build_predicate
+from llama_index.vector_stores.rag_hier._filters import build_filter, build_predicate
 from llama_index.vector_stores.rag_hier._nodes import hit_to_node, node_to_passage, passage_record, record_to_node
 
 from rag_hier.encoders.dense import DEFAULT_MODEL, DenseEncoder
@@ -73,6 +73,30 @@ _MILVUS_POINTER = "rag_hier_milvus"
 
 Store = HierStore | MilvusStore
 """A handle on the store: a local directory (:class:`HierStore`) or a Milvus collection (:class:`MilvusStore`)."""
+
+LOCAL_MEMBERS = 10_000
+"""Longest id or value list pushed down to the local store's SQL (the engine's own limit)."""
+MILVUS_MEMBERS = 1_000
+"""Longest id or value list pushed down as a Milvus expression (one ``==`` alternative per member)."""
+
+
+def _store_filter(
+    store: Store,
+    filters: MetadataFilters | None,
+    *,
+    doc_ids: list[str] | None = None,
+    node_ids: list[str] | None = None,
+) -> Predicate | None:
+    """The engine filter of LlamaIndex filters on ``store``: the predicate, with the coarse part it can push down."""
+    local = isinstance(store, HierStore)
+    return build_filter(
+        filters,
+        doc_ids=doc_ids,
+        node_ids=node_ids,
+        numbers=local,
+        max_members=LOCAL_MEMBERS if local else MILVUS_MEMBERS,
+    )
+
 
 NO_QUERY_EMBEDDING = (
     "the query has no embedding (query_embedding) and the store at {location} has no encoder to embed its text; "
@@ -589,8 +613,9 @@ class RagHierVectorStore(BasePydanticVectorStore):
         predicate = build_predicate(filters)
         store = self._writable()
         if node_ids is None:
-            assert predicate is not None
-            store.delete_by_filter(predicate)
+            refined = _store_filter(store, filters)
+            assert refined is not None
+            store.delete_by_filter(refined)
             return
         ids = list(node_ids)
         with store.batch():  # the ids matching the filters are read and deleted in one commit
@@ -613,7 +638,8 @@ class RagHierVectorStore(BasePydanticVectorStore):
         if node_ids is not None:
             records = [passage_record(p) for p in self._reader.get_passages(list(node_ids))]
             return [record_to_node(r) for r in records if predicate is None or predicate(r)]
-        return [record_to_node(passage_record(p)) for p in self._reader.filter_passages(predicate)]
+        passages = self._reader.filter_passages(_store_filter(self._reader, filters))
+        return [record_to_node(passage_record(p)) for p in passages]
 
     def query_vector(self, query_str: str | None = None, embedding: Sequence[float] | None = None) -> np.ndarray:
         """The ``(1, dimension)`` dense query vector, L2-normalized for a ``"cosine"`` store.
@@ -671,9 +697,8 @@ class RagHierVectorStore(BasePydanticVectorStore):
             f"RagHierVectorStore supports the 'default', 'sparse' and 'hybrid' query modes; got {mode.value!r}"
         )
 
-    @staticmethod
-    def _predicate(query: VectorStoreQuery) -> Predicate | None:
-        return build_predicate(query.filters, doc_ids=query.doc_ids, node_ids=query.node_ids)
+    def _predicate(self, query: VectorStoreQuery) -> Predicate | None:
+        return _store_filter(self._reader, query.filters, doc_ids=query.doc_ids, node_ids=query.node_ids)
 
     @staticmethod
     def _result(hits: Sequence[Hit]) -> VectorStoreQueryResult:

