@@ -99,7 +99,10 @@ with SQLite's ``PRAGMA quick_check`` when a store is opened with verification (h
 would make each write cost the size of the store)."""
 
 _CORES: dict[str, StoreCore] = {}
-_CORES_LOCK = threading.Lock()
+_CORES_LOCK = threading.RLock()
+"""Guards :data:`_CORES`. Re-entrant: a handle dropped without ``close()`` releases its core from a finalizer,
+which the garbage collector may run in the middle of :meth:`StoreCore.shared` loading another store on the
+same thread (a plain lock deadlocked there)."""
 
 
 def _step(name: str) -> None:

@@ -66,3 +66,34 @@ def test_a_write_inside_the_block_is_refused_and_nothing_changes(tmp_path):
         assert store.count_passages() == 4
     assert store.delete_passages(["p0"]) == 1  # after the block writes work again
     store.close()
+
+
+def test_a_handle_dropped_while_another_store_opens_does_not_deadlock(tmp_path, monkeypatch) -> None:
+    """A handle dropped without close() releases its core from a finalizer; the garbage collector may run it
+    while this thread holds the registry lock inside ``StoreCore.shared`` (seen as a hung test suite)."""
+    import threading
+
+    from rag_hier import HierStore
+    from rag_hier.store import core as core_module
+
+    lock = core_module._CORES_LOCK
+    with lock:  # re-entrant: a plain lock would refuse (and the finalizer would wait forever)
+        assert lock.acquire(timeout=1)
+        lock.release()
+    HierStore.create(tmp_path / "a", model=None, dimension=4).close()
+    dropped = [HierStore.create(tmp_path / "b", model=None, dimension=4)]
+    real_load = core_module.StoreCore.load.__func__
+
+    def load(cls, *args, **kwargs):
+        dropped.clear()  # the last reference: its finalizer runs here, inside shared()
+        return real_load(cls, *args, **kwargs)
+
+    monkeypatch.setattr(core_module.StoreCore, "load", classmethod(load))
+    opened: list[object] = []
+    worker = threading.Thread(target=lambda: opened.append(HierStore.open(tmp_path / "a")), daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive() and opened
+    opened[0].close()  # type: ignore[attr-defined]
+    monkeypatch.undo()
+    HierStore.open(tmp_path / "b").close()  # its core was released: it opens afresh
