@@ -343,8 +343,11 @@ def test_migrate_back_rebuilds_the_files_from_milvus(pair, tmp_path: Path) -> No
 def test_extensions_attached_as_files_keep_working(
     db: Path, encoder: DenseEncoder, tiny_model_path: str, vocab, monkeypatch, tmp_path: Path
 ) -> None:
-    """A collection whose passage schema has no leaf fields and whose token index is a file (as before this
-    change) is searched in the client as before; re-attaching the token index moves it into the sparse field."""
+    """A collection whose passage schema has no leaf fields and whose token index and E(d) vectors are files (as
+    before this change) is searched in the client as before (β+rerank still caches into the file); re-attaching
+    the token index / the vectors moves them into the sparse field."""
+    from rag_hier.retrieval.svdr import encode_missing_vectors
+
     local = HierStore.create(tmp_path / "local", encoder=encoder)
     monkeypatch.setattr(milvus_store_module, "SPARSE_EXTENSIONS", ())
     monkeypatch.setattr(milvus_store_module, "LEAF_COLUMNS", {})
@@ -354,12 +357,14 @@ def test_extensions_attached_as_files_keep_working(
         s.add_documents(_docs(0, 6), max_passage_words=0)
         s.add_extension(TokenIndexExtension(model=tiny_model_path))
         s.add_extension(TreeExtension(branching=3))
+        encode_missing_vectors(s, vocab)
     remote.close()
     monkeypatch.undo()
     monkeypatch.setattr(milvus_store_module, "LEAF_COLUMNS", {})  # the old schema: no leaf fields
     remote = MilvusStore.open(f"{db}#files", encoder=encoder)
     try:
-        assert not remote.extension_in_engine("token-index") and not remote.extension_in_engine("tree")
+        for name in ("token-index", "tree", "svdr-vectors"):
+            assert not remote.extension_in_engine(name), name
         for s in (local, remote):
             s.add_documents(_docs(6, 2), max_passage_words=0)  # writes keep the file
         assert "tokens.npz" in remote.manifest["extensions"]["token-index"]["files"]
@@ -375,10 +380,21 @@ def test_extensions_attached_as_files_keep_working(
 
         same("svdr-beta", {})
         same("tree", {"beam": 2})
+        generation = remote.generation
+        same("svdr-beta-rerank", {"rerank_m": 20})  # the new passages' E(d): cached into the file, as before
+        assert remote.generation > generation
+        assert "svdr_vectors.npz" in remote.manifest["extensions"]["svdr-vectors"]["files"]
+        same("svdr-full", {})
         remote.add_extension(TokenIndexExtension(model=tiny_model_path), replace=True)
         assert remote.extension_in_engine("token-index")
         assert remote.manifest["extensions"]["token-index"]["files"] == {}
         same("svdr-beta", {})
+        remote.add_extension(remote.extension("svdr-vectors"), replace=True)  # the file's rows into the field
+        assert remote.extension_in_engine("svdr-vectors")
+        assert remote.manifest["extensions"]["svdr-vectors"]["files"] == {}
+        _same_sparse(local, remote, "svdr-vectors")
+        same("svdr-full", {})
+        same("svdr-beta-rerank", {"rerank_m": 20})
     finally:
         remote.drop()
         remote.close()
