@@ -424,12 +424,16 @@ def run_writes(a, sizes: list[int], kind: str, tmp_root: Path) -> None:
     """
     from rag_hier.corpus import Passage
 
-    out_file = a.out_dir / f"dense-writes-{kind}.json"
+    extensions = [e for e in (a.extensions or "").split(",") if e]
+    suffix = ("-" + "+".join(extensions) if extensions else "") + (f"-{a.label}" if a.label else "")
+    out_file = a.out_dir / f"dense-writes-{kind}{suffix}.json"
     rec: dict[str, Any] = {
         "kind": kind,
         "sizes": sizes,
         "dim": a.dim,
         "writes": a.writes,
+        "extensions": extensions,
+        "label": a.label,
         "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "load_before": loadavg(),
         "build_s": {},
@@ -443,6 +447,11 @@ def run_writes(a, sizes: list[int], kind: str, tmp_root: Path) -> None:
         stores[n] = bulk_store(tmp_root / f"writes-{kind}-{n}", kind, x, passages)
         rec["build_s"][str(n)] = time.perf_counter() - t0
         print(f"   built in {rec['build_s'][str(n)]:.1f}s", flush=True)
+        for name in extensions:  # extensions whose files grow with the corpus (token index, document index)
+            t0 = time.perf_counter()
+            stores[n].ensure_extension(name)
+            rec.setdefault("extension_build_s", {})[f"{name}@{n}"] = time.perf_counter() - t0
+            print(f"   {name} built in {time.perf_counter() - t0:.1f}s", flush=True)
         del x, passages
         gc.collect()
     new = mixture(a.writes * 5, a.dim, a.centers, a.noise, seed=5)
@@ -469,6 +478,9 @@ def run_writes(a, sizes: list[int], kind: str, tmp_root: Path) -> None:
             )
     rec["load_after"] = loadavg()
     rec["segments"] = {str(n): stores[n].manifest["indexes"]["dense"].get("segments") for n in sizes}
+    rec["extension_segments"] = {
+        str(n): {k: v.get("segments") for k, v in stores[n].manifest.get("extensions", {}).items()} for n in sizes
+    }
     rec["optimize_s"] = {}
     for n in sizes:  # what the merge that small writes put off costs (once per 10 % of the index changed)
         t0 = time.perf_counter()
@@ -764,6 +776,12 @@ def main(argv: list[str] | None = None) -> int:
         "filtered: filtered vs unfiltered search; build: 1M-style bulk build vs raw FAISS add + bare SQLite insert",
     )
     p.add_argument("--writes", type=int, default=30, help="writes suite: commits per store (interleaved)")
+    p.add_argument(
+        "--extensions",
+        default="",
+        help="writes suite: store extensions to attach first, comma-separated (e.g. token-index,doc-index)",
+    )
+    p.add_argument("--label", default="", help="writes suite: a tag for the output file (e.g. before/after)")
     p.add_argument(
         "--meta-index", action="store_true", help="filtered suite: index meta.bucket (store.index_meta_field) first"
     )

@@ -127,16 +127,25 @@ class Journal:
 
     def arrays(self, dimension: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(added ids, their float32 vectors, removed ids)``, net of each other, ids ascending."""
+        ids, vectors, removed = self.net(np.zeros((0, dimension), np.float32))
+        return ids, np.ascontiguousarray(vectors, np.float32), removed
+
+    def net(self, empty: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(added ids, their rows, removed ids)``, net of each other, ids ascending.
+
+        The rows are whatever was recorded with the ids (vectors here; any array with one row per id, e.g.
+        the leaves of a tree); ``empty`` is what they are when nothing was added.
+        """
         if not self.complete:
             raise ValueError("an incomplete journal describes no change set")
         ids = np.concatenate([a for a, _ in self._added]) if self._added else np.zeros(0, np.int64)
-        vectors = np.concatenate([v for _, v in self._added]) if self._added else np.zeros((0, dimension), np.float32)
+        rows = np.concatenate([v for _, v in self._added]) if self._added else empty
         removed = np.unique(np.concatenate(self._removed)) if self._removed else np.zeros(0, np.int64)
         keep = ~np.isin(ids, removed)
         removed = removed[~np.isin(removed, ids)]
-        ids, vectors = ids[keep], vectors[keep]
+        ids, rows = ids[keep], rows[keep]
         order = np.argsort(ids, kind="stable")
-        return ids[order].astype(np.int64), np.ascontiguousarray(vectors[order], np.float32), removed.astype(np.int64)
+        return ids[order].astype(np.int64), rows[order], removed.astype(np.int64)
 
 
 class DenseIndex:

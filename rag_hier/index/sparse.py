@@ -39,12 +39,15 @@ from rag_hier.index.selection import top_k_rows
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "RowJournal",
     "SearchMethod",
     "SparseRowIndex",
 ]
 
 SearchMethod = Literal["auto", "matmul", "inverted"]
 _METHODS = ("auto", "matmul", "inverted")
+_PENDING_SCAN_MAX = 65536
+"""A removal scans up to this many pending (not yet stacked) rows instead of stacking every row first."""
 _FORMAT = "rag-hier-sparse-rows"
 _VERSION = 1
 
@@ -60,6 +63,65 @@ def _from_planes(planes: np.ndarray, dtypes: Mapping[int, str]) -> np.ndarray:
     if arr.dtype != np.uint8 or arr.ndim != 2 or arr.shape[0] not in dtypes:
         raise ValueError(f"byte planes of shape {arr.shape} and dtype {arr.dtype}")
     return np.ascontiguousarray(arr.T).view(dtypes[arr.shape[0]]).ravel()
+
+
+class RowJournal:
+    """The change set of one write batch on a :class:`SparseRowIndex`: rows added (or replaced), ids removed.
+
+    Replayed as "remove these ids, then add these rows", which gives the writer's result whatever the order
+    of its calls: a row added and then removed within the batch is dropped from the added rows and its id
+    kept among the removed ones (harmless if it never existed before); of two adds of one id the last wins.
+    ``complete`` turns false once the change passes ``limit`` entries (the index is then written whole, and
+    holding a copy of a bulk load's rows would only cost memory).
+    """
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.complete = True
+        self.limit = limit
+        self.size = 0
+        """Rows added plus ids removed so far (an upper bound of the net change)."""
+        self._events: list[tuple[np.ndarray, sp.csr_matrix | None]] = []  # (ids, rows) added, or (ids, None) removed
+
+    def _grow(self, n: int) -> bool:
+        self.size += n
+        if self.limit is not None and self.size > self.limit:
+            self.complete = False
+            self._events = []
+        return self.complete
+
+    def added(self, ids: np.ndarray, rows: sp.csr_matrix) -> None:
+        """Record ``rows`` added under ``ids``."""
+        if self.complete and self._grow(len(ids)):
+            self._events.append((np.asarray(ids, dtype=np.int64).copy(), rows))
+
+    def removed(self, ids: np.ndarray) -> None:
+        """Record ``ids`` removed."""
+        if self.complete and self._grow(len(ids)):
+            self._events.append((np.asarray(ids, dtype=np.int64).copy(), None))
+
+    def arrays(self, vocab_size: int) -> tuple[np.ndarray, sp.csr_matrix, np.ndarray]:
+        """``(added ids, their rows, removed ids)``: the net change, each id's last event deciding it."""
+        if not self.complete:
+            raise ValueError("an incomplete journal describes no change set")
+        decided = np.zeros(0, np.int64)
+        ids_parts: list[np.ndarray] = []
+        rows_parts: list[sp.csr_matrix] = []
+        removed_parts: list[np.ndarray] = []
+        for ids, rows in reversed(self._events):
+            fresh = ~np.isin(ids, decided)
+            if rows is not None and fresh.any():
+                ids_parts.append(ids[fresh])
+                rows_parts.append(sp.csr_matrix(rows[np.flatnonzero(fresh)]))
+            elif rows is None:
+                removed_parts.append(ids)
+            decided = np.union1d(decided, ids)
+        removed = np.unique(np.concatenate(removed_parts)) if removed_parts else np.zeros(0, np.int64)
+        if not ids_parts:
+            return np.zeros(0, np.int64), sp.csr_matrix((0, vocab_size), dtype=np.float32), removed
+        ids = np.concatenate(ids_parts[::-1])
+        rows = sp.csr_matrix(sp.vstack(rows_parts[::-1], format="csr", dtype=np.float32))
+        order = np.argsort(ids, kind="stable")
+        return ids[order], sp.csr_matrix(rows[order]), removed
 
 
 class SparseRowIndex:
@@ -91,21 +153,31 @@ class SparseRowIndex:
         self._inverted: sp.csr_matrix | None = None
         self._df: np.ndarray | None = None
         self._col_counts: np.ndarray | None = None
+        self.journal: RowJournal | None = None
+        """Records the changes of a write batch while set (see :class:`RowJournal`)."""
 
     # -- size and membership ------------------------------------------------------------------------
     def _consolidate(self) -> None:
         if not self._pending:
             return
-        ids = [self._ids, *(i for i, _ in self._pending)]
+        held = self._ids.shape[0]
+        new_ids = np.concatenate([i for i, _ in self._pending])
         mats = [self._csr, *(m for _, m in self._pending)]
-        self._ids = np.concatenate(ids)
-        self._live = np.concatenate([self._live, *(np.ones(i.shape[0], dtype=bool) for i, _ in self._pending)])
+        self._ids = np.concatenate([self._ids, new_ids])
+        self._live = np.concatenate([self._live, np.ones(new_ids.shape[0], dtype=bool)])
         self._csr = sp.csr_matrix(sp.vstack(mats, format="csr", dtype=np.float32))
         self._pending = []
         self._invalidate()
+        lookup = self._lookup
+        if lookup is not None and new_ids.size and (lookup[0].size == 0 or new_ids.min() > lookup[0][-1]):
+            # ids appended above every held one (the store's rowids): extend the lookup, no sort of all ids
+            order = np.argsort(new_ids, kind="stable")
+            self._lookup = (np.concatenate([lookup[0], new_ids[order]]), np.concatenate([lookup[1], held + order]))
+        else:
+            self._lookup = None
 
     def _invalidate(self) -> None:
-        self._lookup = None
+        """Drop the caches derived from the rows (the id lookup depends only on the ids: it stays)."""
         self._inverted = None
         self._df = None
         self._col_counts = None
@@ -113,6 +185,11 @@ class SparseRowIndex:
     def __len__(self) -> int:
         self._consolidate()
         return int(self._live.sum())
+
+    @property
+    def rows_held(self) -> int:
+        """Rows held (removed-but-not-compacted ones included), counted without consolidating."""
+        return int(self._ids.shape[0]) + sum(int(i.shape[0]) for i, _ in self._pending)
 
     @property
     def n_rows(self) -> int:
@@ -135,16 +212,25 @@ class SparseRowIndex:
     def _positions(self, ids: np.ndarray) -> np.ndarray:
         """Row position of each id among live rows (``-1`` when absent)."""
         self._consolidate()
+        return self._held_positions(ids)
+
+    def _held_positions(self, ids: np.ndarray) -> np.ndarray:
+        """Row position of each id among the live consolidated rows (``-1`` when absent; pending rows ignored).
+
+        The lookup sorts every held id, masked ones included, so removals leave it valid; of an id held
+        twice (masked, then added again) the later row is the only one that can be live.
+        """
         if self._lookup is None:
-            pos = np.flatnonzero(self._live)
-            order = np.argsort(self._ids[pos], kind="stable")
-            self._lookup = (self._ids[pos][order], pos[order])
+            order = np.argsort(self._ids, kind="stable")
+            self._lookup = (self._ids[order], order)
         keys, pos = self._lookup
         q = np.asarray(ids, dtype=np.int64).ravel()
         if keys.shape[0] == 0:
             return np.full(q.shape[0], -1, dtype=np.int64)
-        at = np.clip(np.searchsorted(keys, q), 0, keys.shape[0] - 1)
-        return np.where(keys[at] == q, pos[at], -1)
+        at = np.searchsorted(keys, q, side="right") - 1
+        safe = np.clip(at, 0, keys.shape[0] - 1)
+        row = pos[safe]
+        return np.where((at >= 0) & (keys[safe] == q) & self._live[row], row, -1)
 
     def contains(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """Boolean mask: which of ``ids`` have a live row."""
@@ -170,24 +256,83 @@ class SparseRowIndex:
             mat.data[:] = 1.0
         elif not np.isfinite(mat.data).all():
             raise ValueError("rows contain NaN or infinite values")
-        self.remove(id_arr)
+        self._mask(id_arr)
         self._pending.append((id_arr, mat))
         self._invalidate()
+        if self.journal is not None:
+            self.journal.added(id_arr, mat)
 
     def remove(self, ids: Sequence[int] | np.ndarray) -> int:
         """Mask the rows of ``ids`` (unknown ids are ignored); returns how many were live."""
-        pos = self._positions(np.asarray(ids, dtype=np.int64))
+        id_arr = np.asarray(ids, dtype=np.int64).ravel()
+        n = self._mask(id_arr)
+        if n and self.journal is not None:
+            self.journal.removed(id_arr)
+        return n
+
+    def apply_delta(
+        self, ids: np.ndarray, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, removed: np.ndarray
+    ) -> None:
+        """Replay one committed change set (see :class:`RowJournal`): remove ``removed``, then add the CSR rows.
+
+        ``data`` is empty for a binary index. Raises ``ValueError`` when the arrays do not describe CSR rows
+        of this vocabulary (checked before anything changes).
+        """
+        n = ids.shape[0]
+        if indptr.shape != (n + 1,) or int(indptr[0]) != 0 or (np.diff(indptr) < 0).any():
+            raise ValueError(f"row pointers do not describe {n} rows")
+        if int(indptr[-1]) != indices.shape[0]:
+            raise ValueError(f"row pointers end at {int(indptr[-1])}, {indices.shape[0]} column ids given")
+        if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= self.vocab_size):
+            raise ValueError(f"column ids outside 0..{self.vocab_size - 1}")
+        if self.binary:
+            if data.size:
+                raise ValueError("values given for a binary index")
+            values = np.ones(indices.shape[0], np.float32)
+        else:
+            if data.shape != indices.shape:
+                raise ValueError(f"{data.shape[0]} values for {indices.shape[0]} column ids")
+            values = data.astype(np.float32)
+        if np.unique(ids).shape[0] != n:
+            raise ValueError("duplicate row ids")
+        rows = sp.csr_matrix((values, indices.astype(np.int32), indptr.astype(np.int64)), shape=(n, self.vocab_size))
+        self.remove(removed)
+        self.add(ids, rows)
+
+    def _mask(self, ids: np.ndarray) -> int:
+        """Mask the live rows of ``ids`` (pending rows are dropped from the pending list: no consolidation)."""
+        q = np.asarray(ids, dtype=np.int64).ravel()
+        n = 0
+        if self.rows_held - self._ids.shape[0] > _PENDING_SCAN_MAX:
+            self._consolidate()  # many pending rows: one stack, then the lookup, beats a scan per call
+        if self._pending:
+            kept = []
+            for pid, mat in self._pending:
+                hit = np.isin(pid, q)
+                if hit.any():
+                    n += int(hit.sum())
+                    keep = np.flatnonzero(~hit)
+                    if keep.size:
+                        kept.append((pid[keep], sp.csr_matrix(mat[keep])))
+                else:
+                    kept.append((pid, mat))
+            self._pending = kept
+        pos = self._held_positions(q)
         pos = pos[pos >= 0]
         if pos.size:
             self._live[pos] = False
+        n += int(pos.size)
+        if n:
             self._invalidate()
-        return int(pos.size)
+        return n
 
     def retain(self, ids: Sequence[int] | np.ndarray) -> int:
         """Remove every live row whose id is not in ``ids``; returns how many were removed."""
         self._consolidate()
         drop = self._live & ~np.isin(self._ids, np.asarray(ids, dtype=np.int64))
         if drop.any():
+            if self.journal is not None:
+                self.journal.removed(self._ids[drop])
             self._live[drop] = False
             self._invalidate()
         return int(drop.sum())
@@ -202,6 +347,7 @@ class SparseRowIndex:
         self._csr = sp.csr_matrix(self._csr[keep])
         self._live = np.ones(keep.shape[0], dtype=bool)
         self._invalidate()
+        self._lookup = None
 
     # -- reads --------------------------------------------------------------------------------------
     def rows(self, ids: Sequence[int] | np.ndarray) -> sp.csr_matrix:

@@ -577,6 +577,27 @@ class ClusterTree:
         self._invalidate()
         return leaves
 
+    def insert(self, ids: np.ndarray, leaves: np.ndarray) -> None:
+        """File new items under leaves already chosen (a replay of :meth:`add`; the change counters are the caller's).
+
+        Raises:
+            ValueError: Ids not new or not unique, or leaves out of range (checked before anything changes).
+
+        """
+        new_ids = np.ascontiguousarray(ids, dtype=np.int64)
+        new_leaves = np.ascontiguousarray(leaves, dtype=np.int64)
+        if new_ids.ndim != 1 or new_ids.shape != new_leaves.shape:
+            raise ValueError(f"got {new_ids.shape} ids for {new_leaves.shape} leaves")
+        if new_ids.size == 0:
+            return
+        if new_leaves.min() < 0 or new_leaves.max() >= self.n_leaves:
+            raise ValueError(f"leaves outside 0..{self.n_leaves - 1}")
+        if np.unique(new_ids).size != new_ids.size or np.isin(new_ids, self.item_ids).any():
+            raise ValueError("item ids to insert must be new and unique")
+        self.item_ids = np.concatenate([self.item_ids, new_ids])
+        self.item_leaf = np.concatenate([self.item_leaf, new_leaves])
+        self._invalidate()
+
     def remove(self, ids: np.ndarray) -> int:
         """Drop items from their leaves (unknown ids are ignored); returns how many were removed."""
         drop = np.isin(self.item_ids, np.asarray(ids, dtype=np.int64))

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from rag_hier.corpus.model import Document, Passage
     from rag_hier.encoders.dense import DenseEncoder
     from rag_hier.store.records import PassageRecord, WritePolicy, WriteSummary
+    from rag_hier.store.segments import Delta
 
 __all__ = [
     "SIMILARITIES",
@@ -333,6 +334,57 @@ class StoreExtension:
 
     def verify(self, store: StoreBackend) -> None:
         """Check consistency with the store after loading; raise StoreCorruptedError on a mismatch."""
+
+    # -- incremental commits (optional) --------------------------------------------------------------
+    DELTA_ARRAYS: ClassVar[Mapping[str, tuple[str, int]]] = {}
+    """Opt-in to incremental commits: the name → ``(dtype, ndim)`` of every array a :meth:`delta` holds.
+
+    Empty (the default): the extension's files are written whole at every commit that changes it. Otherwise
+    a commit stores :meth:`delta` as one checksummed row of ``store.sqlite`` (table ``extension_segments``)
+    instead, in the same transaction, and the files are written whole only when the segments pass a tenth
+    of :meth:`delta_size` (see :func:`rag_hier.store.segments.merge_room`) or on ``HierStore.optimize()``.
+    Dtypes are numpy's little-endian codes of numeric types (``"<i8"``, ``"<f4"``, ``"|u1"``, ...); strings
+    go as UTF-8 bytes plus offsets.
+    """
+
+    DELTA_SEES_ALL_CHANGES: ClassVar[bool] = False
+    """Whether :meth:`delta` records every change made through the extension's objects, not only its hooks.
+
+    When true, :meth:`StoreBackend.mark_extension_dirty` commits a delta too (e.g. SVDR vectors cached by a
+    search, recorded by the sparse index's own journal); when false, it makes the store write the files
+    whole, since the delta may miss a change made outside the hooks.
+    """
+
+    def begin_delta(self, limit: int) -> None:
+        """Start recording the changes of one write batch (called before its first hook).
+
+        ``limit``: the most entries a delta may hold before the files are written whole anyway; an extension
+        may stop recording (and return ``None`` from :meth:`delta`) once past it.
+        """
+
+    def delta(self) -> Delta | None:
+        """The batch's change since :meth:`begin_delta`, or ``None`` when a delta cannot describe it.
+
+        ``None`` makes the store write the files whole; it must be the answer whenever the recording may
+        miss a change: no :meth:`begin_delta` on this object (an extension added, rebuilt or loaded during the
+        batch), a rebuild or re-clustering, a recording past its ``limit``. Arrays must match
+        :attr:`DELTA_ARRAYS`; ``entries`` is the change's size (0: nothing changed, no row is written).
+        """
+        return None
+
+    def end_delta(self) -> None:
+        """Stop recording (after the commit or rollback of the batch)."""
+
+    def apply_delta(self, store: StoreBackend, arrays: Mapping[str, np.ndarray]) -> None:
+        """Replay one committed delta on top of the loaded files (arrays checked against :attr:`DELTA_ARRAYS`).
+
+        Raise ``ValueError`` (or ``StoreCorruptedError``) when the arrays do not fit the extension's state.
+        """
+        raise NotImplementedError(f"{type(self).__name__} declares no deltas")
+
+    def delta_size(self) -> int:
+        """Entries the extension holds (what the merge threshold is a fraction of)."""
+        return 0
 
     def describe(self) -> dict[str, Any]:
         """Runtime facts for ``rag-hier info``."""

@@ -56,7 +56,16 @@ from rag_hier.store.files import (
 )
 from rag_hier.store.records import PassageRecord, iter_records
 from rag_hier.store.schema import check_schema, dumps, ensure_incremental_schema, has_incremental_schema
-from rag_hier.store.segments import Segment, insert_segment, read_segments, segment_state
+from rag_hier.store.segments import (
+    ExtensionSegment,
+    Segment,
+    insert_extension_segment,
+    insert_segment,
+    merge_room,
+    read_extension_segments,
+    read_segments,
+    segment_state,
+)
 from rag_hier.store.state import (
     DATABASE,
     DENSE_FILE,
@@ -80,9 +89,9 @@ _RECORD_CACHE_MAX = 500_000
 """Stores with at most this many passages keep their parsed records in memory for filtered reads."""
 _BUSY_TIMEOUT_S = 60.0
 SEGMENT_MERGE_MIN = 4096
-"""Segments of the passage index are merged into ``dense.faiss`` once they hold more than this many entries
-(vectors added plus ids removed; or more than the index holds, if fewer) and more than
-:data:`SEGMENT_MERGE_RATIO` of the index."""
+"""Segments of the passage index (or of an extension) are merged into ``dense.faiss`` (its files) once they
+hold more than this many entries (vectors added plus ids removed; or more than the index holds, if fewer)
+and more than :data:`SEGMENT_MERGE_RATIO` of the index."""
 SEGMENT_MERGE_RATIO = 0.1
 DATABASE_HASH_MAX = 4 << 20
 """``manifest.json`` records the SHA-256 of ``store.sqlite`` up to this size; a larger database is checked
@@ -154,6 +163,8 @@ class StoreCore:
         self.depth = 0
         self.dirty: set[str] = set()
         self.dirty_ext: set[str] = set()
+        self.rewrite_ext: set[str] = set()  # extensions changed outside their hooks: written whole
+        self.ext_room: dict[str, int] = {}  # entries each extension's segments may still take (batch start)
         self.changed_docs: set[str] = set()
         self.merge_requested = False  # HierStore.optimize(): write dense.faiss whole at the next commit
         self.saved_state: dict[str, Any] = {}
@@ -354,7 +365,17 @@ class StoreCore:
             allowed.update(names)
             digests = [(files.get(f) or {}).get("sha256") for f in names]
             old = old_extensions.get(name)
-            if keep and old is not None and previous.get(f"ext:{name}") == (ext_info.get("config"), digests):
+            loaded_ext = previous.get(f"ext:{name}")
+            if (
+                keep
+                and old is not None
+                and loaded_ext is not None
+                and loaded_ext[:2] == (ext_info.get("config"), digests)
+            ):
+                # the same files: replay only the segments committed since (all checked before any is applied)
+                newer = self._extension_segments(name, cls, ext_info, after=loaded_ext[2])
+                if newer:
+                    self._replay_extension(name, old, newer, handle)
                 extensions[name] = old
                 continue
             extensions[name] = retrying(functools.partial(self._load_extension, name, ext_info, handle, verify=verify))
@@ -376,10 +397,35 @@ class StoreCore:
                     f"to {DENSE_FILE} ({exc})"
                 ) from exc
 
+    def _extension_segments(
+        self, name: str, cls: type[StoreExtension], info: Mapping[str, Any], *, after: int = 0
+    ) -> list[ExtensionSegment]:
+        """The checked segments of extension ``name`` newer than ``after`` (none for extensions without deltas)."""
+        recorded = info.get("segments")
+        if not cls.DELTA_ARRAYS:
+            if recorded:
+                raise StoreCorruptedError(f"{self.root / MANIFEST}: extension {name!r} records segments it cannot have")
+            return []
+        return read_extension_segments(self.db, self.root / DATABASE, name, recorded, cls.DELTA_ARRAYS, after=after)
+
+    def _replay_extension(
+        self, name: str, ext: StoreExtension, segments: list[ExtensionSegment], handle: StoreBackend
+    ) -> None:
+        """Apply committed segments to a loaded extension in generation order."""
+        for seg in segments:
+            try:
+                ext.apply_delta(handle, seg.arrays)
+            except (ValueError, KeyError, IndexError, StoreCorruptedError) as exc:
+                raise StoreCorruptedError(
+                    f"{self.root / DATABASE}: extension_segments extension {name!r} generation {seg.generation} "
+                    f"does not apply to {', '.join(ext.files())} ({exc})"
+                ) from exc
+
     def _load_extension(
         self, name: str, info: Mapping[str, Any], handle: StoreBackend, *, verify: bool
     ) -> StoreExtension:
         cls = extension_class(name, self.root / MANIFEST)
+        segments = self._extension_segments(name, cls, info)
         try:
             ext = cls.from_config(info.get("config", {}))
         except (TypeError, ValueError) as exc:
@@ -393,6 +439,7 @@ class StoreCore:
                 raise StoreCorruptedError(f"{self.root / MANIFEST}: extension {name!r} file {fname} is not recorded")
             paths[fname] = committed_path(self.root, fname, file_info, verify=verify)
         ext.load(handle, paths)
+        self._replay_extension(name, ext, segments, handle)
         ext.verify(handle)
         return ext
 
@@ -567,17 +614,28 @@ class StoreCore:
         index = self.indexes.get("dense")
         if index is not None:
             index.journal = Journal(limit=self._segment_room(index))
+        self.ext_room = {}
+        for name, ext in self.extensions.items():
+            if ext.DELTA_ARRAYS:
+                self.ext_room[name] = self._extension_room(name, ext)
+                ext.begin_delta(self.ext_room[name])
 
     def _segment_room(self, index: DenseIndex) -> int:
         """How many more entries segments may take before ``dense.faiss`` is written whole."""
         entries = int((self.state["indexes"]["dense"].get("segments") or {}).get("entries", 0))
-        # never more than the index holds: a write that doubles it costs as much as a rewrite (an empty
-        # index is written whole by its first vectors)
-        return max(min(SEGMENT_MERGE_MIN, index.ntotal), int(SEGMENT_MERGE_RATIO * index.ntotal)) - entries
+        return merge_room(index.ntotal, entries, SEGMENT_MERGE_MIN, SEGMENT_MERGE_RATIO)
+
+    def _extension_room(self, name: str, ext: StoreExtension) -> int:
+        """How many more entries the segments of extension ``name`` may take before its files are written whole."""
+        info = self.state.get("extensions", {}).get(name) or {}
+        entries = int((info.get("segments") or {}).get("entries", 0))
+        return merge_room(ext.delta_size(), entries, SEGMENT_MERGE_MIN, SEGMENT_MERGE_RATIO)
 
     def _end_journal(self) -> None:
         for index in self.indexes.values():
             index.journal = None
+        for ext in self.extensions.values():
+            ext.end_delta()
 
     def recover(self) -> None:
         """Finish the renames and manifest of the committed state and remove temporary files (writer lock held)."""
@@ -632,6 +690,7 @@ class StoreCore:
         finally:
             self.dirty.clear()
             self.dirty_ext.clear()
+            self.rewrite_ext.clear()
             self.changed_docs.clear()
             self.merge_requested = False
             self._records = None
@@ -650,6 +709,7 @@ class StoreCore:
         self.merge_requested = False
         self.dirty.clear()
         self.dirty_ext.clear()
+        self.rewrite_ext.clear()
         self._records = None
         self._loaded_files = {}
         try:
@@ -692,7 +752,11 @@ class StoreCore:
     def _remember_files(self) -> None:
         files = self.state["files"]
         self._loaded_files = {DENSE_FILE: self._dense_key()} | {
-            f"ext:{n}": (i.get("config"), [(files.get(f) or {}).get("sha256") for f in i.get("files", [])])
+            f"ext:{n}": (
+                i.get("config"),
+                [(files.get(f) or {}).get("sha256") for f in i.get("files", [])],
+                int((i.get("segments") or {}).get("last", 0)),
+            )
             for n, i in self.state.get("extensions", {}).items()
         }
 
@@ -706,17 +770,26 @@ class StoreCore:
         gen = self.generation + 1
         files = {k: {kk: vv for kk, vv in v.items() if kk != "pending"} for k, v in self.state["files"].items()}
         pending: list[tuple[Path, Path]] = []
-        extensions_state = {
-            name: {"config": ext.config(), "files": ext.files()} for name, ext in self.extensions.items()
-        }
+        previous_ext: dict[str, Any] = self.state.get("extensions", {})
+        extensions_state: dict[str, dict[str, Any]] = {}
+        for name, ext in self.extensions.items():
+            entry: dict[str, Any] = {"config": ext.config(), "files": ext.files()}
+            before = previous_ext.get(name) or {}
+            if before.get("segments") and name not in self.dirty_ext:
+                entry["segments"] = before["segments"]
+            extensions_state[name] = entry
+        for name in previous_ext:
+            if name not in self.extensions:  # removed: so are its segments
+                self.db.execute("DELETE FROM extension_segments WHERE extension=?", (name,))
         owned = {f for info in extensions_state.values() for f in info["files"]}
-        dropped = [
-            f for info in self.state.get("extensions", {}).values() for f in info.get("files", []) if f not in owned
-        ]
+        dropped = [f for info in previous_ext.values() for f in info.get("files", []) if f not in owned]
         for f in dropped:
             files.pop(f, None)
         for name in sorted(self.dirty_ext & set(self.extensions)):
             ext = self.extensions[name]
+            if self._commit_delta(name, ext, gen, extensions_state[name], files):
+                continue
+            self.db.execute("DELETE FROM extension_segments WHERE extension=?", (name,))
             tmps = {f: self.root / f"{f}.g{gen}.tmp" for f in ext.files()}
             ext.write(tmps)
             for f, tmp in tmps.items():
@@ -761,6 +834,37 @@ class StoreCore:
         self.db.execute("UPDATE state SET value=? WHERE key='manifest'", (dumps(state),))
         self.state = state
         return pending, dropped
+
+    def _commit_delta(
+        self, name: str, ext: StoreExtension, gen: int, entry: dict[str, Any], files: Mapping[str, Any]
+    ) -> bool:
+        """Commit the batch's change of ``ext`` as a segment row if it can be; False: write its files whole."""
+        if not ext.DELTA_ARRAYS or self.merge_requested or name in self.rewrite_ext:
+            return False
+        before = self.state.get("extensions", {}).get(name)
+        if (
+            before is None
+            or before.get("config") != entry["config"]
+            or before.get("files") != entry["files"]
+            or any(f not in files for f in entry["files"])
+        ):
+            return False  # new, reconfigured, or owning other files: nothing to apply a delta to
+        delta = ext.delta()
+        if delta is None:
+            return False
+        recorded = before.get("segments") or {}
+        if name not in self.ext_room or delta.entries > self.ext_room[name]:
+            return False
+        if delta.entries:
+            insert_extension_segment(self.db, name, gen, delta)
+            entry["segments"] = {
+                "count": int(recorded.get("count", 0)) + 1,
+                "entries": int(recorded.get("entries", 0)) + int(delta.entries),
+                "last": gen,
+            }
+        elif recorded:
+            entry["segments"] = dict(recorded)
+        return True
 
     def write_manifest(self) -> None:
         """Rewrite ``manifest.json`` from the committed state (plus the database's size and checksum)."""

@@ -17,6 +17,7 @@ from typing import Any
 from rag_hier.errors import StoreCorruptedError
 
 __all__ = [
+    "EXTENSION_SEGMENTS_SCHEMA",
     "INCREMENTAL_SCHEMA",
     "OPTIONAL_OBJECTS",
     "PASSAGE_COLUMNS",
@@ -93,6 +94,24 @@ one row per commit (added ids and float32 vectors, removed ids, a SHA-256 over t
 committed row counts, kept exact by the triggers, so a commit never counts every row.
 """
 
+EXTENSION_SEGMENTS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS extension_segments (
+    extension TEXT NOT NULL,
+    generation INTEGER NOT NULL,
+    entries INTEGER NOT NULL,
+    layout TEXT NOT NULL,
+    data BLOB NOT NULL,
+    sha256 TEXT NOT NULL,
+    PRIMARY KEY (extension, generation)
+);
+"""
+"""The changes of store extensions committed since their files were last written whole, one row per extension
+and commit (:func:`rag_hier.store.segments.read_extension_segments`). A group of its own: stores written with
+:data:`INCREMENTAL_SCHEMA` but before this table existed get it with their next write."""
+
+_GROUPS = (INCREMENTAL_SCHEMA, EXTENSION_SEGMENTS_SCHEMA)
+"""The schema added after the first format, in the order it was added; each group is all there or absent."""
+
 OPTIONAL_OBJECTS: dict[tuple[str, str], str] = {
     ("table", "meta_index"): "CREATE TABLE meta_index (field TEXT NOT NULL, value, passage INTEGER NOT NULL)",
     ("index", "meta_index_by_value"): "CREATE INDEX meta_index_by_value ON meta_index(field, value, passage)",
@@ -107,7 +126,7 @@ CHUNK = 900
 """Values per ``IN (...)`` list (under SQLite's historical limit of 999 host parameters)."""
 
 _EXPECTED: dict[tuple[str, str], str | None] | None = None
-_INCREMENTAL: set[tuple[str, str]] | None = None
+_GROUP_OBJECTS: list[set[tuple[str, str]]] | None = None
 
 
 def _normalized(sql: str | None) -> str | None:
@@ -121,8 +140,11 @@ def _expected_objects() -> dict[tuple[str, str], str | None]:
         mem = sqlite3.connect(":memory:")
         try:
             mem.executescript(SCHEMA)
-            before = {(t, n) for t, n in mem.execute("SELECT type, name FROM sqlite_master")}
-            mem.executescript(INCREMENTAL_SCHEMA)
+            groups: list[set[tuple[str, str]]] = []
+            for script in _GROUPS:
+                before = {(t, n) for t, n in mem.execute("SELECT type, name FROM sqlite_master")}
+                mem.executescript(script)
+                groups.append({(t, n) for t, n in mem.execute("SELECT type, name FROM sqlite_master")} - before)
             # sqlite_sequence appears with the first AUTOINCREMENT insert
             mem.execute(
                 "INSERT INTO passages(passage_id, doc_id, position, text, content_hash) VALUES ('', '', 0, '', '')"
@@ -131,15 +153,15 @@ def _expected_objects() -> dict[tuple[str, str], str | None]:
         finally:
             mem.close()
         _EXPECTED = {(t, n): _normalized(s) for t, n, s in rows}
-        global _INCREMENTAL
-        _INCREMENTAL = {(t, n) for t, n, _ in rows} - before - {("table", "sqlite_sequence")}
+        global _GROUP_OBJECTS
+        _GROUP_OBJECTS = groups
     return _EXPECTED
 
 
-def _incremental_objects() -> set[tuple[str, str]]:
+def _group_objects() -> list[set[tuple[str, str]]]:
     _expected_objects()
-    assert _INCREMENTAL is not None
-    return _INCREMENTAL
+    assert _GROUP_OBJECTS is not None
+    return _GROUP_OBJECTS
 
 
 def has_incremental_schema(db: sqlite3.Connection) -> bool:
@@ -149,10 +171,17 @@ def has_incremental_schema(db: sqlite3.Connection) -> bool:
 
 
 def ensure_incremental_schema(db: sqlite3.Connection) -> bool:
-    """Add :data:`INCREMENTAL_SCHEMA` inside the open write transaction if missing; True if it was added.
+    """Add :data:`INCREMENTAL_SCHEMA` (and each later group) inside the open write transaction if missing.
+
+    Returns True if :data:`INCREMENTAL_SCHEMA` itself was added.
 
     The counts start from one ``count(*)`` of each table (the only time a write counts every row).
     """
+    present = {(t, n) for t, n in db.execute("SELECT type, name FROM sqlite_master")}
+    for script, objects in zip(_GROUPS[1:], _group_objects()[1:], strict=True):
+        if not objects <= present:
+            for statement in _statements(script):
+                db.execute(statement)
     if has_incremental_schema(db):
         return False
     for statement in _statements(INCREMENTAL_SCHEMA):
@@ -197,8 +226,8 @@ def check_schema(db: sqlite3.Connection, path: Path) -> None:
         if _normalized(sql) != want:
             raise StoreCorruptedError(f"{path}: the {kind} {name!r} differs from the rag-hier schema")
     present = {(k, n) for k, n, _ in rows}
-    incremental = _incremental_objects()
-    optional = incremental if not present & incremental else set()  # all of it, or none (an older store)
+    # each group added since the first format is all there, or absent (a store written before it)
+    optional = {o for group in _group_objects() if not present & group for o in group}
     missing = [n for (k, n) in expected if (k, n) not in present and n != "sqlite_sequence" and (k, n) not in optional]
     if missing:
         raise StoreCorruptedError(f"{path}: lacks {', '.join(sorted(missing))} of the rag-hier schema")

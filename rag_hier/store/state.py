@@ -92,11 +92,7 @@ def validate_state(state: Any, where: str | Path) -> dict[str, Any]:
         raise StoreCorruptedError(f"{w}: indexes.dense.file must be {DENSE_FILE!r}, got {dense.get('file')!r}")
     _field(w, "indexes.dense.config", dense.get("config"), dict)
     _field(w, "indexes.dense.written", dense.get("written"), int, optional=True)
-    segments = _field(w, "indexes.dense.segments", dense.get("segments"), dict, optional=True)
-    if segments is not None:
-        for key in ("count", "entries", "last"):
-            if _field(w, f"indexes.dense.segments.{key}", segments.get(key), int) < 0:
-                raise StoreCorruptedError(f"{w}: indexes.dense.segments.{key} must be >= 0")
+    _segments_field(w, "indexes.dense.segments", dense.get("segments"))
     if set(indexes) != {"dense"}:
         raise StoreCorruptedError(f"{w}: unknown index(es) {sorted(set(indexes) - {'dense'})}")
     _field(w, "corpus", state.get("corpus", {}), dict)
@@ -120,7 +116,17 @@ def validate_state(state: Any, where: str | Path) -> dict[str, Any]:
         _field(w, f"extensions[{name!r}].config", info.get("config", {}), dict)
         for fname in _field(w, f"extensions[{name!r}].files", info.get("files", []), list):
             check_name(fname, f"{w}: extensions[{name!r}].files")
+        _segments_field(w, f"extensions[{name!r}].segments", info.get("segments"))
     return state
+
+
+def _segments_field(w: str, where: str, segments: Any) -> None:
+    """A ``segments`` entry (``count``, ``entries``, ``last``: integers >= 0), or none."""
+    if _field(w, where, segments, dict, optional=True) is None:
+        return
+    for key in ("count", "entries", "last"):
+        if _field(w, f"{where}.{key}", segments.get(key), int) < 0:
+            raise StoreCorruptedError(f"{w}: {where}.{key} must be >= 0")
 
 
 def _matches(path: Path, info: Mapping[str, Any], verify: bool) -> bool:

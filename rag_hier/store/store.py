@@ -546,18 +546,24 @@ class HierStore:
     def optimize(self) -> None:
         """Write the passage index whole: merge its committed segments and drop an HNSW graph's tombstones.
 
-        Small writes commit their change to the index as segments inside ``store.sqlite`` (so a write costs
-        what it changes); they are merged by themselves once they pass a tenth of the index. Call this after
+        Small writes commit their change to the index (and to extensions that support it: token index,
+        document index, trees) as segments inside ``store.sqlite`` (so a write costs what it changes); they
+        are merged by themselves once they pass a tenth of the index; this writes the files of every
+        extension that has segments whole too. Call this after
         a burst of writes to have the next open read one file, or before copying the store.
         """
         with self.batch():
             core = self._core
+            core.merge_requested = True
+            # extensions that committed segments are written whole too
+            for name, info in core.state.get("extensions", {}).items():
+                if info.get("segments") and name in core.extensions:
+                    core.dirty_ext.add(name)
             index = core.indexes.get("dense")
             if index is None:
                 return
             if index.config.kind == "hnsw":
                 index.compact()
-            core.merge_requested = True
             core.dirty.add("dense")
 
     def snapshot(self, target: str | Path) -> Path:
@@ -672,6 +678,33 @@ class HierStore:
         with self._reading():
             return self._core.extensions.get(name)
 
+    def extension_files(self, name: str) -> dict[str, bytes]:
+        """The content of extension ``name``'s files as of the committed generation, its segments merged in.
+
+        The files on disk lack the changes committed since as ``extension_segments`` rows; a copy of the
+        extension elsewhere (another backend) takes these bytes instead. Without segments they are the
+        committed files themselves; with segments the extension, which holds them replayed, writes them.
+        """
+        import tempfile
+
+        from rag_hier.store.state import committed_path
+
+        with self._reading():
+            core = self._core
+            info = core.state.get("extensions", {}).get(name)
+            ext = core.extensions.get(name)
+            if info is None or ext is None:
+                raise StoreError(f"{self.path} has no {name!r} extension")
+            if not info.get("segments"):
+                return {
+                    f: committed_path(self.path, f, core.state["files"][f], verify=False).read_bytes()
+                    for f in info.get("files", [])
+                }
+            with tempfile.TemporaryDirectory(prefix="rag-hier-ext-") as tmp:
+                paths = {f: Path(tmp) / f for f in ext.files()}
+                ext.write(paths)
+                return {f: path.read_bytes() for f, path in paths.items()}
+
     def add_extension(self, extension: StoreExtension, *, replace: bool = False) -> None:
         """Attach an extension, build it from the stored passages, and commit it with the store."""
         if not extension.name:
@@ -683,6 +716,7 @@ class HierStore:
             extension.build(self)
             self._core.extensions[extension.name] = extension
             self._core.dirty_ext.add(extension.name)
+            self._core.rewrite_ext.add(extension.name)
 
     def ensure_extension(self, name: str, *, create: bool = True, **config: Any) -> StoreExtension:
         """The extension ``name``; when the store has none and ``create`` is true, one built with ``config``.
@@ -717,6 +751,8 @@ class HierStore:
         if name not in self._core.extensions:
             raise StoreError(f"{self.path} has no {name!r} extension")
         self._core.dirty_ext.add(name)
+        if not self._core.extensions[name].DELTA_SEES_ALL_CHANGES:  # the delta may miss this change
+            self._core.rewrite_ext.add(name)
 
     # ------------------------------------------------------------------------------------------------
     # reading

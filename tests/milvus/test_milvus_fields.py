@@ -399,3 +399,26 @@ def test_extensions_attached_as_files_keep_working(
         remote.drop()
         remote.close()
         local.close()
+
+
+def test_migrate_a_local_store_whose_extensions_have_segments(
+    db: Path, encoder: DenseEncoder, tiny_model_path: str, tmp_path: Path
+) -> None:
+    """Small writes leave the token index and tree files stale on disk (their changes are segments in
+    store.sqlite); migrating copies the extensions with the segments merged in, not the stale files."""
+    from rag_hier.store.milvus.migrate import local_to_milvus
+
+    local = HierStore.create(tmp_path / "local", encoder=encoder)
+    local.add_documents(_docs(0, 30), max_passage_words=0)
+    local.add_extension(TokenIndexExtension(model=tiny_model_path))
+    local.add_extension(TreeExtension(branching=3))
+    local.add_documents(_docs(30, 1), max_passage_words=0)  # committed as extension segments
+    local.delete_documents([local.document_ids()[0]])
+    assert local.manifest["extensions"]["token-index"].get("segments")
+    remote = local_to_milvus(local, f"{db}#migrate_segments")
+    try:
+        assert _milvus_sparse(remote, "token-index") == _local_sparse(local, "token-index")
+        np.testing.assert_array_equal(remote.passage_rowids(), local.passage_rowids())
+    finally:
+        remote.drop()
+        local.close()

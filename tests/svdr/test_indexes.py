@@ -55,7 +55,8 @@ def test_add_replace_remove_compact_and_persist(tmp_path: Path) -> None:
     index.add([5, 7, 9], sp.csr_matrix(np.eye(3, 10, dtype=np.float32) * [[1], [2], [3]]))
     index.add([7], sp.csr_matrix(np.full((1, 10), 0.5, dtype=np.float32)))  # replaces 7
     assert index.remove([9, 100]) == 1
-    assert index.ids().tolist() == [5, 7] and len(index) == 2 and index.n_rows == 4
+    # rows not yet stacked are dropped at once (no stack of every row per removal); stacked rows are masked
+    assert index.ids().tolist() == [5, 7] and len(index) == 2 and index.n_rows == 2
     np.testing.assert_array_equal(index.rows([7]).toarray(), np.full((1, 10), 0.5))
     s, i = index.search(np.ones((1, 10), dtype=np.float32), top_k=5)
     assert i.tolist() == [[7, 5, -1, -1, -1]] and s[0, 0] == 5.0 and np.isneginf(s[0, 2])
@@ -69,6 +70,11 @@ def test_add_replace_remove_compact_and_persist(tmp_path: Path) -> None:
         again.rows([9])
     with pytest.raises(ValueError, match="columns"):
         again.add([1], sp.csr_matrix((1, 11)))
+    assert again.remove([5]) == 1 and again.n_rows == 2 and len(again) == 1  # masked until compacted
+    again.add([5], sp.csr_matrix(np.ones((1, 10), dtype=np.float32)))  # an id masked, then added again
+    assert again.ids().tolist() == [5, 7] and again.n_rows == 3
+    np.testing.assert_array_equal(again.rows([5]).toarray(), np.ones((1, 10)))
+    assert again.remove([5]) == 1 and again.ids().tolist() == [7]
 
 
 def test_corrupt_and_hostile_files_are_refused(tmp_path: Path) -> None:
@@ -136,7 +142,11 @@ def test_extension_follows_add_delete_and_reopens(token_store: HierStore, tiny_m
         ext = TokenIndexExtension.of(store)
         assert ext.index.rows.n_rows == 9 and len(ext.index) == 7  # deleted rows are masked inside the batch
         check(store)
-    assert ext.index.rows.n_rows == 7  # and compacted when the commit writes the file
+    # the commit stores the change as a segment row; the masked rows stay until the file is written whole
+    assert ext.index.rows.n_rows == 9 and store.manifest["extensions"]["token-index"]["segments"]["count"] == 1
+    check(store)
+    store.optimize()
+    assert ext.index.rows.n_rows == 7 and "segments" not in store.manifest["extensions"]["token-index"]
     check(store)
     (hits,) = ext.index.search_text(["lighthouses"], top_k=1)[1]
     assert store.records(hits.tolist())[int(hits[0])]["doc_id"] == "new"

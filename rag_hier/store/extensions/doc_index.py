@@ -20,7 +20,10 @@ title or table of contents), the store calls :meth:`on_documents_changed` inside
 the document is re-embedded (only if its representation's input changed: the set of passage ids for
 ``"mean"``, the summary text for ``"summary"``) or dropped when it has no passage vectors left. Files:
 ``doc.faiss`` (document vectors), ``doc.json`` (document ids and input hashes), ``doc.passages.npy``
-(passage FAISS id → document, int64, loaded with ``allow_pickle=False``).
+(passage FAISS id → document, int64, loaded with ``allow_pickle=False``). A small write commits only its
+change as a segment of ``store.sqlite``: the changed documents (id, FAISS id, input hash, passages), the
+vectors added to and removed from ``doc.faiss`` (the change set of its :class:`~rag_hier.index.dense.Journal`);
+the three files are rewritten once the segments pass a tenth of the documents, or on ``HierStore.optimize()``.
 """
 
 from __future__ import annotations
@@ -30,14 +33,15 @@ import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
 from rag_hier.corpus.summary import DEFAULT_ABSTRACT_WORDS, document_summary
 from rag_hier.errors import StoreCorruptedError, StoreError
-from rag_hier.index.dense import DenseIndex, IndexConfig
+from rag_hier.index.dense import DenseIndex, IndexConfig, Journal
 from rag_hier.store.extensions.base import StoreExtension, register_extension
+from rag_hier.store.segments import Delta
 
 if TYPE_CHECKING:
     from rag_hier.encoders.dense import DenseEncoder
@@ -57,6 +61,24 @@ _PASSAGES_FILE = "doc.passages.npy"
 _FORMAT = "rag-hier-doc-index"
 _VERSION = 1
 _CHUNK = 2048  # documents re-embedded per step (bounds the memory of reconstructed passage vectors)
+
+
+def _strings(values: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """UTF-8 bytes of ``values`` end to end, and where each ends."""
+    encoded = [v.encode("utf-8") for v in values]
+    ends = np.cumsum([len(b) for b in encoded], dtype=np.int64) if encoded else np.zeros(0, np.int64)
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8).copy(), ends
+
+
+def _unstrings(data: np.ndarray, ends: np.ndarray) -> list[str]:
+    """The strings of :func:`_strings` (``ValueError`` when the ends do not fit the bytes)."""
+    if ends.size and ((np.diff(ends) < 0).any() or ends[0] < 0 or int(ends[-1]) != data.size):
+        raise ValueError("string ends do not fit the bytes")
+    if not ends.size and data.size:
+        raise ValueError("bytes without strings")
+    raw = data.tobytes()
+    starts = np.concatenate([[0], ends[:-1]]) if ends.size else ends
+    return [raw[int(a) : int(b)].decode("utf-8") for a, b in zip(starts, ends, strict=True)]
 
 
 def _index_config(index: IndexConfig | str | Mapping[str, Any]) -> IndexConfig:
@@ -129,6 +151,8 @@ class DocumentIndex(StoreExtension):
         self._hashes: dict[str, str] = {}  # doc_id -> hash of the representation's input
         self._passages: dict[int, np.ndarray] = {}  # doc FAISS id -> sorted passage FAISS ids
         self._lookup: tuple[np.ndarray, np.ndarray] | None = None  # (sorted passage ids, their doc ids)
+        self._touched: set[str] | None = None  # documents synced in the write batch (see begin_delta)
+        self._delta_ok = False
 
     # ------------------------------------------------------------------------------------------------
     # configuration and persistence
@@ -245,6 +269,8 @@ class DocumentIndex(StoreExtension):
         self._sync(store, sorted(doc_ids))
 
     def _sync(self, store: StoreBackend, doc_ids: Sequence[str]) -> None:
+        if self._touched is not None:
+            self._touched.update(doc_ids)
         for i in range(0, len(doc_ids), _CHUNK):
             self._sync_chunk(store, list(doc_ids[i : i + _CHUNK]))
         self._lookup = None
@@ -326,12 +352,116 @@ class DocumentIndex(StoreExtension):
         if self._index is None:
             self._index = DenseIndex(dimension, self.index_config)
             self._dimension = dimension
+            self._delta_ok = False  # a new doc.faiss: written whole
         elif dimension != self._dimension:
             raise StoreError(
                 f"document vectors are {dimension}-d but the document index holds {self._dimension}-d vectors; "
                 "rebuild it (store.add_extension(DocumentIndex(...), replace=True))"
             )
         return self._index
+
+    # ------------------------------------------------------------------------------------------------
+    # incremental commits
+    # ------------------------------------------------------------------------------------------------
+    DELTA_ARRAYS: ClassVar[Mapping[str, tuple[str, int]]] = {
+        "doc_ids": ("|u1", 1),
+        "doc_ends": ("<i8", 1),
+        "doc_fids": ("<i8", 1),
+        "hashes": ("|u1", 1),
+        "hash_ends": ("<i8", 1),
+        "rows": ("<i8", 1),
+        "row_ends": ("<i8", 1),
+        "next_id": ("<i8", 1),
+        "vec_ids": ("<i8", 1),
+        "vectors": ("<f4", 2),
+        "vec_removed": ("<i8", 1),
+    }
+
+    def begin_delta(self, limit: int) -> None:
+        """Record the documents synced and the vectors changed by the write batch."""
+        self._touched = set()
+        self._delta_ok = self._index is not None
+        if self._index is not None:
+            self._index.journal = Journal(limit)
+
+    def delta(self) -> Delta | None:
+        """Per changed document: its id, FAISS id (-1: gone), input hash and passages; the vector change set."""
+        index, touched = self._index, self._touched
+        if index is None or touched is None or not self._delta_ok or index.journal is None:
+            return None
+        if not index.journal.complete:
+            return None
+        vec_ids, vectors, vec_removed = index.journal.arrays(index.dimension)
+        docs = sorted(touched)
+        fids = np.asarray([self._ids.get(d, -1) for d in docs], dtype=np.int64)
+        empty = np.zeros(0, np.int64)
+        rows = [self._passages.get(int(f), empty) if f >= 0 else empty for f in fids.tolist()]
+        doc_bytes, doc_ends = _strings(docs)
+        hash_bytes, hash_ends = _strings([self._hashes.get(d, "") for d in docs])
+        arrays = {
+            "doc_ids": doc_bytes,
+            "doc_ends": doc_ends,
+            "doc_fids": fids,
+            "hashes": hash_bytes,
+            "hash_ends": hash_ends,
+            "rows": np.concatenate(rows).astype(np.int64) if rows else empty,
+            "row_ends": np.cumsum([r.size for r in rows], dtype=np.int64) if rows else empty,
+            "next_id": np.array([self._next_id], np.int64),
+            "vec_ids": vec_ids,
+            "vectors": vectors,
+            "vec_removed": vec_removed,
+        }
+        return Delta(arrays, len(docs) + int(vec_ids.size + vec_removed.size))
+
+    def end_delta(self) -> None:
+        """Stop recording."""
+        self._touched = None
+        if self._index is not None:
+            self._index.journal = None
+
+    def apply_delta(self, store: StoreBackend, arrays: Mapping[str, np.ndarray]) -> None:
+        """Replay a committed segment on the document index read from the files (all checked first)."""
+        index = self._index
+        if index is None:
+            raise ValueError(f"no {_INDEX_FILE} to apply a change to")
+        docs = _unstrings(arrays["doc_ids"], arrays["doc_ends"])
+        hashes = _unstrings(arrays["hashes"], arrays["hash_ends"])
+        fids, row_ends, rows = arrays["doc_fids"], arrays["row_ends"], arrays["rows"]
+        next_id = arrays["next_id"]
+        if len(hashes) != len(docs) or fids.shape != (len(docs),) or row_ends.shape != (len(docs),):
+            raise ValueError(f"{len(docs)} documents, {len(hashes)} hashes, {fids.size} ids, {row_ends.size} rows")
+        if row_ends.size and ((np.diff(row_ends) < 0).any() or row_ends[0] < 0 or int(row_ends[-1]) != rows.size):
+            raise ValueError("passage ends do not fit the passages")
+        if not row_ends.size and rows.size:
+            raise ValueError("passages without documents")
+        if next_id.shape != (1,) or int(next_id[0]) < self._next_id or (fids.size and int(fids.max()) >= next_id[0]):
+            raise ValueError("document FAISS ids out of range")
+        if (fids < -1).any() or len(set(docs)) != len(docs):
+            raise ValueError("bad document FAISS ids or repeated documents")
+        vectors = arrays["vectors"]
+        if vectors.shape != (arrays["vec_ids"].size, index.dimension):
+            raise ValueError(f"vectors of shape {vectors.shape} for {arrays['vec_ids'].size} {index.dimension}-d ids")
+        index.apply_segment(arrays["vec_ids"], vectors, arrays["vec_removed"])
+        starts = np.concatenate([[0], row_ends[:-1]]).astype(np.int64) if row_ends.size else row_ends
+        for d, fid, digest, a, b in zip(docs, fids.tolist(), hashes, starts.tolist(), row_ends.tolist(), strict=True):
+            old = self._ids.pop(d, None)
+            if old is not None:
+                self._doc_of.pop(old, None)
+                self._passages.pop(old, None)
+            self._hashes.pop(d, None)
+            if fid < 0:
+                continue
+            self._ids[d] = fid
+            self._doc_of[fid] = d
+            if digest:
+                self._hashes[d] = digest
+            self._passages[fid] = rows[a:b].copy()
+        self._next_id = int(next_id[0])
+        self._lookup = None
+
+    def delta_size(self) -> int:
+        """Documents indexed."""
+        return len(self._ids)
 
     # ------------------------------------------------------------------------------------------------
     # searching

@@ -6,7 +6,10 @@ already stored is routed to its most probable leaf (or its ``leaves_per_passage`
 paper's d2l), and the indexer's parameters and the leaf lists are written in the store's atomic commit as
 ``ehi_indexer.safetensors`` + ``ehi_indexer.json`` and ``ehi_leaves.safetensors``. Afterwards the extension
 follows the store's writes without retraining: new passages are routed by the learned indexer, deleted ones
-leave their leaves. Nothing is unpickled: the files load through safetensors and JSON and are checked (names,
+leave their leaves. A small write commits only its change (the leaves of the passages added, the passages
+removed) as a segment of ``store.sqlite``: the indexer's parameters do not change between trainings, and the
+leaf lists are rewritten only once the segments pass a tenth of them, or on ``HierStore.optimize()``.
+Nothing is unpickled: the files load through safetensors and JSON and are checked (names,
 shapes, dtypes, ranges) on load. Search it with :class:`rag_hier.retrieval.ehi.EHIRetriever` (strategy ``ehi``).
 """
 
@@ -15,13 +18,15 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from rag_hier.errors import DimensionMismatchError, ParameterError, StoreCorruptedError, StoreError
+from rag_hier.index.dense import Journal
 from rag_hier.index.ehi import EHIIndexer, LeafAssignment
 from rag_hier.store.extensions.base import StoreExtension, register_extension
+from rag_hier.store.segments import Delta
 
 if TYPE_CHECKING:
     from rag_hier.corpus.model import Passage
@@ -66,6 +71,7 @@ class EHIExtension(StoreExtension):
         self._leaves = np.zeros((0, leaves_per_passage), np.int64)
         self._assignment: LeafAssignment | None = None
         self._vectors: np.ndarray | None = None
+        self._journal: Journal | None = None  # the write batch's leaf lists (see begin_delta)
 
     # -- configuration and files ------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
@@ -153,13 +159,63 @@ class EHIExtension(StoreExtension):
                 "EHI indexer"
             )
         keep = ~np.isin(self._rowids, ids)
-        self._set(np.concatenate([self._rowids[keep], ids]), np.concatenate([self._leaves[keep], self._route(vecs)]))
+        leaves = self._route(vecs)
+        if self._journal is not None:
+            if not keep.all():
+                self._journal.removed(self._rowids[~keep])
+            self._journal.added(ids, leaves)
+        self._set(np.concatenate([self._rowids[keep], ids]), np.concatenate([self._leaves[keep], leaves]))
 
     def on_passages_removed(self, store: StoreBackend, rowids: np.ndarray) -> None:
         """Drop deleted passages from their leaves (the leaf lists stay exact)."""
         gone = np.isin(self._rowids, np.asarray(rowids, np.int64))
         if gone.any():
+            if self._journal is not None:
+                self._journal.removed(self._rowids[gone])
             self._set(self._rowids[~gone], self._leaves[~gone])
+
+    # -- incremental commits ----------------------------------------------------------------------
+    DELTA_ARRAYS: ClassVar[Mapping[str, tuple[str, int]]] = {
+        "added": ("<i8", 1),
+        "leaves": ("<i8", 2),
+        "removed": ("<i8", 1),
+    }
+
+    def begin_delta(self, limit: int) -> None:
+        """Record the leaves of every passage added and the passages removed by the write batch."""
+        self._journal = Journal(limit) if self.indexer is not None else None
+
+    def delta(self) -> Delta | None:
+        """Rowids added with their leaves (``(n, leaves_per_passage)``) and rowids removed."""
+        journal = self._journal
+        if journal is None or not journal.complete:
+            return None
+        added, leaves, removed = journal.net(np.zeros((0, self.leaves_per_passage), np.int64))
+        return Delta({"added": added, "leaves": leaves.astype(np.int64), "removed": removed}, added.size + removed.size)
+
+    def end_delta(self) -> None:
+        """Stop recording."""
+        self._journal = None
+
+    def apply_delta(self, store: StoreBackend, arrays: Mapping[str, np.ndarray]) -> None:
+        """Replay a committed segment on the leaf lists read from the files (the indexer is unchanged)."""
+        n_leaves = self.require_indexer().n_leaves
+        added, leaves, removed = arrays["added"], arrays["leaves"], arrays["removed"]
+        if leaves.shape != (added.size, self.leaves_per_passage):
+            raise ValueError(f"leaves of shape {leaves.shape} for {added.size} passages")
+        if leaves.size and (leaves.min() < -1 or leaves.max() >= n_leaves or (leaves[:, 0] < 0).any()):
+            raise ValueError(f"leaf numbers outside 0..{n_leaves - 1}")
+        gone = np.isin(self._rowids, removed)
+        if int(gone.sum()) != np.unique(removed).size:
+            raise ValueError("removes passages the leaf lists do not hold")
+        kept = self._rowids[~gone]
+        if np.unique(added).size != added.size or np.isin(added, kept).any():
+            raise ValueError("adds passages the leaf lists hold already")
+        self._set(np.concatenate([kept, added]), np.concatenate([self._leaves[~gone], leaves]))
+
+    def delta_size(self) -> int:
+        """Passages filed."""
+        return int(self._rowids.size)
 
     def verify(self, store: StoreBackend) -> None:
         """The leaf lists must hold exactly the store's passages with vectors, of the store's dimension."""

@@ -12,7 +12,10 @@ follows the indices in use, not the largest one. Query indices no passage uses c
 
 The extension follows every write like the other extensions (rows of added passages are read from their
 ``extra`` at :attr:`SparseEmbeddingExtension.key`, rows of removed passages dropped) and is written in the
-store's atomic commit; the file is read with ``np.load(allow_pickle=False)``.
+store's atomic commit; the file is read with ``np.load(allow_pickle=False)``. A small write commits only
+its rows, as the original indices (not columns: a new index renumbers the columns) and values, plus the
+rowids removed, as a segment of ``store.sqlite``; the file is rewritten once the segments pass a tenth of
+the rows, or on ``HierStore.optimize()``.
 
 Example:
     >>> store.add_extension(SparseEmbeddingExtension(key=("haystack", "sparse_embedding")))  # doctest: +SKIP
@@ -22,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -34,6 +38,7 @@ import scipy.sparse as sp
 from rag_hier.errors import StoreCorruptedError, StoreError
 from rag_hier.index.sparse import SparseRowIndex
 from rag_hier.store.extensions.base import StoreExtension, register_extension
+from rag_hier.store.segments import Delta
 
 if TYPE_CHECKING:
     from rag_hier.corpus.model import Passage
@@ -86,6 +91,10 @@ class SparseEmbeddingExtension(StoreExtension):
         self.columns = np.zeros(0, dtype=np.int64)
         """The sparse indices in use, ascending; column ``j`` of :attr:`index` holds index ``columns[j]``."""
         self.index = SparseRowIndex(1, binary=False)
+        # the write batch's changes (see begin_delta): (rowids, their (indices, values)) added, (rowids, None) removed
+        self._events: list[tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]] | None]] | None = None
+        self._recorded = 0
+        self._limit = 0
 
     @classmethod
     def of(cls, store: StoreBackend) -> SparseEmbeddingExtension | None:
@@ -131,6 +140,7 @@ class SparseEmbeddingExtension(StoreExtension):
             raise ValueError(f"got {id_arr.shape[0]} ids for {len(embeddings)} sparse embeddings")
         if not len(embeddings):
             return
+        self._record(id_arr, [(np.asarray(i, np.int64), np.asarray(v, np.float32)) for i, v in embeddings])
         all_idx = np.concatenate([np.asarray(i, dtype=np.int64) for i, _ in embeddings])
         self._grow(np.unique(all_idx))
         lengths = np.fromiter((len(i) for i, _ in embeddings), dtype=np.int64, count=len(embeddings))
@@ -270,7 +280,82 @@ class SparseEmbeddingExtension(StoreExtension):
 
     def on_passages_removed(self, store: StoreBackend, rowids: np.ndarray) -> None:
         """Drop the rows of removed passages."""
-        self.index.remove(rowids)
+        if self.index.remove(rowids):
+            self._record(np.asarray(rowids, np.int64), None)
+
+    # -- incremental commits ----------------------------------------------------------------------
+    DELTA_ARRAYS: ClassVar[Mapping[str, tuple[str, int]]] = {
+        "ids": ("<i8", 1),
+        "indptr": ("<i8", 1),
+        "indices": ("<i8", 1),
+        "values": ("<f4", 1),
+        "removed": ("<i8", 1),
+    }
+
+    def _record(self, ids: np.ndarray, embeddings: list[tuple[np.ndarray, np.ndarray]] | None) -> None:
+        if self._events is None:
+            return
+        self._recorded += len(ids)
+        if self._recorded > self._limit:
+            self._events = None  # too large for a segment: the file is written whole
+            return
+        self._events.append((ids.copy(), embeddings))
+
+    def begin_delta(self, limit: int) -> None:
+        """Record the rows added (original indices and values) and the rowids removed by the write batch."""
+        self._events, self._recorded, self._limit = [], 0, limit
+
+    def delta(self) -> Delta | None:
+        """Each rowid's last change: its row (CSR over the original indices) or its removal."""
+        if self._events is None:
+            return None
+        decided = np.zeros(0, np.int64)
+        ids: list[int] = []
+        rows: list[tuple[np.ndarray, np.ndarray]] = []
+        removed: list[np.ndarray] = []
+        for event_ids, embeddings in reversed(self._events):
+            if embeddings is None:
+                removed.append(event_ids)
+            else:
+                fresh = ~np.isin(event_ids, decided)
+                for j in np.flatnonzero(fresh).tolist():
+                    ids.append(int(event_ids[j]))
+                    rows.append(embeddings[j])
+            decided = np.union1d(decided, event_ids)
+        lengths = np.fromiter((r[0].size for r in rows), np.int64, count=len(rows))
+        indptr = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum(lengths, out=indptr[1:])
+        gone = np.unique(np.concatenate(removed)) if removed else np.zeros(0, np.int64)
+        arrays = {
+            "ids": np.asarray(ids, np.int64),
+            "indptr": indptr,
+            "indices": np.concatenate([r[0] for r in rows]) if rows else np.zeros(0, np.int64),
+            "values": np.concatenate([r[1] for r in rows]) if rows else np.zeros(0, np.float32),
+            "removed": gone,
+        }
+        return Delta(arrays, len(ids) + int(gone.size))
+
+    def end_delta(self) -> None:
+        """Stop recording."""
+        self._events = None
+
+    def apply_delta(self, store: StoreBackend, arrays: Mapping[str, np.ndarray]) -> None:
+        """Replay a committed segment: drop the removed rows, then add the rows (their columns mapped anew)."""
+        ids, indptr, indices, values = arrays["ids"], arrays["indptr"], arrays["indices"], arrays["values"]
+        n = ids.size
+        if indptr.shape != (n + 1,) or int(indptr[0]) != 0 or (np.diff(indptr) < 0).any():
+            raise ValueError(f"row pointers do not describe {n} rows")
+        if int(indptr[-1]) != indices.size or values.shape != indices.shape:
+            raise ValueError(f"{indices.size} indices and {values.size} values for rows ending at {int(indptr[-1])}")
+        if (indices < 0).any() or np.unique(ids).size != n:
+            raise ValueError("negative sparse indices or repeated rowids")
+        self.index.remove(arrays["removed"])
+        bounds = indptr.tolist()
+        self.add(ids, [(indices[a:b], values[a:b]) for a, b in itertools.pairwise(bounds)])
+
+    def delta_size(self) -> int:
+        """Rows held."""
+        return self.index.rows_held
 
     def verify(self, store: StoreBackend) -> None:
         """Every row belongs to a stored passage."""

@@ -1,4 +1,9 @@
-"""The ``svdr-vectors`` store extension: learned sparse passage vectors E(D), filled in as they are computed."""
+"""The ``svdr-vectors`` store extension: learned sparse passage vectors E(D), filled in as they are computed.
+
+A commit that adds or drops a few vectors stores them as a segment of ``store.sqlite`` (CSR rows and removed
+rowids, recorded by the index's own journal) instead of rewriting ``svdr_vectors.npz``; the file is rewritten
+once the segments pass a tenth of it, or on ``HierStore.optimize()``.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +16,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from rag_hier.errors import StoreCorruptedError
-from rag_hier.index.sparse import SparseRowIndex
+from rag_hier.index.sparse import RowJournal, SparseRowIndex
 from rag_hier.store.extensions.base import StoreExtension, register_extension
+from rag_hier.store.extensions.sparse_rows import SPARSE_DELTA_ARRAYS, apply_sparse_delta, sparse_delta
+from rag_hier.store.segments import Delta
 
 if TYPE_CHECKING:
     from rag_hier.corpus.model import Passage
@@ -82,6 +89,30 @@ class SparseVectorExtension(StoreExtension):
     def on_passages_removed(self, store: StoreBackend, rowids: np.ndarray) -> None:
         """Drop the vectors of removed passages."""
         self.index.remove(rowids)
+
+    # -- incremental commits ----------------------------------------------------------------------
+    DELTA_ARRAYS: ClassVar[Mapping[str, tuple[str, int]]] = SPARSE_DELTA_ARRAYS
+    DELTA_SEES_ALL_CHANGES: ClassVar[bool] = True  # vectors cached by a search go through the same journal
+
+    def begin_delta(self, limit: int) -> None:
+        """Record the rows added and removed by the write batch."""
+        self.index.journal = RowJournal(limit)
+
+    def delta(self) -> Delta | None:
+        """The batch's rows (CSR) and removed rowids."""
+        return sparse_delta(self.index)
+
+    def end_delta(self) -> None:
+        """Stop recording."""
+        self.index.journal = None
+
+    def apply_delta(self, store: StoreBackend, arrays: Mapping[str, np.ndarray]) -> None:
+        """Replay a committed segment on the vectors read from ``svdr_vectors.npz``."""
+        apply_sparse_delta(self.index, arrays)
+
+    def delta_size(self) -> int:
+        """Rows held."""
+        return self.index.rows_held
 
     def verify(self, store: StoreBackend) -> None:
         """Every vector belongs to a stored passage."""

@@ -1,7 +1,9 @@
 """The ``token-index`` store extension: SVDR's binary token index T(D) of every passage, file ``tokens.npz``.
 
 It keeps a :class:`~rag_hier.index.token.TokenIndex` in sync with every write: added passages are tokenized,
-removed ones masked, and the file is compacted and rewritten in the store's atomic commit.
+removed ones masked. A small write commits its rows (CSR) and removed rowids as a segment of ``store.sqlite``
+(:attr:`StoreExtension.DELTA_ARRAYS`); the file is compacted and rewritten in the store's atomic commit once
+the segments pass a tenth of the index, or on ``HierStore.optimize()``.
 
 Example:
     >>> store = HierStore.create("my-store", model=None)  # doctest: +SKIP
@@ -23,9 +25,11 @@ import scipy.sparse as sp
 
 from rag_hier.encoders.dense import DEFAULT_MODEL
 from rag_hier.errors import StoreCorruptedError, StoreError
-from rag_hier.index.sparse import SparseRowIndex
+from rag_hier.index.sparse import RowJournal, SparseRowIndex
 from rag_hier.index.token import TokenIndex
 from rag_hier.store.extensions.base import StoreExtension, register_extension
+from rag_hier.store.extensions.sparse_rows import SPARSE_DELTA_ARRAYS, apply_sparse_delta, sparse_delta
+from rag_hier.store.segments import Delta
 
 if TYPE_CHECKING:
     from rag_hier.corpus.model import Passage
@@ -146,6 +150,38 @@ class TokenIndexExtension(StoreExtension):
     def clear_rows(self) -> None:
         """Forget the rows in memory (the engine holds them)."""
         self.index.clear()
+
+    # -- incremental commits ----------------------------------------------------------------------
+    DELTA_ARRAYS: ClassVar[Mapping[str, tuple[str, int]]] = SPARSE_DELTA_ARRAYS
+    DELTA_SEES_ALL_CHANGES: ClassVar[bool] = True  # the journal is the rows' own
+
+    def begin_delta(self, limit: int) -> None:
+        """Record the rows added and removed by the write batch."""
+        rows = self.index.held_rows()
+        if rows is not None:
+            rows.journal = RowJournal(limit)
+
+    def delta(self) -> Delta | None:
+        """The batch's rows (CSR) and removed rowids."""
+        return sparse_delta(self.index.held_rows())
+
+    def end_delta(self) -> None:
+        """Stop recording."""
+        rows = self.index.held_rows()
+        if rows is not None:
+            rows.journal = None
+
+    def apply_delta(self, store: StoreBackend, arrays: Mapping[str, np.ndarray]) -> None:
+        """Replay a committed segment on the rows read from ``tokens.npz``."""
+        rows = self.index.held_rows()
+        if rows is None:
+            raise ValueError("no rows loaded")
+        apply_sparse_delta(rows, arrays)
+
+    def delta_size(self) -> int:
+        """Rows held."""
+        rows = self.index.held_rows()
+        return rows.rows_held if rows is not None else 0
 
     def verify(self, store: StoreBackend) -> None:
         """The index holds exactly the store's passages."""

@@ -5,7 +5,10 @@ the tree is built from the passage vectors already stored and written in the sto
 ``tree.safetensors`` + ``tree.json``. Afterwards it follows the store's writes without rebuilding: new
 passages are routed to their nearest leaf, deleted ones leave their leaf. Attach it again
 (``replace=True``, or ``--tree`` again) to re-cluster after many changes; ``describe()`` reports how many
-passages were routed or removed since the build. Search it with :class:`rag_hier.retrieval.tree.TreeRetriever`.
+passages were routed or removed since the build. A small write commits only its change (the leaf of each
+passage added, the passages removed) as a segment of ``store.sqlite``; the centroids do not change between
+re-clusterings, so the files are rewritten only once the segments pass a tenth of the tree, or on
+``HierStore.optimize()``. Search it with :class:`rag_hier.retrieval.tree.TreeRetriever`.
 """
 
 from __future__ import annotations
@@ -13,13 +16,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from rag_hier.errors import StoreCorruptedError, StoreError
+from rag_hier.index.dense import Journal
 from rag_hier.index.tree import ClusterTree, TreeBuildConfig
 from rag_hier.store.extensions.base import StoreExtension, register_extension
+from rag_hier.store.segments import Delta
 
 if TYPE_CHECKING:
     from rag_hier.corpus.model import Passage
@@ -72,6 +77,7 @@ class TreeExtension(StoreExtension):
         )
         self.tree: ClusterTree | None = None
         self._vectors: np.ndarray | None = None
+        self._journal: Journal | None = None  # the write batch's leaf assignments (see begin_delta)
 
     # -- configuration and files ------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
@@ -130,14 +136,77 @@ class TreeExtension(StoreExtension):
             return
         if len(tree) == 0 and tree.built_items == 0:
             self.tree = ClusterTree.build(vecs, ids, config=self.build_config)
+            if self._journal is not None:
+                self._journal.complete = False  # new centroids: the files are written whole
         else:
-            tree.add(ids, vecs)
+            leaves = tree.add(ids, vecs)
+            if self._journal is not None:
+                self._journal.added(ids, leaves)
         self._vectors = None
 
     def on_passages_removed(self, store: StoreBackend, rowids: np.ndarray) -> None:
         """Drop deleted passages from their leaves."""
-        if self.require_tree().remove(rowids):
+        tree = self.require_tree()
+        ids = np.asarray(rowids, np.int64)
+        present = ids[np.isin(ids, tree.item_ids)] if self._journal is not None else ids
+        if tree.remove(ids):
             self._vectors = None
+            if self._journal is not None:
+                self._journal.removed(present)
+
+    # -- incremental commits ----------------------------------------------------------------------
+    DELTA_ARRAYS: ClassVar[Mapping[str, tuple[str, int]]] = {
+        "added": ("<i8", 1),
+        "leaves": ("<i8", 1),
+        "removed": ("<i8", 1),
+        "counters": ("<i8", 1),
+    }
+
+    def begin_delta(self, limit: int) -> None:
+        """Record the leaf of every passage added and the passages removed by the write batch."""
+        self._journal = Journal(limit) if self.tree is not None else None
+
+    def delta(self) -> Delta | None:
+        """Rowids added with their leaves, rowids removed, and the change counters after the batch."""
+        journal, tree = self._journal, self.tree
+        if journal is None or not journal.complete or tree is None:
+            return None
+        added, leaves, removed = journal.net(np.zeros(0, np.int64))
+        counters = np.array([tree.routed_since_build, tree.removed_since_build], np.int64)
+        return Delta(
+            {"added": added, "leaves": leaves.astype(np.int64), "removed": removed, "counters": counters},
+            int(added.size + removed.size),
+        )
+
+    def end_delta(self) -> None:
+        """Stop recording."""
+        self._journal = None
+
+    def apply_delta(self, store: StoreBackend, arrays: Mapping[str, np.ndarray]) -> None:
+        """Replay a committed segment on the tree read from the files (centroids unchanged)."""
+        tree = self.require_tree()
+        counters = arrays["counters"]
+        if counters.shape != (2,) or (counters < 0).any():
+            raise ValueError(f"counters must be two integers >= 0, got {counters.tolist()}")
+        removed = arrays["removed"]
+        if not np.isin(removed, tree.item_ids).all():
+            raise ValueError("removes passages the tree does not hold")
+        kept = tree.item_ids[~np.isin(tree.item_ids, removed)]
+        if np.isin(arrays["added"], kept).any():
+            raise ValueError("adds passages the tree holds already")
+        leaves = arrays["leaves"]
+        if leaves.shape != arrays["added"].shape or (
+            leaves.size and (leaves.min() < 0 or leaves.max() >= tree.n_leaves)
+        ):
+            raise ValueError(f"leaves do not fit {arrays['added'].size} passages and {tree.n_leaves} leaves")
+        tree.remove(removed)
+        tree.insert(arrays["added"], leaves)
+        tree.routed_since_build, tree.removed_since_build = (int(x) for x in counters)
+        self._vectors = None
+
+    def delta_size(self) -> int:
+        """Passages filed."""
+        return len(self.tree) if self.tree is not None else 0
 
     def verify(self, store: StoreBackend) -> None:
         """The tree must hold exactly the store's passages with vectors."""

@@ -91,7 +91,7 @@ def local_to_milvus(source: HierStore | str | Path, uri: str, **milvus_options: 
                     target.import_passages([r for r, _, _ in rows], [v for _, v, _ in rows], [e for _, _, e in rows])
                 target._state["next_rowid"] = max(int(target._state["next_rowid"]), _next_rowid(src))
                 for name, info in state.get("extensions", {}).items():
-                    files = {f: (src.path / f).read_bytes() for f in info.get("files", [])}
+                    files = src.extension_files(name)  # the committed files with their segments merged in
                     target.import_extension(name, info.get("config", {}), files)
         except BaseException:
             with contextlib.suppress(Exception):
