@@ -19,10 +19,13 @@ mode                  score                  needs
 :meth:`SvdrRetriever.search` call, per 2,048 new vectors) when the store is writable and ``cache=True``,
 in this retriever's memory otherwise (:meth:`SvdrRetriever.take_unsaved` hands those over, which is how
 ``rag-hier search`` persists them from its read-only handle), so the full representation fills in as
-queries arrive. Cached and freshly computed vectors are the same up to float rounding (pooling ignores
-padding), so results do not depend on the cache. Hits below the re-ranked top m keep their β order, with
-scores shifted just below the lowest re-ranked score; ``Hit.scores`` holds the raw ``beta`` and
-``rerank`` scores.
+queries arrive. On a backend that keeps E(d) in its engine (Milvus: a sparse vector field), a search never
+writes: the vectors it computes stay in this retriever's memory for the store's committed generation (and in
+:meth:`~SvdrRetriever.take_unsaved`); full and α are one sparse search in the engine (plus the few rows in
+memory), and β+rerank reads only the E(d) rows of its m candidates from the engine. Cached and freshly
+computed vectors are the same up to float rounding (pooling ignores padding), so results do not depend on
+the cache. Hits below the re-ranked top m keep their β order, with scores shifted just below the lowest
+re-ranked score; ``Hit.scores`` holds the raw ``beta`` and ``rerank`` scores.
 
 Example:
     >>> retriever = SvdrRetriever(store, mode="beta-rerank", rerank_m=100)  # doctest: +SKIP
@@ -45,7 +48,7 @@ from rag_hier.encoders.dense import DEFAULT_MODEL
 from rag_hier.errors import StoreError
 from rag_hier.index.sparse import SearchMethod, SparseRowIndex
 from rag_hier.retrieval.base import Aggregate, Queries, Ranking, Retriever, RetrieverParams, param
-from rag_hier.store.contract import Filters, engine_extension
+from rag_hier.store.contract import EngineExtensions, Filters, engine_extension
 from rag_hier.store.extensions.svdr_vectors import SparseVectorExtension
 from rag_hier.store.extensions.token_index import TokenIndexExtension, passage_texts
 
@@ -138,7 +141,8 @@ def encode_missing_vectors(
                 f"{store.location} holds SVDR vectors of another encoder ({ext.model}); remove the "
                 f"'{SparseVectorExtension.name}' extension first to encode with {encoder.model_name}"
             )
-        have = ext.index.ids()
+        engine = engine_extension(store, ext.name)
+        have = engine.sparse_rowids(ext.name) if engine is not None else ext.index.ids()
     missing = np.setdiff1d(store.passage_rowids(), have)
     done = 0
     for start in range(0, missing.shape[0], batch_passages):
@@ -211,6 +215,8 @@ class SvdrRetriever(Retriever[sp.csr_matrix]):
         self._encoder_arg: VocabEncoder | str | None = encoder if encoder is not None else self.params.vocab_model
         self._encoder: VocabEncoder | None = None
         self._memory: dict[str, SparseRowIndex] = {}
+        self._engine_memory: dict[str, tuple[int, SparseRowIndex]] = {}
+        """Engine-kept E(d): vectors this retriever computed, by fingerprint, for one committed generation."""
         self.unsaved: dict[str, tuple[list[np.ndarray], list[sp.csr_matrix]]] = {}
         """Vectors computed but not written to the store (read-only store or ``cache=False``), by fingerprint."""
 
@@ -251,19 +257,111 @@ class SvdrRetriever(Retriever[sp.csr_matrix]):
 
     def read_block(self) -> contextlib.AbstractContextManager[Any]:
         """No one-generation block while E(d) computed during the search may be written to the store."""
-        if self.mode in ("full", "alpha", "beta-rerank") and self.cache and not self.store.read_only:
+        if (
+            self.mode in ("full", "alpha", "beta-rerank")
+            and self.cache
+            and not self.store.read_only
+            and not self._engine_backend()
+        ):
             return contextlib.nullcontext()
         return super().read_block()
 
+    # -- E(d) vectors kept in the store's engine (Milvus' sparse field) ------------------------------
+    def _engine_backend(self) -> bool:
+        """Whether the store keeps (or would keep, once attached) ``svdr-vectors`` in its engine.
+
+        Such a store is never written by a search: a commit there costs seconds, bumps the generation every
+        reader re-syncs to, and Milvus does not arbitrate two writers (a searching process would race the
+        indexing one). The vectors computed stay in memory (see :meth:`_engine_rows`).
+        """
+        probe = getattr(self.store, "extension_in_engine", None)
+        if not callable(probe):
+            return False
+        ext = self._store_vectors()
+        return ext is None or bool(probe(ext.name))
+
+    def _engine(self, fingerprint: str) -> EngineExtensions | None:
+        """The store, when it keeps E(d) of this encoder in its engine (else ``None``: the client-side path)."""
+        ext = self._store_vectors()
+        if ext is None or ext.fingerprint != fingerprint or fingerprint in self._memory:
+            return None
+        return engine_extension(self.store, ext.name)
+
+    def _engine_rows(self, fingerprint: str) -> SparseRowIndex:
+        """E(d) this retriever computed that the engine lacks, for the store's committed generation."""
+        gen = int(self.store.generation)
+        held = self._engine_memory.get(fingerprint)
+        if held is None or held[0] != gen:  # a commit may have stored or removed them: start again
+            held = (gen, SparseRowIndex(self.encoder.vocab_size, binary=False))
+            self._engine_memory[fingerprint] = held
+        return held[1]
+
+    def _engine_missing(self, engine: EngineExtensions, fingerprint: str, wanted: np.ndarray) -> np.ndarray:
+        """The rowids of ``wanted`` with E(d) neither in the engine nor in memory."""
+        name = SparseVectorExtension.name
+        out = wanted[~np.isin(wanted, engine.sparse_rowids(name))]
+        return out[~self._engine_rows(fingerprint).contains(out)] if out.size else out
+
+    def _encode_into_memory(self, fingerprint: str, missing: np.ndarray) -> None:
+        for start in range(0, missing.size, 2048):
+            part = missing[start : start + 2048]
+            self._remember(fingerprint, part, self.encoder.encode_documents(passage_texts(self.store, part)))
+
+    def _engine_search(
+        self, engine: EngineExtensions, q: sp.csr_matrix, k: int, allowed: np.ndarray | None, fingerprint: str | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Full / α over engine-kept E(d): one sparse search in the engine, merged with the rows in memory."""
+        scores, ids = engine.search_sparse(SparseVectorExtension.name, q, k, allowed)
+        mem = self._engine_rows(fingerprint) if fingerprint is not None else None
+        if mem is not None and len(mem):
+            m_scores, m_ids = mem.search(q, k, allowed_ids=allowed, method=self.method)
+            for r in range(ids.shape[0]):
+                keep = (ids[r] >= 0) & np.isfinite(scores[r])
+                mk = (m_ids[r] >= 0) & (m_scores[r] > 0)  # score 0: left to the padding, in rowid order
+                all_ids = np.concatenate([ids[r][keep], m_ids[r][mk]])
+                all_s = np.concatenate([scores[r][keep], m_scores[r][mk]])
+                all_ids, first = np.unique(all_ids, return_index=True)
+                all_s = all_s[first]
+                order = np.lexsort((all_ids, -all_s))[:k]
+                ids[r], scores[r] = -1, -np.inf
+                ids[r, : order.size], scores[r, : order.size] = all_ids[order], all_s[order]
+        return self._zero_padded(scores, ids, allowed)
+
+    def _engine_vectors_of(self, engine: EngineExtensions, fingerprint: str, rowids: np.ndarray) -> SparseRowIndex:
+        """E(d) of ``rowids``: their rows read from the engine by rowid, plus memory; missing ones encoded."""
+        mem = self._engine_rows(fingerprint)
+        ask = rowids[~mem.contains(rowids)] if rowids.size else rowids
+        found, rows = engine.sparse_rows_of(SparseVectorExtension.name, ask, self.encoder.vocab_size)
+        missing = ask[~np.isin(ask, found)]
+        if missing.size and self.mode in ("full", "alpha") and not self.encode_missing:
+            raise StoreError(
+                f"{self.mode} search needs E(d) of every passage; {missing.size} of {rowids.size} are missing "
+                f"in {self.store.location} (encode them with `rag-hier index ... --svdr-vectors` or "
+                "encode_missing_vectors(), or pass encode_missing=True)"
+            )
+        self._encode_into_memory(fingerprint, missing)
+        mem = self._engine_rows(fingerprint)
+        index = SparseRowIndex(self.encoder.vocab_size, binary=False)
+        index.add(found, rows)
+        have = rowids[mem.contains(rowids)] if rowids.size else rowids
+        if have.size:
+            index.add(have, mem.rows(have))
+        return index
+
     # -- E(d) vectors: the store's extension, or a private in-memory copy -----------------------------
     def _persisting(self, fingerprint: str) -> bool:
-        """Whether new vectors of this encoder go to the store (writable, caching, no other encoder's)."""
+        """Whether new vectors of this encoder go to the store.
+
+        Only when it is writable, caching, holds no other encoder's and does not keep them in an engine
+        (:meth:`_engine_backend`).
+        """
         ext = self._store_vectors()
         return (
             fingerprint not in self._memory
             and self.cache
             and not self.store.read_only
             and (ext is None or ext.fingerprint == fingerprint)
+            and not self._engine_backend()
         )
 
     def _memory_index(self, fingerprint: str) -> SparseRowIndex:
@@ -304,7 +402,10 @@ class SvdrRetriever(Retriever[sp.csr_matrix]):
                     return
             except StoreError as exc:
                 logger.warning("could not cache SVDR vectors in %s: %s", self.store.location, exc)
-        self._memory_index(fingerprint).add(ids, rows)
+        if self._engine(fingerprint) is not None:
+            self._engine_rows(fingerprint).add(ids, rows)
+        else:
+            self._memory_index(fingerprint).add(ids, rows)
         pending = self.unsaved.setdefault(fingerprint, ([], []))
         pending[0].append(np.asarray(ids, dtype=np.int64))
         pending[1].append(sp.csr_matrix(rows))
@@ -321,6 +422,9 @@ class SvdrRetriever(Retriever[sp.csr_matrix]):
     def _vectors_of(self, rowids: np.ndarray) -> SparseRowIndex:
         """An index holding E(d) of every rowid (missing ones encoded and remembered)."""
         fp = self.encoder.fingerprint
+        engine = self._engine(fp)
+        if engine is not None:
+            return self._engine_vectors_of(engine, fp, rowids)
         index = self._index_for(fp)
         missing = rowids[~index.contains(rowids)]
         if missing.size:
@@ -346,6 +450,41 @@ class SvdrRetriever(Retriever[sp.csr_matrix]):
         if model_free and ext is not None and ext.index.contains(wanted).all():
             return ext.index  # α with complete vectors: no model needed
         return self._vectors_of(wanted)
+
+    def _engine_full_search(
+        self, q: sp.csr_matrix, k: int, allowed: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """Full / α as one sparse search in the engine when it keeps E(d) (``None``: the client-side path)."""
+        ext = self._store_vectors()
+        if ext is None:
+            return None
+        model_free = self.mode == "alpha" and self._encoder is None and self._encoder_arg is None
+        wanted = (
+            np.asarray(self.store.passage_rowids(), np.int64)
+            if allowed is None
+            else np.unique(np.asarray(allowed, np.int64))
+        )
+        if model_free:  # α with complete vectors: no model needed (as on the local store)
+            engine = engine_extension(self.store, ext.name)
+            if engine is None:
+                return None
+            if np.isin(wanted, engine.sparse_rowids(ext.name)).all():
+                return self._engine_search(engine, q, k, allowed, None)
+        fp = self.encoder.fingerprint
+        engine = self._engine(fp)
+        if engine is None:
+            return None
+        missing = self._engine_missing(engine, fp, wanted)
+        if missing.size:
+            if not self.encode_missing:
+                raise StoreError(
+                    f"{self.mode} search needs E(d) of every passage; {missing.size} of {wanted.size} are missing "
+                    f"in {self.store.location} (encode them with `rag-hier index ... --svdr-vectors` or "
+                    "encode_missing_vectors(), or pass encode_missing=True)"
+                )
+            logger.info("encoding E(d) of %d passages for %s search (kept in memory)", missing.size, self.mode)
+            self._encode_into_memory(fp, missing)
+        return self._engine_search(engine, q, k, allowed, fp)
 
     def warm_up(self) -> None:
         """Load the token index's tokenizer and the vocabulary encoder, as far as this mode uses them."""
@@ -432,8 +571,12 @@ class SvdrRetriever(Retriever[sp.csr_matrix]):
                 return self._rerank(q, scores, ids, k)
             name = "beta" if mode == "beta" else "lexical"
         else:
-            index = self._complete_vectors(allowed)
-            scores, ids = index.search(q, k, allowed_ids=allowed, method=self.method)
+            engine_scored = self._engine_full_search(q, k, allowed)
+            if engine_scored is not None:
+                scores, ids = engine_scored
+            else:
+                index = self._complete_vectors(allowed)
+                scores, ids = index.search(q, k, allowed_ids=allowed, method=self.method)
             name = mode
         out = []
         for srow, irow in zip(scores, ids, strict=True):

@@ -259,6 +259,12 @@ class EngineExtensions(Protocol):
     def sparse_document_frequency(self, name: str) -> tuple[np.ndarray, np.ndarray, int]:
         """``(indices, document frequencies, rows)`` of a sparse extension."""
 
+    def sparse_rows_of(self, name: str, rowids: np.ndarray, columns: int) -> tuple[np.ndarray, Any]:
+        """``(rowids found ascending, their CSR rows)`` of a sparse extension, read by rowid."""
+
+    def sparse_rowids(self, name: str) -> np.ndarray:
+        """Rowids (ascending) holding a row of a sparse extension."""
+
     def search_in_leaves(
         self, name: str, queries: np.ndarray, top_k: int, leaves: np.ndarray, allowed: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:

@@ -1,7 +1,7 @@
-"""Extensions kept in Milvus fields (issue 16): the token index and sparse embeddings as a sparse vector field
-(``C__sparse``), the tree / EHI leaves as passage fields — exact through every kind of write, atomic at the
-commit point, searched in Milvus with the local store's results, and collections whose extensions are still
-files keep working.
+"""Extensions kept in Milvus fields (issue 16): the token index, sparse embeddings and SVDR E(d) vectors as a
+sparse vector field (``C__sparse``), the tree / EHI leaves as passage fields — exact through every kind of write,
+atomic at the commit point, searched in Milvus with the local store's results, and collections whose extensions are
+still files keep working.
 
 One local store and one Milvus Lite collection receive the same writes; after each, the sparse rows and leaves
 Milvus holds must equal what the extensions hold, and the searches must return the local top 10.
@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -31,8 +32,18 @@ from rag_hier.store.milvus import store as milvus_store_module
 
 WORDS = ["river", "glacier", "magma", "honey", "moon", "comet", "delta", "nectar", "crust", "valley", "tide", "orbit"]
 TEXTS = ["river delta", "honey nectar bees", "moon tide orbit"]
-ENGINE = ("token-index", "sparse-embeddings", "tree", "ehi")
-STRATEGIES = {"svdr-beta": {}, "svdr-lexical": {}, "sparse-embedding": {}, "tree": {"beam": 2}, "ehi": {"beam": 1}}
+ENGINE = ("token-index", "sparse-embeddings", "svdr-vectors", "tree", "ehi")
+SPARSE = ("token-index", "sparse-embeddings", "svdr-vectors")
+STRATEGIES = {
+    "svdr-full": {},
+    "svdr-alpha": {},
+    "svdr-beta": {},
+    "svdr-beta-rerank": {"rerank_m": 5},
+    "svdr-lexical": {},
+    "sparse-embedding": {},
+    "tree": {"beam": 2},
+    "ehi": {"beam": 1},
+}
 
 
 def _docs(first: int, n: int, seed: int = 5) -> list[Document]:
@@ -82,9 +93,10 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def pair(
-    tmp_path_factory: pytest.TempPathFactory, db: Path, encoder: DenseEncoder, tiny_model_path: str
+    tmp_path_factory: pytest.TempPathFactory, db: Path, encoder: DenseEncoder, tiny_model_path: str, vocab
 ) -> Iterator[tuple[HierStore, MilvusStore]]:
-    """The same writes on a local store and on a Milvus Lite collection, with the four extensions attached."""
+    """The same writes on a local store and on a Milvus Lite collection, with the five extensions attached."""
+    from rag_hier.retrieval.svdr import encode_missing_vectors
     from rag_hier.testing import kmeans_ehi_extension
 
     local = HierStore.create(tmp_path_factory.mktemp("fields") / "local", encoder=encoder)
@@ -99,6 +111,7 @@ def pair(
         if indexer is None:
             indexer = kmeans_ehi_extension(s, leaves=4).indexer
         s.add_extension(EHIExtension(indexer))
+        encode_missing_vectors(s, vocab)
     yield local, remote
     remote.close()
     local.close()
@@ -114,7 +127,7 @@ def _local_sparse(store, name: str) -> dict[str, dict[int, float]]:
     out = {}
     for i, r in enumerate(ids.tolist()):
         row = rows[i]
-        out[names[r]] = dict(zip(row.indices.tolist(), np.round(row.data, 5).tolist(), strict=True))
+        out[names[r]] = dict(zip(row.indices.tolist(), np.round(row.data.astype(np.float64), 5).tolist(), strict=True))
     return out
 
 
@@ -144,12 +157,25 @@ def _queries(store) -> Queries:
     )
 
 
-def _check(local: HierStore, remote: MilvusStore, vocab) -> None:
-    """Milvus holds exactly the extensions' rows and leaves; every search returns the local top 10."""
+def _check(local: HierStore, remote: MilvusStore, vocab, *, encode: bool = True) -> None:
+    """Milvus holds exactly the extensions' rows and leaves; every search returns the local top 10.
+
+    The E(d) rows are compared as the write left them, then (``encode``) after encoding the missing ones on both.
+    """
+    from rag_hier.index.sparse import SparseRowIndex
+    from rag_hier.retrieval.svdr import encode_missing_vectors
+
     assert {p.id: p for p in remote.filter_passages()} == {p.id: p for p in local.filter_passages()}
     for name in ENGINE:
         assert remote.extension_in_engine(name), name
-    for name in ("token-index", "sparse-embeddings"):
+    names = list(SPARSE)
+    if encode:
+        _same_sparse(local, remote, "svdr-vectors")
+        generation = local.generation
+        assert encode_missing_vectors(local, vocab) == encode_missing_vectors(remote, vocab)
+        if local.generation == generation:
+            names.remove("svdr-vectors")  # nothing was missing: compared above
+    for name in names:
         assert remote.manifest["extensions"][name]["files"] == {}  # no file: the rows are the sparse field
         assert remote.extension(name).sparse_rows()[0].size == 0  # and the client holds none of them
         got = _milvus_sparse(remote, name)
@@ -157,6 +183,8 @@ def _check(local: HierStore, remote: MilvusStore, vocab) -> None:
         if name == "token-index":
             assert set(got) == {p.id for p in local.filter_passages()}
             want = {k: {c: 1.0 for c in v} for k, v in want.items()}
+        if name == "svdr-vectors" and encode:
+            assert set(got) == {p.id for p in local.filter_passages()}  # every E(d), after encode_missing_vectors
         assert got == want, name
     # the leaf fields are the extensions' own assignments (tree: one leaf; EHI: its leaves)
     leaves = _milvus_leaves(remote)
@@ -175,12 +203,24 @@ def _check(local: HierStore, remote: MilvusStore, vocab) -> None:
         info = strategy(name)
         kwargs = {"encoder": vocab} if info.retriever.__name__ == "SvdrRetriever" else {}
         want = info.retriever(local, params=info.parse(params), **kwargs).run(_queries(local), top_k=10)
-        got = info.retriever(remote, params=info.parse(params), **kwargs).run(_queries(remote), top_k=10)
+        generation = remote.generation
+        with mock.patch.object(SparseRowIndex, "search", _client_search):  # E(d) / T(d) searched in Milvus only
+            got = info.retriever(remote, params=info.parse(params), **kwargs).run(_queries(remote), top_k=10)
+        assert remote.generation == generation, name  # a search never writes on Milvus
         for w, g in zip(want, got, strict=True):
             assert [h.passage_id for h in g.hits] == [h.passage_id for h in w.hits], name
             assert [h.score for h in g.hits] == pytest.approx([h.score for h in w.hits], rel=1e-4, abs=1e-5), name
             if name in ("tree", "ehi"):
                 assert g.stats == w.stats, name
+
+
+def _client_search(*args, **kwargs):
+    raise AssertionError("a sparse index was searched in the client")
+
+
+def _same_sparse(local: HierStore, remote: MilvusStore, name: str) -> None:
+    assert remote.extension(name).sparse_rows()[0].size == 0
+    assert _milvus_sparse(remote, name) == {k: v for k, v in _local_sparse(local, name).items() if v}, name
 
 
 def test_writes_keep_the_sparse_rows_and_leaves_exact(pair, vocab) -> None:
@@ -222,13 +262,18 @@ def test_a_failure_before_the_commit_point_leaves_the_previous_state(pair, vocab
             raise OSError(f"gone at {name}")
 
     monkeypatch.setattr(milvus_store_module, "_step", fail)
+    from rag_hier.retrieval.svdr import save_vectors
+
+    ids = remote.rowids_of(passage_ids=["doc5#1", "doc6#0"])
+    rows = vocab.encode_documents(["glacier magma", "comet"])
     with pytest.raises(OSError, match="gone at"), remote.batch():
         remote.add_documents(_docs(20, 2), max_passage_words=0)
         remote.delete_documents(["doc4"])
         _with_sparse(remote, ["doc5#0"], bump=3.0)
+        assert save_vectors(remote, vocab, ids, rows) == 2  # E(d) rows replaced in the failing batch
     monkeypatch.undo()
     assert remote.generation == generation
-    _check(local, remote, vocab)
+    _check(local, remote, vocab, encode=False)
     fresh = remote.reopen()
     try:
         _check(local, fresh, vocab)
@@ -252,6 +297,35 @@ def test_negative_sparse_weights_are_refused_and_nothing_is_kept(pair, vocab) ->
     _check(local, remote, vocab)
 
 
+def test_vectors_computed_by_a_search_stay_in_memory_on_milvus(pair, vocab) -> None:
+    """β+rerank and full search on passages without E(d): the local store caches them (a commit per search),
+    Milvus keeps them in the retriever's memory for the generation (no write) with the same top 10, and
+    ``take_unsaved`` + ``save_vectors`` persists them as exact rows."""
+    from rag_hier.retrieval.svdr import save_vectors
+
+    local, remote = pair
+    for first, name in ((30, "svdr-beta-rerank"), (40, "svdr-full")):
+        for s in (local, remote):
+            s.add_documents(_docs(first, 3, seed=7), max_passage_words=0)  # nine passages without E(d)
+        _same_sparse(local, remote, "svdr-vectors")
+        generation = remote.generation
+        info = strategy(name)
+        params = info.parse({"rerank_m": 30} if name == "svdr-beta-rerank" else {})
+        want = info.retriever(local, params=params, encoder=vocab).run(_queries(local), top_k=10)
+        retriever = info.retriever(remote, params=params, encoder=vocab)
+        got = retriever.run(_queries(remote), top_k=10)
+        again = retriever.run(_queries(remote), top_k=10)  # from memory this time
+        for w, g, a in zip(want, got, again, strict=True):
+            assert [h.passage_id for h in g.hits] == [h.passage_id for h in w.hits] == [h.passage_id for h in a.hits]
+            assert [h.score for h in g.hits] == pytest.approx([h.score for h in w.hits], rel=1e-4, abs=1e-5)
+        assert remote.generation == generation, name
+        pending = retriever.take_unsaved()
+        assert pending is not None and pending[0].size > 0, name
+        assert save_vectors(remote, vocab, *pending) == pending[0].size
+        _same_sparse(local, remote, "svdr-vectors")  # the rows computed in memory, stored: the local cache's
+    _check(local, remote, vocab)
+
+
 def test_migrate_back_rebuilds_the_files_from_milvus(pair, tmp_path: Path) -> None:
     from rag_hier.store.milvus.migrate import milvus_to_local
 
@@ -259,7 +333,7 @@ def test_migrate_back_rebuilds_the_files_from_milvus(pair, tmp_path: Path) -> No
     back = milvus_to_local(remote, tmp_path / "back")  # rowids with gaps (deletes): kept, so the files match
     try:
         np.testing.assert_array_equal(back.passage_rowids(), remote.passage_rowids())
-        for name in ("token-index", "sparse-embeddings"):
+        for name in SPARSE:
             assert _local_sparse(back, name) == _local_sparse(local, name)
         assert sorted(back.extensions) == sorted(local.extensions)
     finally:
@@ -269,8 +343,11 @@ def test_migrate_back_rebuilds_the_files_from_milvus(pair, tmp_path: Path) -> No
 def test_extensions_attached_as_files_keep_working(
     db: Path, encoder: DenseEncoder, tiny_model_path: str, vocab, monkeypatch, tmp_path: Path
 ) -> None:
-    """A collection whose passage schema has no leaf fields and whose token index is a file (as before this
-    change) is searched in the client as before; re-attaching the token index moves it into the sparse field."""
+    """A collection whose passage schema has no leaf fields and whose token index and E(d) vectors are files (as
+    before this change) is searched in the client as before (β+rerank still caches into the file); re-attaching
+    the token index / the vectors moves them into the sparse field."""
+    from rag_hier.retrieval.svdr import encode_missing_vectors
+
     local = HierStore.create(tmp_path / "local", encoder=encoder)
     monkeypatch.setattr(milvus_store_module, "SPARSE_EXTENSIONS", ())
     monkeypatch.setattr(milvus_store_module, "LEAF_COLUMNS", {})
@@ -280,12 +357,14 @@ def test_extensions_attached_as_files_keep_working(
         s.add_documents(_docs(0, 6), max_passage_words=0)
         s.add_extension(TokenIndexExtension(model=tiny_model_path))
         s.add_extension(TreeExtension(branching=3))
+        encode_missing_vectors(s, vocab)
     remote.close()
     monkeypatch.undo()
     monkeypatch.setattr(milvus_store_module, "LEAF_COLUMNS", {})  # the old schema: no leaf fields
     remote = MilvusStore.open(f"{db}#files", encoder=encoder)
     try:
-        assert not remote.extension_in_engine("token-index") and not remote.extension_in_engine("tree")
+        for name in ("token-index", "tree", "svdr-vectors"):
+            assert not remote.extension_in_engine(name), name
         for s in (local, remote):
             s.add_documents(_docs(6, 2), max_passage_words=0)  # writes keep the file
         assert "tokens.npz" in remote.manifest["extensions"]["token-index"]["files"]
@@ -301,10 +380,21 @@ def test_extensions_attached_as_files_keep_working(
 
         same("svdr-beta", {})
         same("tree", {"beam": 2})
+        generation = remote.generation
+        same("svdr-beta-rerank", {"rerank_m": 20})  # the new passages' E(d): cached into the file, as before
+        assert remote.generation > generation
+        assert "svdr_vectors.npz" in remote.manifest["extensions"]["svdr-vectors"]["files"]
+        same("svdr-full", {})
         remote.add_extension(TokenIndexExtension(model=tiny_model_path), replace=True)
         assert remote.extension_in_engine("token-index")
         assert remote.manifest["extensions"]["token-index"]["files"] == {}
         same("svdr-beta", {})
+        remote.add_extension(remote.extension("svdr-vectors"), replace=True)  # the file's rows into the field
+        assert remote.extension_in_engine("svdr-vectors")
+        assert remote.manifest["extensions"]["svdr-vectors"]["files"] == {}
+        _same_sparse(local, remote, "svdr-vectors")
+        same("svdr-full", {})
+        same("svdr-beta-rerank", {"rerank_m": 20})
     finally:
         remote.drop()
         remote.close()

@@ -161,16 +161,17 @@ def test_filtered_search_returns_top_k_whenever_that_many_match(pair, vocab, nam
 
 
 def test_sparse_and_leaf_searches_run_inside_milvus(pair, vocab, monkeypatch) -> None:
-    """The migrated token index and sparse embeddings are a Milvus sparse field, the tree / EHI leaves passage
-    fields: searching them never touches client-side rows or vectors, and tree / EHI end in a leaf-filtered search."""
+    """The migrated token index, sparse embeddings and SVDR E(d) vectors are a Milvus sparse field, the tree / EHI
+    leaves passage fields: searching them never touches client-side rows or vectors (SVDR full / α are one sparse
+    search; β+rerank reads only its candidates' E(d), by rowid), and tree / EHI end in a leaf-filtered search."""
     from rag_hier.index.sparse import SparseRowIndex
     from rag_hier.store.extensions.ehi import EHIExtension
 
     _, remote = pair
-    for name in ("token-index", "sparse-embeddings", "tree", "ehi"):
+    for name in ("token-index", "sparse-embeddings", "svdr-vectors", "tree", "ehi"):
         assert remote.extension_in_engine(name), name
     state = remote.info()
-    for name in ("token-index", "sparse-embeddings"):
+    for name in ("token-index", "sparse-embeddings", "svdr-vectors"):
         assert state["extensions"][name]["files"] == {}  # nothing in C__files: no file to load into the client
         assert state["extensions_state"][name]["milvus"]["rows"] == 30
         assert remote.extension(name).sparse_rows()[0].size == 0
@@ -190,13 +191,27 @@ def test_sparse_and_leaf_searches_run_inside_milvus(pair, vocab, monkeypatch) ->
         return search_dense(self, queries, top_k, allowed, where=where)
 
     monkeypatch.setattr(MilvusStore, "search_dense", spy)
-    params = {**PARAMS, "tree": {"beam": 2}, "ehi": {"beam": 1}}
-    for name in ("svdr-beta", "svdr-beta-rerank", "svdr-lexical", "sparse-embedding", "tree", "ehi"):
+    read_by_rowid: list[int] = []
+    rows_of = MilvusStore.sparse_rows_of
+
+    def rows_spy(self, name, rowids, columns):
+        assert name == "svdr-vectors"
+        read_by_rowid.append(len(rowids))
+        return rows_of(self, name, rowids, columns)
+
+    monkeypatch.setattr(MilvusStore, "sparse_rows_of", rows_spy)
+    monkeypatch.setattr(MilvusStore, "_read_file", boom)  # no extension file is loaded for any of these
+    params = {**PARAMS, "tree": {"beam": 2}, "ehi": {"beam": 1}, "svdr-beta-rerank": {"rerank_m": 4}}
+    generation = remote.generation
+    searched = ("svdr-full", "svdr-alpha", "svdr-beta", "svdr-beta-rerank", "svdr-lexical", "sparse-embedding")
+    for name in (*searched, "tree", "ehi"):
         info = strategy(name)
         kwargs = {"encoder": vocab} if info.retriever.__name__ == "SvdrRetriever" else {}
         results = info.retriever(remote, params=info.parse(params.get(name)), **kwargs).run(
             _queries(remote, TEXTS), top_k=10, filters=FILTERS[1]
         )
         assert all(r.hits for r in results), name
+    assert read_by_rowid and max(read_by_rowid) <= 4 * len(TEXTS)  # the re-rank's candidates only
+    assert remote.generation == generation  # searching wrote nothing
     assert any(w.startswith("tree_leaf in [") for w in filters_seen)
     assert any(w.startswith("array_contains_any(ehi_leaves, [") for w in filters_seen)

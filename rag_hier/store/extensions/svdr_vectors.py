@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+import scipy.sparse as sp
 
 from rag_hier.errors import StoreCorruptedError
 from rag_hier.index.sparse import RowJournal, SparseRowIndex
@@ -118,6 +119,26 @@ class SparseVectorExtension(StoreExtension):
         held = self.index.ids()
         if held.size and not np.isin(held, _all_rowids(store)).all():
             raise StoreCorruptedError(f"{store.location}/{self.FILE}: holds vectors of passages that are not stored")
+
+    # -- rows kept by a store engine (the Milvus backend's sparse field) ---------------------------------
+    def sparse_rows(self) -> tuple[np.ndarray, sp.csr_matrix]:
+        """The rows in memory: ``(rowids ascending, E(d) rows over token ids)``."""
+        return self.index.matrix()
+
+    def add_sparse_rows(self, rowids: np.ndarray, rows: Sequence[tuple[np.ndarray, np.ndarray]]) -> None:
+        """Add rows given as ``(token ids, weights)`` pairs (as an engine returns them)."""
+        n = self.index.vocab_size
+        indptr = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum([len(i) for i, _ in rows], out=indptr[1:])
+        cols = np.concatenate([np.asarray(i, np.int64) for i, _ in rows]) if rows else np.zeros(0, np.int64)
+        vals = np.concatenate([np.asarray(v, np.float32) for _, v in rows]) if rows else np.zeros(0, np.float32)
+        if cols.size and (cols.min() < 0 or cols.max() >= n):
+            raise StoreCorruptedError(f"token ids outside the encoder's vocabulary of {n}")
+        self.index.add(np.asarray(rowids, np.int64), sp.csr_matrix((vals, cols, indptr), shape=(len(rows), n)))
+
+    def clear_rows(self) -> None:
+        """Forget the rows in memory (the engine holds them)."""
+        self.index = SparseRowIndex(self.index.vocab_size, binary=False)
 
     def describe(self) -> dict[str, Any]:
         """Model, fingerprint prefix and size."""

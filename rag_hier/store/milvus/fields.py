@@ -3,11 +3,11 @@
 Two kinds:
 
 - **Sparse extensions** (``token-index``: SVDR's binary token rows T(d); ``sparse-embeddings``: caller-supplied
-  sparse vectors). Their rows live in the companion collection ``C__sparse`` — ``vid`` (primary key, one row
-  version), ``tag`` (``"<extension>@<generation it was built in>"``), ``rowid``, ``gen`` and ``vec``
-  (``SPARSE_FLOAT_VECTOR``, index ``SPARSE_INVERTED_INDEX``, metric IP) — versioned and retired exactly like
-  passage rows, so a search is one Milvus sparse search (``tag == T and gen <= G``). The client keeps only the
-  rows a write batch adds until its commit; it never loads the whole index.
+  sparse vectors; ``svdr-vectors``: SVDR's learned passage vectors E(d)). Their rows live in the companion
+  collection ``C__sparse`` — ``vid`` (primary key, one row version), ``tag`` (``"<extension>@<generation it was
+  built in>"``), ``rowid``, ``gen`` and ``vec`` (``SPARSE_FLOAT_VECTOR``, index ``SPARSE_INVERTED_INDEX``, metric
+  IP) — versioned and retired exactly like passage rows, so a search is one Milvus sparse search (``tag == T and gen
+  <= G``). The client keeps only the rows a write batch adds until its commit; it never loads the whole index.
 - **Leaf extensions** (``tree``: the HCE cluster tree; ``ehi``: the EHI indexer's leaf lists). The leaf (EHI:
   the leaves) of every passage is a scalar field of the passage row itself (``tree_leaf`` INT64 with an
   INVERTED index, ``ehi_leaves`` ARRAY of INT64), nullable, present in the passage collections this version
@@ -38,7 +38,7 @@ __all__ = [
     "sparse_dicts",
 ]
 
-SPARSE_EXTENSIONS = ("token-index", "sparse-embeddings")
+SPARSE_EXTENSIONS = ("token-index", "sparse-embeddings", "svdr-vectors")
 """Extensions whose rows are a Milvus sparse vector field (``C__sparse``)."""
 LEAF_COLUMNS = {"tree": "tree_leaf", "ehi": "ehi_leaves"}
 """Extension → the passage field holding each passage's leaf (leaves)."""
@@ -49,7 +49,7 @@ MAX_SPARSE_INDEX = 2**32 - 2
 
 
 class SparseRows(Protocol):
-    """What a sparse extension offers the backend (``TokenIndexExtension``, ``SparseEmbeddingExtension``)."""
+    """What a sparse extension offers the backend (token index, sparse embeddings, SVDR vectors)."""
 
     def sparse_rows(self) -> tuple[np.ndarray, sp.csr_matrix]:
         """The rows in memory: ``(rowids, rows over the stored indices)``."""

@@ -12,7 +12,8 @@ One rag-hier collection named ``C`` is five Milvus collections:
 ``C__state``  one row: the committed state (generation, encoder, dimension, index, extensions, counters)
 ``C__files``  extension files (document index, token index, tree, ...) in base64 chunks, by generation
 ``C__retired``  row versions a commit replaced or deleted, until they are physically deleted
-``C__sparse``  rows of the sparse extensions (SVDR token index, sparse embeddings) as a sparse vector field,
+``C__sparse``  rows of the sparse extensions (SVDR token index T(d), sparse embeddings, SVDR E(d) vectors) as a
+              sparse vector field,
               versioned like passages (created when the first one is attached; see :mod:`.fields`)
 ============  ===================================================================================
 
@@ -256,6 +257,7 @@ class MilvusStore:
         self._lite: bool | None = None
         self._leaf_columns: tuple[str, ...] = ()
         self._df_cache: dict[tuple[str, int], tuple[np.ndarray, np.ndarray, int]] = {}
+        self._rowid_cache: dict[tuple[str, int], np.ndarray] = {}
 
     # ------------------------------------------------------------------------------------------------
     # names and low-level calls
@@ -1303,9 +1305,9 @@ class MilvusStore:
     def extension_in_engine(self, name: str) -> bool:
         """Whether extension ``name`` is searched inside Milvus.
 
-        True when its rows are a sparse field (``token-index``, ``sparse-embeddings``) or its leaves a passage
-        field (``tree``, ``ehi``); else the strategies search it in the client (extensions attached before this
-        existed, collections whose schema lacks the leaf fields).
+        True when its rows are a sparse field (``token-index``, ``sparse-embeddings``, ``svdr-vectors``) or its
+        leaves a passage field (``tree``, ``ehi``); else the strategies search it in the client (extensions
+        attached before this existed, collections whose schema lacks the leaf fields).
         """
         with self._reading():
             fields = self._state.get("extensions", {}).get(name, {}).get("fields") or {}
@@ -1323,7 +1325,7 @@ class MilvusStore:
         """Top inner products of sparse queries with extension ``name``'s rows, searched inside Milvus.
 
         Args:
-            name: ``"token-index"`` or ``"sparse-embeddings"`` (kept in a sparse field).
+            name: ``"token-index"``, ``"sparse-embeddings"`` or ``"svdr-vectors"`` (kept in a sparse field).
             queries: ``(n, columns)`` sparse rows whose column numbers are the stored indices (token ids,
                 the caller's sparse indices); weights must be non-negative (Milvus' rule).
             top_k: Results per query (capped at 16,384).
@@ -1377,12 +1379,47 @@ class MilvusStore:
             ids_out[i, : order.size] = rows[order]
         return scores, ids_out
 
-    def _sparse_rows(self, name: str, view: _View, expr: str = "true") -> list[dict[str, Any]]:
+    def _sparse_rows(
+        self, name: str, view: _View, expr: str = "true", fields: list[str] | None = None
+    ) -> list[dict[str, Any]]:
         tag = self._field(name, "sparse")
         if not self._sparse_collection_present():
             return []
         where = f"tag == {_str_list([tag])[1:-1]} and ({expr}) and {view.expr('s')}"
-        return self._query(self._sp, where, ["rowid", "vec"], what=f"reading the {name} rows")
+        return self._query(self._sp, where, fields or ["rowid", "vec"], what=f"reading the {name} rows")
+
+    def sparse_rows_of(self, name: str, rowids: np.ndarray, columns: int) -> tuple[np.ndarray, sp.csr_matrix]:
+        """The rows extension ``name`` holds in Milvus for ``rowids`` (a query by rowid, never the whole field).
+
+        Returns ``(rowids found ascending, their rows as a (found, columns) CSR matrix)``; rowids without a row
+        are left out (a row with no positive weight is not stored either).
+        """
+        ids = np.unique(np.asarray(rowids, np.int64))
+        with self._reading() as view:
+            tag = self._field(name, "sparse")
+            rows: list[dict[str, Any]] = []
+            if ids.size and self._sparse_collection_present():
+                cond = f"tag == {_str_list([tag])[1:-1]} and {view.expr('s')}"
+                rows = self._query_in(self._sp, "rowid", ids.tolist(), cond, ["rowid", "vec"])
+        rows.sort(key=lambda r: int(r["rowid"]))
+        indptr = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum([len(r["vec"]) for r in rows], out=indptr[1:])
+        cols = np.fromiter((int(j) for r in rows for j in r["vec"]), np.int64, count=int(indptr[-1]))
+        vals = np.fromiter((float(v) for r in rows for v in r["vec"].values()), np.float32, count=int(indptr[-1]))
+        if cols.size and int(cols.max()) >= columns:
+            raise StoreCorruptedError(f"{self.location}: a {name} row has index {int(cols.max())} >= {columns}")
+        found = np.fromiter((int(r["rowid"]) for r in rows), np.int64, count=len(rows))
+        return found, sp.csr_matrix((vals, cols, indptr), shape=(len(rows), columns))
+
+    def sparse_rowids(self, name: str) -> np.ndarray:
+        """Rowids (ascending) that hold a row of extension ``name`` in Milvus; read once per committed generation."""
+        with self._reading() as view:
+            key = (self._field(name, "sparse"), view.gen_max)
+            if key not in self._rowid_cache:
+                rows = self._sparse_rows(name, view, fields=["rowid"])
+                ids = np.sort(np.fromiter((int(r["rowid"]) for r in rows), np.int64, count=len(rows)))
+                self._rowid_cache = {k: v for k, v in self._rowid_cache.items() if k[1] == view.gen_max} | {key: ids}
+            return self._rowid_cache[key]
 
     def sparse_document_frequency(self, name: str) -> tuple[np.ndarray, np.ndarray, int]:
         """``(indices, document frequencies, rows)`` of extension ``name``'s sparse rows (for idf weights).

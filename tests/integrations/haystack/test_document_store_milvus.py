@@ -188,7 +188,7 @@ def test_token_index_and_sparse_embeddings_on_milvus_match_the_local_store(tmp_p
         assert store.write_documents(docs) == 4
     assert remote.filter_documents() == docs
     even = {"field": "meta.group", "operator": "==", "value": "even"}
-    for mode in ("lexical", "beta"):
+    for mode in ("lexical", "beta", "beta-rerank", "full", "alpha"):  # E(d) for the last three: computed on the fly
         for filters in (None, even):
             a = remote.svdr_retrieval("moon tides", mode=mode, top_k=3, filters=filters)
             b = local.svdr_retrieval("moon tides", mode=mode, top_k=3, filters=filters)
