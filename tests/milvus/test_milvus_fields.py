@@ -422,3 +422,14 @@ def test_migrate_a_local_store_whose_extensions_have_segments(
     finally:
         remote.drop()
         local.close()
+
+
+def test_re_attaching_a_field_kept_extension_keeps_its_rows(pair) -> None:
+    """The handle's object of a field-kept extension holds no rows: re-attaching it must not empty Milvus' rows."""
+    local, remote = pair
+    for name in ("svdr-vectors", "token-index"):
+        assert remote.extension_in_engine(name)
+        before = _milvus_sparse(remote, name)
+        assert before
+        remote.add_extension(remote.extension(name), replace=True)
+        assert _milvus_sparse(remote, name) == before

@@ -2233,6 +2233,8 @@ class MilvusStore:
             b = self._require_batch()
             if extension.name in self._extensions and not replace:
                 raise StoreError(f"{self.location} already has a {extension.name!r} extension (pass replace=True)")
+            if self._extensions.get(extension.name) is extension and self.extension_in_engine(extension.name):
+                return  # re-attaching the attached object: its rows are Milvus' (the object holds none to rebuild from)
             extension.build(self)
             self._extensions[extension.name] = extension
             b.dirty_ext.add(extension.name)
