@@ -426,7 +426,7 @@ def test_migrate_a_local_store_whose_extensions_have_segments(
 
 def test_re_attaching_a_field_kept_extension_keeps_its_rows(pair) -> None:
     """The handle's object of a field-kept extension holds no rows: re-attaching it must not empty Milvus' rows."""
-    local, remote = pair
+    _, remote = pair
     for name in ("svdr-vectors", "token-index"):
         assert remote.extension_in_engine(name)
         before = _milvus_sparse(remote, name)
