@@ -33,6 +33,7 @@ import contextlib
 import json
 import os
 import platform
+import signal
 import socket
 import statistics
 import subprocess
@@ -254,6 +255,8 @@ def main() -> None:
 
     from rag_hier.retrieval import Queries, build_retriever
 
+    # a terminated run still stops its Milvus Lite server process (the `finally` of milvus_server runs)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     faiss.omp_set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     t0 = time.perf_counter()
     x = mixture(args.n, args.dim, seed=1)
