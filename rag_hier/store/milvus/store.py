@@ -160,6 +160,18 @@ def _search_params(config: IndexConfig, k: int) -> dict[str, Any]:
     return {"metric_type": "IP", "params": {}}
 
 
+def _fill_top_k(scores: np.ndarray, ids_out: np.ndarray, results: Iterable[tuple[int, Any]], k: int) -> None:
+    """Write each ``(row, hits)`` of a Milvus search into ``scores`` / ``ids_out``: top ``k``, ties by rowid."""
+    for i, hits in results:
+        if not hits:
+            continue
+        rows = np.fromiter((int(h["entity"]["rowid"]) for h in hits), np.int64, count=len(hits))
+        dist = np.fromiter((float(h["distance"]) for h in hits), np.float32, count=len(hits))
+        order = select_top_k(dist, rows, k)
+        scores[i, : order.size] = dist[order]
+        ids_out[i, : order.size] = rows[order]
+
+
 def _valid_name(name: str) -> str:
     import re
 
@@ -1289,14 +1301,7 @@ class MilvusStore:
                 self._hit_rows = (view.gen_max, {int(h["entity"]["rowid"]): h["entity"] for hits in res for h in hits})
         scores = np.full((n, k), -np.inf, np.float32)
         ids_out = np.full((n, k), -1, np.int64)
-        for i, hits in enumerate(res):
-            if not hits:
-                continue
-            rows = np.fromiter((int(h["entity"]["rowid"]) for h in hits), np.int64, count=len(hits))
-            dist = np.fromiter((float(h["distance"]) for h in hits), np.float32, count=len(hits))
-            order = select_top_k(dist, rows, k)
-            scores[i, : order.size] = dist[order]
-            ids_out[i, : order.size] = rows[order]
+        _fill_top_k(scores, ids_out, enumerate(res), k)
         return scores, ids_out
 
     # ------------------------------------------------------------------------------------------------
@@ -1369,14 +1374,7 @@ class MilvusStore:
                 search_params={"metric_type": "IP", "params": {}},
                 consistency_level="Strong",
             )
-        for i, hits in zip(todo, res, strict=True):
-            if not hits:
-                continue
-            rows = np.fromiter((int(h["entity"]["rowid"]) for h in hits), np.int64, count=len(hits))
-            dist = np.fromiter((float(h["distance"]) for h in hits), np.float32, count=len(hits))
-            order = select_top_k(dist, rows, k)
-            scores[i, : order.size] = dist[order]
-            ids_out[i, : order.size] = rows[order]
+        _fill_top_k(scores, ids_out, zip(todo, res, strict=True), k)
         return scores, ids_out
 
     def _sparse_rows(
