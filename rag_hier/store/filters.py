@@ -15,7 +15,7 @@ evaluated only on the rows the coarse filter selects.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -23,7 +23,7 @@ from typing import Any
 from rag_hier._limits import MAX_NESTING_DEPTH, exceeds_depth
 from rag_hier.errors import FilterError
 
-__all__ = ["Predicate", "Refined", "compile_filter", "record_field"]
+__all__ = ["CoarseTranslation", "Predicate", "Refined", "coarse_and", "compile_filter", "record_field"]
 
 Predicate = Callable[[Mapping[str, Any]], bool]
 """A compiled filter: takes a passage record (``id``, ``doc_id``, ``content``, ``meta``, ...)."""
@@ -69,6 +69,32 @@ class Refined:
     def __call__(self, record: Mapping[str, Any]) -> bool:
         """The exact predicate."""
         return self.exact(record)
+
+
+CoarseTranslation = tuple[dict[str, Any] | None, bool]
+"""An adapter's translation of part of its filter for :class:`Refined`: ``(coarse filter or None, exact)``."""
+
+
+def coarse_and(
+    parts: Sequence[CoarseTranslation], raws: Sequence[Any], may_raise: Callable[[Any], bool]
+) -> CoarseTranslation:
+    """The coarse translation of an AND of ``raws`` (framework conditions) from their translated ``parts``.
+
+    Untranslated parts are dropped (the AND of the rest is a superset, no longer exact) unless one of them could
+    raise in the framework's predicate (``may_raise``): then nothing is translated, so pushing down never hides
+    an error the framework would raise. ``(None, False)`` when nothing is kept.
+    """
+    kept: list[dict[str, Any]] = []
+    exact = True
+    for (cond, ex), raw in zip(parts, raws, strict=True):
+        if cond is None:
+            if may_raise(raw):
+                return None, False
+            exact = False
+        else:
+            kept.append(cond)
+            exact = exact and ex
+    return ({"operator": "AND", "conditions": kept}, exact) if kept else (None, False)
 
 
 _TOP_LEVEL = {"id", "doc_id", "content", "text", "position", "title_path", "section"}

@@ -44,6 +44,8 @@ from typing import Any
 
 from haystack import Document
 
+from rag_hier.store.filters import CoarseTranslation, coarse_and
+
 __all__ = ["coarse_filter", "translate_filter"]
 
 _DOCUMENT_FIELDS = frozenset(f.name for f in dataclasses.fields(Document))
@@ -55,7 +57,7 @@ _FILLED_FROM = {"source_id": "doc_id", "split_id": "position"}
 _ORDER = frozenset({">", ">=", "<", "<="})
 _NUMBER_LIMIT = 2**53
 
-Translation = tuple[dict[str, Any] | None, bool]
+Translation = CoarseTranslation
 """``(engine filter or None when untranslatable, whether it is exact)``."""
 _NONE: Translation = (None, False)
 
@@ -141,19 +143,7 @@ def _node(node: Mapping[str, Any], numbers: bool, max_members: int) -> Translati
         return {"operator": op, "conditions": []}, True
     parts = [_node(c, numbers, max_members) for c in conditions]
     if op == "AND":
-        kept: list[dict[str, Any]] = []
-        exact = True
-        for (cond, ex), raw in zip(parts, conditions, strict=True):
-            if cond is None:
-                if _may_raise(raw):
-                    return _NONE
-                exact = False
-            else:
-                kept.append(cond)
-                exact = exact and ex
-        if not kept:
-            return _NONE
-        return {"operator": "AND", "conditions": kept}, exact
+        return coarse_and(parts, conditions, _may_raise)
     if any(cond is None for cond, _ in parts):
         return _NONE
     conds = [cond for cond, _ in parts if cond is not None]

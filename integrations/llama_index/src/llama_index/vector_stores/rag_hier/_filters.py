@@ -46,7 +46,7 @@ from typing import Any
 from llama_index.core.vector_stores.types import FilterCondition, FilterOperator, MetadataFilter, MetadataFilters
 
 from rag_hier.errors import FilterError
-from rag_hier.store.filters import Predicate, Refined
+from rag_hier.store.filters import CoarseTranslation, Predicate, Refined, coarse_and
 
 __all__ = ["build_filter", "build_predicate", "coarse_filter", "record_value", "translate_filters"]
 
@@ -203,7 +203,7 @@ _MAY_RAISE = frozenset(
 )
 _NUMBER_LIMIT = 2**53
 
-Translation = tuple[dict[str, Any] | None, bool]
+Translation = CoarseTranslation
 """``(engine filter or None when untranslatable, whether it is exact)``."""
 _NONE: Translation = (None, False)
 
@@ -256,17 +256,7 @@ def _node(filters: MetadataFilters, numbers: bool, max_members: int) -> Translat
         return {"operator": "AND", "conditions": []}, True
     condition = filters.condition or FilterCondition.AND
     if condition == FilterCondition.AND:
-        kept: list[dict[str, Any]] = []
-        exact = True
-        for (cond, ex), raw in zip(parts, filters.filters, strict=True):
-            if cond is None:
-                if _may_raise(raw):
-                    return _NONE
-                exact = False
-            else:
-                kept.append(cond)
-                exact = exact and ex
-        return ({"operator": "AND", "conditions": kept}, exact) if kept else _NONE
+        return coarse_and(parts, filters.filters, _may_raise)
     if any(cond is None for cond, _ in parts):
         return _NONE
     either = {"operator": "OR", "conditions": [cond for cond, _ in parts]}
