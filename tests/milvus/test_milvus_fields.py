@@ -71,22 +71,6 @@ def _with_sparse(store, passage_ids: list[str] | None = None, bump: float = 0.0)
 
 
 @pytest.fixture(scope="module")
-def encoder(tiny_model_path: str) -> DenseEncoder:
-    enc = DenseEncoder(tiny_model_path, device="cpu")
-    enc.model  # noqa: B018 - load once
-    return enc
-
-
-@pytest.fixture(scope="module")
-def vocab(tiny_model_path: str):
-    from rag_hier.encoders.vocab import VocabEncoder
-
-    enc = VocabEncoder(tiny_model_path, device="cpu", batch_size=8)
-    enc.module  # noqa: B018 - load once
-    return enc
-
-
-@pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("milvus-fields") / "m.db"
 

@@ -48,13 +48,6 @@ def _docs() -> list[Document]:
 
 
 @pytest.fixture(scope="module")
-def encoder(tiny_model_path: str) -> DenseEncoder:
-    enc = DenseEncoder(tiny_model_path, device="cpu")
-    enc.model  # noqa: B018 - load once
-    return enc
-
-
-@pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One Milvus Lite file for the module (each test uses its own collection in it)."""
     return tmp_path_factory.mktemp("milvus-store") / "m.db"

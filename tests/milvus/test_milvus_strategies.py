@@ -53,22 +53,6 @@ def _docs() -> list[Document]:
 
 
 @pytest.fixture(scope="module")
-def encoder(tiny_model_path: str) -> DenseEncoder:
-    enc = DenseEncoder(tiny_model_path, device="cpu")
-    enc.model  # noqa: B018 - load once
-    return enc
-
-
-@pytest.fixture(scope="module")
-def vocab(tiny_model_path: str):
-    from rag_hier.encoders.vocab import VocabEncoder
-
-    enc = VocabEncoder(tiny_model_path, device="cpu", batch_size=8)
-    enc.module  # noqa: B018 - load once
-    return enc
-
-
-@pytest.fixture(scope="module")
 def pair(
     tmp_path_factory: pytest.TempPathFactory, encoder: DenseEncoder, tiny_model_path: str, vocab
 ) -> Iterator[tuple[HierStore, MilvusStore]]:

@@ -39,22 +39,6 @@ def _docs() -> list[Document]:
     return docs
 
 
-@pytest.fixture(scope="module")
-def encoder(tiny_model_path: str) -> DenseEncoder:
-    enc = DenseEncoder(tiny_model_path, device="cpu")
-    enc.model  # noqa: B018 - load once
-    return enc
-
-
-@pytest.fixture(scope="module")
-def vocab(tiny_model_path: str):
-    from rag_hier.encoders.vocab import VocabEncoder
-
-    enc = VocabEncoder(tiny_model_path, device="cpu", batch_size=8)
-    enc.module  # noqa: B018 - load once
-    return enc
-
-
 def _ehi(store: HierStore) -> EHIExtension:
     """An EHI indexer of 3 leaves fitted to the store's vectors (a k-means warm start; no training needed here)."""
     return kmeans_ehi_extension(store, 3)
