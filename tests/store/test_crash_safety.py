@@ -22,15 +22,15 @@ STEPS = [
 ]
 COMMITTED = {"after_sqlite_commit", "after_index_rename", "after_manifest"}
 
-CHILD = textwrap.dedent(
+CHILD_PRELUDE = textwrap.dedent(
     """
     import os, sys
     import numpy as np
     import rag_hier.store.core as st
     from rag_hier import HierStore, Passage
 
-    path, crash_at, kind, mode = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
-    if mode == "whole":  # no segment: the write rewrites dense.faiss
+    path, crash_at, op, mode = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+    if mode == "whole":  # no segment: the write rewrites its files whole
         st.SEGMENT_MERGE_MIN, st.SEGMENT_MERGE_RATIO = 0, 0.0
 
     def step(name):
@@ -40,7 +40,13 @@ CHILD = textwrap.dedent(
     st._step = step
     store = HierStore.open(path)
     rng = np.random.default_rng(1)
-    store.delete_passages(["p0"]) if kind == "delete" else store.add_passages(
+    """
+)
+"""Child script head: open the store at argv[1], die (exit 77) at commit step argv[2] of the write (argv[3]) below."""
+
+CHILD = CHILD_PRELUDE + textwrap.dedent(
+    """
+    store.delete_passages(["p0"]) if op == "delete" else store.add_passages(
         [Passage(f"n{i}", f"nd{i}", 0, f"new {i}") for i in range(50)], rng.standard_normal((50, 8)).astype("float32")
     )
     os._exit(0)
@@ -112,24 +118,8 @@ def test_sigkill_during_large_write(tmp_path) -> None:
     store.close()
 
 
-EXT_CHILD = textwrap.dedent(
+EXT_CHILD = CHILD_PRELUDE + textwrap.dedent(
     """
-    import os, sys
-    import numpy as np
-    import rag_hier.store.core as st
-    from rag_hier import HierStore, Passage
-
-    path, crash_at, op, mode = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
-    if mode == "whole":  # no segment: the write rewrites every file
-        st.SEGMENT_MERGE_MIN, st.SEGMENT_MERGE_RATIO = 0, 0.0
-
-    def step(name):
-        if name == crash_at:
-            os._exit(77)
-
-    st._step = step
-    store = HierStore.open(path)
-    rng = np.random.default_rng(1)
     if op == "delete":
         store.delete_documents(["d3"])
     else:
