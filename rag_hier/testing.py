@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-__all__ = ["build_tiny_model", "build_tiny_t5"]
+__all__ = ["build_tiny_model", "build_tiny_t5", "check_coarse_translation"]
 
 _TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
@@ -186,3 +186,36 @@ def write_beir(
         "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{x}\t{g}\n" for q, r in qrels.items() for x, g in r.items())
     )
     return d
+
+
+def check_coarse_translation(
+    store: Any,
+    records: Any,
+    predicate: Any,
+    coarse: Any,
+    exact: bool,
+    *,
+    label: Any = None,
+    predicate_errors: tuple[type[BaseException], ...] = (),
+) -> bool:
+    """Assert that an adapter's pushed-down ``coarse`` filter selects a superset of what ``predicate`` accepts.
+
+    The same set when ``exact`` (for testing :class:`~rag_hier.store.filters.Refined` translations). Returns
+    ``False`` (nothing checked) when the predicate raises one of ``predicate_errors`` (or the engine's
+    :class:`~rag_hier.errors.FilterError`) on ``records``, or the store refuses ``coarse`` with a ``FilterError``.
+    """
+    from rag_hier.errors import FilterError
+
+    errors: tuple[type[BaseException], ...] = (FilterError, *predicate_errors)
+    try:
+        wanted = {r.passage_id for r in records if predicate(r)}
+    except errors:
+        return False
+    try:
+        selected = {p.id for p in store.filter_passages(coarse)}
+    except FilterError:
+        return False
+    assert wanted <= selected, label
+    if exact:
+        assert wanted == selected, label
+    return True

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from rag_hier.corpus.model import Passage
 from rag_hier.errors import FilterError as EngineFilterError
 from rag_hier.store import HierStore, Refined
+from rag_hier.testing import check_coarse_translation
 
 DIM = 4
 VALUES: list[Any] = [
@@ -180,18 +181,9 @@ def test_every_translated_leaf_is_a_superset_and_exact_where_it_says(document_st
                 if coarse is None:
                     continue
                 predicate = document_store._predicate(leaf, store)
-                try:
-                    wanted = {r.passage_id for r in records if predicate(r)}
-                except Exception:
-                    continue
-                try:
-                    selected = {p.id for p in store.filter_passages(coarse)}
-                except EngineFilterError:
-                    continue
-                assert wanted <= selected, leaf
-                if exact:
-                    assert wanted == selected, leaf
-                checked += 1
+                checked += check_coarse_translation(
+                    store, records, predicate, coarse, exact, label=leaf, predicate_errors=(Exception,)
+                )
     assert checked > (300 if local else 100)
 
 
