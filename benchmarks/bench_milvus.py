@@ -231,6 +231,40 @@ def memory_probe(what: str, path: Path, qpath: Path) -> dict[str, float]:
     return {"rss_mb": round(got["after_mb"] - got["base_mb"], 1)}
 
 
+def interleaved(searches: dict[str, Any], n: int) -> tuple[dict[str, list[float]], dict[str, list[list[int]]]]:
+    """Run query ``i`` on every backend (``name -> search(i) -> row numbers``) before query ``i + 1``, so machine
+    noise hits all alike: per backend, the seconds of each query and the rows it found."""
+    lat: dict[str, list[float]] = {name: [] for name in searches}
+    found: dict[str, list[list[int]]] = {name: [] for name in searches}
+    for i in range(n):
+        for name, search in searches.items():
+            t = time.perf_counter()
+            rows = search(i)
+            lat[name].append(time.perf_counter() - t)
+            found[name].append(rows)
+    return lat, found
+
+
+def raw_search(index: Any, q: np.ndarray) -> Any:
+    """Query ``i`` on a raw FAISS index: the row numbers of its top 10."""
+    return lambda i: index.search(q[i : i + 1], 10)[1][0].tolist()
+
+
+def dense_search(retriever: Any, q: np.ndarray, row: Any, filters: Any = None) -> Any:
+    """Query ``i`` through a rag-hier retriever: the row numbers of its top-10 hits."""
+    from rag_hier.retrieval import Queries
+
+    return lambda i: [row(h) for h in retriever.run(Queries(vectors=q[i : i + 1]), top_k=10, filters=filters)[0].hits]
+
+
+def latency(seconds: list[float]) -> dict[str, float]:
+    """Median and p95 in milliseconds."""
+    return {
+        "median_ms": round(1000 * statistics.median(seconds), 3),
+        "p95_ms": round(1000 * float(np.percentile(seconds, 95)), 3),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=20_000)
@@ -310,25 +344,14 @@ def main() -> None:
                     out[name] = {"build_s": round(t_build, 2)}
                     print(f"{kind} {name}: built in {t_build:.1f}s", flush=True)
                 retrievers = {name: build_retriever("dense", s) for name, s in stores.items()}
+
                 # unfiltered: raw FAISS, the store and Milvus interleaved query by query
-                lat: dict[str, list[float]] = {name: [] for name in ("raw-faiss", *stores)}
-                found: dict[str, list[list[int]]] = {name: [] for name in lat}
-                for i in range(args.queries):
-                    t = time.perf_counter()
-                    _, ids = raw.search(q[i : i + 1], 10)
-                    lat["raw-faiss"].append(time.perf_counter() - t)
-                    found["raw-faiss"].append(ids[0].tolist())
-                    for name, r in retrievers.items():
-                        t = time.perf_counter()
-                        (res,) = r.run(Queries(vectors=q[i : i + 1]), top_k=10)
-                        lat[name].append(time.perf_counter() - t)
-                        found[name].append([row(h) for h in res.hits])
+                searches = {"raw-faiss": raw_search(raw, q)} | {
+                    n: dense_search(r, q, row) for n, r in retrievers.items()
+                }
+                lat, found = interleaved(searches, args.queries)
                 for name in lat:
-                    out[name]["single"] = {
-                        "median_ms": round(1000 * statistics.median(lat[name]), 3),
-                        "p95_ms": round(1000 * float(np.percentile(lat[name], 95)), 3),
-                        "recall@10": round(recall(found[name], truth), 4),
-                    }
+                    out[name]["single"] = latency(lat[name]) | {"recall@10": round(recall(found[name], truth), 4)}
                     print(f"{kind} {name}: {out[name]['single']}", flush=True)
                 for name in ("raw-faiss", *stores):
                     t = time.perf_counter()
@@ -340,22 +363,13 @@ def main() -> None:
                     print(f"{kind} {name}: batched {out[name]['batched_ms_per_query']} ms/query", flush=True)
                 for filt_name, b in SELECTIVITY.items():
                     filters = {"field": "meta.bucket", "operator": "<", "value": b}
-                    flat_ms: dict[str, list[float]] = {name: [] for name in stores}
-                    ffound: dict[str, list[list[int]]] = {name: [] for name in stores}
-                    full = dict.fromkeys(stores, True)
-                    for i in range(nf):
-                        for name, r in retrievers.items():
-                            t = time.perf_counter()
-                            (res,) = r.run(Queries(vectors=q[i : i + 1]), top_k=10, filters=filters)
-                            flat_ms[name].append(time.perf_counter() - t)
-                            ffound[name].append([row(h) for h in res.hits])
-                            full[name] &= len(res.hits) == 10
+                    flat_ms, ffound = interleaved(
+                        {n: dense_search(r, q, row, filters) for n, r in retrievers.items()}, nf
+                    )
                     for name in stores:
-                        entry = {
-                            "median_ms": round(1000 * statistics.median(flat_ms[name]), 3),
-                            "p95_ms": round(1000 * float(np.percentile(flat_ms[name], 95)), 3),
+                        entry = latency(flat_ms[name]) | {
                             "recall@10": round(recall(ffound[name], truth_f[filt_name]), 4),
-                            "always_top_k": full[name],
+                            "always_top_k": all(len(rows) == 10 for rows in ffound[name]),
                         }
                         out[name][f"filter_{filt_name}"] = entry
                         print(f"{kind} {name} filter={filt_name}: {entry}", flush=True)
@@ -389,7 +403,7 @@ def main() -> None:
 
 
 def dhr(stores: dict[str, Any], q: np.ndarray, row: Any) -> dict[str, Any]:
-    from rag_hier.retrieval import Queries, build_retriever
+    from rag_hier.retrieval import build_retriever
 
     out: dict[str, Any] = {}
     retrievers = {}
@@ -398,17 +412,9 @@ def dhr(stores: dict[str, Any], q: np.ndarray, row: Any) -> dict[str, Any]:
         store.ensure_extension("doc-index")
         out[name] = {"doc_index_build_s": round(time.perf_counter() - t, 2)}
         retrievers[name] = build_retriever("hierarchical", store, k1=100)
-    lat: dict[str, list[float]] = {name: [] for name in stores}
-    found: dict[str, list[list[int]]] = {name: [] for name in stores}
-    for i in range(q.shape[0]):
-        for name, r in retrievers.items():
-            t = time.perf_counter()
-            (res,) = r.run(Queries(vectors=q[i : i + 1]), top_k=10)
-            lat[name].append(time.perf_counter() - t)
-            found[name].append([row(h) for h in res.hits])
+    lat, found = interleaved({name: dense_search(r, q, row) for name, r in retrievers.items()}, q.shape[0])
     for name in stores:
-        out[name]["median_ms"] = round(1000 * statistics.median(lat[name]), 3)
-        out[name]["p95_ms"] = round(1000 * float(np.percentile(lat[name], 95)), 3)
+        out[name] |= latency(lat[name])
     out["same_top10"] = float(np.mean([a == b for a, b in zip(found["local"], found["milvus"], strict=True)]))
     print(f"dhr: {out}", flush=True)
     return out
