@@ -31,6 +31,7 @@ import argparse
 import json
 import logging
 import platform
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -309,7 +310,8 @@ def stage_sweep(args: argparse.Namespace) -> dict[str, Any]:
     for joint in args.indexer_of or []:
         indexer = EHIIndexer.from_pretrained(OUT / "models" / joint)
         leaves = indexer.assign(c, top_k=args.leaves_per_document)
-        rows += sweep_ehi("ehi-joint", indexer, leaves, c, q, qids, doc_ids, eval_qrels, int(joint.rsplit("-s", 1)[-1]))
+        seed = int(re.search(r"-s(\d+)", joint).group(1))  # name: <kind>-<split>-B<b>H<h>-s<seed>[tag]
+        rows += sweep_ehi("ehi-joint", indexer, leaves, c, q, qids, doc_ids, eval_qrels, seed)
         info["ehi-joint"][joint] = {"leaf_sizes": leaf_stats(np.bincount(leaves[:, 0], minlength=indexer.n_leaves))}
     return {
         "split": args.split,
@@ -659,7 +661,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--height", type=int, default=1)
     p.add_argument("--lambdas", type=float, nargs=3, default=[0.2, 0.8, 0.2])
     p.add_argument("--indexer-lr", type=float, default=0.016)
-    p.add_argument("--encoder-lr", type=float, default=4e-4)
+    p.add_argument("--encoder-lr", type=float, default=2e-5)
     p.add_argument("--epochs", type=int, default=100)
     p.add_argument("--refresh-every", type=int, default=5)
     p.add_argument("--init", choices=["random", "kmeans"], default="random")

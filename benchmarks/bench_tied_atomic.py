@@ -517,7 +517,7 @@ def main() -> None:
     p.add_argument("--minilm-scale", type=float, default=20.0, help="MiniLM fine-tuning: MNRL scale on cosine")
     p.add_argument("--negatives", type=int, default=1, help="BM25 negatives per query")
     p.add_argument("--depth", type=int, default=10, help="BM25 negatives drawn from this top-k")
-    p.add_argument("--cross-init", choices=("random", "self_attention"), default="random")
+    p.add_argument("--cross-init", choices=("random", "self_attention"), default="self_attention")
     p.add_argument("--base-model", default=None, help="encoder-decoder to start from (default: MiniLM warm start)")
     p.add_argument("--docid-lr", type=float, default=None, help="DSI: learning rate of the docid rows")
     p.add_argument("--retrieval-repeats", type=int, default=1, help="DSI: copies of each query example")

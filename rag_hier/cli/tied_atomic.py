@@ -31,8 +31,9 @@ def add_train_parser(subparsers: Any) -> None:
         description="Train an encoder-decoder (T5, BART, EncoderDecoderModel) whose one-step decoder state "
         "embeds queries and documents alike (Nguyen & Yates, 2023): InfoNCE over in-batch and BM25 negatives "
         "(raw dot products), or MarginMSE distillation from --cross-encoder. Without --base-model the start is "
-        "an encoder-decoder warm-started from the offline all-MiniLM-L6-v2 (cross-attention random); pass "
-        "--base-model t5-base for the paper's setting. Saves a sentence-transformers directory: index with "
+        "an encoder-decoder warm-started from the offline all-MiniLM-L6-v2 (cross-attention copied from "
+        "self-attention); pass --base-model t5-base for the paper's setting. Saves a sentence-transformers "
+        "directory: index with "
         "`rag-hier index CORPUS --store S --model DIR`. Under torchrun the training is data-parallel.",
     )
     p.add_argument("corpus", help="corpus file or directory (the documents the queries are judged against)")

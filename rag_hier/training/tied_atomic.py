@@ -216,7 +216,9 @@ class _Base:
         if cfg.base_model is None:
             warm = Path(scratch) / "warm-start"
             logger.info(
-                "building the warm-started encoder-decoder from %s (cross-attention random)", cfg.warm_start_encoder
+                "building the warm-started encoder-decoder from %s (cross-attention: %s)",
+                cfg.warm_start_encoder,
+                cfg.warm_start_cross_attention,
             )
             build_warm_started_encoder_decoder(
                 warm,

@@ -14,7 +14,7 @@ __all__ = ["DSIAtomicConfig", "TiedAtomicConfig"]
 class _Common:
     base_model: str | None = None
     warm_start_encoder: str = "sentence-transformers/all-MiniLM-L6-v2"
-    warm_start_cross_attention: Literal["random", "self_attention"] = "random"
+    warm_start_cross_attention: Literal["random", "self_attention"] = "self_attention"
     max_seq_length: int | None = 128
     batch_size: int = 32
     learning_rate: float = 1e-4
@@ -66,11 +66,12 @@ class TiedAtomicConfig(_Common):
         base_model: An encoder-decoder to start from: a Hugging Face name or directory (``t5-small``,
             ``t5-base``: the paper's models; ``google/flan-t5-base``, ``facebook/bart-base``, ...) or a
             Tied-Atomic sentence-transformers directory. ``None``: build one from ``warm_start_encoder``
-            (:func:`~rag_hier.encoders.encdec.build_warm_started_encoder_decoder`, random cross-attention).
+            (:func:`~rag_hier.encoders.encdec.build_warm_started_encoder_decoder`).
         warm_start_encoder: The BERT-style encoder of that warm start (default: the offline MiniLM).
-        warm_start_cross_attention: How the warm start's cross-attention begins: ``"random"`` (as
-            ``from_encoder_decoder_pretrained`` leaves it) or ``"self_attention"`` (copied from each layer's
-            self-attention).
+        warm_start_cross_attention: How the warm start's cross-attention begins: ``"self_attention"``
+            (default; copied from each layer's self-attention) or ``"random"`` (as
+            ``from_encoder_decoder_pretrained`` leaves it). Chosen on a SciFact dev split: after 44 steps
+            dev nDCG@10 0.682 vs 0.538 (docs/tied_atomic.md).
         max_seq_length: Input tokens kept (queries and documents); ``None``: the model's limit.
         batch_size: Queries per step and process (each with its positive and BM25 negatives).
         learning_rate: Peak learning rate (AdamW, linear warm-up and decay).
