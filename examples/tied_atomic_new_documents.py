@@ -6,8 +6,8 @@ Usage::
 
 1. Train a Tied-Atomic encoder-decoder on the example corpus (``examples/corpus``) and its 8 judged queries
    (``examples/queries.jsonl``, ``examples/qrels.tsv``). Offline, the start is an encoder-decoder
-   warm-started from all-MiniLM-L6-v2 (its cross-attention random, so a few steps teach it little); with a
-   model hub, ``--base-model t5-small`` is the paper's setting.
+   warm-started from all-MiniLM-L6-v2 (its cross-attention copied from the self-attention, not pretrained, so a
+   few steps teach it little); with a model hub, ``--base-model t5-small`` is the paper's setting.
 2. Index the corpus with it: the store's passage vectors are the docid embeddings, and
    :class:`~rag_hier.retrieval.generative.TiedAtomicHead` "generates" docids with one decoding step (a dot product
    with every stored vector), ranking exactly as the store's dense search.
