@@ -647,6 +647,8 @@ def plot(specs: list[str]) -> None:
 
 # -- main ---------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
+    from rag_hier.training.ehi.config import EHIConfig
+
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("stage", choices=["encode", "sweep", "train", "incremental", "report"])
     p.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -661,7 +663,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--height", type=int, default=1)
     p.add_argument("--lambdas", type=float, nargs=3, default=[0.2, 0.8, 0.2])
     p.add_argument("--indexer-lr", type=float, default=0.016)
-    p.add_argument("--encoder-lr", type=float, default=2e-5)
+    p.add_argument("--encoder-lr", type=float, default=EHIConfig.encoder_lr)
     p.add_argument("--epochs", type=int, default=100)
     p.add_argument("--refresh-every", type=int, default=5)
     p.add_argument("--init", choices=["random", "kmeans"], default="random")

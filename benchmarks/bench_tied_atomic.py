@@ -504,6 +504,8 @@ STAGES = {
 
 
 def main() -> None:
+    from rag_hier.training.tied_atomic_config import TiedAtomicConfig
+
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("stage", choices=sorted(STAGES))
     p.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -517,7 +519,9 @@ def main() -> None:
     p.add_argument("--minilm-scale", type=float, default=20.0, help="MiniLM fine-tuning: MNRL scale on cosine")
     p.add_argument("--negatives", type=int, default=1, help="BM25 negatives per query")
     p.add_argument("--depth", type=int, default=10, help="BM25 negatives drawn from this top-k")
-    p.add_argument("--cross-init", choices=("random", "self_attention"), default="self_attention")
+    p.add_argument(
+        "--cross-init", choices=("random", "self_attention"), default=TiedAtomicConfig.warm_start_cross_attention
+    )
     p.add_argument("--base-model", default=None, help="encoder-decoder to start from (default: MiniLM warm start)")
     p.add_argument("--docid-lr", type=float, default=None, help="DSI: learning rate of the docid rows")
     p.add_argument("--retrieval-repeats", type=int, default=1, help="DSI: copies of each query example")
