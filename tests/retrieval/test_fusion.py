@@ -65,6 +65,22 @@ def test_strategy_scores_and_a_registered_fusion(store: HierStore) -> None:
         assert h.scores.get("svdr-lexical", 1.0) > 0  # a passage sharing no token is no lexical candidate
 
 
+def test_the_default_is_relative_score_with_equal_weights(store: HierStore) -> None:
+    q = Queries(texts=["word1 word2"], vectors=np.ones((1, 6), np.float32))
+    default = build_retriever("fusion", store).run(q, top_k=12)[0].hits
+    dense = build_retriever("dense", store).run(q, top_k=12)[0].hits
+    lexical = [h for h in build_retriever("svdr-lexical", store).run(q, top_k=12)[0].hits if h.score != 0]
+
+    def scaled(hits: list) -> dict[str, float]:
+        s = np.array([h.score for h in hits])
+        return {h.passage_id: float((h.score - s.min()) / (s.max() - s.min())) for h in hits}
+
+    d, x = scaled(dense), scaled(lexical)
+    for h in default:
+        assert h.score == pytest.approx(d.get(h.passage_id, 0.0) + x.get(h.passage_id, 0.0))
+    assert [h.score for h in default] == sorted((h.score for h in default), reverse=True)
+
+
 def test_bad_parameters_name_the_field(store: HierStore) -> None:
     with pytest.raises(ParameterError, match="method"):
         FusionRetriever(store, method="average")
