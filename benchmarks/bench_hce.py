@@ -109,6 +109,7 @@ def budget(args: argparse.Namespace) -> dict[str, Any]:
         "alpha": args.alpha,
         "joint_schedule": args.joint_schedule,
         "ict_remove_rate": args.ict_remove_rate,
+        "unsupervised_task": args.unsupervised_task,
         "epochs": args.epochs,
         "level_weight": args.level_weight,
         "direction_reduction": args.direction_reduction,
@@ -252,7 +253,7 @@ def stage_train(args: argparse.Namespace, method: str) -> dict[str, Any]:
         mode = {"hce-u": "unsupervised", "hce-s": "supervised", "hce-j": "joint"}[method]
         cfg = HCEConfig(
             mode=mode,  # type: ignore[arg-type]
-            unsupervised_task="ict",
+            unsupervised_task=args.unsupervised_task,
             levels_m=args.levels_m,
             n_negatives=args.negatives,
             temperature=args.temperature,
@@ -633,6 +634,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epochs", type=int, default=1, help="HCE: EM epochs within --steps (re-cluster between them)")
     p.add_argument("--joint-schedule", choices=("sum", "alternate"), default="sum")
     p.add_argument("--ict-remove-rate", type=float, default=0.0)
+    p.add_argument("--unsupervised-task", choices=("ict", "simcse"), default="ict", help="HCE-U/J pseudo-queries")
     p.add_argument("--dev", type=float, default=0.0, help="evaluate on this share of the train queries, held out")
     p.add_argument("--dev-seed", type=int, default=0)
     p.add_argument("--tag", default="", help="suffix of the output files (variants of one stage)")
