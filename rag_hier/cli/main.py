@@ -490,7 +490,6 @@ _MODEL_COMMANDS = frozenset({"index", "search", "eval", "train"})
 """Commands that may load a model (the others — ``info``, ``compare``, ``migrate`` — import no model library)."""
 
 _EXTRAS = {
-    "bm25s": "train",
     "datasets": "train",
     "accelerate": "train",
     "mteb": "mteb",
