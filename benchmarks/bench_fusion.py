@@ -107,7 +107,7 @@ PRIMARY = {"scifact": ("ndcg@10", "recall@100"), "xquad": ("top1", "top5")}
 
 
 def open_store(name: str, docs: list[Any]) -> Any:
-    """The data set's store (default model, whole documents / paragraphs, token index), built once."""
+    """The data set's store (default model, whole documents / paragraphs, token index, BM25 index), built once."""
     from rag_hier import HierStore
 
     path = OUT / f"{name}-store"
@@ -124,6 +124,10 @@ def open_store(name: str, docs: list[Any]) -> Any:
         log.info("%s: indexed %d documents in %.0f s", name, len(docs), time.perf_counter() - t)
     store = HierStore.open(path)
     store.ensure_extension("token-index")
+    from rag_hier.retrieval.registry import strategy_names
+
+    if "bm25" in strategy_names():  # the store strategy bm25 needs its extension (built once, then kept)
+        store.ensure_extension("bm25")
     return store
 
 
