@@ -317,13 +317,13 @@ def report(results: dict[str, Any], chosen: dict[str, Any]) -> tuple[dict[str, A
     lines = ["# Dense + lexical fusion (dev-chosen weights, test once)", ""]
     tables: dict[str, Any] = {}
     for name, res in results.items():
-        primary, secondary = PRIMARY[name]
+        primary, _ = PRIMARY[name]
         test = res["splits"]["test"]
         vals = test["_values"]
         metrics = list(next(iter(test["metrics"].values())))
         lines += [f"## {name} (test: {test['queries']} queries; dev: {res['splits']['dev']['queries']})", ""]
         lines += [f"lexical = svdr-lexical; bm25 = {res['bm25']}", ""]
-        lines += ["| system | dev " + primary + " | " + " | ".join(metrics) + " |", "|---|---:|" + "---:|" * len(metrics)]
+        lines += [f"| system | dev {primary} | " + " | ".join(metrics) + " |", "|---|---:|" + "---:|" * len(metrics)]
         dev = res["splits"]["dev"]["metrics"]
         rows = ["dense", "lexical", "bm25"]
         for lex in ("lexical", "bm25"):
@@ -342,7 +342,10 @@ def report(results: dict[str, Any], chosen: dict[str, Any]) -> tuple[dict[str, A
         pairs = []
         for lex in ("lexical", "bm25"):
             best_single = max(("dense", lex), key=lambda c: dev[c][primary])
-            systems = [f"dense+{lex} {chosen[f'{name}/{lex}'].split(' ', 1)[1]}", f"dense+{lex} {chosen[f'default/{lex}']}"]
+            systems = [
+                f"dense+{lex} {chosen[f'{name}/{lex}'].split(' ', 1)[1]}",
+                f"dense+{lex} {chosen[f'default/{lex}']}",
+            ]
             for sysname in dict.fromkeys(systems):
                 pairs.append((f"dense+{lex} rrf k60 (1,1)", sysname))
                 pairs.append((best_single, sysname))
