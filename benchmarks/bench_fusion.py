@@ -107,7 +107,7 @@ PRIMARY = {"scifact": ("ndcg@10", "recall@100"), "xquad": ("top1", "top5")}
 
 
 def open_store(name: str, docs: list[Any]) -> Any:
-    """The data set's store (default model, whole documents / paragraphs, token index), built once."""
+    """The data set's store (default model, whole documents / paragraphs, token index, BM25 index), built once."""
     from rag_hier import HierStore
 
     path = OUT / f"{name}-store"
@@ -124,6 +124,10 @@ def open_store(name: str, docs: list[Any]) -> Any:
         log.info("%s: indexed %d documents in %.0f s", name, len(docs), time.perf_counter() - t)
     store = HierStore.open(path)
     store.ensure_extension("token-index")
+    from rag_hier.retrieval.registry import strategy_names
+
+    if "bm25" in strategy_names():  # the store strategy bm25 needs its extension (built once, then kept)
+        store.ensure_extension("bm25")
     return store
 
 
@@ -313,13 +317,13 @@ def report(results: dict[str, Any], chosen: dict[str, Any]) -> tuple[dict[str, A
     lines = ["# Dense + lexical fusion (dev-chosen weights, test once)", ""]
     tables: dict[str, Any] = {}
     for name, res in results.items():
-        primary, secondary = PRIMARY[name]
+        primary, _ = PRIMARY[name]
         test = res["splits"]["test"]
         vals = test["_values"]
         metrics = list(next(iter(test["metrics"].values())))
         lines += [f"## {name} (test: {test['queries']} queries; dev: {res['splits']['dev']['queries']})", ""]
         lines += [f"lexical = svdr-lexical; bm25 = {res['bm25']}", ""]
-        lines += ["| system | dev " + primary + " | " + " | ".join(metrics) + " |", "|---|---:|" + "---:|" * len(metrics)]
+        lines += [f"| system | dev {primary} | " + " | ".join(metrics) + " |", "|---|---:|" + "---:|" * len(metrics)]
         dev = res["splits"]["dev"]["metrics"]
         rows = ["dense", "lexical", "bm25"]
         for lex in ("lexical", "bm25"):
@@ -338,7 +342,10 @@ def report(results: dict[str, Any], chosen: dict[str, Any]) -> tuple[dict[str, A
         pairs = []
         for lex in ("lexical", "bm25"):
             best_single = max(("dense", lex), key=lambda c: dev[c][primary])
-            systems = [f"dense+{lex} {chosen[f'{name}/{lex}'].split(' ', 1)[1]}", f"dense+{lex} {chosen[f'default/{lex}']}"]
+            systems = [
+                f"dense+{lex} {chosen[f'{name}/{lex}'].split(' ', 1)[1]}",
+                f"dense+{lex} {chosen[f'default/{lex}']}",
+            ]
             for sysname in dict.fromkeys(systems):
                 pairs.append((f"dense+{lex} rrf k60 (1,1)", sysname))
                 pairs.append((best_single, sysname))

@@ -452,7 +452,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     idx = info.get("index_state") or {"kind": info["indexes"]["dense"]["config"]["kind"], "ntotal": 0}
     print(f"store      {info['path']}  (format v{info['format_version']}, generation {info['generation']})")
     no_model = (
-        "(none: built with --no-dense, token index only)"
+        "(none: built with --no-dense: token or BM25 index only)"
         if (info.get("corpus") or {}).get("dense") is False
         else "(none: vectors come from outside)"
     )
@@ -490,7 +490,6 @@ _MODEL_COMMANDS = frozenset({"index", "search", "eval", "train"})
 """Commands that may load a model (the others — ``info``, ``compare``, ``migrate`` — import no model library)."""
 
 _EXTRAS = {
-    "bm25s": "train",
     "datasets": "train",
     "accelerate": "train",
     "mteb": "mteb",

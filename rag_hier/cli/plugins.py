@@ -27,6 +27,7 @@ PLUGIN_MODULES: tuple[str, ...] = (
     "rag_hier.cli.svdr",
     "rag_hier.cli.tied_atomic",
     "rag_hier.cli.ehi",
+    "rag_hier.cli.bm25",
 )
 
 

@@ -84,7 +84,8 @@ def add_index_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--no-dense",
         action="store_true",
-        help="new store without dense vectors (nothing encoded; needs --token-index; --model names the tokenizer)",
+        help="new store without dense vectors (nothing encoded; needs --token-index or --bm25; --model names the "
+        "token index's tokenizer)",
     )
     g.add_argument(
         "--token-max-length",
@@ -126,8 +127,9 @@ def after_index(store: Any, args: argparse.Namespace) -> str | None:
     if getattr(args, "no_dense", False):
         if store.manifest["counts"]["vectors"] or store.encoder is not None:
             raise ValueError(f"--no-dense: the store at {store.path} already holds dense vectors")
-        if not (args.token_index or has_tokens):
-            raise ValueError("--no-dense needs --token-index (a store with neither could not be searched)")
+        has_bm25 = store.extension("bm25") is not None
+        if not (args.token_index or has_tokens or getattr(args, "bm25", False) or has_bm25):
+            raise ValueError("--no-dense needs --token-index or --bm25 (a store with neither could not be searched)")
     if args.token_index and not has_tokens:
         max_length = args.token_max_length or None
         if max_length is not None and max_length < 2:

@@ -89,6 +89,11 @@ class RowJournal:
             self._events = []
         return self.complete
 
+    def abandon(self) -> None:
+        """Stop describing the change (it can no longer be written as one change set)."""
+        self.complete = False
+        self._events = []
+
     def added(self, ids: np.ndarray, rows: sp.csr_matrix) -> None:
         """Record ``rows`` added under ``ids``."""
         if self.complete and self._grow(len(ids)):
@@ -269,6 +274,28 @@ class SparseRowIndex:
         if n and self.journal is not None:
             self.journal.removed(id_arr)
         return n
+
+    def widen(self, vocab_size: int) -> None:
+        """Grow the vocabulary to ``vocab_size`` columns; existing rows keep their columns (nothing is copied).
+
+        For vocabularies that grow as rows arrive (hashed terms numbered in order of first appearance). A
+        journal recording the batch cannot hold rows of two widths: it is marked incomplete (the owner then
+        writes its file whole).
+        """
+        if vocab_size < self.vocab_size:
+            raise ValueError(f"cannot narrow the vocabulary from {self.vocab_size} to {vocab_size} columns")
+        if vocab_size == self.vocab_size:
+            return
+
+        def wide(m: sp.csr_matrix) -> sp.csr_matrix:
+            return sp.csr_matrix((m.data, m.indices, m.indptr), shape=(m.shape[0], vocab_size))
+
+        self.vocab_size = int(vocab_size)
+        self._csr = wide(self._csr)
+        self._pending = [(ids, wide(m)) for ids, m in self._pending]
+        self._invalidate()
+        if self.journal is not None:
+            self.journal.abandon()
 
     def apply_delta(
         self, ids: np.ndarray, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, removed: np.ndarray

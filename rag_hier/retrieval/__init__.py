@@ -1,8 +1,8 @@
 """Retrieval strategies over a store, each returning ranked :class:`Hit` lists.
 
 All share one contract (:mod:`rag_hier.retrieval.base`) and are found by name in one registry
-(:mod:`rag_hier.retrieval.registry`): ``dense``, ``hierarchical`` (DHR), ``tree`` (HCE), ``svdr-*`` (SVDR),
-``sparse-embedding`` and ``fusion`` (hybrid).
+(:mod:`rag_hier.retrieval.registry`): ``dense``, ``hierarchical`` (DHR), ``tree`` (HCE), ``ehi`` (EHI),
+``svdr-*`` (SVDR), ``bm25``, ``sparse-embedding`` and ``fusion`` (hybrid).
 Tied-Atomic's generative (docid) view over a store is :mod:`rag_hier.retrieval.generative` (searching such a
 store is ``dense``).
 """

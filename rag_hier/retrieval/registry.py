@@ -193,6 +193,12 @@ register_strategy(
     extensions=("token-index",),
 )
 register_strategy(
+    "bm25",
+    "rag_hier.retrieval.bm25:BM25Retriever",
+    "BM25 (Lucene's variant, bm25s tokenization: stopwords, Snowball stemmer) over the passages' term frequencies",
+    extensions=("bm25",),
+)
+register_strategy(
     "sparse-embedding",
     "rag_hier.retrieval.sparse_embedding:SparseEmbeddingRetriever",
     "exact inner product of a caller's sparse query vector with the passages' stored sparse embeddings",

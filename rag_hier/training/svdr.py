@@ -370,8 +370,8 @@ class SvdrTrainer:
                 import bm25s
             except ImportError as exc:
                 raise MissingDependencyError(
-                    "SVDR's paper negative schedule mines BM25 negatives with bm25s: pip install bm25s (or: pip "
-                    "install 'rag-hier[train]'), or use negative_schedule='beta' / --negative-schedule beta"
+                    "SVDR's paper negative schedule mines BM25 negatives with bm25s (a rag-hier dependency): pip "
+                    "install bm25s, or use negative_schedule='beta' / --negative-schedule beta"
                 ) from exc
 
             index = bm25s.BM25()

@@ -1,9 +1,9 @@
 """Every strategy on Milvus Lite returns what it returns on the local store, for the same vectors (issue 16).
 
 One local store (10 documents x 3 passages, dense vectors, sparse embeddings, the token index, the document
-index and the tree) is migrated into a Milvus Lite file without re-encoding; each registered strategy then
-runs the same queries on both, unfiltered and filtered, and must return the same passages in the same order
-with the same scores (FLAT is exact on both sides). Skips without ``pymilvus`` and ``milvus-lite``.
+index, the tree, EHI and the BM25 index) is migrated into a Milvus Lite file without re-encoding; each registered
+strategy then runs the same queries on both, unfiltered and filtered, and must return the same passages in the
+same order with the same scores (FLAT is exact on both sides). Skips without ``pymilvus`` and ``milvus-lite``.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ def pair(
     local = HierStore.create(root / "local", encoder=encoder)
     local.add_extension(TokenIndexExtension(model=tiny_model_path))
     local.ensure_extension("sparse-embeddings")
+    local.ensure_extension("bm25")
     local.add_documents(_docs(), max_passage_words=0)
     with local.batch():
         for p in local.filter_passages():

@@ -48,6 +48,7 @@ def _store(path: Path, encoder: DenseEncoder, tiny_model_path: str) -> HierStore
     store = HierStore.create(path, encoder=encoder)
     store.add_extension(TokenIndexExtension(model=tiny_model_path))
     store.ensure_extension("sparse-embeddings")
+    store.ensure_extension("bm25")
     store.add_documents(_docs(), max_passage_words=0)
     # a sparse embedding per passage: its word ids as indices
     updates = []
@@ -190,11 +191,12 @@ def test_empty_store(store: HierStore, vocab, name: str) -> None:
     assert len(results) == len(TEXTS) and all(r.hits == [] for r in results)
 
 
-@pytest.mark.parametrize("name", ["dense", "tree", "ehi", "hierarchical", "svdr-lexical", "sparse-embedding"])
+@pytest.mark.parametrize("name", ["dense", "tree", "ehi", "hierarchical", "svdr-lexical", "bm25", "sparse-embedding"])
 def test_ties_are_broken_by_insertion_order(tmp_path: Path, encoder, tiny_model_path: str, vocab, name: str) -> None:
     store = HierStore.create(tmp_path / "ties", encoder=encoder)
     store.add_extension(TokenIndexExtension(model=tiny_model_path))
     store.ensure_extension("sparse-embeddings")
+    store.ensure_extension("bm25")
     same = "moon tide orbit"
     docs = [Document(f"t{i}", "", (same,)) for i in range(6)]
     store.add_documents(docs, max_passage_words=0)

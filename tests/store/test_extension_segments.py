@@ -19,6 +19,7 @@ from rag_hier.errors import StoreCorruptedError
 from rag_hier.index.ehi import EHIIndexer
 from rag_hier.index.sparse import SparseRowIndex
 from rag_hier.store.contract import StoreExtension
+from rag_hier.store.extensions.bm25 import BM25Extension
 from rag_hier.store.extensions.doc_index import DocumentIndex
 from rag_hier.store.extensions.ehi import EHIExtension
 from rag_hier.store.extensions.token_index import TokenIndexExtension
@@ -26,7 +27,7 @@ from rag_hier.store.extensions.tree import TreeExtension
 from rag_hier.store.files import sha256_file
 
 D = 8
-EXTENSIONS = ["token-index", "doc-index", "tree", "ehi"]
+EXTENSIONS = ["token-index", "doc-index", "tree", "ehi", "bm25"]
 
 
 def _passages(prefix: str, n: int, docs: int = 40, start: int = 0) -> list[Passage]:
@@ -48,6 +49,8 @@ def _extension(name: str, model: str) -> StoreExtension:
         return DocumentIndex()
     if name == "tree":
         return TreeExtension(branching=3)
+    if name == "bm25":
+        return BM25Extension()
     indexer = EHIIndexer(D, 4, 1, seed=0)
     indexer.init_kmeans(_vectors(80, 0), seed=0, steps=10)
     return EHIExtension(indexer)
@@ -92,6 +95,15 @@ def _content(store: HierStore, name: str, ext: StoreExtension | None = None) -> 
         ids = rows.ids()
         mat = rows.rows(ids).toarray()
         return {pid[int(r)]: tuple(np.flatnonzero(mat[i]).tolist()) for i, r in enumerate(ids.tolist())}
+    if isinstance(ext, BM25Extension):
+        ids, counts = ext.index.term_counts()
+        b = counts.indptr
+        return {
+            pid[int(r)]: sorted(
+                zip(counts.terms[b[i] : b[i + 1]].tolist(), counts.counts[b[i] : b[i + 1]].tolist(), strict=True)
+            )
+            for i, r in enumerate(ids.tolist())
+        }
     if isinstance(ext, DocumentIndex):
         out = {}
         for d in ext.doc_ids():
@@ -362,7 +374,7 @@ def test_mark_dirty_writes_an_extension_without_full_journal_whole(tmp_path: Pat
     store.close()
 
 
-@pytest.mark.parametrize("name", ["tree", "doc-index"])
+@pytest.mark.parametrize("name", ["tree", "doc-index", "bm25"])
 def test_extension_files_hold_the_segments(tmp_path: Path, tiny_model_path: str, name: str) -> None:
     """What a copy to another backend takes: the files with the committed segments merged in."""
     store = _store(tmp_path / "s", name, tiny_model_path)

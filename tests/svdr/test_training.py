@@ -90,12 +90,12 @@ def test_bm25_negatives_and_answer_filtering(vocab_encoder: VocabEncoder) -> Non
         SvdrTrainingConfig(negative_schedule="bm25")  # type: ignore[arg-type]
 
 
-def test_bm25_schedule_without_bm25s_names_the_extra(vocab_encoder: VocabEncoder, monkeypatch) -> None:
+def test_bm25_schedule_without_bm25s_names_the_fix(vocab_encoder: VocabEncoder, monkeypatch) -> None:
     from rag_hier.errors import MissingDependencyError
 
     monkeypatch.setitem(sys.modules, "bm25s", None)  # import bm25s -> ImportError
     trainer = SvdrTrainer.from_documents(vocab_encoder, make_docs(), {"q1": "bees"}, {"q1": {"d1": 1}})
-    with pytest.raises(MissingDependencyError, match=r"rag-hier\[train\].*negative-schedule beta"):
+    with pytest.raises(MissingDependencyError, match=r"pip install bm25s.*negative-schedule beta"):
         trainer.bm25_negatives()
 
 

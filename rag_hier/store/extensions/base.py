@@ -45,6 +45,7 @@ KNOWN_EXTENSIONS: dict[str, str] = {
     "svdr-vectors": "rag_hier.store.extensions.svdr_vectors",
     "sparse-embeddings": "rag_hier.store.extensions.sparse_embeddings",
     "ehi": "rag_hier.store.extensions.ehi",
+    "bm25": "rag_hier.store.extensions.bm25",
 }
 """Registry key → rag-hier module that defines it (imported on demand when a store names the key)."""
 

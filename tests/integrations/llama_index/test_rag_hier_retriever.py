@@ -26,6 +26,7 @@ STRATEGIES = {
     "tree": {"beam": 4},
     "svdr-lexical": {},
     "svdr-beta": {},
+    "bm25": {"k1": 1.2},
     "fusion": {"method": "rrf"},
 }
 
