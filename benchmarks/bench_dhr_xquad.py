@@ -91,6 +91,10 @@ VARIANTS: dict[str, dict] = {
     "it2": {"iterations": 2},
     "separate": {"shared_encoder": False},
     "it1-old": {"epochs": 1, "learning_rate": 2e-5, "in_doc_negatives": 0, "in_sec_negatives": 1},
+    # passage level only: with the default document vector (the mean of passage vectors) the document-level rows
+    # (question -> summary) train a representation the default search never uses, in the shared encoder
+    "p-e1-lr2e-5": {"levels": ("passage",), "epochs": 1, "learning_rate": 2e-5},
+    "p-e3-lr2e-5": {"levels": ("passage",), "epochs": 3, "learning_rate": 2e-5},
 }
 
 

@@ -119,9 +119,7 @@ class FusionParams(RetrieverParams):
     strategies: tuple[str, ...] = param(
         ("dense", "svdr-lexical"), help="component strategies (default parameters)", flag="--fusion-strategies"
     )
-    method: str = param(
-        "relative_score", help="fusion function: relative_score, rrf, dbsf or convex", flag="--fusion"
-    )
+    method: str = param("relative_score", help="fusion function: relative_score, rrf, dbsf or convex", flag="--fusion")
     weights: tuple[float, ...] = param((), help="one weight per component (default: all 1)", flag="--fusion-weights")
     rrf_k: int = param(60, help="rrf: the rank constant k", minimum=1)
     depth: int = param(
