@@ -236,6 +236,9 @@ def test_missing_index_says_how_and_auto_extensions_builds_it(store_location):
     store.delete_documents(["d0"])
     assert [d.id for d in plain.run(query="moon")["documents"]] == ["new", "d3"]
     assert [d.id for d in asyncio.run(plain.run_async(query="pollen"))["documents"]] == ["d4"]
+    store.delete_all_documents(recreate_index=True)  # keeps the index, empty
+    store.write_documents([Document(id="again", content="moon again")])
+    assert [d.id for d in plain.run(query="moon")["documents"]] == ["again"]
     store.close()
 
 
