@@ -49,6 +49,7 @@ from rag_hier.encoders.dense import DEFAULT_MODEL, DenseEncoder
 from rag_hier.errors import DuplicateIdError, StoreError
 from rag_hier.index.dense import IndexConfig
 from rag_hier.retrieval.base import Queries, Retriever, RetrieverParams
+from rag_hier.retrieval.bm25 import BM25Retriever
 from rag_hier.retrieval.hit import Hit
 from rag_hier.retrieval.registry import StrategyEntry, strategy
 from rag_hier.store.contract import SIMILARITIES, StoreExtension
@@ -74,6 +75,9 @@ MILVUS_TOKEN_ENV = "RAG_HIER_MILVUS_TOKEN"  # noqa: S105 - the name of a variabl
 
 DOT_PRODUCT_SCALING_FACTOR = 100
 """``scale_score`` maps a dot product ``s`` to ``sigmoid(s / 100)``, as Haystack's InMemory store does."""
+BM25_SCALING_FACTOR = 8
+"""``scale_score`` maps a BM25 score ``s`` to ``sigmoid(s / 8)``, as Haystack's InMemory store (and its Elasticsearch
+and OpenSearch integrations, whose scores are Lucene's, as ours) do."""
 
 SPARSE_EMBEDDING_KEY = (EXTRA_KEY, "sparse_embedding")
 """Where a Document's ``sparse_embedding`` lives in ``Passage.extra`` (read by the ``sparse-embeddings`` extension)."""
@@ -102,11 +106,48 @@ def _sigmoid(x: float) -> float:
     return z / (1.0 + z)
 
 
+BM25_SCALE = "bm25"
+"""What :func:`score_scale` returns for a strategy that ranks by BM25 (``scaled_score`` then uses ``sigmoid(s/8)``)."""
+SIMILARITY_SCALE = "similarity"
+"""What :func:`score_scale` returns for a strategy ranking dense inner products (scaled by the store's similarity)."""
+
+
 def scaled_score(score: float, similarity: str) -> float:
-    """Map a dense score to [0, 1] as Haystack's InMemory store does: cosine ``(s+1)/2``, dot ``sigmoid(s/100)``."""
+    """Map a score to [0, 1] as Haystack's InMemory store does.
+
+    ``similarity`` says what the score is: a dense inner product in a ``"cosine"`` store, ``(s+1)/2``, or in a
+    ``"dot_product"`` one, ``sigmoid(s/100)``; or a ``"bm25"`` score, ``sigmoid(s/8)`` (``expit(s / 8)`` in
+    ``InMemoryDocumentStore.bm25_retrieval``).
+    """
     if similarity == "cosine":
         return (score + 1.0) / 2.0
+    if similarity == BM25_SCALE:
+        return _sigmoid(score / BM25_SCALING_FACTOR)
     return _sigmoid(score / DOT_PRODUCT_SCALING_FACTOR)
+
+
+def score_scale(entry: StrategyEntry) -> str | None:
+    """How ``scale_score`` maps the scores of a strategy to [0, 1], as InMemoryDocumentStore does for that kind.
+
+    :data:`SIMILARITY_SCALE` for dense inner products (``dense``, ``hierarchical``, ``tree``...: by the store's
+    similarity), :data:`BM25_SCALE` for BM25 (``bm25``: ``sigmoid(s / 8)``), ``None`` when its scores are neither
+    (SVDR, sparse embeddings, fusion): those are not scaled.
+    """
+    retriever = entry.retriever
+    if retriever.over_vectors:
+        return SIMILARITY_SCALE
+    if issubclass(retriever, BM25Retriever):
+        return BM25_SCALE
+    return None
+
+
+def check_scale_score(entry: StrategyEntry, scale_score: bool) -> None:
+    """Refuse ``scale_score`` for a strategy whose scores :func:`score_scale` cannot map."""
+    if scale_score and score_scale(entry) is None:
+        raise ValueError(
+            "scale_score maps inner products of dense vectors (by the store's similarity) and BM25 scores "
+            f"(sigmoid(s / 8)) to [0, 1]; the {entry.name!r} strategy's scores are neither: leave scale_score off"
+        )
 
 
 UNIT_NORM_TOLERANCE = 1e-3
@@ -1163,11 +1204,7 @@ class RagHierDocumentStore:
         entry = strategy(strategy_name)
         params = self._check_strategy_params(entry, strategy_params)
         top_k = _check_top_k(top_k)
-        if scale_score and not entry.retriever.over_vectors:
-            raise ValueError(
-                f"scale_score maps inner products of dense vectors to [0, 1]; the {entry.name!r} strategy's "
-                "scores are not such products: leave scale_score off"
-            )
+        check_scale_score(entry, scale_score)
         if filters:
             validate_filters(filters)
         with _engine_errors():
@@ -1186,10 +1223,11 @@ class RagHierDocumentStore:
                 if hint:
                     raise StoreError(f"{exc}{hint}") from exc
                 raise
+            scale = score_scale(entry) if scale_score else None
             return self._documents(
                 store,
                 result.hits,
-                scale=store.similarity if scale_score else None,
+                scale=store.similarity if scale == SIMILARITY_SCALE else scale,
                 return_embedding=return_embedding,
                 component_scores=component_scores,
                 parent_documents=parent_documents,
@@ -1213,20 +1251,20 @@ class RagHierDocumentStore:
 
         Args:
             strategy: A registered strategy name: ``"dense"``, ``"hierarchical"``, ``"tree"``, ``"svdr-beta"``,
-                ``"sparse-embedding"``, ``"fusion"``, ...
+                ``"bm25"``, ``"sparse-embedding"``, ``"fusion"``, ...
             strategy_params: Its parameters (a mapping checked against the strategy's parameters dataclass,
                 or the dataclass itself).
-            query: Query text (encoded by the store's model for dense strategies; SVDR needs it).
+            query: Query text (encoded by the store's model for dense strategies; SVDR and BM25 need it).
             query_embedding: A dense query vector (dense strategies use it instead of encoding ``query``).
             query_sparse_embedding: A sparse query vector (the ``sparse-embedding`` strategy).
             filters: A Haystack filter applied before the search (exact ``top_k`` among the matches).
             top_k: How many documents to return (``0``: none).
-            scale_score: Map scores to [0, 1] by the store's similarity: ``(s + 1) / 2`` (cosine) or
-                ``sigmoid(s / 100)`` (dot product), as InMemoryDocumentStore does; only for strategies that
-                rank dense vectors.
+            scale_score: Map scores to [0, 1] as InMemoryDocumentStore does: by the store's similarity for
+                strategies that rank dense vectors, ``(s + 1) / 2`` (cosine) or ``sigmoid(s / 100)`` (dot
+                product); ``sigmoid(s / 8)`` for ``bm25``. Other strategies' scores are not scaled (an error).
             return_embedding: Include the documents' dense embeddings.
             auto_extensions: Build the store extensions the strategy needs (document index, cluster tree,
-                token index, ...) when the store lacks them; they then follow every write.
+                token index, BM25 index, ...) when the store lacks them; they then follow every write.
 
         Returns:
             Documents, best first, with ``score`` set and, when the strategy reports component scores
@@ -1413,6 +1451,59 @@ class RagHierDocumentStore:
             filters=filters,
             top_k=top_k,
             return_embedding=return_embedding,
+        )
+
+    def bm25_retrieval(
+        self,
+        query: str,
+        filters: dict[str, Any] | None = None,
+        top_k: int = 10,
+        scale_score: bool = False,
+        *,
+        k1: float | None = None,
+        b: float | None = None,
+        auto_extensions: bool = False,
+    ) -> list[Document]:
+        """Return the documents that BM25 ranks highest for ``query`` (the ``bm25`` strategy).
+
+        The counterpart of ``InMemoryDocumentStore.bm25_retrieval`` (same positional parameters), over the
+        store's BM25 index (the store extension ``bm25``): Lucene's BM25, the scores of bm25s'
+        ``BM25(method="lucene")``, on the text bm25s tokenizes (lowercase words of two or more characters, English
+        stopwords removed, Snowball-stemmed). Documents sharing no term with the query are not returned. ``N``,
+        ``avgdl`` and document frequencies are those of every stored document; filters restrict which are
+        returned (exact ``top_k`` among the matches), not the statistics. Ties keep insertion order.
+
+        Args:
+            query: The query text.
+            filters: A Haystack filter applied before the search.
+            top_k: How many documents to return (``0``: none).
+            scale_score: Map scores to [0, 1] with ``sigmoid(s / 8)``, InMemoryDocumentStore's BM25 scaling.
+            k1: Term-frequency saturation (default 1.5; query time, no rebuild).
+            b: Length normalisation, 0 to 1 (default 0.75; query time).
+            auto_extensions: Build the BM25 index when the store has none (it tokenizes every stored document
+                once; every later write keeps it current).
+
+        Returns:
+            Documents with ``score`` set, best first (without embeddings).
+
+        Raises:
+            ValueError: ``query`` is empty, ``top_k`` is negative, or ``k1`` / ``b`` is out of range.
+            DocumentStoreError: The store has no BM25 index and ``auto_extensions`` is off (the message says how
+                to add one), or this machine tokenizes differently from the index (see ``docs/bm25.md``).
+
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise ValueError(f"query must be a non-empty string, got {query!r}")
+        params = {k: v for k, v in {"k1": k1, "b": b}.items() if v is not None}
+        return self._retrieve(
+            "bm25",
+            params,
+            query=query,
+            filters=filters,
+            top_k=top_k,
+            scale_score=scale_score,
+            auto_extensions=auto_extensions,
+            component_scores=False,
         )
 
     def hierarchical_retrieval(
@@ -1609,6 +1700,29 @@ class RagHierDocumentStore:
         """Asynchronous :meth:`sparse_embedding_retrieval`."""
         return await self._off_loop(
             self.sparse_embedding_retrieval, query_sparse_embedding, filters, top_k, return_embedding
+        )
+
+    async def bm25_retrieval_async(
+        self,
+        query: str,
+        filters: dict[str, Any] | None = None,
+        top_k: int = 10,
+        scale_score: bool = False,
+        *,
+        k1: float | None = None,
+        b: float | None = None,
+        auto_extensions: bool = False,
+    ) -> list[Document]:
+        """Asynchronous :meth:`bm25_retrieval`."""
+        return await self._off_loop(
+            self.bm25_retrieval,
+            query,
+            filters,
+            top_k,
+            scale_score,
+            k1=k1,
+            b=b,
+            auto_extensions=auto_extensions,
         )
 
     async def hierarchical_retrieval_async(

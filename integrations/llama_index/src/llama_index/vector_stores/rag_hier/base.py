@@ -2,12 +2,13 @@
 
 A thin adapter: it turns nodes into passages (:mod:`._nodes`), LlamaIndex filters into a predicate over
 passage records (:mod:`._filters`) and the engine's hits back into nodes; everything else is the engine's
-public API. Queries run the registered strategies (``dense``, ``svdr-*``, ``fusion``); filters become
-candidate rowids through ``HierStore.matching_rowids``; ``persist`` is ``HierStore.snapshot``; the token index
-is ``HierStore.ensure_extension("token-index")``. Reads go through a read-only handle; the first write opens
-a read-write handle on the same directory, and both share the store's one engine (one consistent view, which
-also follows other processes' commits). With ``uri=`` the store is a collection on the engine's Milvus backend
-(a Milvus Lite file or a server); everything above works there the same way.
+public API. Queries run the registered strategies (``dense``, ``svdr-*``, ``bm25``, ``fusion``); filters
+become candidate rowids through ``HierStore.matching_rowids``; ``persist`` is ``HierStore.snapshot``; the token
+index and the BM25 index are ``HierStore.ensure_extension("token-index")`` and ``ensure_extension("bm25")``.
+Reads go through a read-only handle; the first write opens a read-write handle on the same directory, and both
+share the store's one engine (one consistent view, which also follows other processes' commits). With ``uri=``
+the store is a collection on the engine's Milvus backend (a Milvus Lite file or a server); everything above
+works there the same way.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from rag_hier.retrieval.fusion import FUSIONS, FusionRetriever
 from rag_hier.retrieval.hit import Hit
 from rag_hier.retrieval.registry import build_retriever
 from rag_hier.retrieval.svdr import SvdrMode
+from rag_hier.store.extensions.bm25 import BM25Extension
 from rag_hier.store.extensions.token_index import TokenIndexExtension
 from rag_hier.store.filters import Predicate
 from rag_hier.store.milvus.client import check_connection_options
@@ -55,14 +57,20 @@ from rag_hier.store.store import MANIFEST, HierStore
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_NAMESPACE", "RagHierVectorStore", "Similarity"]
+__all__ = ["DEFAULT_NAMESPACE", "RagHierVectorStore", "Similarity", "SparseMode"]
 
 Similarity = Literal["cosine", "dot_product"]
+SparseMode = Literal[SvdrMode, "bm25"]
+"""What ``SPARSE`` and ``HYBRID`` queries search: an SVDR mode, or ``"bm25"`` (the ``bm25`` strategy)."""
 _SIMILARITIES: tuple[str, ...] = ("cosine", "dot_product")
 _SVDR_MODES: tuple[str, ...] = get_args(SvdrMode)
+_BM25_MODE = "bm25"
+_SPARSE_MODES: tuple[str, ...] = (*_SVDR_MODES, _BM25_MODE)
 _TOKEN_MODES = frozenset({"beta", "beta-rerank", "lexical"})
 _TOKEN_INDEX = TokenIndexExtension.name
 _TOKEN_INDEX_OPTIONS = frozenset({"model", "max_length"})
+_BM25 = BM25Extension.name
+_BM25_OPTIONS = frozenset({"stopwords", "stemmer"})
 DEFAULT_NAMESPACE = "default"
 _CONFIG_KEY = "llama_index"
 _PERSIST_SUFFIX = "__vector_store"
@@ -152,6 +160,18 @@ def _token_options(token_index: bool | Mapping[str, Any]) -> dict[str, Any] | No
     raise ValueError(f"token_index must be True, False or a dict of token index options, got {token_index!r}")
 
 
+def _bm25_options(bm25: bool | Mapping[str, Any]) -> dict[str, Any] | None:
+    """``None`` (no BM25 index asked for) or the BM25 index's tokenization options (checked when it is built)."""
+    if isinstance(bm25, bool):
+        return {} if bm25 else None
+    if isinstance(bm25, Mapping):
+        unknown = set(bm25) - _BM25_OPTIONS
+        if unknown:
+            raise ValueError(f"bm25 options must be among {sorted(_BM25_OPTIONS)}; got {sorted(unknown)}")
+        return dict(bm25)
+    raise ValueError(f"bm25 must be True, False or a dict of BM25 index options, got {bm25!r}")
+
+
 def _milvus_options(path: Any, uri: Any, token: Any, db_name: Any, timeout: Any, client_options: Any) -> dict[str, Any]:
     """The checked connection options of a Milvus store (the token from ``RAG_HIER_MILVUS_TOKEN`` by default)."""
     if path is not None:
@@ -198,10 +218,10 @@ class RagHierVectorStore(BasePydanticVectorStore):
     tokenization alone), searched with the query text in ``VectorStoreQueryMode.SPARSE`` (``sparse_mode``:
     β, β+rerank, full, α or model-free lexical search) and fused with the dense search in
     ``VectorStoreQueryMode.HYBRID`` (the engine's ``fusion`` strategy: ``hybrid_fusion``, by default relative-score
-    fusion, weighted by the query's ``alpha``). With
-    ``dense=False`` the store keeps no dense vectors at all: node embeddings are ignored, retrievers pass
-    only the query text (``is_embedding_query`` is false), and the default query mode searches the token
-    index.
+    fusion, weighted by the query's ``alpha``). With ``bm25=True`` it keeps a BM25 index of every node (the
+    ``bm25`` store extension: term frequencies, no model), searched the same ways with ``sparse_mode="bm25"``.
+    With ``dense=False`` the store keeps no dense vectors at all: node embeddings are ignored, retrievers pass
+    only the query text (``is_embedding_query`` is false), and the default query mode is the sparse search.
 
     Args:
         path: The store directory (opened if it holds a store, created otherwise). ``None`` keeps the store
@@ -236,11 +256,18 @@ class RagHierVectorStore(BasePydanticVectorStore):
         token_index: Keep SVDR's binary token index (``True``, or a dict with ``model``, whose tokenizer
             defines the vocabulary, and ``max_length``, tokens per node, default 256; the tokenizer defaults
             to ``model``, else the offline all-MiniLM-L6-v2's). Added to an existing store that lacks one.
-        dense: Keep dense vectors (default). ``False``: a token-index-only store (needs ``token_index``);
-            ``model`` then only names the tokenizer and the default vocabulary encoder. Recorded when the
-            store is created; ``None`` uses the recorded choice.
-        sparse_mode: SVDR mode of ``SPARSE`` (and ``HYBRID``) queries: ``"beta-rerank"`` (default),
-            ``"beta"``, ``"full"``, ``"alpha"`` or ``"lexical"`` (idf-weighted token overlap, no model).
+        bm25: Keep a BM25 index (the ``bm25`` store extension: per node, the term frequencies of its text after
+            bm25s's tokenization; ``True``, or a dict with ``stopwords``, a bm25s stopword list, default
+            ``"en"``, or ``None``, and ``stemmer``, a PyStemmer algorithm, default ``"english"``, or ``None``).
+            Added to an existing store that lacks one (tokenizing the nodes it holds); it follows every add and
+            delete. Searched by ``sparse_mode="bm25"``.
+        dense: Keep dense vectors (default). ``False``: a store without dense vectors (needs ``token_index`` or
+            ``bm25``); ``model`` then only names the tokenizer and the default vocabulary encoder. Recorded when
+            the store is created; ``None`` uses the recorded choice.
+        sparse_mode: What ``SPARSE`` (and ``HYBRID``) queries search: an SVDR mode over the token index,
+            ``"beta-rerank"``, ``"beta"``, ``"full"``, ``"alpha"`` or ``"lexical"`` (idf-weighted token overlap,
+            no model), or ``"bm25"`` (Lucene's BM25 over the BM25 index, no model). ``None`` (default):
+            ``"bm25"`` when the store has a BM25 index and no token index, else ``"beta-rerank"``.
         vocab_model: The vocabulary encoder (a ``rag-hier train svdr`` output or any BERT-family model);
             default: the store's model, else its token index's tokenizer model.
         rerank_m: Candidates re-ranked by ``"beta-rerank"``.
@@ -270,7 +297,8 @@ class RagHierVectorStore(BasePydanticVectorStore):
     index: str | dict[str, Any] = Field(default="flat", description="FAISS index kind or configuration.")
     dense: bool = Field(default=True, description="Whether the store keeps dense vectors.")
     token_index: bool = Field(default=False, description="Whether the store keeps a binary token index.")
-    sparse_mode: str = Field(default="beta-rerank", description="SVDR mode of SPARSE and HYBRID queries.")
+    bm25: bool = Field(default=False, description="Whether the store keeps a BM25 index.")
+    sparse_mode: str = Field(default="beta-rerank", description="What SPARSE and HYBRID queries search.")
     vocab_model: str | None = Field(default=None, description="Vocabulary encoder of SVDR queries.")
     rerank_m: int = Field(default=100, description="Candidates re-ranked by beta-rerank.")
     hybrid_fusion: str = Field(default="relative_score", description="Fusion function of HYBRID queries.")
@@ -281,7 +309,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
     _reader: Store = PrivateAttr()
     _writer: Store | None = PrivateAttr(default=None)
     _handles: list[Store] = PrivateAttr(default_factory=list)
-    _svdr: Retriever[Any] | None = PrivateAttr(default=None)
+    _sparse: Retriever[Any] | None = PrivateAttr(default=None)
     _finalizer: weakref.finalize = PrivateAttr()
 
     def __init__(
@@ -300,8 +328,9 @@ class RagHierVectorStore(BasePydanticVectorStore):
         store: Store | None = None,
         encoder: DenseEncoder | None = None,
         token_index: bool | Mapping[str, Any] = False,
+        bm25: bool | Mapping[str, Any] = False,
         dense: bool | None = None,
-        sparse_mode: SvdrMode = "beta-rerank",
+        sparse_mode: SparseMode | None = None,
         vocab_model: str | None = None,
         rerank_m: int = 100,
         hybrid_fusion: str = "relative_score",
@@ -309,8 +338,8 @@ class RagHierVectorStore(BasePydanticVectorStore):
     ) -> None:
         if similarity is not None and similarity not in _SIMILARITIES:
             raise ValueError(f"similarity must be one of {', '.join(_SIMILARITIES)}; got {similarity!r}")
-        if sparse_mode not in _SVDR_MODES:
-            raise ValueError(f"sparse_mode must be one of {', '.join(_SVDR_MODES)}; got {sparse_mode!r}")
+        if sparse_mode is not None and sparse_mode not in _SPARSE_MODES:
+            raise ValueError(f"sparse_mode must be one of {', '.join(_SPARSE_MODES)} or None; got {sparse_mode!r}")
         if isinstance(rerank_m, bool) or not isinstance(rerank_m, int) or rerank_m < 1:
             raise ValueError(f"rerank_m must be an integer >= 1, got {rerank_m!r}")
         if not isinstance(hybrid_fusion, str) or hybrid_fusion not in FUSIONS:
@@ -321,6 +350,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
         if dense is not None and not isinstance(dense, bool):
             raise ValueError(f"dense must be True, False or None, got {dense!r}")
         token_options = _token_options(token_index)
+        bm25_options = _bm25_options(bm25)
         kwargs.pop("is_embedding_query", None)  # follows ``dense`` (present in to_dict() output)
         if dimension is not None and (isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1):
             raise ValueError(f"dimension must be a positive integer or None, got {dimension!r}")
@@ -397,13 +427,21 @@ class RagHierVectorStore(BasePydanticVectorStore):
                 _ensure_token_index(writer, token_options, model)
             elif token_options is not None:
                 _warn_other_tokenizer(reader, token_options)
+            if bm25_options is not None and reader.extension(_BM25) is None:
+                if writer is None:
+                    writer = open_handle(read_only=False)
+                    handles.append(writer)
+                writer.ensure_extension(_BM25, **bm25_options)
+            elif bm25_options:
+                _warn_other_bm25_tokenizer(reader, bm25_options)
             config = reader.corpus_info.get(_CONFIG_KEY, {})
             resolved_dense = dense if dense is not None else config.get("dense", True)
             has_tokens = reader.extension(_TOKEN_INDEX) is not None
-            if not resolved_dense and not has_tokens:
+            has_bm25 = reader.extension(_BM25) is not None
+            if not resolved_dense and not has_tokens and not has_bm25:
                 raise ValueError(
-                    f"dense=False needs a token index to search, and the store at {location} has none; "
-                    "pass token_index=True"
+                    f"dense=False needs a token index or a BM25 index to search, and the store at {location} has "
+                    "neither; pass token_index=True or bm25=True"
                 )
             recorded = config.get("similarity")
             if similarity is not None and recorded is not None and similarity != recorded:
@@ -425,7 +463,8 @@ class RagHierVectorStore(BasePydanticVectorStore):
             index=reader.index_config.to_dict(),
             dense=bool(resolved_dense),
             token_index=has_tokens,
-            sparse_mode=sparse_mode,
+            bm25=has_bm25,
+            sparse_mode=sparse_mode or (_BM25_MODE if has_bm25 and not has_tokens else "beta-rerank"),
             vocab_model=vocab_model,
             rerank_m=rerank_m,
             hybrid_fusion=hybrid_fusion,
@@ -438,7 +477,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
         self._reader = reader
         self._writer = writer
         self._handles = handles
-        self._svdr = None
+        self._sparse = None
         self._finalizer = weakref.finalize(self, _close_and_remove, handles, tmpdir)
 
     @classmethod
@@ -543,8 +582,8 @@ class RagHierVectorStore(BasePydanticVectorStore):
         ]
         missing = [i for i, r in enumerate(rows) if r is None]
         encoder = self._reader.encoder
-        if missing and encoder is None and self.token_index:
-            missing = []  # nodes without an embedding are found through the token index only
+        if missing and encoder is None and self._has_sparse_index():
+            missing = []  # nodes without an embedding are found through the token or BM25 index only
         elif missing and encoder is None:
             raise ValueError(
                 f"node {nodes[missing[0]].node_id!r} has no embedding and the store at {self.location} has no "
@@ -668,8 +707,9 @@ class RagHierVectorStore(BasePydanticVectorStore):
           Similarities are inner products (cosine similarities for a ``"cosine"`` store). On a
           ``dense=False`` store, ``DEFAULT`` is the ``SPARSE`` search below (retrievers send it the query
           text only).
-        - ``SPARSE``: the ``svdr-<sparse_mode>`` strategy over the token index with ``query_str``;
-          ``sparse_top_k`` (else ``similarity_top_k``) nodes, with the SVDR scores.
+        - ``SPARSE``: the ``svdr-<sparse_mode>`` strategy over the token index with ``query_str``, or with
+          ``sparse_mode="bm25"`` the ``bm25`` strategy over the BM25 index; ``sparse_top_k`` (else
+          ``similarity_top_k``) nodes, with the SVDR or BM25 scores.
         - ``HYBRID``: the ``fusion`` strategy over those two: the dense top ``similarity_top_k`` and the
           sparse top ``sparse_top_k`` (else ``similarity_top_k``) fused by ``hybrid_fusion`` (default: relative
           score) with weights ``(alpha, 1 - alpha)`` (``alpha`` default 0.5; 1 = dense only, 0 = sparse only);
@@ -680,8 +720,9 @@ class RagHierVectorStore(BasePydanticVectorStore):
 
         Raises:
             ValueError: An unsupported mode, no query embedding (naming how to supply one), a NaN, infinite
-                or complex query embedding, a sparse or hybrid query on a store without a token index or
-                without ``query_str``, a hybrid query on a ``dense=False`` store, or ``alpha`` outside [0, 1].
+                or complex query embedding, a sparse or hybrid query on a store without the index its
+                ``sparse_mode`` searches (token index, BM25 index) or without ``query_str``, a hybrid query on a
+                ``dense=False`` store, or ``alpha`` outside [0, 1].
 
         """
         mode = query.mode
@@ -715,23 +756,37 @@ class RagHierVectorStore(BasePydanticVectorStore):
         dense = build_retriever("dense", self._reader)
         return self._result(dense.run(Queries(vectors=vec), top_k, self._predicate(query))[0].hits)
 
-    # -- SVDR search over the token index -------------------------------------------------------------
-    def _svdr_retriever(self) -> Retriever[Any]:
-        """The ``svdr-<sparse_mode>`` retriever of this store (kept with its loaded encoder and E(d) cache)."""
-        if self._svdr is None:
-            self._svdr = build_retriever(
-                f"svdr-{self.sparse_mode}", self._reader, rerank_m=self.rerank_m, vocab_model=self.vocab_model
-            )
-        return self._svdr
+    # -- sparse search: SVDR over the token index, or BM25 over the BM25 index ---------------------------
+    def _has_sparse_index(self) -> bool:
+        """Whether the store has an index that finds nodes without a dense vector (token index, BM25 index)."""
+        return self._reader.extension(_TOKEN_INDEX) is not None or self._reader.extension(_BM25) is not None
+
+    def _sparse_retriever(self) -> Retriever[Any]:
+        """The retriever of ``sparse_mode``: ``bm25``, or ``svdr-<sparse_mode>`` (kept with its encoder and cache)."""
+        if self._sparse is None:
+            if self.sparse_mode == _BM25_MODE:
+                self._sparse = build_retriever(_BM25_MODE, self._reader)
+            else:
+                self._sparse = build_retriever(
+                    f"svdr-{self.sparse_mode}", self._reader, rerank_m=self.rerank_m, vocab_model=self.vocab_model
+                )
+        return self._sparse
 
     def _check_sparse(self, query: VectorStoreQuery) -> str:
         """The query text of a sparse or hybrid query (errors when it cannot run)."""
+        index = "BM25 index" if self.sparse_mode == _BM25_MODE else "token index"
         if not query.query_str or not query.query_str.strip():
-            raise ValueError("a sparse or hybrid query needs query_str (the text searched in the token index)")
+            raise ValueError(f"a sparse or hybrid query needs query_str (the text searched in the {index})")
         if self.sparse_mode in _TOKEN_MODES and self._reader.extension(_TOKEN_INDEX) is None:
             raise ValueError(
                 f"{self.sparse_mode!r} search needs a token index and the store at {self.location} has none; "
                 "create the RagHierVectorStore with token_index=True"
+            )
+        if self.sparse_mode == _BM25_MODE and self._reader.extension(_BM25) is None:
+            raise ValueError(
+                f"sparse_mode='bm25' searches the store's BM25 index and the store at {self.location} has none; "
+                "open the RagHierVectorStore with bm25=True (it indexes the nodes already stored, and every later "
+                "add and delete keeps it current), or add it once with `vector_store.client.ensure_extension('bm25')`"
             )
         return query.query_str
 
@@ -739,7 +794,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
         text = self._check_sparse(query)
         if top_k < 1:
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
-        result = self._svdr_retriever().run(Queries(texts=[text]), top_k, self._predicate(query))[0]
+        result = self._sparse_retriever().run(Queries(texts=[text]), top_k, self._predicate(query))[0]
         return self._result(result.hits)
 
     def _hybrid_query(self, query: VectorStoreQuery) -> VectorStoreQueryResult:
@@ -757,7 +812,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
         sparse_k = max(1, int(query.sparse_top_k or query.similarity_top_k or 0))
         fusion = FusionRetriever(
             self._reader,
-            components=[build_retriever("dense", self._reader), self._svdr_retriever()],
+            components=[build_retriever("dense", self._reader), self._sparse_retriever()],
             method=self.hybrid_fusion,
             weights=(alpha, 1.0 - alpha),
             depths=(dense_k, sparse_k),
@@ -866,6 +921,24 @@ def _warn_other_tokenizer(store: Store, options: Mapping[str, Any]) -> None:
             store.location,
             held,
             options["model"],
+        )
+
+
+def _warn_other_bm25_tokenizer(store: Store, options: Mapping[str, Any]) -> None:
+    """Warn when the store's BM25 index tokenizes otherwise than ``bm25=`` asks (the index is kept as it is)."""
+    held = store.extension(_BM25)
+    if held is None:
+        return
+    asked = BM25Extension(**options).config()
+    have = held.config()
+    differs = {k: (have.get(k), asked[k]) for k in ("stopwords", "stemmer") if have.get(k) != asked[k]}
+    if differs:
+        logger.warning(
+            "%s has a BM25 index built with %s; keeping it (bm25 asked for %s). Rebuild it with "
+            "`client.add_extension(BM25Extension(...), replace=True)` to change its tokenization",
+            store.location,
+            {k: v[0] for k, v in differs.items()},
+            {k: v[1] for k, v in differs.items()},
         )
 
 

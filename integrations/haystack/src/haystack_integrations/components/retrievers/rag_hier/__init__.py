@@ -1,5 +1,6 @@
 """Haystack retrievers over a RagHierDocumentStore."""
 
+from haystack_integrations.components.retrievers.rag_hier.bm25_retriever import RagHierBM25Retriever
 from haystack_integrations.components.retrievers.rag_hier.embedding_retriever import RagHierEmbeddingRetriever
 from haystack_integrations.components.retrievers.rag_hier.hierarchical_retriever import HierarchicalRetriever
 from haystack_integrations.components.retrievers.rag_hier.retriever import RagHierRetriever
@@ -10,6 +11,7 @@ from haystack_integrations.components.retrievers.rag_hier.svdr_retriever import 
 
 __all__ = [
     "HierarchicalRetriever",
+    "RagHierBM25Retriever",
     "RagHierEmbeddingRetriever",
     "RagHierRetriever",
     "RagHierSparseEmbeddingRetriever",

@@ -3,7 +3,7 @@
 A component names a registered strategy (``rag_hier.retrieval.registry``) and its parameters, checked once at
 construction against the strategy's parameters dataclass; each run hands the Haystack inputs to
 :meth:`RagHierDocumentStore._retrieve`, which builds the engine retriever, searches and turns the hits into
-Documents. The specific components (embedding, hierarchical, SVDR, sparse) are presets of this machinery:
+Documents. The specific components (embedding, hierarchical, SVDR, BM25, sparse) are presets of this machinery:
 they fix the strategy, name their inputs as Haystack's conventions do, and keep their serialized form.
 """
 
@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from haystack import Document, default_from_dict
 from haystack.document_stores.types import FilterPolicy, apply_filter_policy
 from haystack_integrations.document_stores.rag_hier import RagHierDocumentStore
+from haystack_integrations.document_stores.rag_hier.document_store import check_scale_score
 
 from rag_hier.retrieval.base import RetrieverParams
 from rag_hier.retrieval.registry import StrategyEntry, strategy
@@ -71,11 +72,7 @@ class StrategyComponent:
         """Fix the strategy and its parameters (checked against the strategy's dataclass, once)."""
         entry = self._entry(name)
         params = entry.parse(values, where=where)
-        if scale_score and not entry.retriever.over_vectors:
-            raise ValueError(
-                f"scale_score maps inner products of dense vectors to [0, 1]; the {name!r} strategy's scores are "
-                "not such products: leave scale_score off"
-            )
+        check_scale_score(entry, scale_score)
         self._strategy = name
         self._params = params
         return params

@@ -18,22 +18,22 @@ class RagHierRetriever(StrategyComponent):
     """Retrieve documents with any search strategy registered with rag-hier (``rag_hier.retrieval.registry``).
 
     ``strategy`` names the strategy — ``"dense"``, ``"hierarchical"`` (DHR), ``"tree"`` (HCE cluster tree),
-    ``"svdr-beta"``, ``"svdr-beta-rerank"``, ``"svdr-full"``, ``"svdr-alpha"``, ``"svdr-lexical"``,
+    ``"svdr-beta"``, ``"svdr-beta-rerank"``, ``"svdr-full"``, ``"svdr-alpha"``, ``"svdr-lexical"``, ``"bm25"``,
     ``"sparse-embedding"``, ``"fusion"``, or one registered by a plugin — and ``strategy_params`` its
     parameters, checked against the strategy's parameters dataclass when the component is built (an unknown
     name, a wrong type or a value out of range raises ``ValueError`` naming the parameter). A strategy
     registered later works here with no change to this component.
 
-    Each run takes what the strategy needs: ``query`` (text: SVDR needs it; dense strategies encode it with
-    the store's model), ``query_embedding`` (dense strategies use it instead of encoding the text) or
+    Each run takes what the strategy needs: ``query`` (text: SVDR and BM25 need it; dense strategies encode it
+    with the store's model), ``query_embedding`` (dense strategies use it instead of encoding the text) or
     ``query_sparse_embedding`` (the ``sparse-embedding`` strategy). Filters are applied before the search.
     Returned Documents carry ``score`` and, when the strategy reports component scores (``hierarchical``:
     passage, document, fused; ``svdr-*``; ``fusion``: each component and fused), ``meta["scores"]``.
 
     Strategies that need a store extension (``hierarchical``: the document index, ``tree``: the cluster tree,
-    β/lexical SVDR: the token index) raise a ``DocumentStoreError`` naming the fix when it is missing, unless
-    ``auto_extensions=True``: the component then builds it on first use, and every later write keeps it
-    current.
+    β/lexical SVDR: the token index, ``bm25``: the BM25 index) raise a ``DocumentStoreError`` naming the fix
+    when it is missing, unless ``auto_extensions=True``: the component then builds it on first use, and every
+    later write keeps it current.
 
     Usage example:
     ```python
@@ -67,9 +67,9 @@ class RagHierRetriever(StrategyComponent):
             strategy_params: The strategy's parameters by name (``None``: its defaults).
             filters: Filters applied to every query (see ``filter_policy``).
             top_k: The maximum number of documents to return; must be greater than 0.
-            scale_score: Scale scores to [0, 1] by the store's similarity, as InMemoryDocumentStore does:
-                ``(s + 1) / 2`` (cosine) or ``sigmoid(s / 100)`` (dot product). Only for strategies that rank
-                dense vectors (dense, hierarchical, tree).
+            scale_score: Scale scores to [0, 1] as InMemoryDocumentStore does: for strategies that rank dense
+                vectors (dense, hierarchical, tree, ehi) by the store's similarity, ``(s + 1) / 2`` (cosine) or
+                ``sigmoid(s / 100)`` (dot product); for ``bm25``, ``sigmoid(s / 8)``. Other strategies refuse it.
             return_embedding: Return the documents' dense embeddings.
             filter_policy: ``REPLACE`` (default): runtime filters replace the init filters; ``MERGE``: both
                 apply.
@@ -78,7 +78,8 @@ class RagHierRetriever(StrategyComponent):
         Raises:
             TypeError: ``document_store`` is not a RagHierDocumentStore.
             ValueError: Unknown strategy, a bad ``strategy_params`` entry (named in the message), ``top_k``
-                not greater than 0, or ``scale_score`` with a strategy whose scores are not inner products.
+                not greater than 0, or ``scale_score`` with a strategy whose scores are neither inner products
+                nor BM25 scores.
 
         """
         self._setup(document_store, filters, top_k, return_embedding, filter_policy)
