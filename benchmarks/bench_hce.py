@@ -65,6 +65,43 @@ def load_scifact(data: Path, dev: float = 0.0, seed: int = 0) -> tuple[list[Any]
     return passages, read_queries(data / "queries.jsonl"), read_qrels(data / "qrels" / "test.tsv"), train
 
 
+def load_xquad(dev: float) -> tuple[list[Any], dict[str, str], dict, dict]:
+    """XQuAD-en for HCE-U (``--dataset xquad``): the 240 paragraphs, and the questions of one half of the documents.
+
+    The 48 documents are halved with ``random.Random(0)`` (as ``bench_dhr_xquad.py`` and ``bench_fusion.py``):
+    with ``--dev`` the questions of the first 24 documents are evaluated, otherwise those of the other 24. The
+    unsupervised model trains on all paragraphs and sees no question; evaluation is at paragraph level.
+    """
+    import random
+
+    from rag_hier.corpus import split_documents
+    from rag_hier.corpus.readers import read_qa_documents, read_qa_questions
+
+    data = HERE.parent.parent / "shared" / "data" / "xquad_en"
+    if not data.is_dir():
+        data = Path("/work/shared/data/xquad_en")
+    docs = read_qa_documents(data / "documents.jsonl")
+    questions = read_qa_questions(data / "questions.jsonl")
+    ids = sorted(d.doc_id for d in docs)
+    random.Random(0).shuffle(ids)
+    first = set(ids[: round(len(ids) / 2)])
+    keep = [q for q in questions if (q.doc_id in first) == bool(dev) and q.paragraph_index is not None]
+    qrels = {q.qid: {f"{q.doc_id}#{q.paragraph_index}": 1} for q in keep}
+    return split_documents(docs, 0), {q.qid: q.question for q in keep}, qrels, {}
+
+
+def load_data(args: argparse.Namespace) -> tuple[list[Any], dict[str, str], dict, dict]:
+    """Passages, queries, evaluation qrels, training qrels of ``--dataset``."""
+    if args.dataset == "xquad":
+        return load_xquad(args.dev)
+    return load_data(args)
+
+
+def eval_ids(args: argparse.Namespace, passages: list[Any]) -> list[str]:
+    """The ids runs are scored on: documents (SciFact keeps them whole) or paragraphs (XQuAD)."""
+    return [p.id if args.dataset == "xquad" else p.doc_id for p in passages]
+
+
 def encode(model: Any, texts: list[str], *, query: bool, batch_size: int = 32) -> np.ndarray:
     fn = getattr(model, "encode_query" if query else "encode_document", model.encode)
     emb = fn(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
@@ -160,14 +197,14 @@ def stage_base(args: argparse.Namespace) -> dict[str, Any]:
 
     from rag_hier.encoders.dense import resolve_model_path
 
-    passages, queries, test_qrels, _ = load_scifact(args.data, args.dev, args.dev_seed)
+    passages, queries, test_qrels, _ = load_data(args)
     t = time.perf_counter()
     c_emb = base_embeddings(args, passages)
     model = SentenceTransformer(resolve_model_path(BASE_MODEL), device="cpu")
     model.max_seq_length = args.max_seq_length
     qids = [q for q in test_qrels if q in queries]
     q_emb = encode(model, [queries[q] for q in qids], query=True)
-    metrics = evaluate_embeddings(q_emb, qids, c_emb, [p.doc_id for p in passages], test_qrels)
+    metrics = evaluate_embeddings(q_emb, qids, c_emb, eval_ids(args, passages), test_qrels)
     return {"method": "base", "metrics": metrics, "eval_seconds": round(time.perf_counter() - t, 1)}
 
 
@@ -178,7 +215,7 @@ def stage_train(args: argparse.Namespace, method: str) -> dict[str, Any]:
     from rag_hier.encoders.dense import resolve_model_path
     from rag_hier.training.hce import HCEConfig, HCETrainer
 
-    passages, queries, test_qrels, train_qrels = load_scifact(args.data, args.dev, args.dev_seed)
+    passages, queries, test_qrels, train_qrels = load_data(args)
     c_base = base_embeddings(args, passages)
     out_dir = OUT / f"model-{method}{args.tag}"
     torch.manual_seed(args.seed)
@@ -297,7 +334,7 @@ def stage_train(args: argparse.Namespace, method: str) -> dict[str, Any]:
     c_emb = encode(model, [p.embedding_text for p in passages], query=False)
     qids = [q for q in test_qrels if q in queries]
     q_emb = encode(model, [queries[q] for q in qids], query=True)
-    metrics = evaluate_embeddings(q_emb, qids, c_emb, [p.doc_id for p in passages], test_qrels)
+    metrics = evaluate_embeddings(q_emb, qids, c_emb, eval_ids(args, passages), test_qrels)
     # kept for the tree stage (tree vs IVF on this model's vectors): float32 arrays, no pickle
     prefix = "dev-" if args.dev else ""
     np.save(OUT / f"{prefix}corpus-{method}{args.tag}.npy", c_emb, allow_pickle=False)
@@ -320,8 +357,8 @@ def stage_tree(args: argparse.Namespace) -> dict[str, Any]:
     from rag_hier.eval import evaluate
     from rag_hier.index.tree import ClusterTree
 
-    passages, queries, test_qrels, _ = load_scifact(args.data)
-    doc_ids = [p.doc_id for p in passages]
+    passages, queries, test_qrels, _ = load_data(args)
+    doc_ids = eval_ids(args, passages)
     qids = [q for q in test_qrels if q in queries]
     if args.vectors_of:  # a trained model's vectors, saved by its train stage (test queries, same order)
         c_emb = np.load(OUT / f"corpus-{args.vectors_of}.npy", allow_pickle=False)
@@ -405,8 +442,8 @@ def stage_compare(args: argparse.Namespace) -> dict[str, Any]:
     from rag_hier.encoders.dense import resolve_model_path
     from rag_hier.eval import evaluate_per_query, paired_difference, write_per_query, write_run
 
-    passages, queries, eval_qrels, _ = load_scifact(args.data, args.dev, args.dev_seed)
-    doc_ids = [p.doc_id for p in passages]
+    passages, queries, eval_qrels, _ = load_data(args)
+    doc_ids = eval_ids(args, passages)
     qids = [q for q in eval_qrels if q in queries]
     prefix = "dev-" if args.dev else ""
     per: dict[str, np.ndarray] = {}
@@ -606,6 +643,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("stage", choices=("base", "ct", "hce-u", "hce-s", "hce-j", "tree", "build", "compare", "report"))
     p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    p.add_argument(
+        "--dataset",
+        choices=("scifact", "xquad"),
+        default="scifact",
+        help="xquad: HCE-U (and base) on XQuAD-en paragraphs",
+    )
     p.add_argument("--max-seq-length", type=int, default=128)
     p.add_argument("--steps", type=int, default=16)
     p.add_argument("--batch-size", type=int, default=16)
@@ -657,6 +700,11 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     faiss.omp_set_num_threads(args.threads)
+    if args.dataset == "xquad":
+        if args.stage not in ("base", "hce-u", "compare", "report"):
+            p.error("--dataset xquad runs the base, hce-u, compare and report stages (no training queries are used)")
+        global OUT
+        OUT = HERE / "out" / "hce-xquad"
     OUT.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
     if args.stage == "base":
