@@ -94,7 +94,7 @@ def load_data(args: argparse.Namespace) -> tuple[list[Any], dict[str, str], dict
     """Passages, queries, evaluation qrels, training qrels of ``--dataset``."""
     if args.dataset == "xquad":
         return load_xquad(args.dev)
-    return load_data(args)
+    return load_scifact(args.data, args.dev, args.dev_seed)
 
 
 def eval_ids(args: argparse.Namespace, passages: list[Any]) -> list[str]:
