@@ -145,9 +145,11 @@ def test_unsupervised_ict_spans_lie_in_the_window_the_model_encodes(tiny_model_p
     texts = [" ".join(f"word{d}x{i}" for i in range(150)) for d in range(6)]
     items = TrainingCorpus.from_texts({f"d{d}": t for d, t in enumerate(texts)})
     tokenizer = trainer.model.tokenizer
-    queries, positives = trainer._unsup_rows(items, np.arange(6).repeat(5), np.random.default_rng(0))
+    owners = np.arange(6).repeat(5)
+    queries, _positives = trainer._unsup_rows(items, owners, np.random.default_rng(0))
     assert len(queries) == 30
-    for query, text in zip(queries, positives, strict=True):
+    for query, owner in zip(queries, owners, strict=True):
+        text = texts[owner]  # the passage as stored (by default the span is cut out of the positive context)
         enc = tokenizer(text, truncation=True, max_length=24, return_offsets_mapping=True)
         window_end = max(end for _, end in enc["offset_mapping"])  # last character the model encodes
         start = text.find(query)

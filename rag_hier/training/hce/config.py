@@ -48,7 +48,8 @@ class HCEConfig:
             ``alpha`` times the unsupervised loss of a batch of pseudo-queries) or ``"alternate"`` (supervised
             and unsupervised batches take turns, each step half the cost and half the supervised data).
         ict_remove_rate: Probability that an ICT pseudo-query's span is cut out of its positive document
-            (Lee et al., 2019: 0.9); 0 leaves the span inside its document.
+            (Lee et al., 2019: 0.9, the default); 0 leaves the span inside its document, which makes the
+            document term trivial now that spans lie inside the encoded window (docs/hce.md).
         symmetric: Add the document → query in-batch term to the lower-level loss (paper: yes).
         level_weight: Factor on each of the ``M`` level (sibling-centroid) terms. 1.0 with
             ``direction_reduction="sum"`` is the paper's Eq. 8 exactly (the default); ``docs/hce.md`` reports the
@@ -100,7 +101,7 @@ class HCEConfig:
     temperature: float = 0.01
     alpha: float = 0.5
     joint_schedule: JointSchedule = "sum"
-    ict_remove_rate: float = 0.0
+    ict_remove_rate: float = 0.9
     symmetric: bool = True
     level_weight: float = 1.0
     direction_reduction: DirectionReduction = "sum"
