@@ -676,7 +676,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-points-per-centroid", type=int, default=256)
     p.add_argument("--epochs", type=int, default=1, help="HCE: EM epochs within --steps (re-cluster between them)")
     p.add_argument("--joint-schedule", choices=("sum", "alternate"), default="sum")
-    p.add_argument("--ict-remove-rate", type=float, default=0.0)
+    from rag_hier.training.hce.config import HCEConfig  # dataclasses only: no torch
+
+    p.add_argument("--ict-remove-rate", type=float, default=HCEConfig.ict_remove_rate)
     p.add_argument("--unsupervised-task", choices=("ict", "simcse"), default="ict", help="HCE-U/J pseudo-queries")
     p.add_argument("--dev", type=float, default=0.0, help="evaluate on this share of the train queries, held out")
     p.add_argument("--dev-seed", type=int, default=0)
