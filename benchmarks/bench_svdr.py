@@ -494,6 +494,9 @@ def main(argv: list[str] | None = None) -> int:
         "--train-negative-depth", type=int, default=20, help="hard negatives from the top N (paper 20; 0.1.0: 30)"
     )
     parser.add_argument("--train-selection-precision", choices=("float32", "bfloat16"), default="bfloat16")
+    parser.add_argument(
+        "--trained-tag", default="trained", help="label (and E(d) cache name) of the trained model's evaluation"
+    )
     args = parser.parse_args(argv)
     if not (args.data / "qrels" / "test.tsv").is_file():
         print(f"SKIP: SciFact not found at {args.data}")
@@ -517,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
         elif phase == "train":
             phase_train(args, results)
         elif phase == "trained":
-            phase_eval(args, results, "trained", trained)
+            phase_eval(args, results, args.trained_tag, trained)
         elif phase == "latency":
             phase_latency(args, results, "untrained", DEFAULT_MODEL)
         save_results(args.out, results)
