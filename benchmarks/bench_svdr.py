@@ -445,6 +445,7 @@ def phase_train(args, results: dict) -> None:
         negative_schedule=args.train_negative_schedule,
         temperature=args.train_temperature,
         max_seconds=args.train_minutes * 60,
+        max_steps=args.train_steps,
         seed=0,
         log_every=5,
     )
@@ -481,6 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-queries", type=int, default=6)
     parser.add_argument("--train-minutes", type=float, default=18.0)
     parser.add_argument("--train-epochs", type=int, default=1)
+    parser.add_argument("--train-steps", type=int, default=None, help="stop after this many steps (and the minutes)")
     parser.add_argument("--train-batch-size", type=int, default=16)
     parser.add_argument("--train-lr", type=float, default=2e-5)
     parser.add_argument("--train-temperature", type=float, default=1.0)
