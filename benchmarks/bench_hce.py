@@ -147,6 +147,7 @@ def budget(args: argparse.Namespace) -> dict[str, Any]:
         "joint_schedule": args.joint_schedule,
         "ict_remove_rate": args.ict_remove_rate,
         "unsupervised_task": args.unsupervised_task,
+        "ict_unit": args.ict_unit,
         "epochs": args.epochs,
         "level_weight": args.level_weight,
         "direction_reduction": args.direction_reduction,
@@ -297,6 +298,7 @@ def stage_train(args: argparse.Namespace, method: str) -> dict[str, Any]:
             alpha=args.alpha,
             joint_schedule=args.joint_schedule,
             ict_remove_rate=args.ict_remove_rate,
+            ict_unit=args.ict_unit,
             level_weight=args.level_weight,
             direction_reduction=args.direction_reduction,
             mini_batch_size=args.mini_batch_size or None,
@@ -679,6 +681,7 @@ def main(argv: list[str] | None = None) -> int:
     from rag_hier.training.hce.config import HCEConfig  # dataclasses only: no torch
 
     p.add_argument("--ict-remove-rate", type=float, default=HCEConfig.ict_remove_rate)
+    p.add_argument("--ict-unit", choices=("tokens", "sentence"), default="tokens", help="ICT pseudo-query unit")
     p.add_argument("--unsupervised-task", choices=("ict", "simcse"), default="ict", help="HCE-U/J pseudo-queries")
     p.add_argument("--dev", type=float, default=0.0, help="evaluate on this share of the train queries, held out")
     p.add_argument("--dev-seed", type=int, default=0)

@@ -221,6 +221,12 @@ def add_train_parser(subparsers: Any) -> None:
         help=f"ICT pseudo-query length in tokens (default {d.span_tokens})",
     )
     p.add_argument(
+        "--ict-unit",
+        choices=("tokens", "sentence"),
+        default=d.ict_unit,
+        help=f"ICT pseudo-query: a --span-tokens span or one sentence of the passage (default {d.ict_unit})",
+    )
+    p.add_argument(
         "--max-passage-words",
         type=int,
         default=None,
@@ -269,6 +275,7 @@ def _train(args: argparse.Namespace) -> int:
             dev_fraction=args.dev_fraction,
             dev_size=args.dev_size,
             span_tokens=args.span_tokens,
+            ict_unit=args.ict_unit,
             max_seq_length=args.max_seq_length,
             gradient_accumulation_steps=args.grad_accum,
             fp16=args.fp16,

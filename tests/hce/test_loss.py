@@ -205,6 +205,27 @@ def test_ict_examples_cut_the_span_out_of_its_context() -> None:
     assert 150 < removed < 250  # about half of 400
 
 
+def test_ict_sentence_unit_takes_one_whole_sentence_inside_the_window() -> None:
+    from rag_hier.training.hce import ict_examples
+
+    sentences = [f"Sentence number {i} talks about  topic{i}." for i in range(12)]  # a double space inside
+    text = " ".join(sentences)
+    queries, contexts = ict_examples([text] * 60, np.random.default_rng(0), unit="sentence", remove_rate=1.0)
+    normalized = [" ".join(s.split()) for s in sentences]
+    assert {" ".join(q.split()) for q in queries} <= set(normalized) and len(set(queries)) > 3
+    for query, context in zip(queries, contexts, strict=True):
+        assert query in text and query not in context
+        assert len(context.split()) + len(query.split()) == len(text.split())
+    # inside the window: with 14 words visible only the first two sentences (6 words each) qualify
+    window = ict_examples([text] * 40, np.random.default_rng(1), unit="sentence", max_tokens=14)[0]
+    assert {" ".join(q.split()) for q in window} == set(normalized[:2])
+    # fewer than two sentences in the window: a token span, as with unit="tokens"
+    one = ict_examples([text], np.random.default_rng(2), unit="sentence", max_tokens=7, span_tokens=3)[0][0]
+    assert len(one.split()) == 3
+    with pytest.raises(ValueError, match="unit"):
+        ict_examples([text], np.random.default_rng(0), unit="words")
+
+
 def test_joint_loss_is_supervised_plus_alpha_unsupervised(tiny_model_path) -> None:
     from sentence_transformers import SentenceTransformer
 

@@ -64,6 +64,8 @@ def test_supervised_needs_queries_and_config_is_validated(tmp_path, tiny_model_p
         HCEConfig(joint_schedule="mixed")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="ict_remove_rate"):
         HCEConfig(ict_remove_rate=1.5)
+    with pytest.raises(ValueError, match="ict_unit"):
+        HCEConfig(ict_unit="words")  # type: ignore[arg-type]
 
 
 @pytest.mark.real_model

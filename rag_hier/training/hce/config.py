@@ -25,6 +25,8 @@ JointSchedule = Literal["sum", "alternate"]
 DirectionReduction = Literal["sum", "mean"]
 HCE_MODES: tuple[str, ...] = ("unsupervised", "supervised", "joint")
 UNSUPERVISED_TASKS: tuple[str, ...] = ("ict", "simcse")
+IctUnit = Literal["tokens", "sentence"]
+ICT_UNITS: tuple[str, ...] = ("tokens", "sentence")
 RECLUSTER_POLICIES: tuple[str, ...] = ("improved", "always", "never")
 JOINT_SCHEDULES: tuple[str, ...] = ("sum", "alternate")
 DIRECTION_REDUCTIONS: tuple[str, ...] = ("sum", "mean")
@@ -75,6 +77,8 @@ class HCEConfig:
             early stopping on them mostly returned the base model.
         span_tokens: ICT pseudo-query length in tokens. Spans are drawn inside the part of the document the
             model encodes (its first ``max_seq_length`` tokens, special tokens excluded).
+        ict_unit: ``"tokens"`` (a ``span_tokens`` span, the default) or ``"sentence"`` (one random sentence inside
+            that window, Lee et al.'s ICT; a token span when the window holds fewer than two sentences).
         max_seq_length: Truncate texts to this many tokens (``None``: the model's own limit).
         mini_batch_size: Embed each step's texts in GradCache mini-batches of this many texts (``None``: all in
             one forward pass). Same loss and gradients for one extra forward pass; bounds the activation memory,
@@ -117,6 +121,7 @@ class HCEConfig:
     dev_fraction: float = 0.1
     dev_size: int = 0
     span_tokens: int = 64
+    ict_unit: IctUnit = "tokens"
     max_seq_length: int | None = None
     mini_batch_size: int | None = 32
     attention_dropout: float | None = 0.0
@@ -157,6 +162,7 @@ class HCEConfig:
         need(0 <= self.dev_fraction < 1, "dev_fraction", "in [0, 1)")
         need(self.dev_size >= 0, "dev_size", ">= 0")
         need(self.span_tokens >= 1, "span_tokens", ">= 1")
+        need(self.ict_unit in ICT_UNITS, "ict_unit", " or ".join(ICT_UNITS))
         need(self.max_seq_length is None or self.max_seq_length >= 8, "max_seq_length", ">= 8 or None")
         need(self.mini_batch_size is None or self.mini_batch_size >= 1, "mini_batch_size", ">= 1 or None")
         dropout = self.attention_dropout

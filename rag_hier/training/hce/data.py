@@ -154,6 +154,25 @@ def ict_queries(
     return ict_examples(texts, rng, span_tokens=span_tokens, tokenize=tokenize, max_tokens=max_tokens)[0]
 
 
+def _sentence_spans(text: str, window_end: int) -> list[tuple[int, int]]:
+    """Character spans of ``text``'s sentences that end inside its first ``window_end`` characters."""
+    from rag_hier.corpus.sentences import split_sentences
+
+    words = _whitespace_offsets(text)
+    spans = []
+    first = 0
+    for sentence in split_sentences(text):
+        count = len(sentence.split())
+        if count == 0:
+            continue
+        a, b = words[first][0], words[first + count - 1][1]
+        first += count
+        if b > window_end:
+            break
+        spans.append((a, b))
+    return spans
+
+
 def ict_examples(
     texts: Sequence[str],
     rng: np.random.Generator,
@@ -162,18 +181,22 @@ def ict_examples(
     tokenize: Tokenize | None = None,
     remove_rate: float = 0.0,
     max_tokens: int | None = None,
+    unit: str = "tokens",
 ) -> tuple[list[str], list[str]]:
     """Inverse Cloze Task examples: ``(pseudo-queries, contexts)``.
 
     Each pseudo-query is a random span of ``span_tokens`` tokens (see :func:`ict_queries`), drawn inside the
     first ``max_tokens`` tokens when given (the encoder's window: a span beyond it would pair the query with
-    a document whose encoded part does not contain it). Its context is the text with the span cut out with
-    probability ``remove_rate`` (Lee et al., 2019 remove it 90 % of the time, so that the task is not solved
-    by word overlap alone), else the whole text. The same generator state gives the same spans whatever the
-    rate.
+    a document whose encoded part does not contain it). With ``unit="sentence"`` it is one random sentence
+    lying inside that window instead (Lee et al., 2019's pseudo-query), when the window holds at least two
+    sentences (else a token span as above). Its context is the text with the span cut out with probability
+    ``remove_rate`` (Lee et al. remove it 90 % of the time, so that the task is not solved by word overlap
+    alone), else the whole text. The same generator state gives the same spans whatever the rate.
     """
     if max_tokens is not None and max_tokens < 1:
         raise ValueError(f"max_tokens must be >= 1 or None, got {max_tokens}")
+    if unit not in ("tokens", "sentence"):
+        raise ValueError(f"unit must be 'tokens' or 'sentence', got {unit!r}")
     queries: list[str] = []
     contexts: list[str] = []
     offsets_of = tokenize or _whitespace_offsets
@@ -184,9 +207,13 @@ def ict_examples(
             queries.append(text)
             contexts.append(text)
             continue
-        length = min(span_tokens, max(1, n // 2))
-        start = int(rng.integers(0, n - length + 1))
-        a, b = offsets[start][0], offsets[start + length - 1][1]
+        sentences = _sentence_spans(text, offsets[n - 1][1]) if unit == "sentence" else []
+        if len(sentences) >= 2:
+            a, b = sentences[int(rng.integers(0, len(sentences)))]
+        else:
+            length = min(span_tokens, max(1, n // 2))
+            start = int(rng.integers(0, n - length + 1))
+            a, b = offsets[start][0], offsets[start + length - 1][1]
         queries.append(text[a:b])
         if rng.random() < remove_rate:  # drawn for every text: the spans do not depend on the rate
             contexts.append(" ".join(part for part in (text[:a].rstrip(), text[b:].lstrip()) if part))

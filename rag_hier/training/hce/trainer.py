@@ -559,6 +559,7 @@ class HCETrainer:
             tokenize=self._tokenize_offsets(),
             remove_rate=self.config.ict_remove_rate,
             max_tokens=self._ict_window(),
+            unit=self.config.ict_unit,
         )
 
     def _datasets(
