@@ -96,8 +96,8 @@ def test_existing_store_must_hold_the_corpus(tiny_model_path: str, tmp_path: Pat
 
 
 def test_unknown_strategy_and_parameters() -> None:
-    with pytest.raises(RagHierError, match="unknown strategy 'bm25'"):
-        strategy_search("bm25")
+    with pytest.raises(RagHierError, match="unknown strategy 'no-such-strategy'"):
+        strategy_search("no-such-strategy")
     with pytest.raises(RagHierError, match=r"unknown parameter.*k1.*it takes beam"):
         strategy_search("tree", {"k1": 3})
 
