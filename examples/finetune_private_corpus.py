@@ -8,7 +8,7 @@ FOLDER holds Markdown or plain-text files (default: examples/corpus). Unsupervis
 tiered negatives from a cluster tree of your corpus) fine-tunes the offline all-MiniLM-L6-v2 for a few
 steps; the result is a plain sentence-transformers model directory, used here to build a store with a
 cluster tree and to search it both exhaustively and by beam search. Small settings, but not seconds on CPU:
-on 2 idle cores (2026-11-25, load 1.3 before the start) the whole script with the default 20 steps took 99 s
+on 2 idle cores (2026-11-26, load 1.3 before the start) the whole script with the default 20 steps took 99 s
 wall clock (4.3-4.7 s per step of 16 pseudo-queries with 2 tree negatives each at 128 tokens; 96 s of
 training, the rest loading and indexing), peak resident memory 1.8 GB. On a busy host it takes longer in
 proportion to the load.
