@@ -306,8 +306,15 @@ def run_svdr(args: argparse.Namespace, data: dict[str, Any], steps: StepLog) -> 
     from rag_hier.encoders.vocab import VocabEncoder
 
     encoder = VocabEncoder(**kwargs) if kwargs else VocabEncoder()
+    answers = {q.qid: q.answers for q in data.get("questions", ()) if q.answers}  # QA data: the paper's filter
     trainer = SvdrTrainer.from_documents(
-        encoder, data["documents"], data["queries"], data["qrels"], config=cfg, max_passage_words=0
+        encoder,
+        data["documents"],
+        data["queries"],
+        data["qrels"],
+        config=cfg,
+        max_passage_words=0,
+        answers=answers or None,
     )
     orig_inputs = SvdrTrainer._step_inputs
 

@@ -169,7 +169,12 @@ def add_train_parser(subparsers: Any) -> None:
     )
     p.add_argument("corpus", help="corpus file or directory (documents are kept whole unless --max-passage-words)")
     p.add_argument("--queries", required=True, help="training queries (BEIR queries.jsonl, ...)")
-    p.add_argument("--qrels", required=True, help="training judgements (BEIR TSV or TREC), at the document level")
+    p.add_argument(
+        "--qrels",
+        required=True,
+        help="training judgements (BEIR TSV or TREC): document ids (each of the document's passages is a "
+        "positive) or passage ids such as DOC#N (that passage is the positive)",
+    )
     p.add_argument("--output", required=True, help="directory to write the trained encoder to")
     p.add_argument("--model", default=None, help="starting model (default: the offline all-MiniLM-L6-v2)")
     p.add_argument("--format", default=None, help="corpus format (default: detect)")

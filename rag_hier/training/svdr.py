@@ -229,7 +229,11 @@ class SvdrTrainer:
         encoder: The encoder to train (in place), or a model name/path for a new one.
         corpus: Passage id → passage text (for whole documents, use :meth:`from_documents`).
         queries: Query id → text.
-        qrels: Query id → {document id → grade}; grades > 0 are relevant.
+        qrels: Query id → {document or passage id → grade}; grades > 0 are relevant. A judged *document*
+            makes each of its passages a positive (one drawn per step) and none of them a negative; a judged
+            *passage* (an id of ``corpus`` that is not a document id, e.g. ``<doc_id>#<n>`` from
+            :meth:`from_documents`) is the positive itself, and the document's other passages stay
+            negatives, as the judgement says. An id naming both is read as the document.
         doc_of: Passage id → document id, when passages are parts of documents (default: identity).
         config: Hyper-parameters.
         answers: Query id → answer strings (QA data): a passage containing one is never a hard negative.
@@ -259,22 +263,38 @@ class SvdrTrainer:
             self.passages_of.setdefault(d, []).append(i)
         self.doc_index = {d: k for k, d in enumerate(self.passages_of)}
         self.passage_doc = np.asarray([self.doc_index[d] for d in docs], dtype=np.int64)
+        passage_row = {p: i for i, p in enumerate(self.passage_ids)}
         self.queries = dict(queries)
+        # judged id (document, or passage) -> its passage rows: the positives it stands for
+        self.units: dict[str, list[int]] = {}
         self.relevant: dict[str, set[str]] = {}
+        self.relevant_rows: dict[str, set[int]] = {}
         examples: list[_Example] = []
         skipped = 0
         for qid, judged in qrels.items():
             if qid not in self.queries:
                 skipped += 1
                 continue
-            rel = {d for d, g in judged.items() if g > 0 and d in self.passages_of}
+            rel: set[str] = set()
+            for d, g in judged.items():
+                if g <= 0:
+                    continue
+                if d in self.passages_of:
+                    self.units.setdefault(d, self.passages_of[d])
+                elif d in passage_row:
+                    self.units.setdefault(d, [passage_row[d]])
+                else:
+                    continue
+                rel.add(d)
             if rel:
                 self.relevant[qid] = rel
+                self.relevant_rows[qid] = {i for d in rel for i in self.units[d]}
                 examples.extend(_Example(qid, d) for d in sorted(rel))
         if not examples:
             raise RagHierError(
-                "no training pair: no judged query has a relevant document in the corpus "
-                f"({len(qrels)} judged queries, {len(self.queries)} queries, {len(self.passages_of)} documents)"
+                "no training pair: no judged query has a relevant document or passage in the corpus "
+                f"({len(qrels)} judged queries, {len(self.queries)} queries, {len(self.passages_of)} documents, "
+                f"{len(self.passage_ids)} passages; judged ids are matched against document ids and passage ids)"
             )
         if skipped:
             logger.warning("%d judged queries have no text in the queries and are skipped", skipped)
@@ -324,14 +344,14 @@ class SvdrTrainer:
 
     def _usable(self, qid: str, candidates: Sequence[int]) -> list[int]:
         """The candidates that may be negatives of ``qid``: not relevant, and (QA data) without an answer string."""
-        rel = {self.doc_index[d] for d in self.relevant[qid]}
+        rel = self.relevant_rows[qid]
         answers = self.answers.get(qid, ())
         if answers and self._lower is None:
             self._lower = [t.lower() for t in self.texts]
         out = []
         for i in candidates:
             i = int(i)
-            if i < 0 or int(self.passage_doc[i]) in rel:
+            if i < 0 or i in rel:
                 continue
             if answers and self._lower is not None and any(a in self._lower[i] for a in answers):
                 continue
@@ -341,9 +361,7 @@ class SvdrTrainer:
         return out
 
     def _search_depth(self) -> int:
-        depth = self.config.negative_depth + max(
-            len(self.passages_of[d]) for rel in self.relevant.values() for d in rel
-        )
+        depth = self.config.negative_depth + max(len(rows) for rows in self.relevant_rows.values())
         return min(depth * 2 + (20 if self.answers else 0), len(self.texts))
 
     def mine_negatives(self, qids: Sequence[str] | None = None) -> dict[str, list[int]]:
@@ -417,7 +435,7 @@ class SvdrTrainer:
 
     def _step_inputs(self, batch: list[_Example], rng: random.Random) -> tuple[list[str], list[str], np.ndarray]:
         """Query texts, passage texts (positives first), and the false-negative mask ``(n, m)``."""
-        positives = [rng.choice(self.passages_of[ex.doc]) for ex in batch]
+        positives = [rng.choice(self.units[ex.doc]) for ex in batch]
         passages = list(positives)
         taken = set(positives)
         for ex in batch:
@@ -427,9 +445,9 @@ class SvdrTrainer:
                 taken.add(i)
         mask = np.zeros((len(batch), len(passages)), dtype=bool)
         for r, ex in enumerate(batch):
-            rel = {self.doc_index[d] for d in self.relevant[ex.qid]}
+            rel = self.relevant_rows[ex.qid]
             for c, i in enumerate(passages):
-                if c != r and int(self.passage_doc[i]) in rel:
+                if c != r and i in rel:
                     mask[r, c] = True
         return [self.queries[ex.qid] for ex in batch], [self.texts[i] for i in passages], mask
 

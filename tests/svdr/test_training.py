@@ -131,7 +131,48 @@ def test_training_runs_saves_and_loads(tiny_model_path: str, tmp_path: Path) -> 
 
 
 def test_training_refuses_data_without_pairs(vocab_encoder: VocabEncoder) -> None:
-    with pytest.raises(RagHierError, match="no training pair"):
+    with pytest.raises(RagHierError, match=r"no training pair.*document ids and passage ids"):
         SvdrTrainer.from_documents(vocab_encoder, [Document("x", "X", ("text",))], QUERIES, QRELS)
     with pytest.raises(ValueError, match="batch_size"):
         SvdrTrainingConfig(batch_size=0)
+
+
+def test_passage_level_qrels_make_that_passage_the_positive(vocab_encoder: VocabEncoder) -> None:
+    # two documents of two paragraphs each; QA data judges paragraphs (<doc_id>#<n>), BEIR data documents
+    docs = [
+        Document("a", "Bees", ("Bees make honey in hives.", "Bees pollinate apple trees in spring.")),
+        Document("b", "Rivers", ("Rivers carry sediment to deltas.", "Bees drink water from rivers.")),
+    ]
+    queries = {"qp": "bees apple trees", "qd": "rivers sediment"}
+    qrels = {"qp": {"a#1": 1}, "qd": {"b": 1}}
+    config = SvdrTrainingConfig(negative_depth=4, hard_negatives=3)
+    trainer = SvdrTrainer.from_documents(vocab_encoder, docs, queries, qrels, config=config)
+    rows = {p: i for i, p in enumerate(trainer.passage_ids)}
+    assert sorted((e.qid, e.doc) for e in trainer.examples) == [("qd", "b"), ("qp", "a#1")]
+    assert trainer.relevant_rows == {"qp": {rows["a#1"]}, "qd": {rows["b#0"], rows["b#1"]}}
+    # the judged paragraph is the positive; its document's other paragraph is an ordinary negative, while
+    # every paragraph of a judged document stays out of the negatives
+    for negatives in (trainer.bm25_negatives(), trainer.mine_negatives()):
+        assert rows["a#1"] not in negatives["qp"] and rows["a#0"] in negatives["qp"]
+        assert not {rows["b#0"], rows["b#1"]} & set(negatives["qd"])
+    trainer._negatives = {"qp": [rows["b#1"], rows["a#0"]], "qd": [rows["a#1"], rows["a#0"]]}
+    batch = sorted(trainer.examples, key=lambda e: e.qid, reverse=True)  # qp, qd
+    for seed in range(5):
+        _, texts, mask = trainer._step_inputs(batch, random.Random(seed))
+        assert texts[0] == trainer.texts[rows["a#1"]]
+        assert texts[1] in (trainer.texts[rows["b#0"]], trainer.texts[rows["b#1"]])
+        # qp's row masks nothing (a#0 is not judged); qd's row masks a paragraph of b drawn as qp's negative
+        assert not mask[0].any()
+        of_b = [trainer.texts.index(t) in {rows["b#0"], rows["b#1"]} for t in texts[2:]]
+        assert mask[1].tolist() == [False, False, *of_b]
+
+
+def test_passage_level_qrels_train(tiny_model_path: str) -> None:
+    encoder = VocabEncoder(tiny_model_path, device="cpu")
+    docs = [Document(f"d{i}", f"T{i}", (t, TEXTS[(i + 3) % len(TEXTS)])) for i, t in enumerate(TEXTS)]
+    qrels = {q: {f"d{q[1:]}#0": 1} for q in QUERIES}
+    config = SvdrTrainingConfig(batch_size=3, max_steps=2, hard_negatives=1)
+    trainer = SvdrTrainer.from_documents(encoder, docs, QUERIES, qrels, config=config)
+    assert len(trainer.examples) == len(QUERIES)
+    result = trainer.train()
+    assert result.steps == 2 and np.isfinite(result.losses).all()
