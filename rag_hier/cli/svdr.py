@@ -3,7 +3,7 @@
 - ``rag-hier index CORPUS --store DIR --token-index [--no-dense] [--svdr-vectors]``
 - ``rag-hier search|eval --strategy svdr-full|svdr-alpha|svdr-beta|svdr-beta-rerank|svdr-lexical
   [--rerank-m M] [--vocab-model M] [--no-cache]`` (strategies and flags from the registry)
-- ``rag-hier train svdr CORPUS --queries FILE --qrels FILE --output DIR``
+- ``rag-hier train svdr CORPUS --queries FILE [--qrels FILE] --output DIR`` (``--qrels`` optional for QA questions)
 """
 
 from __future__ import annotations
@@ -171,9 +171,11 @@ def add_train_parser(subparsers: Any) -> None:
     p.add_argument("--queries", required=True, help="training queries (BEIR queries.jsonl, ...)")
     p.add_argument(
         "--qrels",
-        required=True,
+        default=None,
         help="training judgements (BEIR TSV or TREC): document ids (each of the document's passages is a "
-        "positive) or passage ids such as DOC#N (that passage is the positive)",
+        "positive) or passage ids such as DOC#N (that passage is the positive). Optional with a QA questions "
+        "file as --queries: each question then judges its paragraph (DOC#PARAGRAPH), or its document with "
+        "--max-passage-words",
     )
     p.add_argument("--output", required=True, help="directory to write the trained encoder to")
     p.add_argument("--model", default=None, help="starting model (default: the offline all-MiniLM-L6-v2)")
@@ -225,15 +227,27 @@ def _cmd_train(args: argparse.Namespace) -> int:
         raise ValueError(f"corpus {corpus} does not exist")
     documents = read_corpus(corpus, args.format or detect_format(corpus))
     queries = read_queries(args.queries)
-    qrels = read_qrels(args.qrels)
-    answers = None
+    questions = None
     try:  # a QA questions file: its answer strings filter the hard negatives (the paper's filter)
         from rag_hier.corpus.readers import read_qa_questions
         from rag_hier.errors import CorpusFormatError
 
-        answers = {q.qid: q.answers for q in read_qa_questions(args.queries) if q.answers}
+        questions = read_qa_questions(args.queries)
     except (CorpusFormatError, KeyError, ValueError):  # BEIR queries: relevance judgements filter them
-        answers = None
+        questions = None
+    answers = {q.qid: q.answers for q in questions if q.answers} if questions else None
+    if args.qrels is not None:
+        qrels = read_qrels(args.qrels)
+    elif questions:
+        # the paragraph a question was asked on is the passage DOC#N when paragraphs are kept whole
+        qrels = {
+            q.qid: {q.doc_id if args.max_passage_words else f"{q.doc_id}#{q.paragraph_index}": 1} for q in questions
+        }
+    else:
+        raise ValueError(
+            f"--qrels is required: {args.queries} is not a QA questions file (qid, question, doc_id, "
+            "paragraph_index, answers) from which the judgements could be taken"
+        )
     overrides: dict[str, Any] = {}
     if args.top_k is not None:
         overrides["top_k"] = args.top_k

@@ -171,3 +171,38 @@ def test_train_svdr_command(beir: Path, tmp_path: Path, tiny_model_path: str) ->
         "--no-progress",
     )
     assert code == 0, err
+
+
+QA_DOCS = [
+    {"doc_id": "rivers", "title": "Rivers", "paragraphs": ["Rivers carry sediment.", "Deltas form where rivers slow."]},
+    {"doc_id": "bees", "title": "Bees", "paragraphs": ["Bees make honey from nectar.", "A hive has one queen."]},
+]
+QA_QUESTIONS = [
+    {"qid": "a", "question": "where do deltas form", "answers": ["deltas"], "doc_id": "rivers", "paragraph_index": 1},
+    {"qid": "b", "question": "how many queens", "answers": ["one queen"], "doc_id": "bees", "paragraph_index": 1},
+    {"qid": "c", "question": "what do bees make", "answers": ["honey"], "doc_id": "bees", "paragraph_index": 0},
+]
+
+
+def test_train_svdr_on_qa_questions_without_qrels(beir: Path, tmp_path: Path, tiny_model_path: str) -> None:
+    qa = tmp_path / "qa"
+    qa.mkdir()
+    (qa / "documents.jsonl").write_text("".join(json.dumps(d) + "\n" for d in QA_DOCS))
+    (qa / "questions.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QA_QUESTIONS))
+    common = ["--model", tiny_model_path, "--batch-size", "2", "--max-steps", "1", "--no-progress"]
+    # each question judges its paragraph (DOC#N): three pairs over four passages
+    code, _, err = run("train", "svdr", qa, "--queries", qa / "questions.jsonl", "--output", tmp_path / "m", *common)
+    assert code == 0, err
+    data = json.loads((tmp_path / "m" / "training.json").read_text())["data"]
+    assert data == {"passages": 4, "queries": 3, "pairs": 3}
+    # with passages split by words, the question's document is judged
+    code, _, err = run(
+        "train", "svdr", qa, "--queries", qa / "questions.jsonl", "--output", tmp_path / "m2", "--max-passage-words",
+        "3", *common,
+    )  # fmt: skip
+    assert code == 0, err
+    data = json.loads((tmp_path / "m2" / "training.json").read_text())["data"]
+    assert data["queries"] == 3 and data["pairs"] == 3 and data["passages"] > 4
+    # BEIR queries carry no judgements: --qrels is required, and the message says why
+    code, _, err = run("train", "svdr", beir, "--queries", beir / "queries.jsonl", "--output", tmp_path / "m3", *common)
+    assert code == 2 and "--qrels is required" in err and "queries.jsonl" in err
