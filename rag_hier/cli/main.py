@@ -514,7 +514,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)
+    before = list(logging.root.handlers)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.root.handlers:
+        if handler not in before:  # ours: also drop records of libraries that set their own logger to DEBUG (bm25s)
+            handler.setLevel(level)
     if args.verbose < 2:
         if args.command in _MODEL_COMMANDS:  # importing transformers costs a second; only where a model loads
             _quiet_transformers()

@@ -16,6 +16,8 @@ from rag_hier.eval.metrics import evaluate
 from rag_hier.eval.trec import read_run
 from rag_hier.store.store import HierStore
 
+from .conftest import Corpora
+
 
 def parse_trec(text: str) -> dict[str, list[tuple[str, int, float, str]]]:
     """Parse TREC run lines, checking the column layout: ``qid Q0 id rank score tag``."""
@@ -603,3 +605,27 @@ def test_qa_fixture_is_consistent(corpora) -> None:
     for q in corpora.qa_questions:
         title = next(d["title"] for d in corpora.qa_docs if d["doc_id"] == q["doc_id"])
         assert q["question"] == f"{title}, {paragraphs[q['doc_id']][q['paragraph_index']]}"
+
+
+def test_console_script_hides_library_debug_logs(corpora: Corpora, tmp_path: Path, tiny_model_path: str) -> None:
+    # bm25s sets its own logger to DEBUG at import (SVDR's training mines BM25 negatives with it); the command line
+    # prints warnings and errors only, info with -v
+    script = Path(sys.executable).with_name("rag-hier")
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    train = ["train", "svdr", str(corpora.qa), "--queries", str(corpora.qa / "questions.jsonl"), "--model"]
+    train += [tiny_model_path, "--max-steps", "1", "--batch-size", "2", "--no-progress", "--output"]
+    run = subprocess.run(
+        [str(script), *train, str(tmp_path / "m")], capture_output=True, text=True, env=env, timeout=300, check=False
+    )
+    assert run.returncode == 0, run.stderr
+    assert "DEBUG" not in run.stderr and "INFO" not in run.stderr
+    run = subprocess.run(
+        [str(script), "-v", *train, str(tmp_path / "m2")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "DEBUG" not in run.stderr and "INFO rag_hier" in run.stderr
