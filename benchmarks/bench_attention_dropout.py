@@ -42,7 +42,8 @@ def main() -> None:
 
     threading.Thread(target=sample, daemon=True).start()
     model.train()
-    features = model.tokenize(["word " * length for _ in range(n)])
+    prepare = getattr(model, "preprocess", None) or model.tokenize  # sentence-transformers 6 renamed it
+    features = prepare(["word " * length for _ in range(n)])
     seconds: dict[str, list[float]] = {"p0.1": [], "p0.0": []}
     peaks = {"p0.1": 0, "p0.0": 0}
     for _ in range(reps):

@@ -367,7 +367,8 @@ def run_mnrl(args: argparse.Namespace, batches: list[list[list[str]]], lr: float
         width = min(len(c) for c in batch)
         cols = [c[:width] for c in batch]
         steps.begin()
-        feats = [model.tokenize(c) for c in cols]
+        prepare = getattr(model, "preprocess", None) or model.tokenize  # sentence-transformers 6 renamed it
+        feats = [prepare(c) for c in cols]
         value = loss(feats, None)
         optimizer.zero_grad(set_to_none=True)
         value.backward()
