@@ -363,11 +363,11 @@ def run_mnrl(args: argparse.Namespace, batches: list[list[list[str]]], lr: float
     model.train()
     loss = MultipleNegativesRankingLoss(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    prepare = getattr(model, "preprocess", None) or model.tokenize  # sentence-transformers 6 renamed it
     for batch in batches:
         width = min(len(c) for c in batch)
         cols = [c[:width] for c in batch]
         steps.begin()
-        prepare = getattr(model, "preprocess", None) or model.tokenize  # sentence-transformers 6 renamed it
         feats = [prepare(c) for c in cols]
         value = loss(feats, None)
         optimizer.zero_grad(set_to_none=True)

@@ -174,8 +174,8 @@ def add_train_parser(subparsers: Any) -> None:
         default=None,
         help="training judgements (BEIR TSV or TREC): document ids (each of the document's passages is a "
         "positive) or passage ids such as DOC#N (that passage is the positive). Optional with a QA questions "
-        "file as --queries: each question then judges its paragraph (DOC#PARAGRAPH), or its document with "
-        "--max-passage-words",
+        "file as --queries: each question then judges its paragraph (DOC#PARAGRAPH; with --max-passage-words the "
+        "passages of that paragraph that contain an answer), or its document when no passage qualifies",
     )
     p.add_argument("--output", required=True, help="directory to write the trained encoder to")
     p.add_argument("--model", default=None, help="starting model (default: the offline all-MiniLM-L6-v2)")
@@ -239,9 +239,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.qrels is not None:
         qrels = read_qrels(args.qrels)
     elif questions:
-        # the paragraph a question was asked on is the passage DOC#N when paragraphs are kept whole
+        # the gold passages DHR's trainer takes from the same questions (DOC#N when paragraphs are kept whole);
+        # a question without one judges its document
+        from rag_hier.training.dhr import examples_from_questions
+
+        examples = examples_from_questions(questions, documents, max_passage_words=args.max_passage_words)
         qrels = {
-            q.qid: {q.doc_id if args.max_passage_words else f"{q.doc_id}#{q.paragraph_index}": 1} for q in questions
+            q.qid: dict.fromkeys(ex.passage_ids or (ex.doc_id,), 1) for q, ex in zip(questions, examples, strict=True)
         }
     else:
         raise ValueError(

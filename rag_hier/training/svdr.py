@@ -261,8 +261,6 @@ class SvdrTrainer:
         self.passages_of: dict[str, list[int]] = {}
         for i, d in enumerate(docs):
             self.passages_of.setdefault(d, []).append(i)
-        self.doc_index = {d: k for k, d in enumerate(self.passages_of)}
-        self.passage_doc = np.asarray([self.doc_index[d] for d in docs], dtype=np.int64)
         passage_row = {p: i for i, p in enumerate(self.passage_ids)}
         self.queries = dict(queries)
         # judged id (document, or passage) -> its passage rows: the positives it stands for

@@ -195,7 +195,7 @@ def test_train_svdr_on_qa_questions_without_qrels(beir: Path, tmp_path: Path, ti
     assert code == 0, err
     data = json.loads((tmp_path / "m" / "training.json").read_text())["data"]
     assert data == {"passages": 4, "queries": 3, "pairs": 3}
-    # with passages split by words, the question's document is judged
+    # with passages split by words, the passages of the question's paragraph that hold an answer are judged
     code, _, err = run(
         "train", "svdr", qa, "--queries", qa / "questions.jsonl", "--output", tmp_path / "m2", "--max-passage-words",
         "3", *common,
