@@ -73,7 +73,9 @@ def load(split: str, data: Path) -> tuple[list[Any], dict[str, str], dict, dict]
     return passages, queries, read_qrels(data / "qrels" / "test.tsv"), train
 
 
-def encode_with(model_path: str, name: str, data: Path, corpus: np.ndarray | None = None) -> dict[str, Any]:
+def encode_with(
+    model_path: str, name: str, data: Path, corpus: np.ndarray | None = None, device: str = "cpu"
+) -> dict[str, Any]:
     """Encode the corpus and every query with a model; cache as ``<name>_corpus.npy`` / ``<name>_queries.npy``.
 
     ``corpus``: the corpus vectors, when the trainer already computed them with the final model.
@@ -85,7 +87,7 @@ def encode_with(model_path: str, name: str, data: Path, corpus: np.ndarray | Non
 
     passages = split_documents(read_beir_corpus(data), 0)
     queries = read_queries(data / "queries.jsonl")
-    model = SentenceTransformer(resolve_model_path(model_path), device="cpu")
+    model = SentenceTransformer(resolve_model_path(model_path), device=device)
     model.max_seq_length = MAX_LEN
     t = time.perf_counter()
     q = model.encode_query(list(queries.values()), batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
@@ -263,7 +265,7 @@ def train_frozen(args: argparse.Namespace, seed: int, passages: list[Any], queri
 
 # -- stages -------------------------------------------------------------------------------------------
 def stage_encode(args: argparse.Namespace) -> dict[str, Any]:
-    return encode_with(args.model or BASE_MODEL, args.name or f"base_len{MAX_LEN}", args.data)
+    return encode_with(args.model or args.base_model, args.name or f"base_len{MAX_LEN}", args.data, device=args.device)
 
 
 def stage_sweep(args: argparse.Namespace) -> dict[str, Any]:
@@ -344,10 +346,37 @@ def stage_train(args: argparse.Namespace) -> dict[str, Any]:
     cfg = ehi_config(args, seed, **overrides)
     torch.manual_seed(seed)
     t = time.perf_counter()
-    trainer = EHITrainer(BASE_MODEL, cfg, device="cpu", show_progress_bar=False)
-    res = trainer.train(passages, OUT / "models" / name, queries=queries, qrels=train_qrels, corpus_embeddings=c)
+    trainer = EHITrainer(args.base_model, cfg, device=args.device, show_progress_bar=False)
+    on_period = None
+    if args.checkpoint:  # a long run cut short still leaves its last finished period's vectors and indexer
+        texts = [p.embedding_text for p in passages]
+
+        def on_period(period: Any, indexer: Any) -> None:
+            model = trainer.model
+            q = model.encode_query(list(queries.values()), batch_size=256, normalize_embeddings=True)
+            cv = model.encode_document(texts, batch_size=256, normalize_embeddings=True)
+            for part, arr in (("corpus", cv), ("queries", q)):  # whole files only, also if killed meanwhile
+                np.save(OUT / f"{name}_{part}.tmp.npy", np.asarray(arr, np.float32), allow_pickle=False)
+                (OUT / f"{name}_{part}.tmp.npy").replace(OUT / f"{name}_{part}.npy")
+            (OUT / "query_ids.json").write_text(json.dumps(list(queries)))
+            epochs_done = period.first_epoch + period.epochs - 1
+            indexer.save_pretrained(OUT / "models" / name, info={"checkpoint_epochs": epochs_done})
+            done = {
+                "name": name,
+                "epochs_done": epochs_done,
+                "seconds": round(time.perf_counter() - t, 1),
+                "loss": period.loss,
+                "leaf_max": period.leaves["leaf_size_max"],
+                "nonempty": period.leaves["leaves_nonempty"],
+            }
+            with (OUT / f"{name}_checkpoints.jsonl").open("a") as fh:
+                fh.write(json.dumps(done) + "\n")
+
+    res = trainer.train(
+        passages, OUT / "models" / name, queries=queries, qrels=train_qrels, corpus_embeddings=c, on_period=on_period
+    )
     train_s = time.perf_counter() - t
-    enc = encode_with(str(OUT / "models" / name), name, args.data, corpus=res.corpus_embeddings)
+    enc = encode_with(str(OUT / "models" / name), name, args.data, corpus=res.corpus_embeddings, device=args.device)
     return {
         "name": name,
         "kind": args.kind,
@@ -675,6 +704,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-tree", action="store_true")
     p.add_argument("--no-frozen", action="store_true")
     p.add_argument("--tag", default="")
+    p.add_argument("--base-model", default=BASE_MODEL, help="encode/train: the starting encoder (name or path)")
+    p.add_argument("--device", default="cpu", help="encode/train: torch device (cpu, cuda)")
+    p.add_argument(
+        "--checkpoint",
+        action="store_true",
+        help="train: after every refresh period, write the current vectors and indexer (long runs)",
+    )
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--plot", nargs="*", default=None, help="report: sweep stems (stem=title) to plot")
     args = p.parse_args(argv)
@@ -699,7 +735,13 @@ def main(argv: list[str] | None = None) -> int:
         "stage": args.stage,
         "argv": argv if argv is not None else __import__("sys").argv[1:],
         "seconds": round(time.perf_counter() - t0, 1),
-        "host": {"python": platform.python_version(), "machine": platform.machine(), "threads": args.threads},
+        "host": {
+            "python": platform.python_version(),
+            "machine": platform.machine(),
+            "threads": args.threads,
+            "device": args.device,
+            "gpu": torch.cuda.get_device_name() if "cuda" in args.device else None,
+        },
         "result": result,
     }
     (OUT / f"{stem}.json").write_text(json.dumps(record, indent=1) + "\n")

@@ -77,6 +77,28 @@ def test_frozen_training_learns_to_route_queries_with_their_documents() -> None:
     assert later[-1] < later[0]
 
 
+def test_on_period_sees_each_period_and_its_indexer() -> None:
+    docs, qv = _clustered()
+    corpus = {f"d{i}": f"text {i}" for i in range(48)}
+    qrels = {f"q{i}": {f"d{i}": 1} for i in range(24)}
+    cfg = EHIConfig(branching=6, height=1, epochs=5, refresh_every=2, batch_size=8, freeze_encoder=True, seed=0)
+    seen: list[tuple[int, int, dict]] = []
+
+    def on_period(period, indexer: EHIIndexer) -> None:
+        snapshot = {k: v.detach().clone() for k, v in indexer.state_dict().items()}
+        seen.append((period.first_epoch, period.steps, snapshot))
+        indexer.eval()  # the trainer puts it back in training mode
+
+    result = EHITrainer("unused", cfg, device="cpu", show_progress_bar=False).train(
+        corpus, None, queries={q: q for q in qv}, qrels=qrels, corpus_embeddings=docs, query_embeddings=qv,
+        on_period=on_period,
+    )  # fmt: skip
+    assert [(first, steps) for first, steps, _ in seen] == [(1, 6), (3, 6), (5, 3)]
+    assert not all(torch.equal(seen[0][2][k], seen[1][2][k]) for k in seen[0][2])  # a snapshot per period
+    final = result.indexer.state_dict()
+    assert all(torch.equal(seen[-1][2][k], final[k]) for k in final)  # the last call saw the trained indexer
+
+
 def test_bad_input(tiny_model_path: str, ehi_corpus, ehi_queries) -> None:
     queries, qrels = ehi_queries
     with pytest.raises(RagHierError, match="needs training queries"):

@@ -23,7 +23,7 @@ import math
 import os
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -181,6 +181,7 @@ class EHITrainer:
         max_passage_words: int = 0,
         corpus_embeddings: np.ndarray | None = None,
         query_embeddings: Mapping[str, np.ndarray] | None = None,
+        on_period: Callable[[EHIPeriod, EHIIndexer], None] | None = None,
     ) -> EHITrainingResult:
         """Train and (when ``output_dir`` is given) save the encoder, the indexer and the report.
 
@@ -194,6 +195,8 @@ class EHITrainer:
             max_passage_words: Passage splitting of Documents (0 keeps paragraphs whole).
             corpus_embeddings: The starting encoder's unit vectors of the corpus items, if already computed.
             query_embeddings: With a frozen encoder: the query vectors by id, if already computed.
+            on_period: Called (on every process) after each refresh period with its record and the indexer, the
+                encoder being :attr:`model`: e.g. to checkpoint or evaluate a long run period by period.
 
         """
         t_start = time.perf_counter()
@@ -285,6 +288,9 @@ class EHITrainer:
                     period.leaves["leaves_nonempty"],
                     period.seconds,
                 )
+                if on_period is not None:
+                    on_period(period, indexer)
+                    indexer.train()
                 if steps >= planned:
                     break
             if not cfg.freeze_encoder and steps:
