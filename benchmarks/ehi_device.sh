@@ -4,7 +4,9 @@
 # protocol and the results. Needs .dev/ (git-ignored, carried): whl/ (faiss-cpu, datasets, dill, multiprocess,
 # sentencex wheels for Python 3.12: what the GPU image lacks), model/ (benchmarks/device_pack.py pack of the
 # offline MiniLM, SciFact's tokens), scifact/ (the BEIR data).
-#   run: bash benchmarks/ehi_device.sh     (env: BUDGET seconds for the trainings, DEVICE, EPOCHS, NO_INSTALL)
+#   run: bash benchmarks/ehi_device.sh     (env: BUDGET seconds for the trainings, DEVICE, EPOCHS, NO_INSTALL;
+#        EXTRA: more bench_ehi.py train options for every run, e.g. EXTRA="--branching 40" or a new loss term;
+#        TAG: a suffix for the run names, so results of several calls do not overwrite each other)
 set -uo pipefail
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 BUDGET=${BUDGET:-460}
@@ -25,7 +27,7 @@ $PY -c "import torch, sentence_transformers as s, transformers as t, datasets as
 $PY benchmarks/device_pack.py unpack .dev/model /tmp/minilm || exit 1
 B="$PY benchmarks/bench_ehi.py --data $DATA --device $DEVICE --base-model /tmp/minilm --threads 4"
 $B encode --model /tmp/minilm > $L/encode.log 2>&1 || { cat $L/encode.log; exit 1; }
-C="--branching 160 --init kmeans --batch-size 32 --epochs $EPOCHS --refresh-every ${REFRESH:-5} --encoder-lr 2e-5 --checkpoint"
+C="--branching 160 --init kmeans --batch-size 32 --epochs $EPOCHS --refresh-every ${REFRESH:-5} --encoder-lr 2e-5 --checkpoint ${EXTRA:-} --tag=${TAG:-}"
 left=$(( BUDGET - ($(date +%s) - start) ))
 echo "setup $(( $(date +%s) - start )) s; trainings get $left s"
 timeout "$left" $B train --kind joint --split dev $C --seeds 0 > $L/joint-dev.log 2>&1 &
@@ -35,7 +37,8 @@ wait
 echo "trainings done at $(( $(date +%s) - start )) s"
 O=benchmarks/out/ehi
 tar -C $O -cf "$OUTDIR/base.tar" base_len128_corpus.npy base_len128_queries.npy query_ids.json
-for n in joint-dev-B160H1-s0 joint-test-B160H1-s0 de-test-B160H1-s0; do
+for n in joint-dev joint-test de-test; do
+  n=$(cd $O && ls -d models/$n-* 2>/dev/null | head -n 1 | xargs -r basename); [ -n "$n" ] || continue
   files=$(cd $O && ls ${n}_corpus.npy ${n}_queries.npy ${n}_checkpoints.jsonl train-$n.json models/$n/ehi_* 2>/dev/null)
   tar -C $O -cf "$OUTDIR/$n.tar" $files
 done
