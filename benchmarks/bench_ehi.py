@@ -241,6 +241,7 @@ def ehi_config(args: argparse.Namespace, seed: int, **overrides: Any) -> Any:
         "indexer_lr": args.indexer_lr,
         "encoder_lr": args.encoder_lr,
         "epochs": args.epochs,
+        "refit_epochs": args.refit_epochs,
         "refresh_every": args.refresh_every,
         "init": args.init,
         "mined_negative_terms": args.mined_negative_terms,
@@ -695,6 +696,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--encoder-lr", type=float, default=EHIConfig.encoder_lr)
     p.add_argument("--epochs", type=int, default=100)
     p.add_argument("--refresh-every", type=int, default=5)
+    p.add_argument(
+        "--refit-epochs",
+        type=int,
+        default=0,
+        help="train: refit the indexer on the final vectors (0: keep the joint one; the sweep refits)",
+    )
     p.add_argument("--init", choices=["random", "kmeans"], default="random")
     p.add_argument("--mined-negative-terms", choices=["all", "siamese"], default="all")
     p.add_argument("--mine-leaves", type=int, default=1)

@@ -6,9 +6,10 @@ Usage::
 
 EHI (End-to-end Hierarchical Indexing) learns a tree of classifiers jointly with the encoder: queries and
 passages are routed to leaves, and a search scores only the passages of the ``beam`` leaves a query reaches.
-Here the offline all-MiniLM-L6-v2 and an 8-leaf tree (B=4, H=2, k-means warm start) are trained for a few
+Here the offline all-MiniLM-L6-v2 and a 16-leaf tree (B=4, H=2, k-means warm start) are trained for a few
 steps on ``examples/queries.jsonl`` / ``examples/qrels.tsv`` over ``examples/corpus`` (passages of 100 words,
-as ``rag-hier index`` splits them); then the trained encoder and indexer are loaded back from the output
+as ``rag-hier index`` splits them), and a fresh indexer is then fitted on the final vectors (``refit_epochs``,
+20 epochs with the encoder frozen: seconds; ``docs/ehi.md``); then the trained encoder and indexer are loaded back from the output
 directory into a store (the ``ehi`` extension files every passage under its leaf) and a query is answered by
 the ``ehi`` strategy, with the measured fraction of passages scored. A few minutes on an idle 2-core CPU. The
 same from the command line::

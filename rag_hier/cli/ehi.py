@@ -138,6 +138,13 @@ def add_train_parser(subparsers: Any) -> None:
     )
     p.add_argument("--epochs", type=int, default=d.epochs, help=f"passes over the training pairs (default {d.epochs})")
     p.add_argument(
+        "--refit-epochs",
+        type=int,
+        default=d.refit_epochs,
+        help="after joint training, fit a new indexer on the final vectors for this many epochs and keep it; "
+        f"0 keeps the jointly trained indexer, as the paper does (default {d.refit_epochs})",
+    )
+    p.add_argument(
         "--refresh-every",
         type=int,
         default=d.refresh_every,
@@ -209,6 +216,7 @@ def _train(args: argparse.Namespace) -> int:
             indexer_lr=args.indexer_lr,
             batch_size=args.batch_size,
             epochs=args.epochs,
+            refit_epochs=args.refit_epochs,
             refresh_every=args.refresh_every,
             init=args.init,
             init_steps=args.init_steps,
@@ -233,6 +241,8 @@ def _train(args: argparse.Namespace) -> int:
     leaves = result.leaf_stats
     config = result.config
     mode = "indexer only (frozen encoder)" if config.freeze_encoder else "encoder + indexer"
+    if result.refit_history:
+        mode += f", indexer refit on the final vectors for {config.refit_epochs} epochs"
     print(
         f"trained EHI ({mode}, B={config.branching}, H={config.height}: {config.n_leaves} leaves) on "
         f"{len(documents)} {fmt} documents: {result.steps} steps in {result.seconds:.0f}s\n"

@@ -31,15 +31,17 @@ def test_train_ehi_two_steps(tmp_path: Path, capsys, tiny_model_path: str, beir_
         capsys, "train", "ehi", beir_dir, "--output", out, *_common(beir_dir, tiny_model_path),
         "--branching", "3", "--height", "2", "--lambdas", "0.3", "0.6", "0.1", "--encoder-lr", "1e-4",
         "--indexer-lr", "0.01", "--epochs", "2", "--refresh-every", "1", "--batch-size", "8", "--max-steps", "2",
-        "--init", "kmeans", "--init-steps", "10", "--seed", "7",
+        "--init", "kmeans", "--init-steps", "10", "--seed", "7", "--refit-epochs", "2",
     )  # fmt: skip
     assert code == 0, err
     assert "B=3, H=2: 9 leaves" in stdout and "2 steps" in stdout
+    assert "indexer refit on the final vectors for 2 epochs" in stdout
     assert all((out / name).is_file() for name in (*INDEXER_FILES, "modules.json", "ehi_training.json"))
     report = json.loads((out / "ehi_training.json").read_text())
     cfg = report["config"]
     assert (cfg["lambda_siamese"], cfg["lambda_indexing"], cfg["lambda_intra"]) == (0.3, 0.6, 0.1)
     assert (cfg["encoder_lr"], cfg["indexer_lr"], cfg["seed"], cfg["init"]) == (1e-4, 0.01, 7, "kmeans")
+    assert cfg["refit_epochs"] == 2 and sum(p["epochs"] for p in report["refit_history"]) == 2
     assert EHIIndexer.from_pretrained(out).n_leaves == 9
 
 
@@ -62,6 +64,7 @@ def test_train_ehi_frozen_encoder(tmp_path: Path, capsys, tiny_model_path: str, 
         (("--refresh-every", "0"), "--refresh-every must be >= 1"),
         (("--lambdas", "-1", "0.5", "0.5"), "--lambdas (1st) must be >= 0"),
         (("--encoder-lr", "0"), "--encoder-lr must be > 0"),
+        (("--refit-epochs", "-1"), "--refit-epochs must be >= 0"),
     ],
 )
 def test_bad_flags(tmp_path: Path, capsys, tiny_model_path: str, beir_dir: Path, extra, message) -> None:

@@ -77,6 +77,39 @@ def test_frozen_training_learns_to_route_queries_with_their_documents() -> None:
     assert later[-1] < later[0]
 
 
+@pytest.mark.parametrize("refit_epochs", [0, 3])
+def test_refit_replaces_the_joint_indexer(tmp_path: Path, tiny_model_path: str, ehi_corpus, ehi_queries, refit_epochs):
+    queries, qrels = ehi_queries
+    cfg = EHIConfig(
+        branching=4, height=1, epochs=2, refresh_every=1, batch_size=8, max_steps=2, max_seq_length=24,
+        init_steps=20, refit_epochs=refit_epochs, seed=3,
+    )  # fmt: skip
+    joint: list[dict] = []
+
+    def on_period(period, indexer: EHIIndexer) -> None:
+        joint.append({k: v.detach().clone() for k, v in indexer.state_dict().items()})
+
+    result = EHITrainer(tiny_model_path, cfg, device="cpu", show_progress_bar=False).train(
+        ehi_corpus, tmp_path / "out", queries=queries, qrels=qrels, on_period=on_period
+    )
+    assert result.steps == 2 and result.config.refit_epochs == refit_epochs
+    final = result.indexer.state_dict()
+    same_as_joint = all(torch.equal(joint[-1][k], final[k]) for k in final)
+    assert same_as_joint == (refit_epochs == 0)
+    assert sum(p.epochs for p in result.refit_history) == refit_epochs
+    # the saved indexer is the one kept, and the leaves are its assignment of the final vectors
+    saved = EHIIndexer.from_pretrained(tmp_path / "out")
+    assert all(torch.equal(saved.state_dict()[k], final[k].cpu()) for k in final)
+    assert np.array_equal(result.leaves, result.indexer.assign(result.corpus_embeddings))
+    report = json.loads((tmp_path / "out" / "ehi_training.json").read_text())
+    assert len(report["refit_history"]) == len(result.refit_history)
+
+
+def test_refit_epochs_must_not_be_negative() -> None:
+    with pytest.raises(ValueError, match="refit_epochs must be >= 0"):
+        EHIConfig(refit_epochs=-1)
+
+
 def test_on_period_sees_each_period_and_its_indexer() -> None:
     docs, qv = _clustered()
     corpus = {f"d{i}": f"text {i}" for i in range(48)}

@@ -24,7 +24,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -71,9 +71,10 @@ class EHIPeriod:
 class EHITrainingResult:
     """Outcome of :meth:`EHITrainer.train`.
 
-    ``indexer`` is the trained indexer, ``leaves`` the final ``(n_items, leaves_per_document)`` leaf
-    assignment of the training corpus (with the final encoder), ``leaf_stats`` its balance facts and
-    ``corpus_embeddings`` the final encoder's vectors of the corpus items.
+    ``indexer`` is the trained indexer (with ``refit_epochs``, the one refit on the final vectors), ``leaves``
+    the final ``(n_items, leaves_per_document)`` leaf assignment of the training corpus (with the final
+    encoder), ``leaf_stats`` its balance facts, ``corpus_embeddings`` the final encoder's vectors of the corpus
+    items and ``refit_history`` the periods of the refit.
     """
 
     output_dir: Path | None
@@ -85,6 +86,7 @@ class EHITrainingResult:
     leaves: np.ndarray
     leaf_stats: dict[str, Any]
     corpus_embeddings: np.ndarray | None = None
+    refit_history: tuple[EHIPeriod, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (what ``ehi_training.json`` holds)."""
@@ -96,6 +98,7 @@ class EHITrainingResult:
             "indexer": self.indexer.describe(),
             "leaves": self.leaf_stats,
             "history": [asdict(p) for p in self.history],
+            "refit_history": [asdict(p) for p in self.refit_history],
         }
 
 
@@ -295,6 +298,9 @@ class EHITrainer:
                     break
             if not cfg.freeze_encoder and steps:
                 emb = self.encode_corpus(items)
+            refit: tuple[EHIPeriod, ...] = ()
+            if cfg.refit_epochs and not cfg.freeze_encoder:
+                indexer, refit = self._refit(items, queries, qrels, tq, emb)
             indexer.eval()
             leaves = self._broadcast_leaves(indexer.assign(emb, top_k=cfg.leaves_per_document))
             assignment = LeafAssignment(leaves, indexer.n_leaves)
@@ -308,6 +314,7 @@ class EHITrainer:
                 leaves=leaves,
                 leaf_stats=assignment.describe(),
                 corpus_embeddings=emb,
+                refit_history=refit,
             )
             if output_dir is not None and rank() == 0:
                 out = Path(output_dir)
@@ -318,6 +325,30 @@ class EHITrainer:
         return result
 
     # -- pieces -----------------------------------------------------------------------------------
+    def _refit(
+        self,
+        items: TrainingCorpus,
+        queries: Mapping[str, str],
+        qrels: Mapping[str, Mapping[str, int]],
+        tq: TrainingQueries,
+        emb: np.ndarray,
+    ) -> tuple[EHIIndexer, tuple[EHIPeriod, ...]]:
+        """A new indexer trained alone (frozen encoder, ``refit_epochs``) on the final encoder's vectors."""
+        cfg = self.config
+        logger.info("refitting the indexer on the final vectors for %d epochs", cfg.refit_epochs)
+        q_emb = self._encode(tq.texts, query=True)
+        sub = EHITrainer(
+            self.model,
+            replace(cfg, freeze_encoder=True, epochs=cfg.refit_epochs, refit_epochs=0, max_steps=None),
+            device=self.device,
+            show_progress_bar=self.show_progress_bar,
+        )
+        done = sub.train(
+            items, None, queries=queries, qrels=qrels, corpus_embeddings=emb,
+            query_embeddings=dict(zip(tq.ids, q_emb, strict=True)),
+        )  # fmt: skip
+        return done.indexer, done.history
+
     def _chooser(self, emb: np.ndarray) -> Any:
         """For a judgement naming a multi-passage document: the passage closest to the query (starting encoder)."""
 
