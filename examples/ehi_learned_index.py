@@ -9,10 +9,10 @@ passages are routed to leaves, and a search scores only the passages of the ``be
 Here the offline all-MiniLM-L6-v2 and a 16-leaf tree (B=4, H=2, k-means warm start) are trained for a few
 steps on ``examples/queries.jsonl`` / ``examples/qrels.tsv`` over ``examples/corpus`` (passages of 100 words,
 as ``rag-hier index`` splits them), and a fresh indexer is then fitted on the final vectors (``refit_epochs``,
-20 epochs with the encoder frozen: seconds; ``docs/ehi.md``); then the trained encoder and indexer are loaded back from the output
-directory into a store (the ``ehi`` extension files every passage under its leaf) and a query is answered by
-the ``ehi`` strategy, with the measured fraction of passages scored. A few minutes on an idle 2-core CPU. The
-same from the command line::
+20 epochs with the encoder frozen: seconds; ``docs/ehi.md``); then the trained encoder and indexer are
+loaded back from the output directory into a store (the ``ehi`` extension files every passage under its
+leaf) and a query is answered by the ``ehi`` strategy, with the measured fraction of passages scored. A few
+minutes on an idle 2-core CPU. The same from the command line::
 
     rag-hier train ehi examples/corpus --queries examples/queries.jsonl --qrels examples/qrels.tsv \\
         --output work/ehi --branching 4 --height 2 --init kmeans --epochs 6 --refresh-every 2 --batch-size 8
