@@ -96,10 +96,16 @@ def encode_with(
         c = model.encode_document(
             [p.embedding_text for p in passages], batch_size=32, normalize_embeddings=True, convert_to_numpy=True
         )
-    np.save(OUT / f"{name}_corpus.npy", np.asarray(c, np.float32), allow_pickle=False)
-    np.save(OUT / f"{name}_queries.npy", np.asarray(q, np.float32), allow_pickle=False)
-    (OUT / "query_ids.json").write_text(json.dumps(list(queries)))
+    save_vectors(name, c, q, list(queries))
     return {"name": name, "model": model_path, "encode_seconds": round(time.perf_counter() - t, 1)}
+
+
+def save_vectors(name: str, corpus: np.ndarray, queries: np.ndarray, query_ids: list[str]) -> None:
+    """``<name>_corpus.npy`` / ``<name>_queries.npy`` (whole files only, also if killed meanwhile) and the query ids."""
+    for part, arr in (("corpus", corpus), ("queries", queries)):
+        np.save(OUT / f"{name}_{part}.tmp.npy", np.asarray(arr, np.float32), allow_pickle=False)
+        (OUT / f"{name}_{part}.tmp.npy").replace(OUT / f"{name}_{part}.npy")
+    (OUT / "query_ids.json").write_text(json.dumps(query_ids))
 
 
 def vectors(name: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -356,10 +362,7 @@ def stage_train(args: argparse.Namespace) -> dict[str, Any]:
             model = trainer.model
             q = model.encode_query(list(queries.values()), batch_size=256, normalize_embeddings=True)
             cv = model.encode_document(texts, batch_size=256, normalize_embeddings=True)
-            for part, arr in (("corpus", cv), ("queries", q)):  # whole files only, also if killed meanwhile
-                np.save(OUT / f"{name}_{part}.tmp.npy", np.asarray(arr, np.float32), allow_pickle=False)
-                (OUT / f"{name}_{part}.tmp.npy").replace(OUT / f"{name}_{part}.npy")
-            (OUT / "query_ids.json").write_text(json.dumps(list(queries)))
+            save_vectors(name, cv, q, list(queries))
             epochs_done = period.first_epoch + period.epochs - 1
             indexer.save_pretrained(OUT / "models" / name, info={"checkpoint_epochs": epochs_done})
             done = {

@@ -614,18 +614,13 @@ def test_console_script_hides_library_debug_logs(corpora: Corpora, tmp_path: Pat
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     train = ["train", "svdr", str(corpora.qa), "--queries", str(corpora.qa / "questions.jsonl"), "--model"]
     train += [tiny_model_path, "--max-steps", "1", "--batch-size", "2", "--no-progress", "--output"]
-    run = subprocess.run(
-        [str(script), *train, str(tmp_path / "m")], capture_output=True, text=True, env=env, timeout=300, check=False
-    )
-    assert run.returncode == 0, run.stderr
-    assert "DEBUG" not in run.stderr and "INFO" not in run.stderr
-    run = subprocess.run(
-        [str(script), "-v", *train, str(tmp_path / "m2")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr
-    assert "DEBUG" not in run.stderr and "INFO rag_hier" in run.stderr
+
+    def stderr(*args: str) -> str:
+        run = subprocess.run([str(script), *args], capture_output=True, text=True, env=env, timeout=300, check=False)
+        assert run.returncode == 0, run.stderr
+        return run.stderr
+
+    quiet = stderr(*train, str(tmp_path / "m"))
+    assert "DEBUG" not in quiet and "INFO" not in quiet
+    verbose = stderr("-v", *train, str(tmp_path / "m2"))
+    assert "DEBUG" not in verbose and "INFO rag_hier" in verbose

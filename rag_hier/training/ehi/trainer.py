@@ -298,11 +298,12 @@ class EHITrainer:
                     break
             if not cfg.freeze_encoder and steps:
                 emb = self.encode_corpus(items)
-            refit: tuple[EHIPeriod, ...] = ()
-            if cfg.refit_epochs and not cfg.freeze_encoder:
-                indexer, refit = self._refit(items, queries, qrels, tq, emb)
-            indexer.eval()
-            leaves = self._broadcast_leaves(indexer.assign(emb, top_k=cfg.leaves_per_document))
+            refit = self._refit(items, queries, qrels, tq, emb) if cfg.refit_epochs and not cfg.freeze_encoder else None
+            if refit is not None:  # its indexer, and its assignment of these same vectors
+                indexer, leaves = refit.indexer, refit.leaves
+            else:
+                indexer.eval()
+                leaves = self._broadcast_leaves(indexer.assign(emb, top_k=cfg.leaves_per_document))
             assignment = LeafAssignment(leaves, indexer.n_leaves)
             result = EHITrainingResult(
                 output_dir=Path(output_dir) if output_dir is not None else None,
@@ -314,7 +315,7 @@ class EHITrainer:
                 leaves=leaves,
                 leaf_stats=assignment.describe(),
                 corpus_embeddings=emb,
-                refit_history=refit,
+                refit_history=refit.history if refit is not None else (),
             )
             if output_dir is not None and rank() == 0:
                 out = Path(output_dir)
@@ -332,7 +333,7 @@ class EHITrainer:
         qrels: Mapping[str, Mapping[str, int]],
         tq: TrainingQueries,
         emb: np.ndarray,
-    ) -> tuple[EHIIndexer, tuple[EHIPeriod, ...]]:
+    ) -> EHITrainingResult:
         """A new indexer trained alone (frozen encoder, ``refit_epochs``) on the final encoder's vectors."""
         cfg = self.config
         logger.info("refitting the indexer on the final vectors for %d epochs", cfg.refit_epochs)
@@ -343,11 +344,10 @@ class EHITrainer:
             device=self.device,
             show_progress_bar=self.show_progress_bar,
         )
-        done = sub.train(
+        return sub.train(
             items, None, queries=queries, qrels=qrels, corpus_embeddings=emb,
             query_embeddings=dict(zip(tq.ids, q_emb, strict=True)),
         )  # fmt: skip
-        return done.indexer, done.history
 
     def _chooser(self, emb: np.ndarray) -> Any:
         """For a judgement naming a multi-passage document: the passage closest to the query (starting encoder)."""
