@@ -10,7 +10,8 @@ Usage::
 Both stores receive the same N documents (short text, random unit vectors held as float32 values, as an
 embedder produces) in one ``write_documents`` call; every retriever then answers the same queries
 (fresh random unit vectors) through its component's ``run(query_embedding=..., top_k=...)``, one query per
-call, the retrievers interleaved per query so that machine noise hits all alike. One warm-up query each
+call, the retrievers interleaved per query (which goes first rotates, so that none always meets caches the
+others left cold) so that machine noise hits all alike. One warm-up query each
 is not timed. ``--threads`` sets FAISS's OpenMP threads (both FAISS-based retrievers); on a shared,
 loaded machine one thread avoids OpenMP spin-waiting, which can cost more than the search itself.
 Reported: write time, median and p95 latency per query, the ratio to rag-hier's median, and the overlap
@@ -142,7 +143,7 @@ def main() -> None:
     overlap: dict[str, list[float]] = {name: [] for name in names}
     for i, q in enumerate(query_lists[1:], start=1):
         results: dict[str, list[Any]] = {}
-        for name in names:
+        for name in names[i % len(names) :] + names[: i % len(names)]:  # who goes first rotates per query
             started = time.perf_counter()
             results[name] = retrievers[name](q)
             times[name].append((time.perf_counter() - started) * 1000)

@@ -3,6 +3,7 @@
 Usage::
 
     python benchmarks/bench_hit_path.py --anchor HEAD --n 100000 --kinds flat,ivf,hnsw --queries 600
+    python benchmarks/bench_hit_path.py --anchor HEAD --n 1000000 --kinds "" --stores ivf=DIR,hnsw=DIR --raw
 
 The coordinator builds one store per index kind (N synthetic 384-d vectors, short passage texts; built by
 the working tree's engine, the store format being the same at both versions), then starts two worker
@@ -12,7 +13,10 @@ by block, ``DenseRetriever(store).search_vectors(q, top_k=10)`` for single queri
 ``--batch`` queries per block): blocks alternate between the two workers, and which goes first alternates
 each round, so machine noise hits both alike. Each worker checks that its hits carry text. Reported:
 median and p95 per query for each side, and the candidate/anchor ratio of the medians (and of the
-batched time). FAISS runs on ``--threads`` threads in both workers.
+batched time). FAISS runs on ``--threads`` threads in both workers. ``--stores`` opens stores built
+beforehand (a 1M store takes minutes to build); ``--raw`` also times, in blocks interleaved with the
+others, each store's own FAISS index searched directly (what raw FAISS with the same index returns: ids
+and scores only) and reports store / raw for both sides.
 
 Results go to ``benchmarks/out/hit-path-<N>.json``.
 """
@@ -74,6 +78,16 @@ def worker(threads: int) -> None:
                 times.append(pc() - t0)
                 if len(hits[0]) != 10 or not hits[0][0].text:
                     raise SystemExit(f"short or empty hits: {hits[0][:1]}")
+            answer = {"times": times}
+        elif cmd["op"] == "raw":  # the store's own FAISS index searched directly: raw FAISS, ids only
+            assert queries is not None
+            base = retrievers[cmd["kind"]].store.index._fast_plan()[0]
+            times = []
+            for i in range(cmd["start"], cmd["start"] + cmd["count"]):
+                qi = queries[i % len(queries)][None, :]
+                t0 = pc()
+                base.search(qi, 10)
+                times.append(pc() - t0)
             answer = {"times": times}
         elif cmd["op"] == "batch":
             assert queries is not None
@@ -144,6 +158,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--block", type=int, default=50, help="queries per interleaved block")
     p.add_argument("--batch", type=int, default=100, help="queries in the batched call of each round")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument(
+        "--stores",
+        default="",
+        help="KIND=PATH,... stores built beforehand (e.g. at 1M) to open instead of building those kinds",
+    )
+    p.add_argument(
+        "--raw",
+        action="store_true",
+        help="also time raw FAISS: each store's own index searched directly (ids only), interleaved",
+    )
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.worker:
@@ -174,14 +198,16 @@ def main(argv: list[str] | None = None) -> int:
             ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True
         ).stdout.strip()
 
-        x = mixture(a.n, 384, 1000, 0.05, seed=1)
         q = mixture(max(a.batch, 1000), 384, 1000, 0.05, seed=2)
         qpath = tmp / "queries.npy"
         np.save(qpath, q, allow_pickle=False)
-        passages = make_passages(a.n)
-        kinds = [k for k in a.kinds.split(",") if k]
-        paths = {}
-        for kind in kinds:
+        given = dict(item.split("=", 1) for item in a.stores.split(",") if item)
+        paths: dict[str, Path] = {kind: Path(path) for kind, path in given.items()}
+        kinds = [k for k in a.kinds.split(",") if k and k not in given] + list(given)
+        to_build = [k for k in kinds if k not in given]
+        x = mixture(a.n, 384, 1000, 0.05, seed=1) if to_build else None
+        passages = make_passages(a.n) if to_build else []
+        for kind in to_build:
             t0 = time.perf_counter()
             path = tmp / kind
             store = HierStore.create(path, model=None, dimension=384, index=store_config(kind, a.n))
@@ -207,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             same = [w.ask(op="ids", kind=kind, size=50)["ids"] for w in workers]
             agree = same[0] == same[1]
             single: dict[str, list[float]] = {w.name: [] for w in workers}
+            raw: list[float] = []
             batched: dict[str, list[float]] = {w.name: [] for w in workers}
             for w in workers:  # warm-up
                 w.ask(op="single", kind=kind, start=0, count=a.block)
@@ -215,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
                 order = workers if r % 2 == 0 else workers[::-1]
                 for w in order:
                     single[w.name] += w.ask(op="single", kind=kind, start=r * a.block, count=a.block)["times"]
+                if a.raw:
+                    raw += workers[1].ask(op="raw", kind=kind, start=r * a.block, count=a.block)["times"]
                 for w in order:
                     batched[w.name].append(w.ask(op="batch", kind=kind, size=a.batch)["time"])
             s = {name: summary(v) for name, v in single.items()}
@@ -227,6 +256,11 @@ def main(argv: list[str] | None = None) -> int:
                 "ratio_batched": b["candidate"] / b["anchor"],
                 "same_rankings": agree,
             }
+            if raw:
+                results[kind]["raw"] = summary(raw)
+                results[kind]["store_over_raw"] = {
+                    name: s[name]["median_ms"] / results[kind]["raw"]["median_ms"] for name in s
+                }
             print(
                 f"{kind:5s} single median anchor {s['anchor']['median_ms']:.3f} ms, candidate "
                 f"{s['candidate']['median_ms']:.3f} ms, ratio {results[kind]['ratio_single_median']:.3f} "
@@ -234,6 +268,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"{results[kind]['ratio_batched']:.3f}; same rankings: {agree}",
                 flush=True,
             )
+            if raw:
+                over = results[kind]["store_over_raw"]
+                print(
+                    f"      raw FAISS median {results[kind]['raw']['median_ms']:.3f} ms; store / raw: anchor "
+                    f"{over['anchor']:.3f}x, candidate {over['candidate']:.3f}x",
+                    flush=True,
+                )
         report = {
             "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "anchor": {"rev": a.anchor, "commit": commit},

@@ -12,7 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rag_hier.index.selection import select_top_k
 from rag_hier.retrieval.base import Aggregate, Ranking, Retriever, RetrieverParams, aggregate_max_passage
+from rag_hier.retrieval.hit import Hit, QueryResult
+from rag_hier.store.filters import compile_filter
+from rag_hier.store.records import new_hit
 from rag_hier.store.store import set_default_search
 
 if TYPE_CHECKING:
@@ -44,8 +48,46 @@ class DenseRetriever(Retriever[np.ndarray]):
         scores, ids = self.store.search_dense(queries, k, allowed)
         out = []
         for srow, irow in zip(scores, ids, strict=True):
+            if irow.shape[0] == 0 or irow[-1] >= 0:  # the index pads with -1 at the end only
+                out.append(Ranking(irow, srow.astype(np.float64), exhausted=irow.shape[0] < k))
+                continue
             keep = irow >= 0
             out.append(Ranking(irow[keep], srow[keep].astype(np.float64), exhausted=int(keep.sum()) < k))
+        return out
+
+    def _run_prepared(
+        self, prepared: np.ndarray, n_queries: int, top_k: int, filters: Filters, aggregate: Aggregate
+    ) -> list[QueryResult]:
+        fetch = getattr(self.store, "hit_rows", None)
+        if (
+            aggregate != "passage"
+            or fetch is None
+            or type(self).rank is not DenseRetriever.rank
+            or (filters is not None and compile_filter(filters) is not None)
+        ):
+            return super()._run_prepared(prepared, n_queries, top_k, filters, aggregate)
+        # The common search, unfiltered passages, without the general path's per-query objects: FAISS returns
+        # each row best first, so only rows with tied scores need the shared tie rule (select_top_k).
+        scores, ids = self.store.search_dense(prepared, top_k)
+        if ids.shape[1] == 0:
+            return [QueryResult([], {}) for _ in range(n_queries)]
+        live = ids >= 0
+        rows = fetch(ids[live].tolist())
+        ordered: np.ndarray = np.asarray((scores[:, :-1] > scores[:, 1:]).all(axis=1) & live.all(axis=1))
+        out = []
+        for i in range(n_queries):
+            srow, irow = scores[i], ids[i]
+            if not ordered[i]:
+                keep = irow >= 0
+                srow, irow = srow[keep], irow[keep]
+                order = select_top_k(srow, irow, top_k)
+                srow, irow = srow[order], irow[order]
+            hits: list[Hit] = []
+            for rowid, score in zip(irow.tolist(), srow.tolist(), strict=True):
+                row = rows.get(rowid)
+                if row is not None:  # else deleted meanwhile
+                    hits.append(new_hit(row, score, len(hits) + 1))
+            out.append(QueryResult(hits, {}))
         return out
 
 

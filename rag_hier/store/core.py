@@ -145,6 +145,50 @@ def read_state(db: sqlite3.Connection, db_path: Path) -> dict[str, Any]:
     return validate_state(state, db_path)
 
 
+class _ReadBlock:
+    """``StoreCore.reading``: one read transaction and a sync, or nothing inside an enclosing read or write.
+
+    A class rather than a generator context manager: a search enters several nested read blocks per query,
+    and the nested ones should cost a lock and a flag check.
+    """
+
+    __slots__ = ("_core", "_handle", "_outer")
+
+    def __init__(self, core: StoreCore, handle: StoreBackend) -> None:
+        self._core = core
+        self._handle = handle
+        self._outer = False
+
+    def __enter__(self) -> None:
+        core = self._core
+        core.lock.acquire()
+        try:
+            db = core.db
+            if db.in_transaction:  # inside a write batch, or an enclosing read
+                return
+            db.execute("BEGIN")
+            self._outer = True
+            try:
+                core.sync(self._handle)
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("COMMIT")
+                raise
+        except BaseException:
+            self._outer = False
+            core.lock.release()
+            raise
+
+    def __exit__(self, *exc_info: object) -> None:
+        core = self._core
+        try:
+            if self._outer and core.db.in_transaction:
+                core.db.execute("COMMIT")
+        finally:
+            self._outer = False
+            core.lock.release()
+
+
 class StoreCore:
     """One open store directory, shared by every handle on it in this process (see the module docstring)."""
 
@@ -555,16 +599,9 @@ class StoreCore:
             self.settled = False
         self.data_version = version
 
-    @contextlib.contextmanager
-    def reading(self, handle: StoreBackend) -> Iterator[None]:
+    def reading(self, handle: StoreBackend) -> _ReadBlock:
         """Run a read against one committed generation (see the module docstring)."""
-        with self.lock:
-            if self.db.in_transaction:  # inside a write batch, or an enclosing read
-                yield
-                return
-            with self._read_transaction():
-                self.sync(handle)
-                yield
+        return _ReadBlock(self, handle)
 
     def records(self, *, cache: bool = True) -> list[PassageRecord]:
         """Every stored record in insertion order (kept between commits for stores up to 500k passages)."""

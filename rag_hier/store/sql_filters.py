@@ -37,6 +37,7 @@ from __future__ import annotations
 import logging
 import math
 import sqlite3
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import chain
@@ -91,6 +92,7 @@ class SqlFilter:
     bad: list[str] = field(default_factory=list)
     raising: list[str] = field(default_factory=list)
     contained: bool = True
+    scanned: tuple[str, ...] = ()
 
     def query(self, select: str, restrict: str = "") -> tuple[str, bool]:
         """``SELECT <select>[, <flag>] FROM passages WHERE ...`` and whether it has the flag column."""
@@ -122,6 +124,7 @@ class _Builder:
         self.bad: list[str] = []
         self.raising: list[str] = []
         self.negated = False
+        self.scanned: set[str] = set()
 
     def bind(self, value: Any) -> str:
         name = f"p{len(self.params)}"
@@ -276,6 +279,8 @@ class _Builder:
                 # a string, list, object or unreadable row anywhere in the field (text and blobs sort above
                 # numbers): Python, which raises on some of them
                 return self._lookup(key, f"{op} {mark}", "value >= ''")
+            if key is not None:
+                self.scanned.add(key)
             # a string, list or object here makes Python raise: those rows are flagged (text sorts above numbers)
             self.raising.append(f"{v} >= ''")
             return f"{v} {op} {mark}"
@@ -301,6 +306,8 @@ class _Builder:
             stale = f"value IN ({self.bind(UNREADABLE)}, {self.bind(MAYBE_CUT)})" if texts else None
             return self._lookup(key, f"IN ({', '.join(marks)})", stale or f"value = {self.bind(UNREADABLE)}")
         v, t = f"json_extract(meta, {path})", f"json_type(meta, {path})"
+        if key is not None:
+            self.scanned.add(key)
         parts = []
         if want_none:
             parts.append(f"({v} IS NULL AND coalesce({t}, 'null') = 'null')")
@@ -362,6 +369,27 @@ def translate(filters: Mapping[str, Any], indexed: Iterable[str] = ()) -> SqlFil
         raising=builder.raising,
         contained=not builder.negated,
         prechecks=builder.prechecks,
+        scanned=tuple(sorted(builder.scanned)),
+    )
+
+
+SCAN_HINT_SECONDS = 0.05
+"""A filter that reads unindexed metadata for longer than this logs, once per key and process, how to index it."""
+_hinted: set[str] = set()
+
+
+def _hint_unindexed(keys: tuple[str, ...], seconds: float) -> None:
+    new = [k for k in keys if k not in _hinted]
+    if seconds < SCAN_HINT_SECONDS or not new:
+        return
+    _hinted.update(new)
+    calls = " and ".join(f"store.index_meta_field({k!r})" for k in new)
+    logger.warning(
+        "a filter on %s read every passage's metadata (%.0f ms); %s makes it an index lookup "
+        "(a committed write, once; later writes keep it current)",
+        ", ".join(f"meta.{k}" for k in new),
+        seconds * 1000,
+        calls,
     )
 
 
@@ -387,7 +415,10 @@ def select_matching(
             if db.execute(check, sf.params).fetchone()[0]:
                 logger.debug("filter evaluated in Python: an indexed field holds values SQL cannot compare")
                 return None
+        started = time.perf_counter()
         rows = db.execute(sql, sf.params).fetchall()
+        if sf.scanned:
+            _hint_unindexed(sf.scanned, time.perf_counter() - started)
     except (sqlite3.Error, OverflowError, UnicodeEncodeError, ValueError) as exc:
         logger.debug("filter evaluated in Python: SQLite refused its translation (%s)", exc)
         return None

@@ -944,9 +944,10 @@ class HierStore:
         with self._reading():
             index = self._core.indexes.get("dense")
             q = np.asarray(queries, dtype=np.float32)
-            if index is None or len(index) == 0:
+            live = 0 if index is None else len(index)
+            if index is None or live == 0:
                 return np.zeros((q.shape[0], 0), np.float32), np.zeros((q.shape[0], 0), np.int64)
-            return index.search(q, min(top_k, len(index)), allowed_ids=allowed)
+            return index.search(q, min(top_k, live), allowed_ids=allowed)
 
     def vectors(self, rowids: np.ndarray) -> np.ndarray:
         """The stored float32 vectors of ``rowids`` (each must have one)."""

@@ -9,9 +9,11 @@ SQL path declines (so the store raises the same error).
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,7 +23,7 @@ from hypothesis import strategies as st
 
 from rag_hier.corpus.model import Passage
 from rag_hier.errors import FilterError, StoreCorruptedError, StoreError
-from rag_hier.store import HierStore
+from rag_hier.store import HierStore, sql_filters
 from rag_hier.store.filters import compile_filter
 from rag_hier.store.sql_filters import select_matching, translate
 
@@ -347,3 +349,24 @@ def test_a_planted_metadata_index_of_another_shape_is_refused(tmp_path: Any, sql
     db.close()
     with pytest.raises(StoreCorruptedError, match="differs from the rag-hier schema"):
         HierStore.open(tmp_path / "p", verify_checksums=False)
+
+
+def test_a_slow_scan_of_unindexed_metadata_says_once_how_to_index_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(sql_filters, "SCAN_HINT_SECONDS", 0.0)
+    monkeypatch.setattr(sql_filters, "_hinted", set())
+    s = HierStore.create(tmp_path / "hint", model=None, dimension=2)
+    s.add_passages(
+        [Passage(f"p{i}", "d", i, "t", meta={"bucket": i % 3, "kind": "a"}) for i in range(6)],
+        np.eye(2, dtype=np.float32)[[i % 2 for i in range(6)]],
+    )
+    s.index_meta_field("kind")
+    with caplog.at_level(logging.WARNING, logger="rag_hier.store.sql_filters"):
+        assert s.count_passages({"field": "meta.bucket", "operator": "==", "value": 1}) == 2
+        assert s.count_passages({"field": "meta.bucket", "operator": ">", "value": 0}) == 4
+        assert s.count_passages({"field": "meta.kind", "operator": "==", "value": "a"}) == 6
+    hints = [r.getMessage() for r in caplog.records]
+    assert len(hints) == 1, hints  # once per key; the indexed key never
+    assert "meta.bucket" in hints[0] and "store.index_meta_field('bucket')" in hints[0]
+    s.close()

@@ -142,6 +142,8 @@ def _split_meta(meta: Mapping[str, Any], what: str) -> tuple[dict[str, Any], dic
 
 def _own_copy(meta: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of stored metadata that shares no nested list or dict with the engine's records."""
+    if not meta:
+        return {}
     if any(isinstance(v, list | dict) for v in meta.values()):
         return copy.deepcopy(dict(meta))
     return dict(meta)
@@ -276,17 +278,25 @@ def hit_to_document(
         extra_meta: Keys added to (replacing those of) the returned Document's meta, e.g. ``scores``.
 
     """
-    meta = document_meta(hit.meta, hit.extra, hit.doc_id, hit.position, hit.title_path)
+    extra = hit.extra
+    payload = extra.get(EXTRA_KEY)
+    if payload is not None and not payload:  # a Haystack-written passage with nothing beyond its metadata
+        meta = _restore_meta(hit.meta, None)
+        content: str | None = hit.text
+        blob = sparse = None
+    else:
+        meta = document_meta(hit.meta, extra, hit.doc_id, hit.position, hit.title_path)
+        content, blob, sparse = _content(hit.text, extra), _blob(extra), _sparse(extra)
     if extra_meta:
         meta.update(extra_meta)
     return Document(
         id=hit.passage_id,
-        content=_content(hit.text, hit.extra),
-        blob=_blob(hit.extra),
+        content=content,
+        blob=blob,
         meta=meta,
         score=hit.score if score is None else score,
         embedding=None if embedding is None else embedding.tolist(),
-        sparse_embedding=_sparse(hit.extra),
+        sparse_embedding=sparse,
     )
 
 

@@ -1210,10 +1210,13 @@ class RagHierDocumentStore:
         with _engine_errors():
             store = self._read_handle()
             queries = self._queries(entry, store, query, query_embedding, query_sparse_embedding)
-            if top_k == 0 or self._empty(store):
+            if top_k == 0:
                 return []
-            self._prepare_extensions(entry, params, auto_extensions)
-            store = self._read_handle()  # the read-write handle if extensions were just built
+            if self._needed_extensions(entry, params):  # without any, the engine answers an empty store itself
+                if self._empty(store):
+                    return []
+                self._prepare_extensions(entry, params, auto_extensions)
+                store = self._read_handle()  # the read-write handle if extensions were just built
             cached = self._engine_retriever(store, entry, params)
             try:
                 with cached.lock:
