@@ -6,14 +6,21 @@ hits whenever that many passages match. ``Hit.scores`` is empty: the score is th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rag_hier.index.selection import select_top_k
-from rag_hier.retrieval.base import Aggregate, Ranking, Retriever, RetrieverParams, aggregate_max_passage
+from rag_hier.retrieval.base import (
+    Aggregate,
+    Ranking,
+    Retriever,
+    RetrieverParams,
+    _check_top_k,
+    aggregate_max_passage,
+)
 from rag_hier.retrieval.hit import Hit, QueryResult
 from rag_hier.store.filters import compile_filter
 from rag_hier.store.records import new_hit
@@ -55,40 +62,65 @@ class DenseRetriever(Retriever[np.ndarray]):
             out.append(Ranking(irow[keep], srow[keep].astype(np.float64), exhausted=int(keep.sum()) < k))
         return out
 
+    def _short_path(self, filters: Filters, aggregate: Aggregate) -> bool:
+        """Whether a search takes the strategy's own path: unfiltered passages, ranked by this class."""
+        return (
+            aggregate == "passage"
+            and type(self).rank is DenseRetriever.rank
+            and (filters is None or compile_filter(filters) is None)
+        )
+
+    def run_prepared(
+        self,
+        prepared: np.ndarray,
+        n_queries: int,
+        top_k: int = 10,
+        filters: Filters = None,
+        aggregate: Aggregate = "passage",
+    ) -> list[QueryResult]:
+        """:meth:`Retriever.run_prepared`; an unfiltered passage search is one store call (``search_dense_hits``)."""
+        search = getattr(self.store, "search_dense_hits", None)
+        if search is None or not self._short_path(filters, aggregate):
+            return super().run_prepared(prepared, n_queries, top_k, filters, aggregate)
+        # one store call: the search and the hit rows of one generation, without a read block around them
+        scores, ids, rows = search(prepared, _check_top_k(top_k))
+        return _results(scores, ids, rows, n_queries, top_k)
+
     def _run_prepared(
         self, prepared: np.ndarray, n_queries: int, top_k: int, filters: Filters, aggregate: Aggregate
     ) -> list[QueryResult]:
         fetch = getattr(self.store, "hit_rows", None)
-        if (
-            aggregate != "passage"
-            or fetch is None
-            or type(self).rank is not DenseRetriever.rank
-            or (filters is not None and compile_filter(filters) is not None)
-        ):
+        if fetch is None or not self._short_path(filters, aggregate):
             return super()._run_prepared(prepared, n_queries, top_k, filters, aggregate)
-        # The common search, unfiltered passages, without the general path's per-query objects: FAISS returns
-        # each row best first, so only rows with tied scores need the shared tie rule (select_top_k).
-        scores, ids = self.store.search_dense(prepared, top_k)
-        if ids.shape[1] == 0:
-            return [QueryResult([], {}) for _ in range(n_queries)]
-        live = ids >= 0
-        rows = fetch(ids[live].tolist())
-        ordered: np.ndarray = np.asarray((scores[:, :-1] > scores[:, 1:]).all(axis=1) & live.all(axis=1))
-        out = []
-        for i in range(n_queries):
-            srow, irow = scores[i], ids[i]
-            if not ordered[i]:
-                keep = irow >= 0
-                srow, irow = srow[keep], irow[keep]
-                order = select_top_k(srow, irow, top_k)
-                srow, irow = srow[order], irow[order]
-            hits: list[Hit] = []
-            for rowid, score in zip(irow.tolist(), srow.tolist(), strict=True):
-                row = rows.get(rowid)
-                if row is not None:  # else deleted meanwhile
-                    hits.append(new_hit(row, score, len(hits) + 1))
-            out.append(QueryResult(hits, {}))
-        return out
+        scores, ids = self.store.search_dense(prepared, top_k)  # inside the search's read block
+        return _results(scores, ids, fetch(ids[ids >= 0].tolist()), n_queries, top_k)
+
+
+def _results(
+    scores: np.ndarray, ids: np.ndarray, rows: Mapping[int, Any], n_queries: int, top_k: int
+) -> list[QueryResult]:
+    """Hits from a dense search's ``(scores, ids)`` and the hit rows, without the general path's per-query objects.
+
+    FAISS returns each row best first, so only rows with tied scores (or padding) need the shared tie rule.
+    """
+    if ids.shape[1] == 0:
+        return [QueryResult([], {}) for _ in range(n_queries)]
+    ordered = np.asarray((scores[:, :-1] > scores[:, 1:]).all(axis=1) & (ids >= 0).all(axis=1))
+    out = []
+    for i in range(n_queries):
+        srow, irow = scores[i], ids[i]
+        if not ordered[i]:
+            keep = irow >= 0
+            srow, irow = srow[keep], irow[keep]
+            order = select_top_k(srow, irow, top_k)
+            srow, irow = srow[order], irow[order]
+        hits: list[Hit] = []
+        for rowid, score in zip(irow.tolist(), srow.tolist(), strict=True):
+            row = rows.get(rowid)
+            if row is not None:  # else deleted meanwhile
+                hits.append(new_hit(row, score, len(hits) + 1))
+        out.append(QueryResult(hits, {}))
+    return out
 
 
 def _store_search(store: StoreBackend, query: str | Sequence[str], top_k: int, filters: Filters) -> Any:

@@ -205,6 +205,7 @@ class StoreCore:
         self.key = ""
         self.verify = True  # hash files when (re)loading them
         self.data_version = -1
+        self._token: tuple[dict[str, Any], str] | None = None
         self.settled = False  # whether renames, manifest and strays of the committed state are done
         # one write batch at a time (the lock serializes threads)
         self.depth = 0
@@ -562,6 +563,18 @@ class StoreCore:
     def generation(self) -> int:
         """The committed generation this core holds."""
         return int(self.state["generation"])
+
+    def state_token(self) -> str:
+        """The committed state this core holds, as the database stores it (its JSON text).
+
+        A read outside a read transaction compares it with the stored text in its own statement: equal means
+        the statement read the generation this core's indexes hold (every commit writes a new generation).
+        """
+        state = self.state
+        cached = self._token
+        if cached is None or cached[0] is not state:
+            cached = self._token = (state, dumps(state))
+        return cached[1]
 
     def _data_version(self) -> int:
         return int(self.db.execute("PRAGMA data_version").fetchone()[0])

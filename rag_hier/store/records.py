@@ -246,6 +246,31 @@ def hit_rows(db: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, tuple[A
     return {row[0]: row for row in rows_in(db, f"SELECT {HIT_COLUMNS} FROM passages WHERE id IN ({{marks}})", ids)}
 
 
+def hit_rows_if_current(db: sqlite3.Connection, rowids: Sequence[int], token: str) -> dict[int, tuple[Any, ...]] | None:
+    """:func:`hit_rows` in one statement that also checks the stored state is ``token`` (see ``StoreCore.state_token``).
+
+    ``None`` (the caller reads again within a read transaction) when it is not, when a rowid has no row (both
+    mean another process committed since the caller's index was loaded), or when there is nothing to check.
+    """
+    ids = list(dict.fromkeys(r for r in rowids if r >= 0))
+    if not ids:
+        return None
+    out: dict[int, tuple[Any, ...]] = {}
+    step = CHUNK - 1  # the token takes one parameter
+    for start in range(0, len(ids), step):  # every statement checks: all of them read the token's generation
+        part = ids[start : start + step]
+        sql = (
+            f"SELECT {HIT_COLUMNS}, (SELECT value FROM state WHERE key='manifest') = ? "
+            f"FROM passages WHERE id IN ({','.join('?' * len(part))})"
+        )
+        rows = db.execute(sql, [token, *part]).fetchall()
+        if len(rows) != len(part) or not all(row[-1] == 1 for row in rows):
+            return None
+        for row in rows:
+            out[row[0]] = row[:-1]
+    return out
+
+
 @dataclass(frozen=True)
 class QueryResult:
     """One query's ranked hits and what the search measured.

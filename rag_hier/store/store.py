@@ -46,6 +46,7 @@ from rag_hier.store.records import (
     WritePolicy,
     WriteSummary,
     hit_rows,
+    hit_rows_if_current,
     iter_records,
     records_by_rowid,
 )
@@ -948,6 +949,29 @@ class HierStore:
             if index is None or live == 0:
                 return np.zeros((q.shape[0], 0), np.float32), np.zeros((q.shape[0], 0), np.int64)
             return index.search(q, min(top_k, live), allowed_ids=allowed)
+
+    def search_dense_hits(
+        self, queries: np.ndarray, top_k: int
+    ) -> tuple[np.ndarray, np.ndarray, dict[int, tuple[Any, ...]]]:
+        """:meth:`search_dense` and :meth:`hit_rows` of what it found, both of one committed generation.
+
+        The search path of an unfiltered dense query. Outside a read block it takes one SQL statement: the hit
+        rows, read together with a check that the database still holds the generation this handle's index
+        holds; when another process has committed since, it searches again within a read transaction (which
+        loads that generation first).
+        """
+        core = self._core
+        q = np.asarray(queries, dtype=np.float32)
+        with core.lock:
+            index = core.indexes.get("dense")
+            if not core.db.in_transaction and index is not None and len(index) > 0:
+                scores, ids = index.search(q, min(top_k, len(index)))
+                rows = hit_rows_if_current(core.db, ids[ids >= 0].tolist(), core.state_token())
+                if rows is not None:
+                    return scores, ids, rows
+        with self._reading():
+            scores, ids = self.search_dense(q, top_k)
+            return scores, ids, hit_rows(self._core.db, ids[ids >= 0].tolist())
 
     def vectors(self, rowids: np.ndarray) -> np.ndarray:
         """The stored float32 vectors of ``rowids`` (each must have one)."""

@@ -1,4 +1,4 @@
-"""DenseRetriever's unfiltered passage search (its own short path) answers exactly as the general path does."""
+"""DenseRetriever's unfiltered passage search (its own short path, in or out of a read block) = the general path."""
 
 from __future__ import annotations
 
@@ -43,6 +43,8 @@ def test_short_path_matches_the_general_path(tmp_path: Path, kind: str, seed: in
     for top_k in (1, 5, 12, 100):  # 100 > live vectors: padded rows
         short, general = _short(retriever, queries, top_k), _general(retriever, queries, top_k)
         assert short == general
+        with store.reading():  # inside a read block the short path reads within the block's transaction
+            assert _short(retriever, queries, top_k) == general
         if kind == "flat" and top_k >= 9:  # all nine tied passages come back: ordered by insertion
             assert [h[0] for h in short[0][:9]] == [f"p{i}" for i in range(10, 20) if i != 12]
     store.close()
@@ -62,3 +64,24 @@ def test_filters_and_documents_take_the_general_path(tmp_path: Path) -> None:
     store.delete_all()
     assert retriever.search_vectors(x[:2], top_k=5) == [[], []]
     store.close()
+
+
+def test_a_batch_reading_more_rows_than_one_statement_binds(tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1500, D)).astype(np.float32)
+    store = HierStore.create(tmp_path / "big", model=None, dimension=D)
+    store.add_passages([Passage(f"p{i}", f"d{i}", 0, f"text {i}") for i in range(1500)], x)
+    store.close()
+    reader = HierStore.open(tmp_path / "big", read_only=True)
+    retriever = DenseRetriever(reader)
+    queries = rng.standard_normal((200, D)).astype(np.float32)
+    statements: list[str] = []
+    reader._core.db.set_trace_callback(statements.append)
+    try:
+        short = _short(retriever, queries, 30)
+    finally:
+        reader._core.db.set_trace_callback(None)
+    assert len({h[0] for hits in short for h in hits}) > 900  # more rows than one statement binds
+    assert 1 < len(statements) <= 3 and "BEGIN" not in statements, statements  # checked chunks, no fallback
+    assert short == _general(retriever, queries, 30)
+    reader.close()

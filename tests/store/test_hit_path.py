@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -78,3 +80,49 @@ def test_lazy_decoding_is_thread_safe() -> None:
         for t in threads:
             t.join()
         assert seen == [{"x": [1, 2]}] * 4
+
+
+_OTHER_PROCESS = """
+import sys
+import numpy as np
+from rag_hier import HierStore, Passage
+store = HierStore.open(sys.argv[1])
+store.delete_passages(["d0#0"])
+store.add_passages([Passage("new", "dnew", 0, "new text")], np.load(sys.argv[2], allow_pickle=False))
+store.close()
+"""
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+def test_dense_search_is_one_statement_and_sees_other_processes_commits(tmp_path, kind: str) -> None:
+    store, x = _store(tmp_path, kind)
+    path = store.path
+    store.close()
+    reader = HierStore.open(path, read_only=True)
+    retriever = DenseRetriever(reader)
+    statements: list[str] = []
+    reader._core.db.set_trace_callback(statements.append)
+    try:
+        first = retriever.search_vectors(x[:1], top_k=3)[0]
+        assert first[0].passage_id == "d0#0" and first[0].text == "text 0"
+        assert len(statements) == 1 and "key='manifest') =" in statements[0], statements  # no read transaction
+
+        np.save(tmp_path / "q.npy", x[:1], allow_pickle=False)
+        subprocess.run([sys.executable, "-c", _OTHER_PROCESS, str(path), str(tmp_path / "q.npy")], check=True)
+        statements.clear()
+        after = retriever.search_vectors(x[:1], top_k=3)[0]
+        assert after[0].passage_id == "new" and after[0].text == "new text"
+        assert "d0#0" not in {h.passage_id for h in after}
+        assert "BEGIN" in statements  # the generation check failed: searched again within a read transaction
+
+        statements.clear()
+        assert [h.passage_id for h in retriever.search_vectors(x[:1], top_k=3)[0]] == [h.passage_id for h in after]
+        assert len(statements) == 1  # this handle holds the new generation now
+
+        statements.clear()
+        with reader.reading():  # inside a read block: the block's transaction, no check of its own
+            assert [h.passage_id for h in retriever.search_vectors(x[:1], top_k=3)[0]] == [h.passage_id for h in after]
+        assert statements[0] == "BEGIN" and not any("key='manifest') =" in s for s in statements), statements
+    finally:
+        reader._core.db.set_trace_callback(None)
+        reader.close()

@@ -310,6 +310,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
     _writer: Store | None = PrivateAttr(default=None)
     _handles: list[Store] = PrivateAttr(default_factory=list)
     _sparse: Retriever[Any] | None = PrivateAttr(default=None)
+    _dense: Retriever[Any] | None = PrivateAttr(default=None)
     _finalizer: weakref.finalize = PrivateAttr()
 
     def __init__(
@@ -753,7 +754,9 @@ class RagHierVectorStore(BasePydanticVectorStore):
         if top_k < 1:
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
         vec = self.query_vector(query.query_str, query.query_embedding)
-        dense = build_retriever("dense", self._reader)
+        dense = self._dense
+        if dense is None or dense.store is not self._reader:  # built once per handle (it holds no other state)
+            dense = self._dense = build_retriever("dense", self._reader)
         return self._result(dense.run(Queries(vectors=vec), top_k, self._predicate(query))[0].hits)
 
     # -- sparse search: SVDR over the token index, or BM25 over the BM25 index ---------------------------
