@@ -6,6 +6,7 @@ Usage::
     python benchmarks/bench_haystack.py --n 20000 --queries 50
     python benchmarks/bench_haystack.py --faiss-haystack DIR  # also faiss-haystack, importable from DIR
     python benchmarks/bench_haystack.py --no-in-memory        # without InMemory (about 18 s per query at 100k)
+    python benchmarks/bench_haystack.py --index '{"kind": "hnsw", "ef_search": 128}'   # our store on HNSW
 
 Both stores receive the same N documents (short text, random unit vectors held as float32 values, as an
 embedder produces) in one ``write_documents`` call; every retriever then answers the same queries
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import platform
 import statistics
 import sys
@@ -66,6 +68,18 @@ def main() -> None:
     parser.add_argument("--threads", type=int, help="FAISS OpenMP threads (default: FAISS's own choice)")
     parser.add_argument("--faiss-haystack", metavar="DIR", help="folder holding faiss-haystack (installed --no-deps)")
     parser.add_argument(
+        "--data",
+        choices=["random", "mixture"],
+        default="random",
+        help="random unit vectors, or bench_dense.py's Gaussian mixture (1,000 centres, noise 0.05)",
+    )
+    parser.add_argument(
+        "--index",
+        default="flat",
+        help='the rag-hier store\'s index: a kind, or JSON such as \'{"kind": "hnsw", "ef_search": 128}\' '
+        "(the overlap column is then its recall@10 against the exact retrievers)",
+    )
+    parser.add_argument(
         "--no-in-memory",
         action="store_true",
         help="leave out InMemoryEmbeddingRetriever (a brute-force Python scan: about 18 s per query at 100k)",
@@ -86,8 +100,15 @@ def main() -> None:
     from haystack_integrations.document_stores.rag_hier import RagHierDocumentStore
 
     rng = np.random.default_rng(args.seed)
-    vectors = unit_vectors(rng, args.n, args.dim)
-    queries = unit_vectors(rng, args.queries + 1, args.dim)
+    if args.data == "mixture":  # bench_dense.py's clustered data, on which approximate indexes reach high recall
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from bench_dense import mixture
+
+        vectors = mixture(args.n, args.dim, 1000, 0.05, seed=args.seed + 1)
+        queries = mixture(args.queries + 1, args.dim, 1000, 0.05, seed=args.seed + 2)
+    else:
+        vectors = unit_vectors(rng, args.n, args.dim)
+        queries = unit_vectors(rng, args.queries + 1, args.dim)
     log(f"building {args.n} documents ({args.dim}-d)")
     documents = [
         Document(
@@ -112,8 +133,10 @@ def main() -> None:
         write_seconds[name] = time.perf_counter() - started
         retrievers[name] = lambda q: retriever.run(query_embedding=q, top_k=args.top_k)["documents"]
 
-    ours = RagHierDocumentStore(path=str(Path(tmp.name) / "store"))
-    build("RagHierEmbeddingRetriever (flat)", ours, RagHierEmbeddingRetriever(document_store=ours))
+    index = json.loads(args.index) if args.index.lstrip().startswith("{") else args.index
+    ours = RagHierDocumentStore(path=str(Path(tmp.name) / "store"), index=index)
+    kind = index if isinstance(index, str) else json.dumps(index)
+    build(f"RagHierEmbeddingRetriever ({kind})", ours, RagHierEmbeddingRetriever(document_store=ours))
     if not args.no_in_memory:
         in_memory = InMemoryDocumentStore(shared=False, embedding_similarity_function="dot_product")
         build("InMemoryEmbeddingRetriever", in_memory, InMemoryEmbeddingRetriever(document_store=in_memory))
