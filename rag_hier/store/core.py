@@ -564,17 +564,21 @@ class StoreCore:
         """The committed generation this core holds."""
         return int(self.state["generation"])
 
-    def state_token(self) -> str:
-        """The committed state this core holds, as the database stores it (its JSON text).
+    def state_token(self) -> str | None:
+        """The committed state this core holds, as the database stores it (its JSON text), once remembered.
 
         A read outside a read transaction compares it with the stored text in its own statement: equal means
         the statement read the generation this core's indexes hold (every commit writes a new generation).
+        ``None`` until :meth:`remember_token` ran for the state held now.
         """
-        state = self.state
         cached = self._token
-        if cached is None or cached[0] is not state:
-            cached = self._token = (state, dumps(state))
-        return cached[1]
+        return cached[1] if cached is not None and cached[0] is self.state else None
+
+    def remember_token(self) -> None:
+        """Keep the stored state's text as the token of the state held now (inside a read transaction, synced)."""
+        row = self.db.execute("SELECT value FROM state WHERE key='manifest'").fetchone()
+        if row is not None:
+            self._token = (self.state, row[0])
 
     def _data_version(self) -> int:
         return int(self.db.execute("PRAGMA data_version").fetchone()[0])

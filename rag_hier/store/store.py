@@ -958,20 +958,25 @@ class HierStore:
         The search path of an unfiltered dense query. Outside a read block it takes one SQL statement: the hit
         rows, read together with a check that the database still holds the generation this handle's index
         holds; when another process has committed since, it searches again within a read transaction (which
-        loads that generation first).
+        loads that generation first). The first search of each generation a handle holds runs in a read
+        transaction too, which keeps the stored state's text to check against.
         """
         core = self._core
         q = np.asarray(queries, dtype=np.float32)
         with core.lock:
             index = core.indexes.get("dense")
-            if not core.db.in_transaction and index is not None and len(index) > 0:
+            token = core.state_token()
+            if not core.db.in_transaction and token is not None and index is not None and len(index) > 0:
                 scores, ids = index.search(q, min(top_k, len(index)))
-                rows = hit_rows_if_current(core.db, ids[ids >= 0].tolist(), core.state_token())
+                rows = hit_rows_if_current(core.db, ids[ids >= 0].tolist(), token)
                 if rows is not None:
                     return scores, ids, rows
-        with self._reading():
-            scores, ids = self.search_dense(q, top_k)
-            return scores, ids, hit_rows(self._core.db, ids[ids >= 0].tolist())
+            outside = not core.db.in_transaction
+            with self._reading():
+                if outside:  # the generation just synced: the next search can check against it
+                    core.remember_token()
+                scores, ids = self.search_dense(q, top_k)
+                return scores, ids, hit_rows(core.db, ids[ids >= 0].tolist())
 
     def vectors(self, rowids: np.ndarray) -> np.ndarray:
         """The stored float32 vectors of ``rowids`` (each must have one)."""

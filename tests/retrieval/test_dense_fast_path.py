@@ -76,6 +76,7 @@ def test_a_batch_reading_more_rows_than_one_statement_binds(tmp_path: Path) -> N
     retriever = DenseRetriever(reader)
     queries = rng.standard_normal((200, D)).astype(np.float32)
     statements: list[str] = []
+    retriever.search_vectors(queries[:1], 1)  # the first search of a generation runs in a read transaction
     reader._core.db.set_trace_callback(statements.append)
     try:
         short = _short(retriever, queries, 30)

@@ -105,6 +105,9 @@ def test_dense_search_is_one_statement_and_sees_other_processes_commits(tmp_path
     try:
         first = retriever.search_vectors(x[:1], top_k=3)[0]
         assert first[0].passage_id == "d0#0" and first[0].text == "text 0"
+        assert "BEGIN" in statements  # the first search of a generation: a read transaction, keeping the state
+        statements.clear()
+        assert retriever.search_vectors(x[:1], top_k=3)[0] == first
         assert len(statements) == 1 and "key='manifest') =" in statements[0], statements  # no read transaction
 
         np.save(tmp_path / "q.npy", x[:1], allow_pickle=False)
@@ -126,3 +129,24 @@ def test_dense_search_is_one_statement_and_sees_other_processes_commits(tmp_path
     finally:
         reader._core.db.set_trace_callback(None)
         reader.close()
+
+
+def test_after_a_write_in_this_process_the_next_search_sees_it_then_is_one_statement_again(tmp_path) -> None:
+    store, x = _store(tmp_path)
+    retriever = DenseRetriever(store)
+    retriever.search_vectors(x[:1], top_k=3)
+    statements: list[str] = []
+    store._core.db.set_trace_callback(statements.append)
+    try:
+        retriever.search_vectors(x[:1], top_k=3)
+        assert len(statements) == 1
+        store.add_passages([Passage("same", "dsame", 0, "same vector")], x[:1] * 2)  # scores twice d0#0's
+        statements.clear()
+        assert retriever.search_vectors(x[:1], top_k=3)[0][0].passage_id == "same"
+        assert "BEGIN" in statements  # a new generation: read once within a transaction
+        statements.clear()
+        assert retriever.search_vectors(x[:1], top_k=3)[0][0].passage_id == "same"
+        assert len(statements) == 1
+    finally:
+        store._core.db.set_trace_callback(None)
+        store.close()
