@@ -82,18 +82,9 @@ class DenseRetriever(Retriever[np.ndarray]):
         search = getattr(self.store, "search_dense_hits", None)
         if search is None or not self._short_path(filters, aggregate):
             return super().run_prepared(prepared, n_queries, top_k, filters, aggregate)
-        # one store call: the search and the hit rows of one generation, without a read block around them
+        # one store call: the search and the hit rows of one generation (in a read block: within its transaction)
         scores, ids, rows = search(prepared, _check_top_k(top_k))
         return _results(scores, ids, rows, n_queries, top_k)
-
-    def _run_prepared(
-        self, prepared: np.ndarray, n_queries: int, top_k: int, filters: Filters, aggregate: Aggregate
-    ) -> list[QueryResult]:
-        fetch = getattr(self.store, "hit_rows", None)
-        if fetch is None or not self._short_path(filters, aggregate):
-            return super()._run_prepared(prepared, n_queries, top_k, filters, aggregate)
-        scores, ids = self.store.search_dense(prepared, top_k)  # inside the search's read block
-        return _results(scores, ids, fetch(ids[ids >= 0].tolist()), n_queries, top_k)
 
 
 def _results(

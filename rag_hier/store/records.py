@@ -255,20 +255,13 @@ def hit_rows_if_current(db: sqlite3.Connection, rowids: Sequence[int], token: st
     ids = list(dict.fromkeys(r for r in rowids if r >= 0))
     if not ids:
         return None
-    out: dict[int, tuple[Any, ...]] = {}
-    step = CHUNK - 1  # the token takes one parameter
-    for start in range(0, len(ids), step):  # every statement checks: all of them read the token's generation
-        part = ids[start : start + step]
-        sql = (
-            f"SELECT {HIT_COLUMNS}, (SELECT value FROM state WHERE key='manifest') = ? "
-            f"FROM passages WHERE id IN ({','.join('?' * len(part))})"
-        )
-        rows = db.execute(sql, [token, *part]).fetchall()
-        if len(rows) != len(part) or not all(row[-1] == 1 for row in rows):
-            return None
-        for row in rows:
-            out[row[0]] = row[:-1]
-    return out
+    # every statement (one per chunk) checks the token: all of them read the token's generation
+    current = "(SELECT value FROM state WHERE key='manifest') = ?"
+    sql = f"SELECT {HIT_COLUMNS}, {current} FROM passages WHERE id IN ({{marks}})"
+    rows = list(rows_in(db, sql, ids, (token,)))
+    if len(rows) != len(ids) or not all(row[-1] == 1 for row in rows):
+        return None
+    return {row[0]: row[:-1] for row in rows}
 
 
 @dataclass(frozen=True)

@@ -943,12 +943,17 @@ class HierStore:
         Both are ``(n, min(top_k, live vectors))``; rows are ``-1``-padded where ``allowed`` leaves fewer.
         """
         with self._reading():
-            index = self._core.indexes.get("dense")
-            q = np.asarray(queries, dtype=np.float32)
-            live = 0 if index is None else len(index)
-            if index is None or live == 0:
-                return np.zeros((q.shape[0], 0), np.float32), np.zeros((q.shape[0], 0), np.int64)
-            return index.search(q, min(top_k, live), allowed_ids=allowed)
+            return self._search_dense(np.asarray(queries, dtype=np.float32), top_k, allowed)
+
+    def _search_dense(
+        self, q: np.ndarray, top_k: int, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`search_dense` on the index this core holds now (the caller holds the core's lock)."""
+        index = self._core.indexes.get("dense")
+        live = 0 if index is None else len(index)
+        if index is None or live == 0:
+            return np.zeros((q.shape[0], 0), np.float32), np.zeros((q.shape[0], 0), np.int64)
+        return index.search(q, min(top_k, live), allowed_ids=allowed)
 
     def search_dense_hits(
         self, queries: np.ndarray, top_k: int
@@ -964,18 +969,17 @@ class HierStore:
         core = self._core
         q = np.asarray(queries, dtype=np.float32)
         with core.lock:
-            index = core.indexes.get("dense")
+            outside = not core.db.in_transaction
             token = core.state_token()
-            if not core.db.in_transaction and token is not None and index is not None and len(index) > 0:
-                scores, ids = index.search(q, min(top_k, len(index)))
+            if outside and token is not None:  # an empty result has nothing to check: the read block below
+                scores, ids = self._search_dense(q, top_k)
                 rows = hit_rows_if_current(core.db, ids[ids >= 0].tolist(), token)
                 if rows is not None:
                     return scores, ids, rows
-            outside = not core.db.in_transaction
             with self._reading():
                 if outside:  # the generation just synced: the next search can check against it
                     core.remember_token()
-                scores, ids = self.search_dense(q, top_k)
+                scores, ids = self._search_dense(q, top_k)
                 return scores, ids, hit_rows(core.db, ids[ids >= 0].tolist())
 
     def vectors(self, rowids: np.ndarray) -> np.ndarray:

@@ -230,13 +230,17 @@ def document_meta(
     return out
 
 
-def _content(text: str, extra: Mapping[str, Any]) -> str | None:
-    payload = extra.get(EXTRA_KEY) or {}
+def _payload(extra: Mapping[str, Any]) -> Mapping[str, Any]:
+    """What the Haystack adapter stored beside a passage (empty for passages it did not write)."""
+    return extra.get(EXTRA_KEY) or {}
+
+
+def _content(text: str, payload: Mapping[str, Any]) -> str | None:
     return None if payload.get("content_none") else text
 
 
-def _blob(extra: Mapping[str, Any]) -> ByteStream | None:
-    data = (extra.get(EXTRA_KEY) or {}).get("blob")
+def _blob(payload: Mapping[str, Any]) -> ByteStream | None:
+    data = payload.get("blob")
     if data is None:
         return None
     return ByteStream(
@@ -246,8 +250,8 @@ def _blob(extra: Mapping[str, Any]) -> ByteStream | None:
     )
 
 
-def _sparse(extra: Mapping[str, Any]) -> SparseEmbedding | None:
-    data = (extra.get(EXTRA_KEY) or {}).get("sparse_embedding")
+def _sparse(payload: Mapping[str, Any]) -> SparseEmbedding | None:
+    data = payload.get("sparse_embedding")
     if data is None:
         return None
     return SparseEmbedding(indices=list(data["indices"]), values=list(data["values"]))
@@ -255,14 +259,15 @@ def _sparse(extra: Mapping[str, Any]) -> SparseEmbedding | None:
 
 def passage_to_document(passage: Passage, embedding: Any = None, score: float | None = None) -> Document:
     """The Haystack Document for a stored passage (``embedding``: a numpy vector or ``None``)."""
+    payload = _payload(passage.extra)
     return Document(
         id=passage.id,
-        content=_content(passage.text, passage.extra),
-        blob=_blob(passage.extra),
+        content=_content(passage.text, payload),
+        blob=_blob(payload),
         meta=document_meta(passage.meta, passage.extra, passage.doc_id, passage.position, passage.title_path),
         score=score,
         embedding=None if embedding is None else embedding.tolist(),
-        sparse_embedding=_sparse(passage.extra),
+        sparse_embedding=_sparse(payload),
     )
 
 
@@ -278,25 +283,19 @@ def hit_to_document(
         extra_meta: Keys added to (replacing those of) the returned Document's meta, e.g. ``scores``.
 
     """
-    extra = hit.extra
-    payload = extra.get(EXTRA_KEY)
-    if payload is not None and not payload:  # a Haystack-written passage with nothing beyond its metadata
-        meta = _restore_meta(hit.meta, None)
-        content: str | None = hit.text
-        blob = sparse = None
-    else:
-        meta = document_meta(hit.meta, extra, hit.doc_id, hit.position, hit.title_path)
-        content, blob, sparse = _content(hit.text, extra), _blob(extra), _sparse(extra)
+    extra = hit.extra  # decoded once: the JSON stays undecoded in the hit until read
+    payload = _payload(extra)
+    meta = document_meta(hit.meta, extra, hit.doc_id, hit.position, hit.title_path)
     if extra_meta:
         meta.update(extra_meta)
     return Document(
         id=hit.passage_id,
-        content=content,
-        blob=blob,
+        content=_content(hit.text, payload),
+        blob=_blob(payload),
         meta=meta,
         score=hit.score if score is None else score,
         embedding=None if embedding is None else embedding.tolist(),
-        sparse_embedding=sparse,
+        sparse_embedding=_sparse(payload),
     )
 
 
@@ -327,13 +326,14 @@ def record_view(record: Mapping[str, Any], roots: frozenset[str], embedding: Any
     when named. ``embedding`` is the vector (as a list) when the filter names ``embedding``.
     """
     extra = record.get("extra", {})
+    payload = _payload(extra)
     return FilterView(
         id=record["id"],
-        content=_content(record["content"], extra),
-        blob=_blob(extra) if "blob" in roots else None,
+        content=_content(record["content"], payload),
+        blob=_blob(payload) if "blob" in roots else None,
         meta=document_meta(record["meta"], extra, record["doc_id"], record["position"], record["title_path"]),
         embedding=embedding,
-        sparse_embedding=_sparse(extra) if "sparse_embedding" in roots else None,
+        sparse_embedding=_sparse(payload) if "sparse_embedding" in roots else None,
     )
 
 

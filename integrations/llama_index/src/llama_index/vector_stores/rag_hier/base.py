@@ -754,10 +754,13 @@ class RagHierVectorStore(BasePydanticVectorStore):
         if top_k < 1:
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
         vec = self.query_vector(query.query_str, query.query_embedding)
-        dense = self._dense
-        if dense is None or dense.store is not self._reader:  # built once per handle (it holds no other state)
-            dense = self._dense = build_retriever("dense", self._reader)
-        return self._result(dense.run(Queries(vectors=vec), top_k, self._predicate(query))[0].hits)
+        return self._result(self._dense_retriever().run(Queries(vectors=vec), top_k, self._predicate(query))[0].hits)
+
+    def _dense_retriever(self) -> Retriever[Any]:
+        """The ``dense`` strategy's retriever, built once per handle (it holds no other state)."""
+        if self._dense is None or self._dense.store is not self._reader:
+            self._dense = build_retriever("dense", self._reader)
+        return self._dense
 
     # -- sparse search: SVDR over the token index, or BM25 over the BM25 index ---------------------------
     def _has_sparse_index(self) -> bool:
@@ -815,7 +818,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
         sparse_k = max(1, int(query.sparse_top_k or query.similarity_top_k or 0))
         fusion = FusionRetriever(
             self._reader,
-            components=[build_retriever("dense", self._reader), self._sparse_retriever()],
+            components=[self._dense_retriever(), self._sparse_retriever()],
             method=self.hybrid_fusion,
             weights=(alpha, 1.0 - alpha),
             depths=(dense_k, sparse_k),
