@@ -89,45 +89,6 @@ def strategy_parameters(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _inputs(args: argparse.Namespace) -> tuple[Path, Path | None]:
-    """The queries file and the qrels file (``None``: derived from QA questions)."""
-    from rag_hier.corpus.readers import beir_split_files
-
-    if args.beir:
-        if args.queries or args.qrels:
-            raise RagHierError("--beir reads the queries and qrels from its folder; drop --queries/--qrels")
-        return beir_split_files(args.beir, args.split)
-    if not args.queries:
-        raise RagHierError("give --queries (and --qrels), or a BEIR folder with --beir DIR")
-    return Path(args.queries), Path(args.qrels) if args.qrels else None
-
-
-def _qa_qrels(queries_path: Path, aggregate: str, store: Any) -> dict[str, dict[str, int]]:
-    from rag_hier.corpus.readers import qa_qrels, read_qa_questions
-
-    try:
-        questions = read_qa_questions(queries_path)
-    except Exception as exc:
-        raise RagHierError(f"--qrels is required unless --queries is a QA questions.jsonl ({exc})") from exc
-    if aggregate != "doc":
-        # Paragraph judgements name "<doc_id>#<paragraph index>", which are passage ids only when
-        # paragraphs were kept whole; otherwise every score would silently be wrong.
-        max_words = store.corpus_info.get("max_passage_words")
-        if max_words != 0:
-            raise RagHierError(
-                f"paragraph-level judgements from {queries_path} need a store indexed with "
-                f"--max-passage-words 0 (this one used {max_words}); pass --aggregate doc or --qrels"
-            )
-    return qa_qrels(questions, "doc" if aggregate == "doc" else "paragraph")
-
-
-def _known_ids(store: Any, aggregate: str, candidates: set[str]) -> set[str]:
-    """The ids among ``candidates`` that the store holds at the evaluated level."""
-    if aggregate == "doc":
-        return candidates & set(store.document_ids())
-    return {p.id for p in store.get_passages(sorted(candidates))}
-
-
 def _truncate(run: Mapping[str, Mapping[str, float]], top_k: int) -> dict[str, dict[str, float]]:
     """The first ``top_k`` hits of each query, in ranking order."""
     return {q: dict(list(scores.items())[:top_k]) for q, scores in run.items()}
@@ -152,8 +113,7 @@ def run_eval(
     """``rag-hier eval`` (see the module docstring); ``main`` passes its store and search helpers."""
     from rag_hier._version import __version__
     from rag_hier.cli.strategies import mean_stats
-    from rag_hier.corpus.readers import read_qrels_file, read_queries
-    from rag_hier.eval.hygiene import check_qrels
+    from rag_hier.eval.judged import judged_files, load_judged
     from rag_hier.eval.metrics import evaluate_per_query, metric_list, parse_metric, remove_identical_ids
     from rag_hier.eval.perquery import write_per_query
     from rag_hier.eval.provenance import file_sha256, model_fingerprint
@@ -163,29 +123,14 @@ def run_eval(
     top_k = args.top_k if args.top_k is not None else max(parse_metric(m)[1] for m in metrics)
     if top_k < 1:
         raise RagHierError(f"--top-k must be >= 1, got {top_k}")
-    queries_path, qrels_path = _inputs(args)
-    queries = read_queries(queries_path)
-    qrels_file = read_qrels_file(qrels_path) if qrels_path is not None else None
+    queries_path, qrels_path = judged_files(args.queries, args.qrels, args.beir, args.split)
     ignore_identical = not args.keep_identical_ids
     store = open_store(args, read_only=True)
     try:
         aggregate = default_aggregate(store, args.aggregate)
-        qrels = qrels_file.qrels if qrels_file is not None else _qa_qrels(queries_path, aggregate, store)
-        qids = [q for q in queries if qrels.get(q)]
-        if not qids:
-            source = qrels_path if qrels_path is not None else queries_path
-            raise RagHierError(
-                f"the qrels {source} and the queries {queries_path} share no query id: no query has judgements"
-            )
-        judged_ids = {d for rel in qrels.values() for d in rel}
-        known = _known_ids(store, aggregate, judged_ids | set(qids))
-        hygiene = check_qrels(
-            qrels,
-            known_ids=known,
-            queries=queries.keys(),
-            duplicates=qrels_file.duplicates if qrels_file is not None else (),
-        )
-        fetch_k = top_k + 1 if ignore_identical and any(q in known for q in qids) else top_k
+        judged = load_judged(store, queries_path, qrels_path, aggregate)
+        qids, queries, qrels, hygiene = list(judged.queries), judged.queries, judged.qrels, judged.hygiene
+        fetch_k = top_k + 1 if ignore_identical and any(q in judged.known for q in qids) else top_k
         if store.encoder is not None:
             _ = store.encoder.model  # load it first: the timing is of encoding and search
         t0 = time.perf_counter()
@@ -193,7 +138,8 @@ def run_eval(
         elapsed = time.perf_counter() - t0
         results = [r.hits for r in query_results]
         generation = store.generation
-        model = (store.manifest.get("encoder") or {}).get("model")
+        # the model the search used (a model kept inside the store: its path there)
+        model = store.encoder.model_name if store.encoder is not None else None
         device = _device(store, args)
     finally:
         store.close()

@@ -431,7 +431,19 @@ class Retriever(ABC, Generic[Q]):
             raise ValueError(f"aggregate must be 'passage' or 'doc', got {aggregate!r}")
         if not isinstance(queries, Queries):
             raise TypeError(f"queries must be a Queries, got {type(queries).__name__}")
-        return self.run_prepared(self.prepare(queries), len(queries), top_k, filters, aggregate)
+        if queries.vectors is not None or queries.texts is None:
+            return self.run_prepared(self.prepare(queries), len(queries), top_k, filters, aggregate)
+        # Query text is encoded by the store's model before the search: if the store switched models
+        # meanwhile (HierStore.adopt_model in another process), the vectors and the index would come from
+        # different models. The encoder key before encoding and after searching tells; encode again if so.
+        for _ in range(_SWITCH_RETRIES):
+            before = getattr(self.store, "encoder_key", None)
+            results = self.run_prepared(self.prepare(queries), len(queries), top_k, filters, aggregate)
+            if getattr(self.store, "encoder_key", None) == before:
+                return results
+        raise StoreError(
+            f"the store at {self.store.location} switched models during {_SWITCH_RETRIES} searches in a row"
+        )
 
     def run_prepared(
         self, prepared: Q, n_queries: int, top_k: int = 10, filters: Filters = None, aggregate: Aggregate = "passage"
@@ -511,6 +523,9 @@ class Retriever(ABC, Generic[Q]):
             out.append(hits)
         return out
 
+
+_SWITCH_RETRIES = 5
+"""Searches retried when the store's model changed between encoding a query and searching with it."""
 
 _MakeHit = Callable[[Any, float, int, Mapping[str, float] | None], Hit]
 """Builds a hit from a stored row or record, its score, rank and component scores."""

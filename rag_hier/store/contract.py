@@ -335,6 +335,15 @@ class StoreExtension:
     def verify(self, store: StoreBackend) -> None:
         """Check consistency with the store after loading; raise StoreCorruptedError on a mismatch."""
 
+    def encoder_dependency(self) -> Literal["none", "rebuild", "refuse"]:
+        """What the extension needs when the store's dense encoder is replaced (``HierStore.adopt_model``).
+
+        ``"none"``: its data does not depend on the dense encoder; ``"rebuild"``: :meth:`build` is run again,
+        in the same commit, once the passages hold the new model's vectors; ``"refuse"``: it cannot follow
+        (e.g. an indexer trained for one encoder), so the store refuses to switch encoders while it is attached.
+        """
+        return "none"
+
     # -- incremental commits (optional) --------------------------------------------------------------
     DELTA_ARRAYS: ClassVar[Mapping[str, tuple[str, int]]] = {}
     """Opt-in to incremental commits: the name → ``(dtype, ndim)`` of every array a :meth:`delta` holds.

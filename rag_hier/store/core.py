@@ -54,6 +54,7 @@ from rag_hier.store.files import (
     sha256_fd,
     sha256_file,
 )
+from rag_hier.store.models import stored_model_dir
 from rag_hier.store.records import PassageRecord, iter_records
 from rag_hier.store.schema import check_schema, dumps, ensure_incremental_schema, has_incremental_schema
 from rag_hier.store.segments import (
@@ -201,6 +202,7 @@ class StoreCore:
         self.indexes: dict[str, DenseIndex] = {}
         self.extensions: dict[str, StoreExtension] = {}
         self.encoders: dict[str | None, Any] = {}  # recorded encoder per device, shared by handles
+        self.encoder_tags: dict[str | None, Any] = {}  # the encoder_key each of them was built for
         self.users = 0
         self.key = ""
         self.verify = True  # hash files when (re)loading them
@@ -945,6 +947,11 @@ def copy_committed(core: StoreCore, handle: StoreBackend, staging: Path) -> None
             shutil.copyfile(committed_path(core.root, name, info, verify=False), staging / name)
             info.pop("pending", None)
         copy_fd(core.database_fd(), staging / DATABASE)  # never open/close the file under the read lock
+        for key in ("encoder", "encoder_previous"):  # models kept inside the store travel with it
+            enc = state.get(key)
+            if isinstance(enc, dict) and enc.get("stored"):
+                source = stored_model_dir(core.root, enc, verify=False)
+                shutil.copytree(source, staging / enc["model"], symlinks=True)
     db_copy = staging / DATABASE
     db = connect(db_copy)
     try:  # the copy's committed state names no temporary files

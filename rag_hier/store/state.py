@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from rag_hier.errors import StoreCorruptedError
 from rag_hier.store.files import check_name, fsync_dir, regular_file, sha256_file
+from rag_hier.store.models import MODELS_DIR, check_model_name
 
 logger = logging.getLogger(__name__)
 
@@ -82,10 +83,20 @@ def validate_state(state: Any, where: str | Path) -> dict[str, Any]:
     dim = _field(w, "dimension", state.get("dimension"), int, optional=True)
     if dim is not None and not 0 < dim <= 1 << 20:
         raise StoreCorruptedError(f"{w}: dimension must be between 1 and 1048576, got {dim}")
-    encoder = _field(w, "encoder", state.get("encoder"), dict, optional=True)
-    if encoder is not None:
-        _field(w, "encoder.model", encoder.get("model"), str)
-        _field(w, "encoder.dimension", encoder.get("dimension"), int, optional=True)
+    for key in ("encoder", "encoder_previous"):
+        encoder = _field(w, key, state.get(key), dict, optional=True)
+        if encoder is None:
+            continue
+        model = _field(w, f"{key}.model", encoder.get("model"), str)
+        _field(w, f"{key}.dimension", encoder.get("dimension"), int, optional=True)
+        _field(w, f"{key}.since", encoder.get("since"), int, optional=True)
+        if _field(w, f"{key}.stored", encoder.get("stored", False), bool):
+            # a model inside the store: models/<plain name>, with the digest it is checked against
+            prefix = f"{MODELS_DIR}/"
+            if not model.startswith(prefix):
+                raise StoreCorruptedError(f"{w}: {key}.model of a stored model must be {prefix}<name>, got {model!r}")
+            check_model_name(model[len(prefix) :], f"{w}: {key}.model")
+            _field(w, f"{key}.sha256", encoder.get("sha256"), str)
     indexes = _field(w, "indexes", state.get("indexes"), dict)
     dense = _field(w, "indexes.dense", indexes.get("dense"), dict)
     if dense.get("file") != DENSE_FILE:

@@ -37,9 +37,11 @@ from rag_hier.index.dense import DenseIndex, IndexConfig
 from rag_hier.store import meta_index
 from rag_hier.store.contract import SIMILARITIES, Filters, Similarity, StoreExtension
 from rag_hier.store.core import StoreCore, connect, copy_committed
+from rag_hier.store.encoder_switch import EncodedPassages, check_extensions, encode_passages, switch_encoder
 from rag_hier.store.extensions.base import extension_class
 from rag_hier.store.files import LOCK_FILE
 from rag_hier.store.filters import Refined, compile_filter
+from rag_hier.store.models import stored_model_dir
 from rag_hier.store.records import (
     Hit,
     PassageRecord,
@@ -386,16 +388,50 @@ class HierStore:
             return None
         key = self._device
         cached = self._core.encoders.get(key)
-        if cached is None or cached.model_name != enc["model"]:
-            cached = self._core.encoders[key] = DenseEncoder(
-                enc["model"],
-                device=self._device,
-                normalize_embeddings=enc.get("normalize_embeddings"),
-                query_prompt=enc.get("query_prompt"),
-                document_prompt=enc.get("document_prompt"),
-                max_seq_length=enc.get("max_seq_length"),
-            )
+        tag = self.encoder_key
+        if cached is None or self._core.encoder_tags.get(key) != tag:
+            cached = self._core.encoders[key] = self._recorded_encoder(enc)
+            self._core.encoder_tags[key] = tag
         return cached
+
+    def _recorded_encoder(self, enc: Mapping[str, Any], model: str | None = None) -> DenseEncoder:
+        """A :class:`DenseEncoder` for a recorded encoder configuration (``model``: load this path instead)."""
+        if model is None:
+            # a model kept inside the store is checked against its recorded digest before it is loaded
+            model = str(stored_model_dir(self.path.absolute(), enc)) if enc.get("stored") else str(enc["model"])
+        return DenseEncoder(
+            model,
+            device=self._device,
+            normalize_embeddings=enc.get("normalize_embeddings"),
+            query_prompt=enc.get("query_prompt"),
+            document_prompt=enc.get("document_prompt"),
+            max_seq_length=enc.get("max_seq_length"),
+        )
+
+    @property
+    def encoder_key(self) -> tuple[Any, ...] | None:
+        """Which recorded encoder this handle's state holds: changes whenever the store's model is switched.
+
+        A search compares it before encoding its queries and after searching: equal means the vectors and
+        the index it searched come from the same model (a switch records the generation it happened at, so a
+        later switch back to the same model still changes it).
+        """
+        enc = self._core.state.get("encoder")
+        if not enc:
+            return None
+        return (enc.get("model"), enc.get("since"), enc.get("sha256"))
+
+    @property
+    def model_info(self) -> dict[str, Any]:
+        """What the store encodes with, without loading it: the recorded encoder, and the one a rollback returns to.
+
+        ``current`` and ``previous`` are the recorded configurations (``None`` when there is none); a stored
+        model (``stored``) lives in the store directory under ``model``, checked by ``sha256`` before loading;
+        ``adopted`` holds what a tuning run recorded when it adopted the model.
+        """
+        with self._reading():
+            state = json.loads(dumps(self._core.state))
+        return {"current": state.get("encoder"), "previous": state.get("encoder_previous")}
 
     @property
     def index(self) -> DenseIndex | None:
@@ -590,6 +626,79 @@ class HierStore:
             shutil.rmtree(staging, ignore_errors=True)
             raise
         return target
+
+    # ------------------------------------------------------------------------------------------------
+    # switching the encoder: adopting a tuned model, rolling back
+    # ------------------------------------------------------------------------------------------------
+    def _switchable(self, what: str) -> dict[str, Any]:
+        if self.read_only:
+            raise StoreError(f"{self.path} was opened read-only; {what} writes to it")
+        current = self._core.state.get("encoder")
+        if not current:
+            raise StoreError(
+                f"the store at {self.path} records no encoder (its vectors come from outside); {what} needs one"
+            )
+        check_extensions(self)
+        return dict(current)
+
+    def adopt_model(
+        self,
+        model: str | Path,
+        *,
+        encoded: EncodedPassages | None = None,
+        details: Mapping[str, Any] | None = None,
+        show_progress_bar: bool = False,
+    ) -> int:
+        """Make the sentence-transformers model directory ``model`` this store's encoder, in one commit.
+
+        The model is copied into the store (``models/<name>``, checked by digest whenever it is loaded), every
+        passage is re-encoded with it and the passage index rebuilt; readers see the old model with the old
+        vectors or the new ones, never a mix. The model it replaces is kept for :meth:`rollback_model` until
+        the next adoption. Extensions built on the vectors (tree, document index) are rebuilt in the same
+        commit; one that cannot follow a new encoder (EHI's trained indexer) makes this refuse.
+        ``rag-hier tune`` (:mod:`rag_hier.tuning`) calls this only for a model that measured better.
+
+        Args:
+            model: A sentence-transformers model directory (e.g. a fine-tuned copy of the store's model).
+            encoded: The passages already encoded by this model (:func:`~rag_hier.store.encoder_switch.
+                encode_passages`), so they are not encoded twice; passages written since are encoded here.
+            details: Facts recorded with the model (what trained it, its measured scores).
+            show_progress_bar: Show progress while encoding.
+
+        Returns:
+            The committed generation.
+
+        """
+        current = self._switchable("adopt_model()")
+        source = Path(model)
+        if not source.is_dir():
+            raise StoreError(f"model directory {source} does not exist")
+        encoder = self._recorded_encoder(current, str(source))
+        if encoded is None:
+            encoded = encode_passages(self, encoder, show_progress_bar=show_progress_bar)
+        return switch_encoder(
+            self,
+            source=source,
+            encoded=encoded,
+            encoder=encoder,
+            details=dict(details) if details is not None else None,
+            show_progress_bar=show_progress_bar,
+        )
+
+    def rollback_model(self, *, show_progress_bar: bool = False) -> int:
+        """Return to the encoder used before the last switch (re-encoding every passage), in one commit.
+
+        The model rolled back from becomes the one a further rollback returns to. Returns the generation.
+        """
+        self._switchable("rollback_model()")
+        previous = self.model_info["previous"]
+        if not previous:
+            raise StoreError(f"the store at {self.path} has no previous model to return to")
+        encoder = self._recorded_encoder(previous)
+        encoded = encode_passages(self, encoder, show_progress_bar=show_progress_bar)
+        return switch_encoder(
+            self, source=None, target=previous, encoded=encoded, encoder=encoder, show_progress_bar=show_progress_bar
+        )
 
     def update_meta(self, passage_ids: Iterable[str], meta: Mapping[str, Any], *, merge: bool = True) -> int:
         """Merge (or replace, ``merge=False``) metadata of passages; returns how many were updated."""

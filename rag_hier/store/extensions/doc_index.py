@@ -256,6 +256,10 @@ class DocumentIndex(StoreExtension):
             "index": self._index.describe() if self._index is not None else None,
         }
 
+    def encoder_dependency(self) -> Literal["none", "rebuild", "refuse"]:
+        """Rebuilt when its vectors come from the store's encoder (mean of passage vectors, or shared summaries)."""
+        return "rebuild" if self.shares_encoder else "none"
+
     # ------------------------------------------------------------------------------------------------
     # following the store
     # ------------------------------------------------------------------------------------------------

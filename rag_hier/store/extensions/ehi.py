@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
@@ -106,6 +106,10 @@ class EHIExtension(StoreExtension):
         if self.indexer is None:
             raise StoreError("the ehi extension has no indexer; attach it with store.add_extension(EHIExtension(DIR))")
         return self.indexer
+
+    def encoder_dependency(self) -> Literal["none", "rebuild", "refuse"]:
+        """The indexer was trained for one encoder's vectors: it cannot follow another encoder."""
+        return "refuse"
 
     # -- building and following writes ------------------------------------------------------------
     def build(self, store: StoreBackend) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
@@ -104,6 +104,10 @@ class TreeExtension(StoreExtension):
         if self.tree is None:
             raise StoreError("the tree extension has not been built; attach it with store.add_extension()")
         return self.tree
+
+    def encoder_dependency(self) -> Literal["none", "rebuild", "refuse"]:
+        """The tree clusters the passage vectors: rebuilt from the new model's vectors."""
+        return "rebuild"
 
     # -- building and following writes ------------------------------------------------------------
     def build(self, store: StoreBackend) -> None:
