@@ -18,6 +18,7 @@ from rag_hier.errors import RagHierError  # noqa: E402
 from rag_hier.index import DenseIndex, IndexConfig  # noqa: E402
 from rag_hier.retrieval import DenseRetriever, Hit  # noqa: E402
 from rag_hier.store import HierStore, WriteSummary  # noqa: E402
+from rag_hier.tuning import TuneConfig, TuneReport  # noqa: E402  (also installs HierStore.tune)
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -31,6 +32,8 @@ __all__ = [
     "Passage",
     "RagHierError",
     "Section",
+    "TuneConfig",
+    "TuneReport",
     "WriteSummary",
     "__version__",
     "split_document",

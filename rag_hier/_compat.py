@@ -55,6 +55,6 @@ def st_losses() -> ModuleType:
 
         return losses
     except ImportError:  # sentence-transformers < 6
-        from sentence_transformers import losses as old  # type: ignore[no-redef,unused-ignore]
+        from sentence_transformers import losses as old  # type: ignore[attr-defined,no-redef,unused-ignore]
 
         return old

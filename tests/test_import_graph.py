@@ -29,6 +29,7 @@ LAYERS = [
     {"rag_hier.store"},
     {"rag_hier.retrieval"},
     {"rag_hier.eval", "rag_hier.training", "rag_hier.testing"},
+    {"rag_hier.tuning"},
     {"rag_hier.cli", "rag_hier", "rag_hier.__main__"},
 ]
 

@@ -124,6 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--store", required=True, help="the source: a store directory or a Milvus URI")
     m.add_argument("--to", required=True, help="the target: a Milvus URI (from a directory) or a new directory")
 
+    from rag_hier.cli.tune import add_tune_parser
+
+    _add_runtime_args(add_tune_parser(sub))
+
     t = sub.add_parser("train", help="train or fine-tune a model with one of the methods")
     train_sub = t.add_subparsers(dest="method", required=True, metavar="METHOD")
     for mod in mods:
@@ -486,7 +490,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     return int(func(args))
 
 
-_MODEL_COMMANDS = frozenset({"index", "search", "eval", "train"})
+def cmd_tune(args: argparse.Namespace) -> int:
+    """``rag-hier tune``."""
+    from rag_hier.cli.tune import run_tune
+
+    return run_tune(args, open_store=_open_store)
+
+
+_MODEL_COMMANDS = frozenset({"index", "search", "eval", "train", "tune"})
 """Commands that may load a model (the others — ``info``, ``compare``, ``migrate`` — import no model library)."""
 
 _EXTRAS = {
@@ -506,6 +517,7 @@ COMMANDS = {
     "info": cmd_info,
     "migrate": cmd_migrate,
     "train": cmd_train,
+    "tune": cmd_tune,
 }
 
 

@@ -62,7 +62,16 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DATABASE", "FORMAT_VERSION", "MANIFEST", "HierStore", "WritePolicy", "WriteSummary", "set_default_search"]
+__all__ = [
+    "DATABASE",
+    "FORMAT_VERSION",
+    "MANIFEST",
+    "HierStore",
+    "WritePolicy",
+    "WriteSummary",
+    "set_default_search",
+    "set_tuner",
+]
 
 _DEFAULT_SEARCH: Callable[..., Any] | None = None
 
@@ -71,6 +80,15 @@ def set_default_search(search: Callable[..., Any]) -> None:
     """Install what :meth:`HierStore.search` runs (the retrieval layer's dense strategy registers itself)."""
     global _DEFAULT_SEARCH
     _DEFAULT_SEARCH = search
+
+
+_TUNER: Callable[..., Any] | None = None
+
+
+def set_tuner(tuner: Callable[..., Any]) -> None:
+    """Install what :meth:`HierStore.tune` runs (:mod:`rag_hier.tuning` registers itself on import)."""
+    global _TUNER
+    _TUNER = tuner
 
 
 def _index_config(index: IndexConfig | str | Mapping[str, Any]) -> IndexConfig:
@@ -684,6 +702,29 @@ class HierStore:
             details=dict(details) if details is not None else None,
             show_progress_bar=show_progress_bar,
         )
+
+    def tune(self, queries: Any = None, qrels: Any = None, **options: Any) -> Any:
+        """Fine-tune this store's model on judged queries; adopt the result only when it measures better.
+
+        A dev part of the queries is held back, a candidate is trained on the rest, base and candidate are
+        scored on the dev part with this store's search, and the candidate replaces the model (one commit, see
+        :meth:`adopt_model`; :meth:`rollback_model` undoes it) only when the paired difference says it is better
+        (docs/tuning.md states the rule).
+
+        Args:
+            queries: A queries file (BEIR ``queries.jsonl``, QA ``questions.jsonl``) or ``{query id: text}``.
+            qrels: A qrels file (optional for QA questions) or ``{query id: {document or passage id: grade}}``.
+            **options: :class:`~rag_hier.tuning.TuneConfig` fields (``dev_fraction=0.2``, ``max_steps=...``,
+                ``force=True``, ...), ``config=TuneConfig(...)``, ``level="doc"|"passage"``, ``dry_run=True``.
+
+        Returns:
+            A :class:`~rag_hier.tuning.TuneReport`: base and candidate dev figures, their paired difference,
+            adopted or not and why.
+
+        """
+        if _TUNER is None:  # pragma: no cover - rag_hier/__init__ imports rag_hier.tuning
+            raise StoreError("tuning is not available: import rag_hier.tuning")
+        return _TUNER(self, queries, qrels, **options)
 
     def rollback_model(self, *, show_progress_bar: bool = False) -> int:
         """Return to the encoder used before the last switch (re-encoding every passage), in one commit.

@@ -1,0 +1,197 @@
+"""`rag-hier tune` as a user runs it: index, tune with defaults, evaluate before and after on held-out queries.
+
+Two cases (data location is an argument; nothing is copied into the repository):
+
+* ``scifact``: a store of BEIR SciFact (documents kept whole, the offline all-MiniLM-L6-v2 at 128 tokens, the
+  protocol of docs/hce.md); ``rag-hier tune --beir DATA/scifact --split train`` with defaults (its own dev part
+  is 20 % of the training queries); then ``rag-hier eval`` on ``qrels/test.tsv`` before and after and
+  ``rag-hier compare`` of the two per-query files.
+* ``xquad``: XQuAD-en (240 paragraphs kept whole): the 48 documents are shuffled (``random.Random(0)``) and
+  halved; ``tune`` sees the questions of the first half only, and the questions of the other half are the test.
+
+Every step is a subprocess of the ``rag-hier`` command line; wall time and peak memory (of the tune process) are
+measured around it. ``--steps`` caps training (``--max-steps``) for a quick check; the figures in
+docs/benchmarks.md use the defaults.
+
+Usage:
+    python benchmarks/bench_tune.py scifact --data ../shared/data [--out benchmarks/out/tune]
+    python benchmarks/bench_tune.py xquad --data ../shared/data
+Results: OUT/<case>/result.json (and the tune report, eval JSONs, per-query files).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-m", "rag_hier"]
+
+
+def run(cmd: list[str], log: Path) -> tuple[float, float]:
+    """Run a command (output to ``log``); returns (seconds, peak resident MB of the children so far)."""
+    t0 = time.perf_counter()
+    with log.open("a", encoding="utf-8") as fh:
+        fh.write("$ " + " ".join(cmd) + "\n")
+        fh.flush()
+        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, check=False)
+    elapsed = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}; see {log}")
+    return elapsed, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def build_scifact(data: Path, store: Path, max_seq_length: int) -> None:
+    """The SciFact store: documents kept whole, MiniLM at ``max_seq_length`` tokens (recorded in the store)."""
+    sys.path.insert(0, str(ROOT))
+    from rag_hier import DenseEncoder, HierStore
+    from rag_hier.corpus import read_corpus
+
+    docs = read_corpus(data / "scifact", "beir")
+    s = HierStore.create(
+        store,
+        encoder=DenseEncoder(max_seq_length=max_seq_length, show_progress_bar=True),
+        corpus={"format": "beir", "max_passage_words": 0},
+    )
+    s.add_documents(docs, max_passage_words=0, show_progress_bar=True)
+    s.close()
+
+
+def build_xquad(data: Path, work: Path, store: Path) -> tuple[Path, Path]:
+    """The XQuAD-en store (all 48 documents) and the train / test question files (split by document)."""
+    docs = [json.loads(line) for line in (data / "xquad_en" / "documents.jsonl").read_text().splitlines() if line]
+    ids = [d["doc_id"] for d in docs]
+    random.Random(0).shuffle(ids)
+    train_docs = set(ids[: len(ids) // 2])
+    lines = [line for line in (data / "xquad_en" / "questions.jsonl").read_text().splitlines() if line]
+    train, test = work / "questions-train.jsonl", work / "questions-test.jsonl"
+    train.write_text("".join(x + "\n" for x in lines if json.loads(x)["doc_id"] in train_docs))
+    test.write_text("".join(x + "\n" for x in lines if json.loads(x)["doc_id"] not in train_docs))
+    if not store.exists():
+        run([*CLI, "index", str(data / "xquad_en" / "documents.jsonl"), "--store", str(store)], work / "log.txt")
+    return train, test
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("case", choices=("scifact", "xquad"))
+    parser.add_argument("--data", type=Path, required=True, help="the shared data folder (scifact/, xquad_en/)")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "tune")
+    parser.add_argument("--steps", type=int, default=None, help="cap training steps (quick check)")
+    parser.add_argument("--max-seq-length", type=int, default=128, help="SciFact store's token limit (128)")
+    parser.add_argument("--fresh", action="store_true", help="rebuild the store")
+    args = parser.parse_args(argv)
+    work = args.out / args.case
+    work.mkdir(parents=True, exist_ok=True)
+    log = work / "log.txt"
+    store = work / "store"
+    pristine = work / "store-base"
+    if args.fresh:
+        shutil.rmtree(pristine, ignore_errors=True)
+    t0 = time.perf_counter()
+    if args.case == "scifact":
+        if not pristine.exists():
+            build_scifact(args.data, pristine, args.max_seq_length)
+        tune_inputs = ["--beir", str(args.data / "scifact"), "--split", "train"]
+        test_inputs = ["--beir", str(args.data / "scifact"), "--split", "test"]
+    else:
+        train_q, test_q = build_xquad(args.data, work, pristine)
+        tune_inputs = ["--queries", str(train_q)]
+        test_inputs = ["--queries", str(test_q)]
+    build_seconds = time.perf_counter() - t0
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.copytree(pristine, store)
+    before_pq, after_pq = work / "before.tsv", work / "after.tsv"
+    t_eval_before, _ = run(
+        [
+            *CLI,
+            "eval",
+            "--store",
+            str(store),
+            *test_inputs,
+            "--per-query",
+            str(before_pq),
+            "--output",
+            str(work / "eval-before.json"),
+            "--no-progress",
+        ],
+        log,
+    )
+    tune_cmd = [*CLI, "tune", "--store", str(store), *tune_inputs, "--report", str(work / "tune.json"), "--no-progress"]
+    if args.steps:
+        tune_cmd += ["--max-steps", str(args.steps)]
+    t_tune, peak = run(tune_cmd, log)
+    t_eval_after, _ = run(
+        [
+            *CLI,
+            "eval",
+            "--store",
+            str(store),
+            *test_inputs,
+            "--per-query",
+            str(after_pq),
+            "--output",
+            str(work / "eval-after.json"),
+            "--no-progress",
+        ],
+        log,
+    )
+    run(
+        [
+            *CLI,
+            "compare",
+            str(before_pq),
+            str(after_pq),
+            "--names",
+            "base,tuned",
+            "--metrics",
+            "ndcg@10,recall@100",
+            "--output",
+            str(work / "compare.json"),
+        ],
+        log,
+    )
+    tune_report = json.loads((work / "tune.json").read_text())
+    result = {
+        "case": args.case,
+        "build_seconds": round(build_seconds, 1),
+        "tune_seconds": round(t_tune, 1),
+        "tune_peak_rss_mb": round(peak, 1),
+        "eval_seconds": [round(t_eval_before, 1), round(t_eval_after, 1)],
+        "tune": {
+            k: tune_report[k]
+            for k in (
+                "method",
+                "adopted",
+                "reason",
+                "steps",
+                "planned_steps",
+                "seconds",
+                "estimate_seconds",
+                "peak_memory_mb",
+                "train_queries",
+                "dev_queries",
+                "base",
+                "candidate",
+                "difference",
+            )
+        },
+        "test_before": json.loads((work / "eval-before.json").read_text())["metrics"],
+        "test_after": json.loads((work / "eval-after.json").read_text())["metrics"],
+        "test_compare": json.loads((work / "compare.json").read_text()),
+    }
+    (work / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps({k: result[k] for k in ("tune_seconds", "tune_peak_rss_mb", "test_before", "test_after")}))
+    print(result["tune"]["reason"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

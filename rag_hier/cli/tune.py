@@ -1,0 +1,116 @@
+"""``rag-hier tune``: fine-tune a store's model on judged queries, adopt it only when it measures better.
+
+Queries are read as ``rag-hier eval`` reads them (``--beir DIR [--split train]``, or ``--queries`` with
+``--qrels``; QA ``questions.jsonl`` needs no qrels). A dev part is held back, a candidate trained on the rest,
+base and candidate scored on the dev part with the store's own search, and the candidate adopted (one
+commit) when the paired bootstrap interval of the dev nDCG@10 difference lies above 0. ``--rollback`` returns
+to the previous model. The report goes to stdout, ``--report FILE`` (JSON), and ``<store>.tune.md`` with a
+plot (``<store>.tune.svg``) beside the store. See docs/tuning.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rag_hier.errors import RagHierError
+
+__all__ = ["add_tune_parser", "run_tune"]
+
+
+def add_tune_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``tune`` sub-command (its defaults are :class:`~rag_hier.tuning.TuneConfig`'s)."""
+    from rag_hier.tuning.config import TUNE_METHODS, TuneConfig
+
+    d = TuneConfig()
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "tune",
+        help="fine-tune the store's model on judged queries; adopt it only if it measures better",
+        description="Hold back a dev part of the judged queries, train a candidate from the store's model on the "
+        "rest, score base and candidate on the dev part with the store's search, and switch the store to the "
+        "candidate (one commit, re-encoding every passage) only when the paired bootstrap interval of the dev "
+        f"{d.metric} difference lies above 0. --rollback returns to the previous model. See docs/tuning.md.",
+    )
+    p.add_argument("--store", required=True, help="the store directory")
+    p.add_argument("--queries", default=None, help="judged queries: BEIR queries.jsonl or QA questions.jsonl")
+    p.add_argument("--qrels", default=None, help="qrels (BEIR TSV or TREC); optional for QA questions.jsonl")
+    p.add_argument("--beir", default=None, metavar="DIR", help="a BEIR folder: DIR/queries.jsonl, DIR/qrels/SPLIT.tsv")
+    p.add_argument("--split", default="train", help="qrels split of --beir (default train)")
+    p.add_argument("--method", choices=TUNE_METHODS, default=d.method, help="training method (default auto)")
+    p.add_argument("--dev-fraction", type=float, default=d.dev_fraction, help=f"queries held back ({d.dev_fraction})")
+    p.add_argument("--max-steps", type=int, default=None, help=f"cap on optimizer steps (default: {d.epochs:g} passes)")
+    p.add_argument("--max-minutes", type=float, default=None, help="stop training after this many minutes")
+    p.add_argument("--epochs", type=float, default=d.epochs, help=f"passes over the training pairs ({d.epochs:g})")
+    p.add_argument("--train-batch-size", type=int, default=d.batch_size, help=f"pairs per step ({d.batch_size})")
+    p.add_argument("--learning-rate", type=float, default=d.learning_rate, help=f"AdamW rate ({d.learning_rate:g})")
+    p.add_argument(
+        "--negatives", type=int, default=d.num_negatives, help=f"hard negatives per pair ({d.num_negatives})"
+    )
+    p.add_argument("--max-seq-length", type=int, default=None, help="token limit in training (default: the store's)")
+    p.add_argument("--seed", type=int, default=d.seed, help=f"seed of the split, data and bootstrap ({d.seed})")
+    p.add_argument("--aggregate", choices=("passage", "doc"), default=None, help="level the judgements name")
+    p.add_argument("--report", default=None, metavar="FILE", help="write the report as JSON here")
+    p.add_argument("--dry-run", action="store_true", help="measure two training steps, estimate the run, stop")
+    p.add_argument("--force", action="store_true", help="adopt the candidate whatever the dev figures say")
+    p.add_argument("--rollback", action="store_true", help="return the store to its previous model and stop")
+    return p
+
+
+def run_tune(args: argparse.Namespace, *, open_store: Callable[..., Any]) -> int:
+    """``rag-hier tune`` (``main`` passes its store opener)."""
+    from rag_hier.eval.judged import default_level, judged_files, load_judged
+    from rag_hier.tuning.config import TuneConfig
+    from rag_hier.tuning.tune import report_files, tune
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    if args.rollback:
+        if args.queries or args.beir or args.force or args.dry_run:
+            raise RagHierError("--rollback takes only --store")
+        store = open_store(args, read_only=False)
+        try:
+            before = (store.model_info["current"] or {}).get("model")
+            generation = store.rollback_model(show_progress_bar=not args.no_progress)
+            after = (store.model_info["current"] or {}).get("model")
+        finally:
+            store.close()
+        print(f"rolled back: the store encodes with {after} again (was {before}); generation {generation}")
+        return 0
+    queries_path, qrels_path = judged_files(args.queries, args.qrels, args.beir, args.split)
+    config = TuneConfig(
+        method=args.method,
+        dev_fraction=args.dev_fraction,
+        epochs=args.epochs,
+        max_steps=args.max_steps,
+        max_minutes=args.max_minutes,
+        batch_size=args.train_batch_size,
+        learning_rate=args.learning_rate,
+        num_negatives=args.negatives,
+        max_seq_length=args.max_seq_length,
+        seed=args.seed,
+        device=args.device,
+        force=args.force,
+        show_progress_bar=not args.no_progress,
+    )
+    store = open_store(args, read_only=False)
+    try:
+        level = default_level(store, args.aggregate)
+        judged = load_judged(store, queries_path, qrels_path, level)
+        report = tune(store, judged, config=config, dry_run=args.dry_run, say=say)
+    finally:
+        store.close()
+    print(report.summary())
+    if args.report:
+        Path(args.report).write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
+    if not args.dry_run:
+        try:
+            md, _svg = report_files(report, args.store)
+            print(f"report: {md}")
+        except OSError as exc:
+            say(f"rag-hier tune: warning: cannot write the report beside the store ({exc})")
+    return 0

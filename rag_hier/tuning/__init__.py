@@ -1,0 +1,38 @@
+"""Tuning a store: fine-tune its model on judged queries and adopt the result only when it measures better.
+
+``store.tune(queries, qrels)`` and ``rag-hier tune`` run :func:`~rag_hier.tuning.tune.tune`: a dev part of
+the queries is held back, a candidate is trained on the rest, both models are scored on the dev part with the
+store's own search, and the candidate is adopted (one commit; ``store.rollback_model()`` undoes it) only when
+the paired difference says it is better. See docs/tuning.md.
+
+This module is light to import: the training stack loads only when a run starts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rag_hier.store.store import set_tuner
+from rag_hier.tuning.config import TUNE_METHODS, TuneConfig
+from rag_hier.tuning.report import TuneReport
+
+__all__ = ["TUNE_METHODS", "TuneConfig", "TuneReport", "tune"]
+
+
+def tune(store: Any, queries: Any = None, qrels: Any = None, **kwargs: Any) -> TuneReport:
+    """:func:`rag_hier.tuning.tune.tune` (imported on first use)."""
+    from rag_hier.tuning.tune import tune as run
+
+    return run(store, queries, qrels, **kwargs)
+
+
+def _store_tune(
+    store: Any, queries: Any = None, qrels: Any = None, *, config: TuneConfig | None = None, **kwargs: Any
+) -> TuneReport:
+    settings = {k: kwargs.pop(k) for k in list(kwargs) if k in TuneConfig.__dataclass_fields__}
+    if settings:
+        config = TuneConfig(**{**(config.to_dict() if config is not None else {}), **settings})
+    return tune(store, queries, qrels, config=config, **kwargs)
+
+
+set_tuner(_store_tune)

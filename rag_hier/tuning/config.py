@@ -1,0 +1,118 @@
+"""TuneConfig: every setting of a tuning run, validated at construction."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from rag_hier.errors import ParameterError
+from rag_hier.eval.metrics import parse_metric
+
+__all__ = ["TUNE_METHODS", "TuneConfig", "TuneMethod"]
+
+TuneMethod = Literal["auto", "contrastive", "hce-s", "hce-j"]
+TUNE_METHODS: tuple[str, ...] = ("auto", "contrastive", "hce-s", "hce-j")
+
+
+@dataclass(frozen=True)
+class TuneConfig:
+    """Settings of ``rag-hier tune`` / ``store.tune()`` (defaults: docs/tuning.md says where each comes from).
+
+    Args:
+        method: ``"contrastive"`` (sentence-transformers' cached multiple-negatives ranking loss with hard
+            negatives mined from the store), ``"hce-s"`` / ``"hce-j"`` (HCE supervised / joint, tiered tree
+            negatives), or ``"auto"`` (the rule in docs/tuning.md: ``"contrastive"``).
+        dev_fraction: Share of the judged queries held back to decide adoption (split by query, queries
+            sharing a relevant document kept together).
+        metric: The metric adoption is decided on.
+        metrics: Every metric reported (the decision metric is added when missing).
+        confidence: Level of the paired bootstrap interval of the difference.
+        n_resamples: Bootstrap resamples.
+        epochs: Passes over the training (query, positive) pairs.
+        max_steps: Stop after this many optimizer steps (``None``: ``epochs`` decide).
+        max_minutes: Stop training after this many minutes (the candidate is still scored).
+        batch_size: Training pairs per step (in-batch negatives).
+        learning_rate: AdamW learning rate.
+        warmup_ratio: Linear warm-up share of the steps, then linear decay.
+        temperature: Softmax temperature of the contrastive loss (its scale is ``1 / temperature``).
+        num_negatives: Hard negatives per training pair.
+        negative_depth: Hard negatives are drawn from the store's top this many results per query.
+        relative_margin: Skip candidates scoring above ``(1 - relative_margin)`` times the positive (the
+            false-negative margin of sentence-transformers' ``mine_hard_negatives``).
+        mini_batch_size: GradCache mini-batch (bounds activation memory, same gradients).
+        max_seq_length: Token limit while training (``None``: the store's encoder setting, else the model's).
+        seed: Seeds the split, the negatives, the data order and the bootstrap.
+        device: ``"cpu"``, ``"cuda"``, ...; ``None`` picks CUDA when available.
+        force: Adopt the candidate whatever the dev figures say.
+        show_progress_bar: Show progress bars (training, encoding).
+
+    """
+
+    method: TuneMethod = "auto"
+    dev_fraction: float = 0.2
+    metric: str = "ndcg@10"
+    metrics: tuple[str, ...] = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
+    confidence: float = 0.95
+    n_resamples: int = 10_000
+    epochs: float = 3.0
+    max_steps: int | None = None
+    max_minutes: float | None = None
+    batch_size: int = 32
+    learning_rate: float = 1e-4
+    warmup_ratio: float = 0.1
+    temperature: float = 0.01
+    num_negatives: int = 4
+    negative_depth: int = 30
+    relative_margin: float = 0.05
+    mini_batch_size: int = 32
+    max_seq_length: int | None = None
+    seed: int = 42
+    device: str | None = None
+    force: bool = False
+    show_progress_bar: bool = True
+
+    def __post_init__(self) -> None:
+        def bad(name: str, allowed: str) -> ParameterError:
+            return ParameterError(f"TuneConfig.{name} must be {allowed}, got {getattr(self, name)!r}")
+
+        if self.method not in TUNE_METHODS:
+            raise bad("method", f"one of {', '.join(TUNE_METHODS)}")
+        if not 0 < self.dev_fraction < 1:
+            raise bad("dev_fraction", "between 0 and 1 (exclusive)")
+        parse_metric(self.metric)
+        metrics = tuple(dict.fromkeys((self.metric, *self.metrics)))
+        for m in metrics:
+            parse_metric(m)
+        object.__setattr__(self, "metrics", metrics)
+        if not 0 < self.confidence < 1:
+            raise bad("confidence", "between 0 and 1")
+        for name in ("n_resamples", "batch_size", "negative_depth", "mini_batch_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise bad(name, "a positive integer")
+        if isinstance(self.num_negatives, bool) or not isinstance(self.num_negatives, int) or self.num_negatives < 0:
+            raise bad("num_negatives", "an integer >= 0")
+        if self.max_steps is not None and (not isinstance(self.max_steps, int) or self.max_steps < 1):
+            raise bad("max_steps", "a positive integer or None")
+        if self.max_seq_length is not None and (not isinstance(self.max_seq_length, int) or self.max_seq_length < 8):
+            raise bad("max_seq_length", "an integer >= 8 or None")
+        for name in ("epochs", "learning_rate", "temperature"):
+            if not float(getattr(self, name)) > 0:
+                raise bad(name, "> 0")
+        if self.max_minutes is not None and not float(self.max_minutes) > 0:
+            raise bad("max_minutes", "> 0 or None")
+        if not 0 <= self.warmup_ratio < 1:
+            raise bad("warmup_ratio", "in [0, 1)")
+        if not 0 <= self.relative_margin < 1:
+            raise bad("relative_margin", "in [0, 1)")
+
+    @property
+    def resolved_method(self) -> str:
+        """The method ``"auto"`` stands for (docs/tuning.md: the supervised contrastive recipe)."""
+        return "contrastive" if self.method == "auto" else self.method
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready settings."""
+        out = asdict(self)
+        out["metrics"] = list(self.metrics)
+        return out

@@ -1,0 +1,71 @@
+"""Splitting judged queries into a training part and a dev part that decides adoption."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rag_hier.errors import RagHierError
+from rag_hier.eval.judged import JudgedQueries
+
+__all__ = ["split_dev"]
+
+
+def _groups(judged: JudgedQueries) -> list[list[str]]:
+    """Queries that share a relevant document, transitively, form one group (in first-seen order)."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for qid in judged.queries:
+        find(f"q:{qid}")
+        for doc in judged.documents_of(qid):
+            a, b = find(f"q:{qid}"), find(f"d:{doc}")
+            if a != b:
+                parent[b] = a
+    groups: dict[str, list[str]] = {}
+    for qid in judged.queries:
+        groups.setdefault(find(f"q:{qid}"), []).append(qid)
+    return list(groups.values())
+
+
+def split_dev(judged: JudgedQueries, fraction: float, seed: int) -> tuple[JudgedQueries, JudgedQueries]:
+    """Split by query, seeded, so that queries about the same document stay on one side.
+
+    Groups of queries linked by a shared relevant document (see :meth:`JudgedQueries.documents_of`) are
+    shuffled and moved to the dev part until it holds at least ``fraction`` of the queries.
+
+    Returns:
+        ``(train, dev)``.
+
+    Raises:
+        RagHierError: ``fraction`` outside (0, 1), or a split that leaves either part empty.
+
+    """
+    if not 0 < fraction < 1:
+        raise RagHierError(f"--dev-fraction must be between 0 and 1 (exclusive), got {fraction}")
+    groups = _groups(judged)
+    order = np.random.default_rng(seed).permutation(len(groups))
+    want = fraction * len(judged)
+    dev: list[str] = []
+    for i in order.tolist():
+        if len(dev) >= want:
+            break
+        dev.extend(groups[i])
+    dev_set = set(dev)
+    train = [q for q in judged.queries if q not in dev_set]
+    if not dev or len(dev) < 2:
+        raise RagHierError(
+            f"the dev split of {judged.source} is empty or holds one query ({len(judged)} judged queries, "
+            f"--dev-fraction {fraction}): give more judged queries or a larger --dev-fraction"
+        )
+    if not train:
+        raise RagHierError(
+            f"no training queries are left in {judged.source} after the dev split ({len(judged)} judged queries "
+            f"linked by shared documents into {len(groups)} group(s)); give more judged queries or a smaller "
+            "--dev-fraction"
+        )
+    return judged.subset(train), judged.subset([q for q in judged.queries if q in dev_set])

@@ -1,0 +1,306 @@
+"""Training a candidate model for a store: the supervised contrastive recipe, or HCE-S / HCE-J.
+
+``contrastive``: sentence-transformers' :class:`~sentence_transformers.SentenceTransformerTrainer` with its
+cached multiple-negatives ranking loss (GradCache mini-batches, both directions, scale ``1 / temperature``),
+(query, positive, hard negatives) rows from :mod:`rag_hier.tuning.mining`, AdamW with linear warm-up and
+decay. This is the "+CT with mined negatives" recipe of docs/hce.md. ``hce-s`` / ``hce-j``: the HCE trainer
+(:mod:`rag_hier.training.hce`) on the store's passages, tiered sibling negatives of its k-means tree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rag_hier._compat import st_losses, st_trainer
+from rag_hier.errors import RagHierError
+from rag_hier.eval.judged import JudgedQueries
+from rag_hier.tuning.config import TuneConfig
+from rag_hier.tuning.mining import mine_examples, training_rows
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["TrainOutcome", "train_candidate"]
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class TrainOutcome:
+    """What training a candidate did.
+
+    Attributes:
+        steps: Optimizer steps done.
+        planned_steps: Steps planned (``epochs`` passes, capped by ``max_steps``).
+        seconds: Wall time of training (mining included).
+        seconds_per_step: Measured mean seconds per step (after the first).
+        stopped_early: Why training stopped before the plan (``"max_minutes"``), else ``None``.
+        details: Method-specific facts (pairs, negatives per pool, ...).
+
+    """
+
+    steps: int = 0
+    planned_steps: int = 0
+    seconds: float = 0.0
+    seconds_per_step: float | None = None
+    stopped_early: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def _callback_base() -> Any:
+    from transformers import TrainerCallback
+
+    return TrainerCallback
+
+
+def _timing_callback(outcome: TrainOutcome, cfg: TuneConfig, say: Say, on_estimate: Callable[[float], None]) -> Any:
+    """Stops at ``max_minutes``; measures seconds per step and reports the estimate after the second step."""
+    base = _callback_base()
+
+    class Timing(base):  # type: ignore[misc,valid-type]
+        def __init__(self) -> None:
+            self.t0 = time.perf_counter()
+            self.t_first: float | None = None
+            self.announced = False
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+            now = time.perf_counter()
+            if state.global_step == 1:
+                self.t_first = now
+            elif self.t_first is not None and state.global_step > 1:
+                outcome.seconds_per_step = (now - self.t_first) / (state.global_step - 1)
+                if not self.announced:
+                    self.announced = True
+                    on_estimate(outcome.seconds_per_step)
+            if cfg.max_minutes is not None and now - self.t0 > cfg.max_minutes * 60:
+                outcome.stopped_early = "max_minutes"
+                say(f"stopping training at step {state.global_step}: --max-minutes {cfg.max_minutes:g} reached")
+                control.should_training_stop = True
+            return control
+
+    return Timing()
+
+
+def _progress_callback(total: int) -> Any:
+    """A progress bar over the optimizer steps (with its ETA); the trainer's own bar also prints log dicts."""
+    base = _callback_base()
+
+    class Progress(base):  # type: ignore[misc,valid-type]
+        def __init__(self) -> None:
+            self.bar: Any = None
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, desc="training", unit="step", dynamic_ncols=True)
+            return control
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+            if self.bar is not None:
+                self.bar.update(state.global_step - self.bar.n)
+            return control
+
+        def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+            if self.bar is not None:
+                self.bar.close()
+                self.bar = None
+            return control
+
+    return Progress()
+
+
+def _quiet(trainer: Any) -> None:
+    """Drop the trainer's printing callbacks (loss dicts on stdout); :func:`_progress_callback` shows progress."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    for cb in (PrinterCallback, ProgressCallback):
+        trainer.remove_callback(cb)
+
+
+def planned_steps(pairs: int, cfg: TuneConfig) -> int:
+    """Optimizer steps for ``pairs`` training pairs: ``epochs`` passes, capped by ``max_steps``."""
+    steps = max(1, math.ceil(cfg.epochs * pairs / cfg.batch_size))
+    return min(steps, cfg.max_steps) if cfg.max_steps is not None else steps
+
+
+def train_candidate(
+    store: Any,
+    train: JudgedQueries,
+    query_vectors: np.ndarray,
+    cfg: TuneConfig,
+    output_dir: Path,
+    *,
+    say: Say,
+    on_estimate: Callable[[int, float], None],
+    max_steps: int | None = None,
+) -> TrainOutcome:
+    """Train a candidate from the store's model and save it to ``output_dir``.
+
+    Args:
+        store: The store (its model is the starting point; its search mines the negatives).
+        train: The training queries.
+        query_vectors: ``train``'s queries encoded by the store's model (for mining).
+        cfg: The settings.
+        output_dir: Where the candidate is saved (a sentence-transformers model directory).
+        say: Prints a progress line.
+        on_estimate: Called once with ``(planned steps, measured seconds per step)`` after two steps.
+        max_steps: Override of the step budget (a dry run's two measured steps).
+
+    """
+    method = cfg.resolved_method
+    encoder = store.encoder
+    if encoder is None:
+        raise RagHierError(f"the store at {store.location} has no model to tune")
+    model = copy.deepcopy(encoder.model)  # the store's own model stays as it is
+    model.max_seq_length = cfg.max_seq_length or encoder.max_seq_length or model.max_seq_length
+    t0 = time.perf_counter()
+    if method == "contrastive":
+        outcome = _train_contrastive(store, train, query_vectors, cfg, model, output_dir, say, on_estimate, max_steps)
+    else:
+        outcome = _train_hce(store, train, cfg, model, output_dir, say, on_estimate, max_steps)
+    outcome.seconds = time.perf_counter() - t0
+    return outcome
+
+
+def _train_contrastive(
+    store: Any,
+    train: JudgedQueries,
+    query_vectors: np.ndarray,
+    cfg: TuneConfig,
+    model: Any,
+    output_dir: Path,
+    say: Say,
+    on_estimate: Callable[[int, float], None],
+    max_steps: int | None,
+) -> TrainOutcome:
+    import tempfile
+
+    from datasets import Dataset
+
+    from rag_hier.training._attention import attention_dropout
+
+    Trainer, Args, BatchSamplers = st_trainer()
+    examples = mine_examples(
+        store,
+        train,
+        query_vectors,
+        range_max=cfg.negative_depth,
+        relative_margin=cfg.relative_margin,
+    )
+    pairs = sum(len(e.positives) for e in examples)
+    if pairs == 0:
+        raise RagHierError(
+            f"none of the {len(train)} training queries of {train.source} has a relevant passage in the store: "
+            "the judged ids name no stored document or passage"
+        )
+    plan = planned_steps(pairs, cfg)
+    steps = min(plan, max_steps) if max_steps is not None else plan
+    pools = [len(e.negatives) for e in examples]
+    outcome = TrainOutcome(
+        planned_steps=plan,
+        details={
+            "queries": len(examples),
+            "pairs": pairs,
+            "negatives_per_row": cfg.num_negatives,
+            "negative_pool_mean": round(float(np.mean(pools)), 1) if pools else 0.0,
+            "queries_without_negatives": int(sum(1 for p in pools if p == 0)),
+        },
+    )
+    cols = training_rows(examples, num_negatives=cfg.num_negatives, rows=steps * cfg.batch_size, seed=cfg.seed)
+    dataset = Dataset.from_dict(cols)
+    card = getattr(model, "model_card_data", None)
+    if card is not None and hasattr(card, "generate_widget_examples"):
+        card.generate_widget_examples = False  # a model card nobody reads, and a progress bar on stderr
+    losses = st_losses()
+    loss = losses.CachedMultipleNegativesRankingLoss(
+        model,
+        scale=1.0 / cfg.temperature,
+        mini_batch_size=cfg.mini_batch_size,
+        directions=("query_to_doc", "doc_to_query"),
+        partition_mode="per_direction",
+    )
+    say(
+        f"training: {len(examples)} queries, {pairs} pairs, {cfg.num_negatives} hard negatives each "
+        f"(pool mean {outcome.details['negative_pool_mean']}), {steps} steps of {cfg.batch_size}"
+    )
+    with tempfile.TemporaryDirectory(prefix="rag-hier-tune-") as scratch:
+        device = str(model.device)
+        args = Args(
+            output_dir=scratch,
+            max_steps=steps,
+            per_device_train_batch_size=cfg.batch_size,
+            learning_rate=cfg.learning_rate,
+            warmup_steps=round(cfg.warmup_ratio * steps),
+            seed=cfg.seed,
+            batch_sampler=BatchSamplers.NO_DUPLICATES,
+            save_strategy="no",
+            logging_strategy="no",
+            report_to="none",
+            disable_tqdm=not cfg.show_progress_bar,
+            use_cpu=device == "cpu",
+            dataloader_pin_memory=device != "cpu",
+        )
+        timing = _timing_callback(outcome, cfg, say, lambda sps: on_estimate(steps, sps))
+        callbacks = [timing] + ([_progress_callback(steps)] if cfg.show_progress_bar else [])
+        with contextlib.redirect_stderr(io.StringIO()):  # the model card's "Computing widget examples" bar
+            trainer = Trainer(model=model, args=args, train_dataset=dataset, loss=loss, callbacks=callbacks)
+        _quiet(trainer)
+        with attention_dropout(model, 0.0):  # PyTorch's fused attention kernel on CPU (docs/hce.md)
+            trainer.train()
+        outcome.steps = int(trainer.state.global_step)
+    with contextlib.redirect_stderr(io.StringIO()):  # transformers' "Writing model shards" bar
+        model.save(str(output_dir))
+    return outcome
+
+
+def _train_hce(
+    store: Any,
+    train: JudgedQueries,
+    cfg: TuneConfig,
+    model: Any,
+    output_dir: Path,
+    say: Say,
+    on_estimate: Callable[[int, float], None],
+    max_steps: int | None,
+) -> TrainOutcome:
+    from rag_hier.training.hce import HCEConfig, HCETrainer
+
+    passages = store.filter_passages()
+    pairs = sum(sum(1 for g in rel.values() if g > 0) for rel in train.qrels.values())
+    plan = planned_steps(pairs, cfg)
+    steps = min(plan, max_steps) if max_steps is not None else plan
+    hce = HCEConfig(
+        mode="supervised" if cfg.resolved_method == "hce-s" else "joint",
+        n_negatives=cfg.num_negatives,
+        temperature=cfg.temperature,
+        learning_rate=cfg.learning_rate,
+        warmup_ratio=cfg.warmup_ratio,
+        batch_size=cfg.batch_size,
+        epochs=1,
+        max_steps=steps,
+        recluster="never",
+        dev_fraction=0.0,
+        max_seq_length=model.max_seq_length,
+        mini_batch_size=cfg.mini_batch_size,
+        seed=cfg.seed,
+    )
+    say(f"training ({cfg.resolved_method}): {len(train)} queries, {pairs} pairs, {steps} steps of {cfg.batch_size}")
+    trainer = HCETrainer(model, hce, show_progress_bar=cfg.show_progress_bar)
+    t0 = time.perf_counter()
+    result = trainer.train(passages, output_dir, queries=train.queries, qrels=train.qrels)
+    done = int(result.steps)
+    outcome = TrainOutcome(steps=done, planned_steps=plan, details={"pairs": pairs, "hce": hce.to_dict()})
+    if done:
+        outcome.seconds_per_step = (time.perf_counter() - t0) / done
+        on_estimate(steps, outcome.seconds_per_step)
+    return outcome

@@ -1,0 +1,293 @@
+"""``tune``: fine-tune a store's model on judged queries and adopt it only when it measures better.
+
+1. The judged queries are read as ``rag-hier eval`` reads them (:mod:`rag_hier.eval.judged`) and split by
+   query into a training part and a dev part (:func:`~rag_hier.tuning.split.split_dev`, seeded; queries that
+   share a relevant document stay on one side).
+2. The base (the store as it is) is scored on the dev queries with the store's own search.
+3. A candidate is trained from the store's model on the training queries (:mod:`rag_hier.tuning.train`);
+   after two steps the whole run is estimated from the measured seconds per step and the measured encoding
+   rate.
+4. Every passage is encoded by the candidate into an index of the store's kind beside the store's own, and
+   the candidate is scored on the same dev queries.
+5. The paired difference per dev query decides (:data:`ADOPTION_RULE`); ``force`` adopts anyway. Adoption is
+   :meth:`HierStore.adopt_model` with the vectors of step 4 (no second encoding): one commit, the model kept
+   inside the store, the previous one kept for ``rollback_model``.
+
+The model measured is the model adopted: nothing is retrained on the dev queries after the decision.
+"""
+
+from __future__ import annotations
+
+import logging
+import resource
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rag_hier.encoders.dense import DenseEncoder
+from rag_hier.errors import RagHierError, StoreError
+from rag_hier.eval.compare import paired_difference
+from rag_hier.eval.judged import JudgedQueries, default_level, judged_from_mappings, load_judged
+from rag_hier.store.encoder_switch import check_extensions, encode_passages
+from rag_hier.tuning.config import TuneConfig
+from rag_hier.tuning.report import TuneReport
+from rag_hier.tuning.scoring import candidate_index, score_queries
+from rag_hier.tuning.split import split_dev
+from rag_hier.tuning.train import train_candidate
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ADOPTION_RULE", "report_files", "tune"]
+
+ADOPTION_RULE = (
+    "adopt when the lower end of the {confidence:.0%} paired bootstrap interval of the dev {metric} difference "
+    "(candidate - base, per query, {n_resamples} resamples, seed {seed}) is above 0"
+)
+_SAMPLE = 64
+"""Passages encoded to measure the encoding rate for the estimate."""
+
+
+def _peak_mb() -> float:
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / (1 << 20) if sys.platform == "darwin" else rss / 1024
+
+
+def _check_store(store: Any) -> None:
+    if not hasattr(store, "adopt_model"):
+        raise RagHierError(
+            f"tuning needs a local store directory; {store.location} is not one (tune a local store, then "
+            "rag-hier migrate it)"
+        )
+    if store.read_only:
+        raise StoreError(f"{store.location} was opened read-only; tuning may write to it")
+    if store.encoder is None:
+        raise StoreError(
+            f"the store at {store.location} records no model (its vectors come from outside): nothing to tune"
+        )
+    check_extensions(store)
+
+
+def _judged(store: Any, queries: Any, qrels: Any, level: str) -> JudgedQueries:
+    if isinstance(queries, JudgedQueries):
+        return queries
+    if isinstance(queries, Mapping):
+        if qrels is None or not isinstance(qrels, Mapping):
+            raise RagHierError("queries given as a mapping need qrels as a mapping {query id: {id: grade}}")
+        return judged_from_mappings(store, queries, qrels, level)
+    if queries is None:
+        raise RagHierError(
+            "tuning needs judged queries: a BEIR queries.jsonl with qrels, a QA questions.jsonl, or mappings"
+        )
+    return load_judged(store, Path(queries), Path(qrels) if qrels is not None else None, level)
+
+
+def _encode_rate(store: Any, encoder: DenseEncoder, seed: int) -> tuple[float, int]:
+    """Measured passages per second of ``encoder`` on a sample of the store's passages, and their count."""
+    rowids = store.rowids_of()
+    n = int(rowids.size)
+    if n == 0:
+        return float("inf"), 0
+    rng = np.random.default_rng(seed)
+    sample = rng.choice(rowids, size=min(_SAMPLE, n), replace=False)
+    texts = [r.to_passage().embedding_text for r in store.records(sample.tolist()).values()]
+    encoder.encode_documents(texts[:2])  # warm
+    t0 = time.perf_counter()
+    encoder.encode_documents(texts)
+    elapsed = max(time.perf_counter() - t0, 1e-6)
+    return len(texts) / elapsed, n
+
+
+def tune(
+    store: Any,
+    queries: Any = None,
+    qrels: Any = None,
+    *,
+    config: TuneConfig | None = None,
+    level: str | None = None,
+    dry_run: bool = False,
+    say: Callable[[str], None] | None = None,
+) -> TuneReport:
+    """Fine-tune ``store``'s model on judged queries; adopt the candidate only when it measures better on dev.
+
+    Args:
+        store: A writable local :class:`~rag_hier.store.HierStore` with a recorded model.
+        queries: A queries file (BEIR ``queries.jsonl`` or QA ``questions.jsonl``), ``{query id: text}``, or a
+            :class:`~rag_hier.eval.judged.JudgedQueries`.
+        qrels: A qrels file (optional for QA questions), or ``{query id: {id: grade}}``.
+        config: The settings (:class:`TuneConfig`).
+        level: What the judgements name: ``"doc"`` or ``"passage"`` (default: documents for BEIR corpora).
+        dry_run: Measure and estimate (two training steps), then stop without adopting.
+        say: Receives progress lines (default: the module logger).
+
+    Returns:
+        The :class:`TuneReport` (adopted or not, and why).
+
+    Raises:
+        RagHierError: Unusable inputs (no judgements, ids the store lacks, an empty split), a store that
+            cannot be tuned; the store is unchanged.
+
+    """
+    cfg = config or TuneConfig()
+    out = say or logger.info
+    t_start = time.perf_counter()
+    _check_store(store)
+    lvl = default_level(store, level)
+    if lvl not in ("doc", "passage"):
+        raise RagHierError(f"level must be 'doc' or 'passage', got {lvl!r}")
+    judged = _judged(store, queries, qrels, lvl)
+    report = TuneReport(
+        store=str(store.location),
+        method=cfg.resolved_method,
+        level=judged.level,
+        config=cfg.to_dict(),
+        rule=ADOPTION_RULE.format(
+            confidence=cfg.confidence, metric=cfg.metric, n_resamples=cfg.n_resamples, seed=cfg.seed
+        ),
+        dry_run=dry_run,
+    )
+    for line in judged.warnings():
+        report.warnings.append(line)
+        out(f"warning: {line}")
+    answerable = [q for q in judged.queries if any(g > 0 and d in judged.known for d, g in judged.qrels[q].items())]
+    if not answerable:
+        raise RagHierError(
+            f"none of the {len(judged)} judged queries of {judged.source} names a relevant "
+            f"{'document' if judged.level == 'doc' else 'passage'} the store holds: are the ids from this corpus?"
+        )
+    train, dev = split_dev(judged.subset(answerable), cfg.dev_fraction, cfg.seed)
+    report.train_queries, report.dev_queries = len(train), len(dev)
+    out(f"{len(judged)} judged queries ({judged.level} level): {len(train)} to train on, {len(dev)} held back")
+    base = store.encoder
+    rate, n_passages = _encode_rate(store, base, cfg.seed)
+    encode_estimate = n_passages / rate if n_passages else 0.0
+    seconds: dict[str, float] = {}
+    t0 = time.perf_counter()
+    q_train = base.encode_queries(list(train.queries.values()))
+    q_dev = base.encode_queries(list(dev.queries.values()))
+    base_values = score_queries(store, dev, q_dev, cfg.metrics)
+    seconds["score_base"] = time.perf_counter() - t0
+    report.base = {m: float(np.mean(list(v.values()))) for m, v in base_values.items()}
+    out("base on dev: " + ", ".join(f"{m} {v:.4f}" for m, v in report.base.items()))
+
+    def on_estimate(steps: int, seconds_per_step: float) -> None:
+        total = seconds_per_step * steps + 2 * encode_estimate
+        report.estimate_seconds = round(total, 1)
+        out(
+            f"estimate: {seconds_per_step:.2f} s/step (measured) x {steps} steps + encoding {n_passages} passages "
+            f"and scoring (~{encode_estimate:.0f} s, measured {rate:.0f} passages/s) = about {total / 60:.1f} min"
+        )
+
+    with tempfile.TemporaryDirectory(prefix="rag-hier-candidate-") as tmp:
+        candidate_dir = Path(tmp) / "candidate"
+        t0 = time.perf_counter()
+        outcome = train_candidate(
+            store,
+            train,
+            q_train,
+            cfg,
+            candidate_dir,
+            say=out,
+            on_estimate=(lambda steps, sps: None) if dry_run else on_estimate,
+            max_steps=2 if dry_run else None,
+        )
+        seconds["train"] = time.perf_counter() - t0
+        report.steps, report.planned_steps = outcome.steps, outcome.planned_steps
+        report.details = dict(outcome.details)
+        if outcome.stopped_early:
+            report.details["stopped_early"] = outcome.stopped_early
+        if dry_run:
+            if outcome.seconds_per_step is not None:
+                on_estimate(outcome.planned_steps, outcome.seconds_per_step)
+            report.reason = "dry run: two training steps measured, nothing adopted"
+            return _finish(report, store, seconds, t_start)
+        enc_cfg = store.model_info["current"] or {}
+        candidate = DenseEncoder(
+            str(candidate_dir),
+            device=cfg.device if cfg.device is not None else base.requested_device,
+            normalize_embeddings=enc_cfg.get("normalize_embeddings"),
+            query_prompt=enc_cfg.get("query_prompt"),
+            document_prompt=enc_cfg.get("document_prompt"),
+            max_seq_length=enc_cfg.get("max_seq_length"),
+        )
+        t0 = time.perf_counter()
+        encoded = encode_passages(store, candidate, show_progress_bar=cfg.show_progress_bar)
+        seconds["encode"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        index = candidate_index(store, encoded)
+        cand_values = score_queries(
+            store, dev, candidate.encode_queries(list(dev.queries.values())), cfg.metrics, index=index
+        )
+        seconds["score_candidate"] = time.perf_counter() - t0
+        report.candidate = {m: float(np.mean(list(v.values()))) for m, v in cand_values.items()}
+        qids = list(dev.queries)
+        for m in cfg.metrics:
+            stats = paired_difference(
+                [base_values[m][q] for q in qids],
+                [cand_values[m][q] for q in qids],
+                seed=cfg.seed,
+                n_resamples=cfg.n_resamples,
+                confidence=cfg.confidence,
+            )
+            report.difference[m] = {
+                k: float(stats[k]) for k in ("delta", "ci_low", "ci_high", "p_value", "wins", "losses", "ties")
+            }
+        d = report.difference[cfg.metric]
+        better = d["ci_low"] > 0
+        if better:
+            report.reason = (
+                f"the candidate is better on the {len(dev)} dev queries: {cfg.metric} {d['delta']:+.4f} "
+                f"[{d['ci_low']:+.4f}, {d['ci_high']:+.4f}]"
+            )
+        elif cfg.force:
+            report.reason = (
+                f"forced: the dev difference does not show the candidate better ({cfg.metric} {d['delta']:+.4f} "
+                f"[{d['ci_low']:+.4f}, {d['ci_high']:+.4f}])"
+            )
+        else:
+            report.reason = (
+                f"the candidate is not shown better on the {len(dev)} dev queries: {cfg.metric} {d['delta']:+.4f} "
+                f"[{d['ci_low']:+.4f}, {d['ci_high']:+.4f}] (the interval reaches 0 or below); the store is unchanged"
+            )
+        if better or cfg.force:
+            t0 = time.perf_counter()
+            details = {
+                "method": report.method,
+                "base_model": (enc_cfg.get("adopted") or {}).get("base_model", enc_cfg.get("model")),
+                "steps": report.steps,
+                "train_queries": report.train_queries,
+                "dev_queries": report.dev_queries,
+                "metric": cfg.metric,
+                "base": report.base.get(cfg.metric),
+                "candidate": report.candidate.get(cfg.metric),
+                "difference": d,
+                "forced": not better,
+            }
+            out("adopting: re-encoded passages go into the store's index in one commit")
+            store.adopt_model(candidate_dir, encoded=encoded, details=details, show_progress_bar=cfg.show_progress_bar)
+            seconds["adopt"] = time.perf_counter() - t0
+            report.adopted = True
+    return _finish(report, store, seconds, t_start)
+
+
+def _finish(report: TuneReport, store: Any, seconds: dict[str, float], t_start: float) -> TuneReport:
+    seconds["total"] = time.perf_counter() - t_start
+    report.seconds = {k: round(v, 1) for k, v in seconds.items()}
+    report.peak_memory_mb = round(_peak_mb(), 1)
+    report.generation = store.generation
+    report.model = (store.model_info["current"] or {}).get("model")
+    return report
+
+
+def report_files(report: TuneReport, store_path: str | Path) -> tuple[Path, Path]:
+    """Write the Markdown report and its plot beside the store: ``<store>.tune.md`` and ``<store>.tune.svg``."""
+    root = Path(store_path)
+    md = root.with_name(root.name + ".tune.md")
+    svg = root.with_name(root.name + ".tune.svg")
+    svg.write_text(report.svg_plot(), encoding="utf-8")
+    md.write_text(report.to_markdown(plot=svg.name), encoding="utf-8")
+    return md, svg
