@@ -64,7 +64,7 @@ def run_tune(args: argparse.Namespace, *, open_store: Callable[..., Any]) -> int
     """``rag-hier tune`` (``main`` passes its store opener)."""
     from rag_hier.eval.judged import default_level, judged_files, load_judged
     from rag_hier.tuning.config import TuneConfig
-    from rag_hier.tuning.tune import report_files, tune
+    from rag_hier.tuning.workflow import report_files, tune
 
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)

@@ -1,6 +1,6 @@
 """Tuning a store: fine-tune its model on judged queries and adopt the result only when it measures better.
 
-``store.tune(queries, qrels)`` and ``rag-hier tune`` run :func:`~rag_hier.tuning.tune.tune`: a dev part of
+``store.tune(queries, qrels)`` and ``rag-hier tune`` run :func:`~rag_hier.tuning.workflow.tune`: a dev part of
 the queries is held back, a candidate is trained on the rest, both models are scored on the dev part with the
 store's own search, and the candidate is adopted (one commit; ``store.rollback_model()`` undoes it) only when
 the paired difference says it is better. See docs/tuning.md.
@@ -20,8 +20,8 @@ __all__ = ["TUNE_METHODS", "TuneConfig", "TuneReport", "tune"]
 
 
 def tune(store: Any, queries: Any = None, qrels: Any = None, **kwargs: Any) -> TuneReport:
-    """:func:`rag_hier.tuning.tune.tune` (imported on first use)."""
-    from rag_hier.tuning.tune import tune as run
+    """:func:`rag_hier.tuning.workflow.tune` (imported on first use)."""
+    from rag_hier.tuning.workflow import tune as run
 
     return run(store, queries, qrels, **kwargs)
 

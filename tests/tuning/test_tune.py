@@ -1,0 +1,207 @@
+"""store.tune(): adoption, refusal, force, dry run, rollback, and bad inputs that leave the store unchanged."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from rag_hier import HierStore, TuneConfig
+from rag_hier.errors import RagHierError, StoreCorruptedError, StoreError
+from rag_hier.eval.judged import judged_from_mappings
+from rag_hier.tuning.split import split_dev
+
+
+def _fingerprint(path: Path) -> dict[str, str]:
+    """SHA-256 of every file of a store directory (the lock file aside)."""
+    return {
+        str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(path.rglob("*"))
+        if p.is_file() and p.name != "store.lock"
+    }
+
+
+def _top(store: HierStore, query: str) -> list[str]:
+    return [h.doc_id for h in store.search(query, top_k=5)]
+
+
+def test_adopts_a_better_candidate_and_rolls_back(judged_store, learns, judged_maps) -> None:
+    path, _ = judged_store
+    queries, qrels = judged_maps
+    store = HierStore.open(path)
+    before = _top(store, queries["q0_0"])
+    generation = store.generation
+    report = store.tune(queries, qrels, **learns)
+    assert report.adopted, report.reason
+    assert report.difference["ndcg@10"]["ci_low"] > 0
+    assert report.candidate["ndcg@10"] > report.base["ndcg@10"]
+    assert report.train_queries + report.dev_queries == len(queries)
+    assert report.generation == store.generation > generation
+    current = store.model_info["current"]
+    assert current["stored"] and current["model"].startswith("models/")
+    assert (path / current["model"]).is_dir()  # the model lives inside the store
+    assert current["adopted"]["method"] == "contrastive"
+    tuned = _top(store, queries["q0_0"])
+    store.close()
+    # a new handle loads the stored model (checked by digest) and answers as the tuning handle did
+    store = HierStore.open(path)
+    assert store.encoder.model_name == str((path / current["model"]).absolute())
+    assert _top(store, queries["q0_0"]) == tuned
+    store.rollback_model()
+    assert store.model_info["current"]["model"] == store.model_info["previous"]["adopted"]["base_model"]
+    assert _top(store, queries["q0_0"]) == before
+    store.close()
+
+
+def test_refuses_a_candidate_that_is_not_better(judged_store, stays, judged_maps) -> None:
+    path, _ = judged_store
+    queries, qrels = judged_maps
+    before = _fingerprint(path)
+    store = HierStore.open(path)
+    generation = store.generation
+    report = store.tune(queries, qrels, **stays)
+    assert not report.adopted
+    assert "not shown better" in report.reason
+    assert report.difference["ndcg@10"]["ci_low"] <= 0
+    assert store.generation == generation
+    store.close()
+    assert _fingerprint(path) == before  # nothing written, no model copied
+
+
+def test_force_adopts_anyway(judged_store, stays, judged_maps) -> None:
+    path, _ = judged_store
+    queries, qrels = judged_maps
+    store = HierStore.open(path)
+    report = store.tune(queries, qrels, force=True, **stays)
+    assert report.adopted and report.reason.startswith("forced")
+    assert store.model_info["current"]["adopted"]["forced"] is True
+    store.close()
+
+
+def test_dry_run_estimates_and_changes_nothing(judged_store, learns, judged_maps) -> None:
+    path, _ = judged_store
+    queries, qrels = judged_maps
+    before = _fingerprint(path)
+    store = HierStore.open(path)
+    report = store.tune(queries, qrels, dry_run=True, **learns)
+    assert report.dry_run and not report.adopted
+    assert report.steps == 2 and report.planned_steps > 2
+    assert report.estimate_seconds is not None and report.estimate_seconds > 0
+    assert report.base and not report.candidate
+    store.close()
+    assert _fingerprint(path) == before
+
+
+def test_queries_from_files_and_config_object(judged_store, stays) -> None:
+    path, beir = judged_store
+    store = HierStore.open(path)
+    report = store.tune(beir / "queries.jsonl", beir / "qrels" / "train.tsv", config=TuneConfig(**stays))
+    assert report.level == "doc" and report.dev_queries == 40
+    store.close()
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda q, r: ({}, {}), "share no query id"),
+        (lambda q, r: (q, {k: {"nowhere": 1} for k in r}), "names a relevant document the store holds"),
+        (lambda q, r: (dict(list(q.items())[:1]), r), "dev split"),
+        (lambda q, r: (q, None), "qrels as a mapping"),
+    ],
+)
+def test_bad_inputs_leave_the_store_unchanged(judged_store, make, message, stays, judged_maps) -> None:
+    path, _ = judged_store
+    queries, qrels = judged_maps
+    before = _fingerprint(path)
+    store = HierStore.open(path)
+    q, r = make(queries, qrels)
+    with pytest.raises(RagHierError, match=message):
+        store.tune(q, r, **stays)
+    store.close()
+    assert _fingerprint(path) == before
+
+
+def test_refused_with_an_extension_that_cannot_follow(judged_store, stays, judged_maps) -> None:
+    from rag_hier.testing import kmeans_ehi_extension
+
+    path, _ = judged_store
+    queries, qrels = judged_maps
+    store = HierStore.open(path)
+    store.add_extension(kmeans_ehi_extension(store))
+    with pytest.raises(StoreError, match="'ehi' extension"):
+        store.tune(queries, qrels, **stays)
+    store.close()
+
+
+def test_tree_extension_is_rebuilt_in_the_same_commit(judged_store) -> None:
+    from rag_hier.retrieval import build_retriever
+
+    path, _ = judged_store
+    store = HierStore.open(path)
+    store.ensure_extension("tree")
+    store.adopt_model(_other_model(path))
+    tree = store.extension("tree")
+    assert tree is not None and len(tree.require_tree()) == store.count_vectors()
+    hits = build_retriever("tree", store).search("river stone cloud", top_k=3)
+    assert len(hits) == 3
+    store.close()
+    HierStore.open(path).close()  # checksums of the rebuilt tree hold
+
+
+def _other_model(where: Path) -> str:
+    from rag_hier.testing import build_tiny_model
+
+    target = where.parent / "other-model"
+    if not target.exists():
+        build_tiny_model(target, seed=7)
+    return str(target)
+
+
+def test_a_tampered_stored_model_is_refused(judged_store) -> None:
+    path, _ = judged_store
+    store = HierStore.open(path)
+    store.adopt_model(_other_model(path))
+    model_dir = path / store.model_info["current"]["model"]
+    store.close()
+    config = model_dir / "config.json"
+    config.write_text(config.read_text().replace("}", ', "planted": 1}', 1))
+    store = HierStore.open(path)
+    with pytest.raises(StoreCorruptedError, match="do not match the digest"):
+        store.search("river", top_k=1)
+    store.close()
+
+
+def test_split_keeps_queries_of_one_document_together(judged_store, judged_maps) -> None:
+    path, _ = judged_store
+    queries, qrels = judged_maps
+    # the queries about d0 also judge d1 relevant: with d1's own queries they form one group of 10
+    linked = {q: ({**r, "d1": 1} if q.startswith("q0_") else r) for q, r in qrels.items()}
+    store = HierStore.open(path)
+    judged = judged_from_mappings(store, queries, linked, "doc")
+    train, dev = split_dev(judged, 0.2, seed=3)
+    store.close()
+    for group in ("q0_", "q1_"):
+        sides = {q in dev.queries for q in judged.queries if q.startswith(group)}
+        assert len(sides) == 1
+    assert {"q0_0" in dev.queries} == {"q1_0" in dev.queries}
+    assert set(train.queries).isdisjoint(dev.queries)
+    assert len(train) + len(dev) == len(judged)
+    assert split_dev(judged, 0.2, seed=3)[1].queries.keys() == dev.queries.keys()  # seeded
+
+
+def test_report_files(judged_store, stays, judged_maps) -> None:
+    from rag_hier.tuning.workflow import report_files
+
+    path, _ = judged_store
+    queries, qrels = judged_maps
+    store = HierStore.open(path)
+    report = store.tune(queries, qrels, **stays)
+    store.close()
+    md, svg = report_files(report, path)
+    assert md.parent == path.parent and md.name == "store.tune.md"
+    text = md.read_text()
+    assert "not adopted" in text and "| ndcg@10 |" in text and "store.tune.svg" in text
+    assert svg.read_text().startswith("<svg") and "candidate" in svg.read_text()
+    assert json.loads(json.dumps(report.to_dict()))["difference"]["ndcg@10"]["wins"] >= 0
