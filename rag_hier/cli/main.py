@@ -464,6 +464,18 @@ def cmd_info(args: argparse.Namespace) -> int:
         f"encoder    {enc.get('model', no_model)}  dim={info.get('dimension')}"
         f"  normalized={enc.get('normalize_embeddings')}"
     )
+    if enc.get("stored"):
+        tuned = enc.get("adopted") or {}
+        line = f"model      kept in the store (sha256 {str(enc.get('sha256'))[:16]}…)"
+        if isinstance(tuned.get("base"), float) and isinstance(tuned.get("candidate"), float):
+            line += (
+                f", tuned from {tuned.get('base_model')} by {tuned.get('method')}: dev {tuned.get('metric')} "
+                f"{tuned['base']:.4f} -> {tuned['candidate']:.4f}"
+            )
+        print(line)
+    previous = info.get("encoder_previous")
+    if previous:
+        print(f"previous   {previous.get('model')}  (rag-hier tune --rollback returns to it)")
     print(f"index      {idx}")
     print(f"corpus     {info.get('corpus') or {}}")
     print(f"counts     {counts['documents']} documents, {counts['passages']} passages, {counts['vectors']} vectors")

@@ -67,7 +67,7 @@ def run_tune(args: argparse.Namespace, *, open_store: Callable[..., Any]) -> int
     from rag_hier.tuning.workflow import report_files, tune
 
     def say(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
+        print(f"rag-hier tune: {line}" if line.startswith("warning:") else line, file=sys.stderr, flush=True)
 
     if args.rollback:
         if args.queries or args.beir or args.force or args.dry_run:

@@ -150,9 +150,6 @@ def tune(
         ),
         dry_run=dry_run,
     )
-    for line in judged.warnings():
-        report.warnings.append(line)
-        out(f"warning: {line}")
     answerable = [q for q in judged.queries if any(g > 0 and d in judged.known for d, g in judged.qrels[q].items())]
     if not answerable:
         raise RagHierError(
@@ -160,6 +157,11 @@ def tune(
             f"{'document' if judged.level == 'doc' else 'passage'} the store holds: are the ids from this corpus?"
         )
     train, dev = split_dev(judged.subset(answerable), cfg.dev_fraction, cfg.seed)
+    for line in judged.warnings():
+        report.warnings.append(line)
+        out(f"warning: {line}")
+    if len(answerable) < len(judged):
+        out(f"warning: {len(judged) - len(answerable)} judged queries name nothing the store holds; they are left out")
     report.train_queries, report.dev_queries = len(train), len(dev)
     out(f"{len(judged)} judged queries ({judged.level} level): {len(train)} to train on, {len(dev)} held back")
     base = store.encoder
