@@ -435,12 +435,18 @@ class Retriever(ABC, Generic[Q]):
             return self.run_prepared(self.prepare(queries), len(queries), top_k, filters, aggregate)
         # Query text is encoded by the store's model before the search: if the store switched models
         # meanwhile (HierStore.adopt_model in another process), the vectors and the index would come from
-        # different models. The encoder key before encoding and after searching tells; encode again if so.
+        # different models. The encoder key before encoding and after searching tells; when it changed, the
+        # queries are encoded again and searched within one read block (no commit can land inside it).
+        before = getattr(self.store, "encoder_key", None)
+        results = self.run_prepared(self.prepare(queries), len(queries), top_k, filters, aggregate)
+        if getattr(self.store, "encoder_key", None) == before:
+            return results
         for _ in range(_SWITCH_RETRIES):
-            before = getattr(self.store, "encoder_key", None)
-            results = self.run_prepared(self.prepare(queries), len(queries), top_k, filters, aggregate)
-            if getattr(self.store, "encoder_key", None) == before:
-                return results
+            with self.read_block():
+                before = getattr(self.store, "encoder_key", None)
+                results = self.run_prepared(self.prepare(queries), len(queries), top_k, filters, aggregate)
+                if getattr(self.store, "encoder_key", None) == before:
+                    return results
         raise StoreError(
             f"the store at {self.store.location} switched models during {_SWITCH_RETRIES} searches in a row"
         )
