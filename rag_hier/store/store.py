@@ -126,6 +126,7 @@ class HierStore:
         self._device = device
         self._encoder_checked = False
         self._closer: weakref.finalize | None = None
+        self._override_key: Any = None  # the recorded encoder an explicit encoder= was given for
 
     def _attach(self, core: StoreCore) -> None:
         self._core = core
@@ -254,6 +255,7 @@ class HierStore:
         store = cls(root, encoder, read_only=False)
         core = StoreCore(root, db, state)
         store._attach(core)
+        store._override_key = store.encoder_key
         StoreCore.register(core)
         if dimension is not None:
             core.indexes["dense"] = DenseIndex(dimension, config)
@@ -313,6 +315,7 @@ class HierStore:
         root = Path(path)
         store = cls(root, encoder, read_only=read_only, device=device)
         StoreCore.shared(root, store, store._attach, verify=verify_checksums)
+        store._override_key = store.encoder_key
         if not read_only:
             store._core.try_recover(store)
         return store
@@ -400,7 +403,17 @@ class HierStore:
     def encoder(self) -> DenseEncoder | None:
         """The store's dense encoder (``None`` for stores fed with external vectors)."""
         if self._encoder_arg is not None:
-            return self._encoder_arg
+            if self._override_key == self.encoder_key:
+                return self._encoder_arg
+            # the store switched models since this handle was opened with encoder=: that encoder belongs to
+            # the old vectors, so the store's own (new) model is used from now on
+            logger.warning(
+                "%s: the store now encodes with %s; the encoder this handle was opened with (%s) is no longer used",
+                self.path,
+                (self._core.state.get("encoder") or {}).get("model"),
+                self._encoder_arg.model_name,
+            )
+            self._encoder_arg = None
         enc = self._core.state.get("encoder")
         if not enc:
             return None

@@ -986,6 +986,27 @@ class RagHierDocumentStore:
         return [unique[k] for k in ordered[from_ : from_ + size]], len(ordered)
 
     # ------------------------------------------------------------------------------------------------
+    # rag-hier specific: tuning the store's model
+    # ------------------------------------------------------------------------------------------------
+    def tune(self, queries: Any, qrels: Any = None, **options: Any) -> Any:
+        """Fine-tune the store's model on judged queries; adopt it only when it measures better.
+
+        :meth:`rag_hier.HierStore.tune` on this store (``queries``: a file or ``{query id: text}``; ``qrels``:
+        a file or ``{query id: {document id: grade}}``; ``options``: :class:`rag_hier.TuneConfig` fields). Once
+        adopted, the retrievers that take query text (``HierarchicalRetriever``, ``RagHierRetriever``) encode
+        with the tuned model from the next query on; a pipeline that embeds queries with its own text embedder
+        must point it at the store's model (``hier_store.encoder.model_name``). Returns the
+        :class:`rag_hier.TuneReport`.
+        """
+        with _engine_errors():
+            return self._write_handle().tune(queries, qrels, **options)
+
+    def rollback_model(self) -> int:
+        """Return the store to the model it encoded with before the last tuning (re-encodes every passage)."""
+        with _engine_errors():
+            return int(self._write_handle().rollback_model())
+
+    # ------------------------------------------------------------------------------------------------
     # rag-hier specific: corpus documents
     # ------------------------------------------------------------------------------------------------
     def write_corpus(

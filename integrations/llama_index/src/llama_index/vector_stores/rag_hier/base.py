@@ -551,6 +551,21 @@ class RagHierVectorStore(BasePydanticVectorStore):
             writer = self._writer
         return writer
 
+    def tune(self, queries: Any, qrels: Any = None, **options: Any) -> Any:
+        """Fine-tune the store's model on judged queries; adopt it only when it measures better.
+
+        :meth:`rag_hier.HierStore.tune` on this store (``queries``: a file or ``{query id: text}``; ``qrels``:
+        a file or ``{query id: {document id: grade}}``; ``options``: :class:`rag_hier.TuneConfig` fields). Once
+        adopted, queries given as text (``RagHierRetriever``, or a query without an embedding) are encoded with
+        the tuned model from the next query on; an index that embeds queries with its own ``embed_model`` must
+        point it at the store's model (``client.encoder.model_name``). Returns the :class:`rag_hier.TuneReport`.
+        """
+        return self._writable().tune(queries, qrels, **options)
+
+    def rollback_model(self) -> int:
+        """Return the store to the model it encoded with before the last tuning (re-encodes every passage)."""
+        return int(self._writable().rollback_model())
+
     @property
     def store_path(self) -> Path:
         """The directory holding the store (a temporary one when created with ``path=None``).
