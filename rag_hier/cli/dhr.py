@@ -11,7 +11,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rag_hier.cli._train import add_attention_dropout_argument, attention_dropout, cli_error, existing_corpus
+from rag_hier.cli._train import (
+    add_attention_dropout_argument,
+    add_eval_arguments,
+    attention_dropout,
+    cli_error,
+    existing_corpus,
+    print_before_after,
+)
 
 __all__ = ["add_index_arguments", "add_train_parser", "after_index", "configure_search"]
 
@@ -174,6 +181,7 @@ def add_train_parser(subparsers: Any) -> None:
     p.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA when available)")
     p.add_argument("--batch-size", type=int, default=d.batch_size, help=f"questions per batch (default {d.batch_size})")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    add_eval_arguments(p)
     p.set_defaults(func=_train)
 
 
@@ -227,4 +235,12 @@ def _train(args: argparse.Namespace) -> int:
     for name, value in sorted(result.metrics.items()):
         if name.endswith(("accuracy@1", "accuracy@5", "accuracy@20", "ndcg@10")):
             print(f"  held-out {name}: {value:.4f}")
+    print_before_after(
+        args,
+        documents,
+        config.base_model,
+        result.passage_model,
+        corpus_format=args.format or detect_format(corpus),
+        max_passage_words=args.max_passage_words,
+    )
     return 0

@@ -181,7 +181,7 @@ def add_train_parser(subparsers: Any) -> None:
         "--max-passage-words",
         type=int,
         default=None,
-        help="split documents like `rag-hier index` (default: 0 for BEIR, else 100)",
+        help="split documents like `rag-hier index` (default: 0 for BEIR and QA documents, else 100)",
     )
     add_runtime_arguments(p)
     p.set_defaults(func=_train)

@@ -17,11 +17,14 @@ from typing import Any
 
 from rag_hier.cli._train import (
     add_attention_dropout_argument,
+    add_eval_arguments,
     add_runtime_arguments,
     attention_dropout,
     cli_error,
     existing_corpus,
     passage_words,
+    print_before_after,
+    qa_or_beir_judgements,
 )
 
 __all__ = ["add_index_arguments", "add_train_parser", "after_index"]
@@ -230,10 +233,11 @@ def add_train_parser(subparsers: Any) -> None:
         "--max-passage-words",
         type=int,
         default=None,
-        help="split documents like `rag-hier index` (default: 0 for BEIR, else 100)",
+        help="split documents like `rag-hier index` (default: 0 for BEIR and QA documents, else 100)",
     )
     add_attention_dropout_argument(p)
     p.add_argument("--grad-accum", type=int, default=1, help="gradient accumulation steps (default 1)")
+    add_eval_arguments(p)
     add_runtime_arguments(p)
     p.set_defaults(func=_train)
 
@@ -244,8 +248,8 @@ def _train(args: argparse.Namespace) -> int:
     from rag_hier.training.hce import HCEConfig, HCETrainer
 
     corpus_path = existing_corpus(args.corpus)
-    if args.mode in ("supervised", "joint") and not (args.queries and args.qrels):
-        raise cli_error(f"--mode {args.mode} needs --queries and --qrels")
+    if args.mode in ("supervised", "joint") and not args.queries:
+        raise cli_error(f"--mode {args.mode} needs --queries (and --qrels, unless they are QA questions)")
     if bool(args.dev_queries) != bool(args.dev_qrels):
         raise cli_error("--dev-queries and --dev-qrels go together")
     fmt = args.format or detect_format(corpus_path)
@@ -285,8 +289,7 @@ def _train(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise cli_error(str(exc).replace("HCEConfig.", "--").replace("_", "-")) from exc
     documents = read_corpus(corpus_path, fmt)
-    queries = read_queries(args.queries) if args.queries else None
-    qrels = read_qrels(args.qrels) if args.qrels else None
+    queries, qrels = qa_or_beir_judgements(args.queries, args.qrels, max_words) if args.queries else (None, None)
     dev_queries = read_queries(args.dev_queries) if args.dev_queries else None
     dev_qrels = read_qrels(args.dev_qrels) if args.dev_qrels else None
     trainer = HCETrainer(
@@ -306,5 +309,13 @@ def _train(args: argparse.Namespace) -> int:
         f"trained HCE ({config.mode}) on {len(documents)} {fmt} documents: {result.steps} steps in "
         f"{result.seconds:.0f}s{dev}\n  model saved to {result.output_dir} "
         f"(use it with: rag-hier index CORPUS --store DIR --model {result.output_dir})"
+    )
+    print_before_after(
+        args,
+        documents,
+        args.base_model or DEFAULT_MODEL,
+        result.output_dir,
+        corpus_format=fmt,
+        max_passage_words=max_words,
     )
     return 0

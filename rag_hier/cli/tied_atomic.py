@@ -90,7 +90,7 @@ def add_train_parser(subparsers: Any) -> None:
         "--max-passage-words",
         type=int,
         default=None,
-        help="split documents as `rag-hier index` will (default: 0 for BEIR, else 100)",
+        help="split documents as `rag-hier index` will (default: 0 for BEIR and QA documents, else 100)",
     )
     p.add_argument("--eval-queries", default=None, help="held-out queries, scored after training")
     p.add_argument("--eval-qrels", default=None, help="judgements for --eval-queries")

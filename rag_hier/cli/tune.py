@@ -40,6 +40,20 @@ def add_tune_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--qrels", default=None, help="qrels (BEIR TSV or TREC); optional for QA questions.jsonl")
     p.add_argument("--beir", default=None, metavar="DIR", help="a BEIR folder: DIR/queries.jsonl, DIR/qrels/SPLIT.tsv")
     p.add_argument("--split", default="train", help="qrels split of --beir (default train)")
+    p.add_argument(
+        "--generator",
+        default=None,
+        metavar="MODULE:FUNCTION",
+        help="without judged queries: a Python callable (passage text -> list of questions) that writes questions; "
+        "each judges its own passage; they are kept in the store and never asked twice",
+    )
+    p.add_argument(
+        "--generate-passages",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="passages sampled for generated questions (default 1000)",
+    )
     p.add_argument("--method", choices=TUNE_METHODS, default=d.method, help="training method (default auto)")
     p.add_argument("--dev-fraction", type=float, default=d.dev_fraction, help=f"queries held back ({d.dev_fraction})")
     p.add_argument("--max-steps", type=int, default=None, help=f"cap on optimizer steps (default: {d.epochs:g} passes)")
@@ -60,6 +74,26 @@ def add_tune_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
+def _load_generator(spec: str) -> Any:
+    """The callable named ``MODULE:FUNCTION`` (``pkg.mod:obj.attr`` also works)."""
+    import importlib
+
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise RagHierError(f"--generator must be MODULE:FUNCTION, got {spec!r}")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise RagHierError(f"--generator: cannot import {module_name!r} ({exc})") from exc
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise RagHierError(f"--generator: {module_name!r} has no {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise RagHierError(f"--generator: {spec} is not callable")
+    return obj
+
+
 def run_tune(args: argparse.Namespace, *, open_store: Callable[..., Any]) -> int:
     """``rag-hier tune`` (``main`` passes its store opener)."""
     from rag_hier.eval.judged import default_level, judged_files, load_judged
@@ -70,7 +104,7 @@ def run_tune(args: argparse.Namespace, *, open_store: Callable[..., Any]) -> int
         print(f"rag-hier tune: {line}" if line.startswith("warning:") else line, file=sys.stderr, flush=True)
 
     if args.rollback:
-        if args.queries or args.beir or args.force or args.dry_run:
+        if args.queries or args.beir or args.generator or args.force or args.dry_run:
             raise RagHierError("--rollback takes only --store")
         store = open_store(args, read_only=False)
         try:
@@ -81,7 +115,16 @@ def run_tune(args: argparse.Namespace, *, open_store: Callable[..., Any]) -> int
             store.close()
         print(f"rolled back: the store encodes with {after} again (was {before}); generation {generation}")
         return 0
-    queries_path, qrels_path = judged_files(args.queries, args.qrels, args.beir, args.split)
+    generator = _load_generator(args.generator) if args.generator else None
+    if generator is not None and (args.queries or args.beir):
+        raise RagHierError("--generator writes the questions: drop --queries/--qrels/--beir, or drop --generator")
+    if generator is None and not (args.queries or args.beir):
+        raise RagHierError(
+            "give judged queries (--queries, with --qrels unless they are QA questions; or --beir DIR), or a "
+            "question generator (--generator MODULE:FUNCTION)"
+        )
+    if args.generate_passages < 1:
+        raise RagHierError(f"--generate-passages must be >= 1, got {args.generate_passages}")
     config = TuneConfig(
         method=args.method,
         dev_fraction=args.dev_fraction,
@@ -100,8 +143,21 @@ def run_tune(args: argparse.Namespace, *, open_store: Callable[..., Any]) -> int
     store = open_store(args, read_only=False)
     try:
         level = default_level(store, args.aggregate)
-        judged = load_judged(store, queries_path, qrels_path, level)
-        report = tune(store, judged, config=config, dry_run=args.dry_run, say=say)
+        if generator is not None:
+            report = tune(
+                store,
+                config=config,
+                level=level,
+                dry_run=args.dry_run,
+                say=say,
+                generator=generator,
+                generator_name=args.generator,
+                max_generated_passages=args.generate_passages,
+            )
+        else:
+            queries_path, qrels_path = judged_files(args.queries, args.qrels, args.beir, args.split)
+            judged = load_judged(store, queries_path, qrels_path, level)
+            report = tune(store, judged, config=config, dry_run=args.dry_run, say=say)
     finally:
         store.close()
     print(report.summary())

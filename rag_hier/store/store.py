@@ -52,7 +52,7 @@ from rag_hier.store.records import (
     iter_records,
     records_by_rowid,
 )
-from rag_hier.store.schema import SCHEMA, dumps, query_in
+from rag_hier.store.schema import SCHEMA, dumps, query_in, rows_in
 from rag_hier.store.sql_filters import select_matching
 from rag_hier.store.state import DATABASE, DENSE_FILE, FORMAT_VERSION, MANIFEST
 from rag_hier.store.writes import Writer, check_ids
@@ -83,6 +83,7 @@ def set_default_search(search: Callable[..., Any]) -> None:
 
 
 _TUNER: Callable[..., Any] | None = None
+_HASHES_SQL = "SELECT id, content_hash FROM passages WHERE id IN ({marks})"
 
 
 def set_tuner(tuner: Callable[..., Any]) -> None:
@@ -934,6 +935,12 @@ class HierStore:
         """
         with self._reading():
             return hit_rows(self._core.db, rowids)
+
+    def content_hashes(self, rowids: Iterable[int]) -> dict[int, str]:
+        """The hash of each passage's encoded text (title path and text) by rowid: it changes when the text does."""
+        ids = sorted({int(r) for r in rowids})
+        with self._reading():
+            return {int(r): str(h) for r, h in rows_in(self._core.db, _HASHES_SQL, ids)}
 
     def iter_passages(self, filters: Filters = None) -> Iterator[Passage]:
         """Passages matching ``filters``, in insertion order."""

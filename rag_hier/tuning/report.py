@@ -65,6 +65,7 @@ class TuneReport:
     config: dict[str, Any] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    evaluation_only: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -79,9 +80,9 @@ class TuneReport:
         lines = []
         if self.base:
             width = max(len(m) for m in self.base)
-            lines.append(
-                f"{'dev (' + str(self.dev_queries) + ' queries)':<{width + 2}}      base  candidate     delta  interval"
-            )
+            title = f"{'held out' if self.evaluation_only else 'dev'} ({self.dev_queries} queries)"
+            other = "  trained" if self.evaluation_only else "candidate"
+            lines.append(f"{title:<{width + 2}}      base  {other}     delta  interval")
             for m, b in self.base.items():
                 c = self.candidate.get(m)
                 d = self.difference.get(m, {})
@@ -92,8 +93,11 @@ class TuneReport:
             d = self.difference.get(str(key), {})
             if d:
                 lines.append(f"  wins / losses / ties on {key}: {d['wins']:.0f} / {d['losses']:.0f} / {d['ties']:.0f}")
-        verdict = "ADOPTED" if self.adopted else ("dry run" if self.dry_run else "not adopted")
-        lines.append(f"{verdict}: {self.reason}")
+        if self.evaluation_only:
+            lines.append(self.reason)
+        else:
+            verdict = "ADOPTED" if self.adopted else ("dry run" if self.dry_run else "not adopted")
+            lines.append(f"{verdict}: {self.reason}")
         return "\n".join(lines)
 
     def to_markdown(self, plot: str | None = None) -> str:

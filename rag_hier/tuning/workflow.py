@@ -42,7 +42,7 @@ from rag_hier.tuning.train import train_candidate
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ADOPTION_RULE", "report_files", "tune"]
+__all__ = ["ADOPTION_RULE", "paired_differences", "report_files", "tune"]
 
 ADOPTION_RULE = (
     "adopt when the lower end of the {confidence:.0%} paired bootstrap interval of the dev {metric} difference "
@@ -81,7 +81,9 @@ def _judged(store: Any, queries: Any, qrels: Any, level: str) -> JudgedQueries:
         return judged_from_mappings(store, queries, qrels, level)
     if queries is None:
         raise RagHierError(
-            "tuning needs judged queries: a BEIR queries.jsonl with qrels, a QA questions.jsonl, or mappings"
+            "tuning needs judged queries (a BEIR queries.jsonl with qrels, a QA questions.jsonl, or mappings) or a "
+            "question generator (generator=, or --generator MODULE:FUNCTION): without either there is nothing to "
+            "train on or to measure"
         )
     return load_judged(store, Path(queries), Path(qrels) if qrels is not None else None, level)
 
@@ -111,6 +113,9 @@ def tune(
     level: str | None = None,
     dry_run: bool = False,
     say: Callable[[str], None] | None = None,
+    generator: Callable[[str], Any] | None = None,
+    generator_name: str | None = None,
+    max_generated_passages: int = 1000,
 ) -> TuneReport:
     """Fine-tune ``store``'s model on judged queries; adopt the candidate only when it measures better on dev.
 
@@ -123,6 +128,10 @@ def tune(
         level: What the judgements name: ``"doc"`` or ``"passage"`` (default: documents for BEIR corpora).
         dry_run: Measure and estimate (two training steps), then stop without adopting.
         say: Receives progress lines (default: the module logger).
+        generator: Without ``queries``: a question generator ``(passage text) -> list[str]``; its questions (kept in
+            the store, see :mod:`rag_hier.tuning.generate`) judge the passage they were written for.
+        generator_name: The name its questions are kept under (default: the callable's module and name).
+        max_generated_passages: Passages sampled for questions.
 
     Returns:
         The :class:`TuneReport` (adopted or not, and why).
@@ -139,6 +148,19 @@ def tune(
     lvl = default_level(store, level)
     if lvl not in ("doc", "passage"):
         raise RagHierError(f"level must be 'doc' or 'passage', got {lvl!r}")
+    if queries is None and generator is not None:
+        from rag_hier.tuning.generate import generated_judgements
+
+        queries, qrels = generated_judgements(
+            store,
+            generator,
+            level=lvl,
+            max_passages=max_generated_passages,
+            seed=cfg.seed,
+            name=generator_name,
+            show_progress_bar=cfg.show_progress_bar,
+            say=out,
+        )
     judged = _judged(store, queries, qrels, lvl)
     report = TuneReport(
         store=str(store.location),
@@ -226,18 +248,7 @@ def tune(
         )
         seconds["score_candidate"] = time.perf_counter() - t0
         report.candidate = {m: float(np.mean(list(v.values()))) for m, v in cand_values.items()}
-        qids = list(dev.queries)
-        for m in cfg.metrics:
-            stats = paired_difference(
-                [base_values[m][q] for q in qids],
-                [cand_values[m][q] for q in qids],
-                seed=cfg.seed,
-                n_resamples=cfg.n_resamples,
-                confidence=cfg.confidence,
-            )
-            report.difference[m] = {
-                k: float(stats[k]) for k in ("delta", "ci_low", "ci_high", "p_value", "wins", "losses", "ties")
-            }
+        report.difference = paired_differences(base_values, cand_values, list(dev.queries), cfg)
         d = report.difference[cfg.metric]
         better = d["ci_low"] > 0
         if better:
@@ -274,6 +285,23 @@ def tune(
             seconds["adopt"] = time.perf_counter() - t0
             report.adopted = True
     return _finish(report, store, seconds, t_start)
+
+
+def paired_differences(
+    base: dict[str, dict[str, float]], other: dict[str, dict[str, float]], qids: list[str], cfg: TuneConfig
+) -> dict[str, dict[str, float]]:
+    """Per metric, the paired difference ``other - base`` over ``qids`` (delta, interval, p, wins/losses/ties)."""
+    out = {}
+    for m in cfg.metrics:
+        stats = paired_difference(
+            [base[m][q] for q in qids],
+            [other[m][q] for q in qids],
+            seed=cfg.seed,
+            n_resamples=cfg.n_resamples,
+            confidence=cfg.confidence,
+        )
+        out[m] = {k: float(stats[k]) for k in ("delta", "ci_low", "ci_high", "p_value", "wins", "losses", "ties")}
+    return out
 
 
 def _finish(report: TuneReport, store: Any, seconds: dict[str, float], t_start: float) -> TuneReport:

@@ -66,7 +66,7 @@ def test_train_index_search_round_trip(tmp_path, capsys, caplog, tiny_model_path
 
 def test_cli_errors(tmp_path, capsys, tiny_model_path, beir_dir):
     code, _, err = _run(capsys, "train", "hce", beir_dir, "--output", tmp_path / "m", "--mode", "supervised")
-    assert code == 2 and "--queries and --qrels" in err
+    assert code == 2 and "needs --queries (and --qrels, unless they are QA questions)" in err
     store = tmp_path / "s"
     code, _, err = _run(capsys, "index", beir_dir, "--store", store, "--model", tiny_model_path, "--no-progress")
     assert code == 0

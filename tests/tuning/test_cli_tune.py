@@ -71,7 +71,7 @@ def _error(argv: list[str]) -> str:
 def test_errors_are_one_line_and_change_nothing(judged_store, tmp_path) -> None:
     path, beir = judged_store
     before = _fingerprint(path)
-    assert "give --queries" in _error(["tune", "--store", str(path), *COMMON])
+    assert "--generator MODULE:FUNCTION" in _error(["tune", "--store", str(path), *COMMON])
     foreign = tmp_path / "qrels.tsv"
     foreign.write_text("query-id\tcorpus-id\tscore\nq0_0\tnope\t1\nq0_1\tnada\t1\n")
     line = _error(["tune", "--store", str(path), "--queries", str(beir / "queries.jsonl"), "--qrels", str(foreign)])

@@ -46,6 +46,7 @@ KNOWN_EXTENSIONS: dict[str, str] = {
     "sparse-embeddings": "rag_hier.store.extensions.sparse_embeddings",
     "ehi": "rag_hier.store.extensions.ehi",
     "bm25": "rag_hier.store.extensions.bm25",
+    "questions": "rag_hier.store.extensions.questions",
 }
 """Registry key → rag-hier module that defines it (imported on demand when a store names the key)."""
 

@@ -1,0 +1,146 @@
+"""How often does `tune`'s adoption rule adopt a candidate that cannot be better? Shuffled judgements, many seeds.
+
+A small judged collection (40 documents of five words, five queries each, queries in another vocabulary that
+translates word for word into the documents', as in the test suite) on the tiny random model. With the true
+judgements, a few seconds of training make the candidate far better and it is adopted. With the judgements
+shuffled (every query judged against a random document), the training signal is noise and the dev judgements
+are noise too: base and candidate are equally (un)able to find the judged documents, so any adoption is a false
+adoption. Each seed reshuffles the judgements and reseeds the split, the sampling and the bootstrap.
+
+Usage:
+    python benchmarks/bench_tune_null.py [--seeds 40] [--out benchmarks/out/tune/null.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+DOC_WORDS = [
+    "river",
+    "stone",
+    "cloud",
+    "garden",
+    "engine",
+    "violin",
+    "market",
+    "planet",
+    "winter",
+    "forest",
+    "copper",
+    "island",
+    "harbor",
+    "desert",
+    "candle",
+    "mirror",
+    "ladder",
+    "thunder",
+    "orchard",
+    "canyon",
+]
+QUERY_WORDS = [
+    "red",
+    "blue",
+    "green",
+    "black",
+    "white",
+    "yellow",
+    "brown",
+    "purple",
+    "orange",
+    "pink",
+    "gray",
+    "silver",
+    "gold",
+    "happy",
+    "sad",
+    "angry",
+    "calm",
+    "quick",
+    "slow",
+    "loud",
+]
+
+
+def collection(seed: int = 0) -> tuple[dict[str, str], dict[str, str], dict[str, dict[str, int]]]:
+    rng = random.Random(seed)
+    translate = dict(zip(DOC_WORDS, QUERY_WORDS, strict=True))
+    corpus, queries, qrels = {}, {}, {}
+    for i in range(40):
+        words = rng.sample(DOC_WORDS, 5)
+        corpus[f"d{i}"] = " ".join(words)
+        for j in range(5):
+            queries[f"q{i}_{j}"] = " ".join(translate[w] for w in rng.sample(words, 3))
+            qrels[f"q{i}_{j}"] = {f"d{i}": 1}
+    return corpus, queries, qrels
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=40)
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "tune" / "null.json")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    import logging
+
+    logging.disable(logging.WARNING)
+    from rag_hier import Document, HierStore
+    from rag_hier.testing import build_tiny_model
+
+    work = Path(tempfile.mkdtemp(prefix="tune-null-"))
+    model = str(build_tiny_model(work / "model"))
+    corpus, queries, qrels = collection()
+    settings = {
+        "epochs": 3.0,
+        "learning_rate": 5e-3,
+        "batch_size": 16,
+        "num_negatives": 1,
+        "show_progress_bar": False,
+        "device": "cpu",
+    }
+    rows = []
+    t0 = time.perf_counter()
+    for case in ("true", "shuffled"):
+        for seed in range(args.seeds if case == "shuffled" else min(args.seeds, 5)):
+            path = work / f"{case}-{seed}"
+            store = HierStore.create(path, model=model, corpus={"format": "beir", "max_passage_words": 0})
+            store.add_documents([Document(doc_id=d, paragraphs=(t,)) for d, t in corpus.items()], max_passage_words=0)
+            judged = qrels
+            if case == "shuffled":
+                rng = random.Random(1000 + seed)
+                docs = list(corpus)
+                judged = {q: {rng.choice(docs): 1} for q in qrels}
+            report = store.tune(queries, judged, seed=seed, **settings)
+            d = report.difference["ndcg@10"]
+            rows.append(
+                {"case": case, "seed": seed, "adopted": report.adopted, **{k: d[k] for k in ("delta", "ci_low")}}
+            )
+            store.close()
+            print(json.dumps(rows[-1]), flush=True)
+    summary = {
+        case: {
+            "runs": sum(1 for r in rows if r["case"] == case),
+            "adopted": sum(1 for r in rows if r["case"] == case and r["adopted"]),
+            "mean_delta": round(
+                sum(r["delta"] for r in rows if r["case"] == case) / max(1, sum(1 for r in rows if r["case"] == case)),
+                4,
+            ),
+        }
+        for case in ("true", "shuffled")
+    }
+    out = {"summary": summary, "rows": rows, "seconds": round(time.perf_counter() - t0, 1)}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=2) + "\n")
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
