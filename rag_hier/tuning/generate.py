@@ -11,6 +11,7 @@ adoption rule as real ones.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -23,7 +24,24 @@ from rag_hier.store.extensions.questions import GeneratedQuestions
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["QuestionGenerator", "generated_judgements", "generator_name"]
+__all__ = ["DEFAULT_PROMPT", "QuestionGenerator", "generated_judgements", "generator_name", "questions_from_reply"]
+
+DEFAULT_PROMPT = (
+    "Context information is below.\n---------------------\n{context}\n---------------------\n"
+    "Given the context information and no prior knowledge, write {num_questions} questions that a reader could "
+    "answer from this context alone, each on its own line. Write only the questions."
+)
+"""The prompt the framework adapters send an LLM for each passage (the shape of LlamaIndex's QA prompt)."""
+
+
+def questions_from_reply(reply: str) -> list[str]:
+    """The questions in an LLM's reply: one per line, list markers and numbering removed, empty lines dropped."""
+    out = []
+    for line in str(reply).splitlines():
+        q = re.sub(r"^\s*(?:[-*\u2022]|\(?\d{1,3}[.):]|q\d{1,3}[.):])\s*", "", line, flags=re.IGNORECASE).strip()
+        if q:
+            out.append(q)
+    return out
 
 QuestionGenerator = Callable[[str], Any]
 """``(passage text) -> list[str]``: questions the passage answers."""

@@ -232,6 +232,29 @@ class _CachedRetriever:
         self.lock = threading.Lock()
 
 
+def chat_generator_questions(
+    chat_generator: Any, *, prompt: str | None = None, num_questions: int = 2
+) -> Callable[[str], list[str]]:
+    """A question generator for ``tune(generator=...)`` from a Haystack ChatGenerator.
+
+    Each passage is sent as one user message (``prompt``, with ``{context}`` and ``{num_questions}``; default:
+    :data:`rag_hier.tuning.generate.DEFAULT_PROMPT`); the reply's lines are the questions.
+    """
+    from haystack.dataclasses import ChatMessage
+
+    from rag_hier.tuning.generate import DEFAULT_PROMPT, questions_from_reply
+
+    template = prompt or DEFAULT_PROMPT
+
+    def ask(text: str) -> list[str]:
+        message = ChatMessage.from_user(template.format(context=text, num_questions=num_questions))
+        replies = chat_generator.run(messages=[message])["replies"]
+        return questions_from_reply(replies[0].text or "") if replies else []
+
+    ask.name = f"haystack:{type(chat_generator).__module__}.{type(chat_generator).__qualname__}"  # type: ignore[attr-defined]
+    return ask
+
+
 class RagHierDocumentStore:
     """A Haystack document store kept in a rag-hier store directory (SQLite + FAISS, atomic writes).
 
@@ -988,16 +1011,21 @@ class RagHierDocumentStore:
     # ------------------------------------------------------------------------------------------------
     # rag-hier specific: tuning the store's model
     # ------------------------------------------------------------------------------------------------
-    def tune(self, queries: Any, qrels: Any = None, **options: Any) -> Any:
+    def tune(self, queries: Any = None, qrels: Any = None, **options: Any) -> Any:
         """Fine-tune the store's model on judged queries; adopt it only when it measures better.
 
         :meth:`rag_hier.HierStore.tune` on this store (``queries``: a file or ``{query id: text}``; ``qrels``:
         a file or ``{query id: {document id: grade}}``; ``options``: :class:`rag_hier.TuneConfig` fields). Once
         adopted, the retrievers that take query text (``HierarchicalRetriever``, ``RagHierRetriever``) encode
         with the tuned model from the next query on; a pipeline that embeds queries with its own text embedder
-        must point it at the store's model (``hier_store.encoder.model_name``). Returns the
+        must point it at the store's model (``hier_store.encoder.model_name``). Without judged queries, pass
+        ``generator=``: a Haystack ChatGenerator (asked for questions about each sampled passage, see
+        :func:`chat_generator_questions`) or any callable ``(passage text) -> list[str]``. Returns the
         :class:`rag_hier.TuneReport`.
         """
+        generator = options.get("generator")
+        if generator is not None and not callable(generator) and hasattr(generator, "run"):
+            options["generator"] = chat_generator_questions(generator)
         with _engine_errors():
             return self._write_handle().tune(queries, qrels, **options)
 

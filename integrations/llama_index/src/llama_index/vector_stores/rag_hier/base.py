@@ -22,7 +22,7 @@ import shutil
 import tempfile
 import uuid
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
@@ -199,6 +199,23 @@ def _close_and_remove(handles: list[Store], tmpdir: str | None) -> None:
     handles.clear()
     if tmpdir is not None:
         shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def llm_questions(llm: Any, *, prompt: str | None = None, num_questions: int = 2) -> Callable[[str], list[str]]:
+    """A question generator for ``tune(generator=...)`` from a LlamaIndex ``LLM`` (as ``generate_qa_embedding_pairs``).
+
+    Each passage is sent with ``llm.complete`` (``prompt``, with ``{context}`` and ``{num_questions}``; default:
+    :data:`rag_hier.tuning.generate.DEFAULT_PROMPT`); the reply's lines are the questions.
+    """
+    from rag_hier.tuning.generate import DEFAULT_PROMPT, questions_from_reply
+
+    template = prompt or DEFAULT_PROMPT
+
+    def ask(text: str) -> list[str]:
+        return questions_from_reply(llm.complete(template.format(context=text, num_questions=num_questions)).text)
+
+    ask.name = f"llama-index:{type(llm).__module__}.{type(llm).__qualname__}"  # type: ignore[attr-defined]
+    return ask
 
 
 class RagHierVectorStore(BasePydanticVectorStore):
@@ -551,15 +568,20 @@ class RagHierVectorStore(BasePydanticVectorStore):
             writer = self._writer
         return writer
 
-    def tune(self, queries: Any, qrels: Any = None, **options: Any) -> Any:
+    def tune(self, queries: Any = None, qrels: Any = None, **options: Any) -> Any:
         """Fine-tune the store's model on judged queries; adopt it only when it measures better.
 
         :meth:`rag_hier.HierStore.tune` on this store (``queries``: a file or ``{query id: text}``; ``qrels``:
         a file or ``{query id: {document id: grade}}``; ``options``: :class:`rag_hier.TuneConfig` fields). Once
         adopted, queries given as text (``RagHierRetriever``, or a query without an embedding) are encoded with
         the tuned model from the next query on; an index that embeds queries with its own ``embed_model`` must
-        point it at the store's model (``client.encoder.model_name``). Returns the :class:`rag_hier.TuneReport`.
+        point it at the store's model (``client.encoder.model_name``). Without judged queries, pass ``generator=``:
+        a LlamaIndex ``LLM`` (asked for questions about each sampled passage, see :func:`llm_questions`) or any
+        callable ``(passage text) -> list[str]``. Returns the :class:`rag_hier.TuneReport`.
         """
+        generator = options.get("generator")
+        if generator is not None and not callable(generator) and hasattr(generator, "complete"):
+            options["generator"] = llm_questions(generator)
         return self._writable().tune(queries, qrels, **options)
 
     def rollback_model(self) -> int:
