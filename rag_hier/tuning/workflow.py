@@ -60,8 +60,8 @@ def _peak_mb() -> float:
 def _check_store(store: Any) -> None:
     if not hasattr(store, "adopt_model"):
         raise RagHierError(
-            f"tuning needs a local store directory; {store.location} is not one (tune a local store, then "
-            "rag-hier migrate it)"
+            f"tuning needs a local store directory; {store.location} is not one (tune a local copy of the "
+            "collection, then build the collection with the tuned model)"
         )
     if store.read_only:
         raise StoreError(f"{store.location} was opened read-only; tuning may write to it")

@@ -205,3 +205,15 @@ def test_report_files(judged_store, stays, judged_maps) -> None:
     assert "not adopted" in text and "| ndcg@10 |" in text and "store.tune.svg" in text
     assert svg.read_text().startswith("<svg") and "candidate" in svg.read_text()
     assert json.loads(json.dumps(report.to_dict()))["difference"]["ndcg@10"]["wins"] >= 0
+
+
+def test_a_tuned_store_is_not_migrated_to_milvus_silently(judged_store, tmp_path) -> None:
+    pytest.importorskip("milvus_lite")
+    from rag_hier.store.milvus.migrate import local_to_milvus
+
+    path, _ = judged_store
+    store = HierStore.open(path)
+    store.adopt_model(_other_model(path))
+    with pytest.raises(StoreError, match="model kept inside the store"):
+        local_to_milvus(store, str(tmp_path / "m.db"))
+    store.close()

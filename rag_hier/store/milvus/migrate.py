@@ -69,6 +69,12 @@ def local_to_milvus(source: HierStore | str | Path, uri: str, **milvus_options: 
     src = source if isinstance(source, HierStore) else HierStore.open(source, read_only=True)
     try:
         state = src.manifest
+        if (state.get("encoder") or {}).get("stored"):
+            raise StoreError(
+                f"{src.location} encodes with a model kept inside the store ({state['encoder']['model']}, tuned by "
+                "rag-hier tune), and a Milvus collection has no directory to keep it in: copy that directory out "
+                "(or save store.encoder.model elsewhere), then build the collection with model=<that path>"
+            )
         if src.dimension is None:
             raise StoreError(f"{src.location} holds no vectors yet: nothing fixes the Milvus collection's dimension")
         target = MilvusStore.create(
