@@ -79,6 +79,44 @@ def build_xquad(data: Path, work: Path, store: Path) -> tuple[Path, Path]:
     return train, test
 
 
+def test_subsets(args: argparse.Namespace, before: Path, after: Path) -> dict[str, dict[str, float]]:
+    """Test nDCG@10 before and after, for test queries about documents some training query is about, and the rest."""
+    sys.path.insert(0, str(ROOT))
+    from rag_hier.eval.compare import paired_difference
+    from rag_hier.eval.perquery import read_per_query
+
+    b, a = read_per_query(before)["ndcg@10"], read_per_query(after)["ndcg@10"]
+    if args.case == "scifact":
+
+        def rel(split: str) -> dict[str, set[str]]:
+            out: dict[str, set[str]] = {}
+            for line in (args.data / "scifact" / "qrels" / f"{split}.tsv").read_text().splitlines()[1:]:
+                q, d, _ = line.split("\t")
+                out.setdefault(q, set()).add(d)
+            return out
+
+        train_docs = set().union(*rel("train").values())
+        seen = {q for q, ds in rel("test").items() if ds & train_docs}
+    else:  # XQuAD: the test documents are the other half, never trained on
+        seen = set()
+    out = {}
+    for name, qids in (
+        ("seen_documents", sorted(q for q in b if q in seen)),
+        ("unseen_documents", sorted(q for q in b if q not in seen)),
+    ):
+        if len(qids) >= 2:
+            d = paired_difference([b[q] for q in qids], [a[q] for q in qids], seed=42)
+            out[name] = {
+                "queries": len(qids),
+                "before": d["mean_baseline"],
+                "after": d["mean_system"],
+                "delta": d["delta"],
+                "ci_low": d["ci_low"],
+                "ci_high": d["ci_high"],
+            }
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("case", choices=("scifact", "xquad"))
@@ -87,12 +125,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=None, help="cap training steps (quick check)")
     parser.add_argument("--max-seq-length", type=int, default=128, help="SciFact store's token limit (128)")
     parser.add_argument("--fresh", action="store_true", help="rebuild the store")
+    parser.add_argument("--dev-split", choices=("grouped", "random"), default=None, help="tune's --dev-split")
+    parser.add_argument("--tag", default="", help="suffix of the results folder (several settings side by side)")
     args = parser.parse_args(argv)
-    work = args.out / args.case
+    work = args.out / f"{args.case}{args.tag}"
     work.mkdir(parents=True, exist_ok=True)
     log = work / "log.txt"
     store = work / "store"
-    pristine = work / "store-base"
+    pristine = args.out / args.case / "store-base"  # one base store per case, shared by every tag
     if args.fresh:
         shutil.rmtree(pristine, ignore_errors=True)
     t0 = time.perf_counter()
@@ -127,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     tune_cmd = [*CLI, "tune", "--store", str(store), *tune_inputs, "--report", str(work / "tune.json"), "--no-progress"]
     if args.steps:
         tune_cmd += ["--max-steps", str(args.steps)]
+    if args.dev_split:
+        tune_cmd += ["--dev-split", args.dev_split]
     t_tune, peak = run(tune_cmd, log)
     t_eval_after, _ = run(
         [
@@ -159,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         log,
     )
     tune_report = json.loads((work / "tune.json").read_text())
+    subsets = test_subsets(args, before_pq, after_pq)
     result = {
         "case": args.case,
         "build_seconds": round(build_seconds, 1),
@@ -186,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         "test_before": json.loads((work / "eval-before.json").read_text())["metrics"],
         "test_after": json.loads((work / "eval-after.json").read_text())["metrics"],
         "test_compare": json.loads((work / "compare.json").read_text()),
+        "test_subsets": subsets,
     }
     (work / "result.json").write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: result[k] for k in ("tune_seconds", "tune_peak_rss_mb", "test_before", "test_after")}))

@@ -55,6 +55,13 @@ def add_tune_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="passages sampled for generated questions (default 1000)",
     )
     p.add_argument("--method", choices=TUNE_METHODS, default=d.method, help="training method (default auto)")
+    p.add_argument(
+        "--dev-split",
+        choices=("grouped", "random"),
+        default=d.dev_split,
+        help="grouped (default): queries sharing a relevant document stay on one side, so dev asks about new "
+        "documents; random: queries one by one, so dev follows your queries' own mix (docs/tuning.md)",
+    )
     p.add_argument("--dev-fraction", type=float, default=d.dev_fraction, help=f"queries held back ({d.dev_fraction})")
     p.add_argument("--max-steps", type=int, default=None, help=f"cap on optimizer steps (default: {d.epochs:g} passes)")
     p.add_argument("--max-minutes", type=float, default=None, help="stop training after this many minutes")
@@ -128,6 +135,7 @@ def run_tune(args: argparse.Namespace, *, open_store: Callable[..., Any]) -> int
     config = TuneConfig(
         method=args.method,
         dev_fraction=args.dev_fraction,
+        dev_split=args.dev_split,
         epochs=args.epochs,
         max_steps=args.max_steps,
         max_minutes=args.max_minutes,

@@ -8,10 +8,12 @@ from typing import Any, Literal
 from rag_hier.errors import ParameterError
 from rag_hier.eval.metrics import parse_metric
 
-__all__ = ["TUNE_METHODS", "TuneConfig", "TuneMethod"]
+__all__ = ["DEV_SPLITS", "TUNE_METHODS", "DevSplit", "TuneConfig", "TuneMethod"]
 
 TuneMethod = Literal["auto", "contrastive", "hce-s", "hce-j"]
 TUNE_METHODS: tuple[str, ...] = ("auto", "contrastive", "hce-s", "hce-j")
+DevSplit = Literal["grouped", "random"]
+DEV_SPLITS: tuple[str, ...] = ("grouped", "random")
 
 
 @dataclass(frozen=True)
@@ -22,8 +24,12 @@ class TuneConfig:
         method: ``"contrastive"`` (sentence-transformers' cached multiple-negatives ranking loss with hard
             negatives mined from the store), ``"hce-s"`` / ``"hce-j"`` (HCE supervised / joint, tiered tree
             negatives), or ``"auto"`` (the rule in docs/tuning.md: ``"contrastive"``).
-        dev_fraction: Share of the judged queries held back to decide adoption (split by query, queries
-            sharing a relevant document kept together).
+        dev_fraction: Share of the judged queries held back to decide adoption.
+        dev_split: ``"grouped"``: queries that share a relevant document go to one side together, so the dev
+            queries are about documents no training query is about (how the model does on new documents);
+            ``"random"``: queries are drawn one by one, so dev queries follow the distribution of the judged
+            queries, including documents that training queries are about too (how it does on more queries like
+            them). The report shows the dev queries of both kinds separately whichever is chosen.
         metric: The metric adoption is decided on.
         metrics: Every metric reported (the decision metric is added when missing).
         confidence: Level of the paired bootstrap interval of the difference.
@@ -50,6 +56,7 @@ class TuneConfig:
 
     method: TuneMethod = "auto"
     dev_fraction: float = 0.2
+    dev_split: DevSplit = "grouped"
     metric: str = "ndcg@10"
     metrics: tuple[str, ...] = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
     confidence: float = 0.95
@@ -79,6 +86,8 @@ class TuneConfig:
             raise bad("method", f"one of {', '.join(TUNE_METHODS)}")
         if not 0 < self.dev_fraction < 1:
             raise bad("dev_fraction", "between 0 and 1 (exclusive)")
+        if self.dev_split not in DEV_SPLITS:
+            raise bad("dev_split", f"one of {', '.join(DEV_SPLITS)}")
         parse_metric(self.metric)
         metrics = tuple(dict.fromkeys((self.metric, *self.metrics)))
         for m in metrics:

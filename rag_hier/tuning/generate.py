@@ -43,6 +43,7 @@ def questions_from_reply(reply: str) -> list[str]:
             out.append(q)
     return out
 
+
 QuestionGenerator = Callable[[str], Any]
 """``(passage text) -> list[str]``: questions the passage answers."""
 

@@ -66,6 +66,7 @@ class TuneReport:
     details: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     evaluation_only: bool = False
+    dev_subsets: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -93,6 +94,12 @@ class TuneReport:
             d = self.difference.get(str(key), {})
             if d:
                 lines.append(f"  wins / losses / ties on {key}: {d['wins']:.0f} / {d['losses']:.0f} / {d['ties']:.0f}")
+            for name, sub in self.dev_subsets.items():
+                what = "about documents training saw" if name == "seen_documents" else "about other documents"
+                lines.append(
+                    f"  {key} on the {sub['queries']:.0f} dev queries {what}: {sub['delta']:+.4f} "
+                    f"[{sub['ci_low']:+.4f}, {sub['ci_high']:+.4f}]"
+                )
         if self.evaluation_only:
             lines.append(self.reason)
         else:
@@ -136,6 +143,12 @@ class TuneReport:
                     f"| {m} | {b:.4f} | {c:.4f} | {d['delta']:+.4f} | [{d['ci_low']:+.4f}, {d['ci_high']:+.4f}] "
                     f"| {d['p_value']:.3g} | {d['wins']:.0f} / {d['losses']:.0f} / {d['ties']:.0f} |"
                 )
+        for name, sub in self.dev_subsets.items():
+            what = "about documents training saw" if name == "seen_documents" else "about other documents"
+            out.append(
+                f"\n{self.config.get('metric')} on the {sub['queries']:.0f} dev queries {what}: {sub['delta']:+.4f} "
+                f"[{sub['ci_low']:+.4f}, {sub['ci_high']:+.4f}]"
+            )
         if self.warnings:
             out += ["", "Warnings:", ""] + [f"- {w}" for w in self.warnings]
         return "\n".join(out) + "\n"

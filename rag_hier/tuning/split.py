@@ -7,7 +7,7 @@ import numpy as np
 from rag_hier.errors import RagHierError
 from rag_hier.eval.judged import JudgedQueries
 
-__all__ = ["split_dev"]
+__all__ = ["seen_documents", "split_dev"]
 
 
 def _groups(judged: JudgedQueries) -> list[list[str]]:
@@ -32,11 +32,14 @@ def _groups(judged: JudgedQueries) -> list[list[str]]:
     return list(groups.values())
 
 
-def split_dev(judged: JudgedQueries, fraction: float, seed: int) -> tuple[JudgedQueries, JudgedQueries]:
-    """Split by query, seeded, so that queries about the same document stay on one side.
+def split_dev(
+    judged: JudgedQueries, fraction: float, seed: int, *, grouped: bool = True
+) -> tuple[JudgedQueries, JudgedQueries]:
+    """Split by query, seeded; with ``grouped``, queries about the same document stay on one side.
 
-    Groups of queries linked by a shared relevant document (see :meth:`JudgedQueries.documents_of`) are
-    shuffled and moved to the dev part until it holds at least ``fraction`` of the queries.
+    Groups of queries linked by a shared relevant document (see :meth:`JudgedQueries.documents_of`; without
+    ``grouped`` every query is its own group) are shuffled and moved to the dev part until it holds at least
+    ``fraction`` of the queries.
 
     Returns:
         ``(train, dev)``.
@@ -47,7 +50,7 @@ def split_dev(judged: JudgedQueries, fraction: float, seed: int) -> tuple[Judged
     """
     if not 0 < fraction < 1:
         raise RagHierError(f"--dev-fraction must be between 0 and 1 (exclusive), got {fraction}")
-    groups = _groups(judged)
+    groups = _groups(judged) if grouped else [[q] for q in judged.queries]
     order = np.random.default_rng(seed).permutation(len(groups))
     want = fraction * len(judged)
     dev: list[str] = []
@@ -69,3 +72,10 @@ def split_dev(judged: JudgedQueries, fraction: float, seed: int) -> tuple[Judged
             "--dev-fraction"
         )
     return judged.subset(train), judged.subset([q for q in judged.queries if q in dev_set])
+
+
+def seen_documents(train: JudgedQueries, dev: JudgedQueries) -> tuple[list[str], list[str]]:
+    """Dev query ids whose relevant documents include one a training query is about, and the others."""
+    known = set().union(*(train.documents_of(q) for q in train.queries)) if len(train) else set()
+    seen = [q for q in dev.queries if dev.documents_of(q) & known]
+    return seen, [q for q in dev.queries if q not in set(seen)]

@@ -37,7 +37,7 @@ from rag_hier.store.encoder_switch import check_extensions, encode_passages
 from rag_hier.tuning.config import TuneConfig
 from rag_hier.tuning.report import TuneReport
 from rag_hier.tuning.scoring import candidate_index, score_queries
-from rag_hier.tuning.split import split_dev
+from rag_hier.tuning.split import seen_documents, split_dev
 from rag_hier.tuning.train import train_candidate
 
 logger = logging.getLogger(__name__)
@@ -178,7 +178,7 @@ def tune(
             f"none of the {len(judged)} judged queries of {judged.source} names a relevant "
             f"{'document' if judged.level == 'doc' else 'passage'} the store holds: are the ids from this corpus?"
         )
-    train, dev = split_dev(judged.subset(answerable), cfg.dev_fraction, cfg.seed)
+    train, dev = split_dev(judged.subset(answerable), cfg.dev_fraction, cfg.seed, grouped=cfg.dev_split == "grouped")
     for line in judged.warnings():
         report.warnings.append(line)
         out(f"warning: {line}")
@@ -249,6 +249,7 @@ def tune(
         seconds["score_candidate"] = time.perf_counter() - t0
         report.candidate = {m: float(np.mean(list(v.values()))) for m, v in cand_values.items()}
         report.difference = paired_differences(base_values, cand_values, list(dev.queries), cfg)
+        report.dev_subsets = _subsets(train, dev, base_values, cand_values, cfg)
         d = report.difference[cfg.metric]
         better = d["ci_low"] > 0
         if better:
@@ -285,6 +286,22 @@ def tune(
             seconds["adopt"] = time.perf_counter() - t0
             report.adopted = True
     return _finish(report, store, seconds, t_start)
+
+
+def _subsets(
+    train: JudgedQueries,
+    dev: JudgedQueries,
+    base: dict[str, dict[str, float]],
+    other: dict[str, dict[str, float]],
+    cfg: TuneConfig,
+) -> dict[str, dict[str, float]]:
+    """The decision metric's difference on dev queries about documents training saw, and on the others."""
+    out: dict[str, dict[str, float]] = {}
+    one = TuneConfig(metrics=(cfg.metric,), metric=cfg.metric, seed=cfg.seed, n_resamples=cfg.n_resamples)
+    for name, qids in zip(("seen_documents", "unseen_documents"), seen_documents(train, dev), strict=True):
+        if len(qids) >= 2:
+            out[name] = {"queries": float(len(qids)), **paired_differences(base, other, qids, one)[cfg.metric]}
+    return out
 
 
 def paired_differences(

@@ -217,3 +217,30 @@ def test_a_tuned_store_is_not_migrated_to_milvus_silently(judged_store, tmp_path
     with pytest.raises(StoreError, match="model kept inside the store"):
         local_to_milvus(store, str(tmp_path / "m.db"))
     store.close()
+
+
+def test_random_split_and_the_dev_subsets(judged_store, judged_maps) -> None:
+    path, _ = judged_store
+    queries, qrels = judged_maps
+    store = HierStore.open(path)
+    judged = judged_from_mappings(store, queries, qrels, "doc")
+    grouped = split_dev(judged, 0.2, seed=1)
+    scattered = split_dev(judged, 0.2, seed=1, grouped=False)
+    store.close()
+    # grouped: no dev query is about a training document; random: most are (five queries a document)
+    from rag_hier.tuning.split import seen_documents
+
+    assert seen_documents(*grouped)[0] == []
+    seen, unseen = seen_documents(*scattered)
+    assert len(seen) > len(unseen) and len(seen) + len(unseen) == len(scattered[1])
+
+
+def test_report_shows_both_kinds_of_dev_queries(judged_store, judged_maps, stays) -> None:
+    path, _ = judged_store
+    queries, qrels = judged_maps
+    store = HierStore.open(path)
+    report = store.tune(queries, qrels, dev_split="random", **stays)
+    store.close()
+    assert set(report.dev_subsets) == {"seen_documents", "unseen_documents"}
+    assert sum(s["queries"] for s in report.dev_subsets.values()) == report.dev_queries
+    assert "dev queries about documents training saw" in report.summary()
