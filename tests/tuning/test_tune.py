@@ -239,7 +239,7 @@ def test_report_shows_both_kinds_of_dev_queries(judged_store, judged_maps, stays
     path, _ = judged_store
     queries, qrels = judged_maps
     store = HierStore.open(path)
-    report = store.tune(queries, qrels, dev_split="random", **stays)
+    report = store.tune(queries, qrels, dev_split="random", dev_fraction=0.6, **stays)
     store.close()
     assert set(report.dev_subsets) == {"seen_documents", "unseen_documents"}
     assert sum(s["queries"] for s in report.dev_subsets.values()) == report.dev_queries
