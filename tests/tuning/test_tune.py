@@ -244,3 +244,15 @@ def test_report_shows_both_kinds_of_dev_queries(judged_store, judged_maps, stays
     assert set(report.dev_subsets) == {"seen_documents", "unseen_documents"}
     assert sum(s["queries"] for s in report.dev_subsets.values()) == report.dev_queries
     assert "dev queries about documents training saw" in report.summary()
+
+
+@pytest.mark.parametrize("method", ["hce-s", "hce-j"])
+def test_hce_methods_train_a_candidate(judged_store, judged_maps, method) -> None:
+    path, _ = judged_store
+    queries, qrels = judged_maps
+    store = HierStore.open(path)
+    report = store.tune(queries, qrels, method=method, max_steps=2, batch_size=8, show_progress_bar=False, device="cpu")
+    store.close()
+    assert report.method == method and report.steps == 2
+    assert report.details["hce"]["mode"] == ("supervised" if method == "hce-s" else "joint")
+    assert report.candidate and report.difference["ndcg@10"]["wins"] >= 0
