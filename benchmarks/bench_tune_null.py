@@ -23,64 +23,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-DOC_WORDS = [
-    "river",
-    "stone",
-    "cloud",
-    "garden",
-    "engine",
-    "violin",
-    "market",
-    "planet",
-    "winter",
-    "forest",
-    "copper",
-    "island",
-    "harbor",
-    "desert",
-    "candle",
-    "mirror",
-    "ladder",
-    "thunder",
-    "orchard",
-    "canyon",
-]
-QUERY_WORDS = [
-    "red",
-    "blue",
-    "green",
-    "black",
-    "white",
-    "yellow",
-    "brown",
-    "purple",
-    "orange",
-    "pink",
-    "gray",
-    "silver",
-    "gold",
-    "happy",
-    "sad",
-    "angry",
-    "calm",
-    "quick",
-    "slow",
-    "loud",
-]
-
-
-def collection(seed: int = 0) -> tuple[dict[str, str], dict[str, str], dict[str, dict[str, int]]]:
-    rng = random.Random(seed)
-    translate = dict(zip(DOC_WORDS, QUERY_WORDS, strict=True))
-    corpus, queries, qrels = {}, {}, {}
-    for i in range(40):
-        words = rng.sample(DOC_WORDS, 5)
-        corpus[f"d{i}"] = " ".join(words)
-        for j in range(5):
-            queries[f"q{i}_{j}"] = " ".join(translate[w] for w in rng.sample(words, 3))
-            qrels[f"q{i}_{j}"] = {f"d{i}": 1}
-    return corpus, queries, qrels
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -92,11 +34,11 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.disable(logging.WARNING)
     from rag_hier import Document, HierStore
-    from rag_hier.testing import build_tiny_model
+    from rag_hier.testing import build_tiny_model, translation_collection
 
     work = Path(tempfile.mkdtemp(prefix="tune-null-"))
     model = str(build_tiny_model(work / "model"))
-    corpus, queries, qrels = collection()
+    corpus, queries, qrels = translation_collection()
     settings = {
         "epochs": 3.0,
         "learning_rate": 5e-3,

@@ -1,4 +1,4 @@
-"""A small judged collection on the tiny model: 40 documents of five words, five queries a document.
+"""A small judged collection on the tiny model (:func:`rag_hier.testing.translation_collection`).
 
 The tiny random model ranks it poorly (dev nDCG@10 about 0.13) and a few seconds of contrastive training lift
 it far above that (about 0.70), so adoption, refusal and forcing can all be tested on it.
@@ -7,62 +7,13 @@ it far above that (about 0.70), so adoption, refusal and forcing can all be test
 from __future__ import annotations
 
 import json
-import random
 import shutil
 from pathlib import Path
 
 import pytest
 
 from rag_hier import Document, HierStore
-from rag_hier.testing import write_beir
-
-DOC_WORDS = [
-    "river",
-    "stone",
-    "cloud",
-    "garden",
-    "engine",
-    "violin",
-    "market",
-    "planet",
-    "winter",
-    "forest",
-    "copper",
-    "island",
-    "harbor",
-    "desert",
-    "candle",
-    "mirror",
-    "ladder",
-    "thunder",
-    "orchard",
-    "canyon",
-]
-QUERY_WORDS = [
-    "red",
-    "blue",
-    "green",
-    "black",
-    "white",
-    "yellow",
-    "brown",
-    "purple",
-    "orange",
-    "pink",
-    "gray",
-    "silver",
-    "gold",
-    "happy",
-    "sad",
-    "angry",
-    "calm",
-    "quick",
-    "slow",
-    "loud",
-]
-"""Documents are written in one vocabulary and queries in another (word k of one names word k of the other): the
-untrained model cannot match them, and a model trained on some documents' queries learns the translation and
-finds the other documents too (the dev queries are about documents no training query is about)."""
+from rag_hier.testing import translation_collection, write_beir
 
 LEARNS = {
     "epochs": 3.0,
@@ -77,25 +28,11 @@ STAYS = {"max_steps": 1, "learning_rate": 1e-9, "batch_size": 16, "show_progress
 """Settings under which the candidate is the base model to the last digits (it is not adopted)."""
 
 
-def collection(n_docs: int = 40, per_doc: int = 5, seed: int = 0) -> tuple[dict[str, str], dict, dict]:
-    """``(corpus, queries, qrels)``: document texts, query texts, judgements (document level)."""
-    rng = random.Random(seed)
-    translate = dict(zip(DOC_WORDS, QUERY_WORDS, strict=True))
-    corpus, queries, qrels = {}, {}, {}
-    for i in range(n_docs):
-        words = rng.sample(DOC_WORDS, 5)
-        corpus[f"d{i}"] = " ".join(words)
-        for j in range(per_doc):
-            queries[f"q{i}_{j}"] = " ".join(translate[w] for w in rng.sample(words, 3))
-            qrels[f"q{i}_{j}"] = {f"d{i}": 1}
-    return corpus, queries, qrels
-
-
 @pytest.fixture(scope="session")
 def judged_template(tmp_path_factory: pytest.TempPathFactory, tiny_model_path: str) -> tuple[Path, Path]:
     """A store of the collection (built once) and its BEIR folder (``qrels/train.tsv``)."""
     root = tmp_path_factory.mktemp("tuning")
-    corpus, queries, qrels = collection()
+    corpus, queries, qrels = translation_collection()
     beir = write_beir(root / "beir", corpus, queries, qrels, split="train")
     store = HierStore.create(root / "store", model=tiny_model_path, corpus={"format": "beir", "max_passage_words": 0})
     store.add_documents([Document(doc_id=d, title="", paragraphs=(t,)) for d, t in corpus.items()], max_passage_words=0)
