@@ -176,6 +176,8 @@ def add_train_parser(subparsers: Any) -> None:
     add_attention_dropout_argument(p)
     p.add_argument("--doc-negatives", type=int, default=d.doc_negatives, help="document level (default 1)")
     p.add_argument("--max-seq-length", type=int, default=None, help="override the model's sequence limit")
+    p.add_argument("--max-steps", type=int, default=None, help="stop each iteration after N optimizer steps")
+    p.add_argument("--max-minutes", type=float, default=None, help="stop training after this many minutes")
     p.add_argument("--eval-qa", default=None, help="held-out questions over the same corpus, scored after training")
     p.add_argument("--seed", type=int, default=d.seed, help=f"default {d.seed}")
     p.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA when available)")
@@ -199,6 +201,8 @@ def _train(args: argparse.Namespace) -> int:
             levels=levels,
             max_passage_words=args.max_passage_words,
             epochs=args.epochs,
+            max_steps=args.max_steps,
+            max_minutes=args.max_minutes,
             batch_size=args.batch_size,
             learning_rate=args.learning_rate,
             bm25_negatives=args.bm25_negatives,

@@ -184,6 +184,7 @@ def add_train_parser(subparsers: Any) -> None:
     )
     p.add_argument("--lr", type=float, default=d.learning_rate, help=f"learning rate (default {d.learning_rate})")
     p.add_argument("--max-steps", type=int, default=None, help="stop after this many steps in total")
+    p.add_argument("--max-minutes", type=float, default=None, help="stop training after this many minutes")
     p.add_argument(
         "--steps-per-epoch", type=int, default=None, help="steps between EM checks (default: one pass over the data)"
     )
@@ -274,6 +275,7 @@ def _train(args: argparse.Namespace) -> int:
             epochs=args.epochs,
             steps_per_epoch=args.steps_per_epoch,
             max_steps=args.max_steps,
+            max_minutes=args.max_minutes,
             recluster=args.recluster,
             patience=args.patience,
             dev_fraction=args.dev_fraction,

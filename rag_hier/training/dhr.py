@@ -48,6 +48,7 @@ from rag_hier.corpus.summary import DEFAULT_ABSTRACT_WORDS, summarize_document
 from rag_hier.encoders.dense import DEFAULT_MODEL, resolve_model_path
 from rag_hier.errors import MissingDependencyError, RagHierError
 from rag_hier.training._attention import attention_dropout
+from rag_hier.training._limits import TimeLimit
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -241,6 +242,8 @@ class DHRTrainingConfig:
         levels: Levels to train (``"document"``, ``"passage"``).
         max_passage_words: How documents are cut into passages (as ``rag-hier index --max-passage-words``).
         epochs: Epochs per iteration.
+        max_steps: Stop each iteration after this many optimizer steps (``None``: ``epochs`` decide).
+        max_minutes: Stop training after this many minutes in all (the model trained so far is saved).
         batch_size: Questions per batch (each with its positive and negatives).
         learning_rate: Peak learning rate (linear warm-up and decay).
         warmup_ratio: Fraction of steps for warm-up.
@@ -280,6 +283,8 @@ class DHRTrainingConfig:
     levels: tuple[Level, ...] = ("document", "passage")
     max_passage_words: int = 100
     epochs: int = 1
+    max_steps: int | None = None
+    max_minutes: float | None = None
     batch_size: int = 16
     learning_rate: float = 2e-5
     warmup_ratio: float = 0.1
@@ -306,6 +311,10 @@ class DHRTrainingConfig:
         for name in ("epochs", "batch_size", "iterations"):
             if getattr(self, name) < 1:
                 raise ValueError(f"DHRTrainingConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"DHRTrainingConfig.max_steps must be >= 1 or None, got {self.max_steps}")
+        if self.max_minutes is not None and not self.max_minutes > 0:
+            raise ValueError(f"DHRTrainingConfig.max_minutes must be > 0 or None, got {self.max_minutes}")
         if self.iterations > 2:
             raise ValueError(f"DHRTrainingConfig.iterations must be 1 or 2, got {self.iterations}")
         for name in ("bm25_negatives", "in_doc_negatives", "in_sec_negatives", "doc_negatives", "max_passage_words"):
@@ -672,6 +681,7 @@ class DHRTrainer:
 
     def __init__(self, config: DHRTrainingConfig | None = None) -> None:
         self.config = config or DHRTrainingConfig()
+        self._time_limit = TimeLimit(None)
 
     def get_config_dict(self) -> dict[str, Any]:
         """The configuration as a dict (sentence-transformers' convention)."""
@@ -723,12 +733,15 @@ class DHRTrainer:
         out = Path(output_dir)
         out.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
+        self._time_limit = TimeLimit(cfg.max_minutes)
         models: dict[str, SentenceTransformer] = {}
         if cfg.negatives_model is not None:
             models = self._mining_models(cfg.negatives_model)
         losses: list[float | None] = []
         rows: dict[str, dict[str, list[str]]] = {}
         for iteration in range(1, cfg.iterations + 1):
+            if iteration > 1 and self._time_limit.reached:
+                break  # the time limit stopped the first iteration: its model is the result
             if models:
                 logger.info("DHR iteration %d: mining negatives with an earlier model", iteration)
             rows = build_training_rows(
@@ -797,6 +810,8 @@ class DHRTrainer:
             "seed": cfg.seed,
             "disable_tqdm": not cfg.show_progress_bar,
         }
+        if cfg.max_steps is not None:
+            kwargs["max_steps"] = cfg.max_steps
         # transformers 5 takes a float warmup_steps as a ratio (warmup_ratio is deprecated there); 4.x has warmup_ratio
         import transformers
 
@@ -827,7 +842,13 @@ class DHRTrainer:
                 loss = losses.MultipleNegativesRankingLoss(model, scale=self.config.scale)
             with tempfile.TemporaryDirectory(prefix="rag-hier-dhr-") as tmp:
                 train_dataset: Any = subset if len(subset) > 1 else next(iter(subset.values()))
-                trainer = trainer_cls(model=model, args=self._args(Path(tmp)), train_dataset=train_dataset, loss=loss)
+                trainer = trainer_cls(
+                    model=model,
+                    args=self._args(Path(tmp)),
+                    train_dataset=train_dataset,
+                    loss=loss,
+                    callbacks=[self._time_limit.callback()],
+                )
                 with attention_dropout(model, self.config.attention_dropout):
                     output = trainer.train()
             last_loss = float(output.training_loss) if output is not None else None

@@ -186,11 +186,19 @@ def test_train_dhr_cli(capsys, qa: Path, tmp_path: Path, tiny_model_path: str) -
         "-1",
         "--mini-batch-size",
         "0",
+        "--max-steps",
+        "1",
+        "--max-minutes",
+        "10",
+        "--eval-queries",
+        qa / "questions.jsonl",
         "--no-progress",
     )
     assert code == 0, err
     assert "trained DHR on 3 questions over 3 documents" in out and f"model: {out_dir}" in out
+    assert "held out (3 queries)" in out and "the trained model is" in out  # base and trained side by side
     config = json.loads((out_dir / "dhr_training.json").read_text())["config"]
+    assert config["max_steps"] == 1 and config["max_minutes"] == 10
     assert config["mined_negatives"] == "replace" and config["in_doc_negatives"] == 1  # the paper's In-Doc default
     assert config["attention_dropout"] is None and config["mini_batch_size"] is None
     assert (out_dir / "modules.json").is_file()

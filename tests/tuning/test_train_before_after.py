@@ -65,3 +65,17 @@ def test_eval_qrels_without_queries_is_an_error(tmp_path, capsys, tiny_model_pat
         "--base-model", tiny_model_path, "--max-steps", "1", "--batch-size", "4", "--branching", "2", "--no-progress",
     )  # fmt: skip
     assert code == 2 and "--eval-qrels needs --eval-queries" in err
+
+
+def test_hce_stops_at_max_minutes(tmp_path, capsys, tiny_model_path, judged_template) -> None:
+    _, beir = judged_template
+    code, _, err = _run(
+        capsys, "train", "hce", beir, "--output", tmp_path / "m", "--mode", "supervised",
+        "--queries", beir / "queries.jsonl", "--qrels", beir / "qrels" / "train.tsv",
+        "--base-model", tiny_model_path, "--epochs", "2", "--max-steps", "40", "--batch-size", "8",
+        "--branching", "4", "--no-progress", "--device", "cpu", "--max-minutes", "0.0001",
+    )  # fmt: skip
+    assert code == 0, err
+    report = json.loads((tmp_path / "m" / "hce_training.json").read_text())
+    trained = [e for e in report["history"] if e["epoch"] > 0]  # epoch 0: the base model's dev figures
+    assert report["steps"] == 1 and len(trained) == 1  # stopped after the first step, no second epoch

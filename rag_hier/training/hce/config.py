@@ -67,6 +67,8 @@ class HCEConfig:
         epochs: Maximum number of EM epochs.
         steps_per_epoch: Steps between two EM checks (default: one pass over the training data).
         max_steps: Stop after this many optimizer steps in total (``None``: no limit).
+        max_minutes: Stop training after this many minutes (single process; the model of the last epoch that
+            was kept is the result).
         recluster: Re-embed the corpus and rebuild the tree after an epoch ``"improved"`` the dev metric
             (Alg. 3), ``"always"``, or ``"never"``.
         patience: Stop after this many consecutive epochs without dev improvement (``0``: never stop early).
@@ -116,6 +118,7 @@ class HCEConfig:
     epochs: int = 3
     steps_per_epoch: int | None = None
     max_steps: int | None = None
+    max_minutes: float | None = None
     recluster: Recluster = "improved"
     patience: int = 1
     dev_fraction: float = 0.1
@@ -158,6 +161,7 @@ class HCEConfig:
         need(self.epochs >= 1, "epochs", ">= 1")
         need(self.steps_per_epoch is None or self.steps_per_epoch >= 1, "steps_per_epoch", ">= 1 or None")
         need(self.max_steps is None or self.max_steps >= 1, "max_steps", ">= 1 or None")
+        need(self.max_minutes is None or self.max_minutes > 0, "max_minutes", "> 0 or None")
         need(self.patience >= 0, "patience", ">= 0")
         need(0 <= self.dev_fraction < 1, "dev_fraction", "in [0, 1)")
         need(self.dev_size >= 0, "dev_size", ">= 0")

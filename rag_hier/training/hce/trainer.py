@@ -27,6 +27,7 @@ from rag_hier.corpus.model import Document, Passage
 from rag_hier.errors import MissingDependencyError, RagHierError
 from rag_hier.index.tree import ClusterTree, TreeBuildConfig
 from rag_hier.training._attention import attention_dropout
+from rag_hier.training._limits import TimeLimit
 from rag_hier.training._models import load_base_model
 from rag_hier.training.hce.config import HCEConfig
 from rag_hier.training.hce.data import (
@@ -255,6 +256,9 @@ class HCETrainer:
             probe = self._args(Args, BatchSamplers, MultiSamplers, scratch, 1, joint=False)
             _ = probe.device  # initialises torch.distributed under torchrun, before anything is broadcast
             world = world_size()
+            if cfg.max_minutes is not None and world > 1:
+                logger.warning("max_minutes applies to single-process training; ignored under torch.distributed")
+            limit = TimeLimit(cfg.max_minutes if world == 1 else None)
             emb = corpus_embeddings if corpus_embeddings is not None else self.encode_corpus(items)
             if emb.shape[0] != len(items):
                 raise ValueError(f"corpus_embeddings has {emb.shape[0]} rows for {len(items)} corpus items")
@@ -319,13 +323,18 @@ class HCETrainer:
                 train_ds, losses = self._datasets(items, tree, train_pairs, loss, rng, this * rows_per_step)
                 args = self._args(Args, BatchSamplers, MultiSamplers, scratch, this, joint=isinstance(train_ds, dict))
                 trainer = Trainer(
-                    model=model, args=args, train_dataset=train_ds, loss=losses, optimizers=(optimizer, scheduler)
+                    model=model,
+                    args=args,
+                    train_dataset=train_ds,
+                    loss=losses,
+                    optimizers=(optimizer, scheduler),
+                    callbacks=[limit.callback()],
                 )
                 with attention_dropout(model, cfg.attention_dropout):
                     outcome = trainer.train()
                 done = int(trainer.state.global_step)
                 steps += done
-                last = epoch == cfg.epochs or steps >= planned
+                last = epoch == cfg.epochs or steps >= planned or limit.reached
                 # Re-embed the corpus (once) when the dev metric or the next epoch's tree needs it.
                 fresh = None
                 if evaluator is not None or (not last and cfg.recluster != "never"):
@@ -375,7 +384,7 @@ class HCETrainer:
                 if stop:
                     logger.info("dev %s did not improve for %d epoch(s): stopping", DEV_METRIC, stale)
                     break
-                if steps >= planned:
+                if steps >= planned or limit.reached:
                     break
             if evaluator is not None and best_epoch != history[-1].epoch:
                 logger.info("keeping the model of epoch %d (best dev %s %.4f)", best_epoch, DEV_METRIC, best or 0.0)
