@@ -58,40 +58,31 @@ class EncodedPassages:
     vectors: np.ndarray
 
 
-def _rows(store: HierStore, rowids: list[int] | None = None) -> list[tuple[int, str]]:
-    db = store._core.db
-    rows = db.execute("SELECT id, content_hash FROM passages WHERE has_vector=1 ORDER BY id").fetchall()
-    if rowids is not None:
-        wanted = set(rowids)
-        rows = [r for r in rows if r[0] in wanted]
+def _rows(store: HierStore) -> list[tuple[int, str]]:
+    """``(rowid, content hash)`` of every passage with a vector (the caller holds a read or write transaction)."""
+    rows = store._core.db.execute("SELECT id, content_hash FROM passages WHERE has_vector=1 ORDER BY id").fetchall()
     return [(int(r[0]), str(r[1])) for r in rows]
 
 
-def _encode_rows(
-    store: HierStore, encoder: DenseEncoder, rows: list[tuple[int, str]], *, show_progress_bar: bool
-) -> np.ndarray:
+def _texts(store: HierStore, rows: list[tuple[int, str]]) -> list[str]:
+    """The encoded text (title path, then text) of each row's passage, in order."""
     records = records_by_rowid(store._core.db, [r for r, _ in rows])
-    texts = [records[r].to_passage().embedding_text for r, _ in rows]
+    return [records[r].to_passage().embedding_text for r, _ in rows]
+
+
+def _encode(encoder: DenseEncoder, texts: list[str], dimension: int | None, show_progress_bar: bool) -> np.ndarray:
     if not texts:
-        return np.zeros((0, store.dimension or encoder.dimension), np.float32)
-    return encoder.encode_documents(texts, show_progress_bar=show_progress_bar)
+        return np.zeros((0, dimension or encoder.dimension), np.float32)
+    return np.asarray(encoder.encode_documents(texts, show_progress_bar=show_progress_bar), np.float32)
 
 
 def encode_passages(store: HierStore, encoder: DenseEncoder, *, show_progress_bar: bool = False) -> EncodedPassages:
     """Encode every passage of ``store`` that has a vector with ``encoder`` (texts read from one generation)."""
     with store.reading():
         rows = _rows(store)
-        records = records_by_rowid(store._core.db, [r for r, _ in rows])
-    texts = [records[r].to_passage().embedding_text for r, _ in rows]
-    del records
-    vectors = (
-        encoder.encode_documents(texts, show_progress_bar=show_progress_bar)
-        if texts
-        else np.zeros((0, encoder.dimension), np.float32)
-    )
-    return EncodedPassages(
-        np.asarray([r for r, _ in rows], dtype=np.int64), tuple(h for _, h in rows), np.asarray(vectors, np.float32)
-    )
+        texts = _texts(store, rows)
+    vectors = _encode(encoder, texts, None, show_progress_bar)
+    return EncodedPassages(np.asarray([r for r, _ in rows], dtype=np.int64), tuple(h for _, h in rows), vectors)
 
 
 def check_extensions(store: HierStore) -> list[str]:
@@ -192,7 +183,7 @@ def _switch(
     if todo:
         logger.info("%s: encoding %d passages written since the model's first pass", store.path, len(todo))
         id_parts.append(np.asarray([r for r, _ in todo], dtype=np.int64))
-        vec_parts.append(_encode_rows(store, encoder, todo, show_progress_bar=show_progress_bar))
+        vec_parts.append(_encode(encoder, _texts(store, todo), store.dimension, show_progress_bar))
     ids = np.concatenate(id_parts)
     mat = np.ascontiguousarray(np.concatenate(vec_parts), dtype=np.float32)
     core_module._step("switch_encoded")
