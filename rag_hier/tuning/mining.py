@@ -98,7 +98,7 @@ def mine_examples(
         floor = positives[-1][0]  # the lowest-scoring positive bounds the negatives (as the library does per pair)
         limit = np.inf
         if relative_margin is not None:
-            limit = min(limit, floor * (1.0 - relative_margin))
+            limit = min(limit, floor - abs(floor) * relative_margin)  # (1 - margin) x positive, for positive scores
         if absolute_margin is not None:
             limit = min(limit, floor - absolute_margin)
         judged_ids = set(judged.qrels[qid])
