@@ -6,6 +6,7 @@ import hashlib
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rag_hier import HierStore, TuneConfig
@@ -141,13 +142,23 @@ def test_tree_extension_is_rebuilt_in_the_same_commit(judged_store) -> None:
     path, _ = judged_store
     store = HierStore.open(path)
     store.ensure_extension("tree")
+    store.ensure_extension("doc-index", representation="mean")
+    before = store.extension("tree").require_tree().centroids[-1].copy()
     store.adopt_model(_other_model(path))
-    tree = store.extension("tree")
-    assert tree is not None and len(tree.require_tree()) == store.count_vectors()
-    hits = build_retriever("tree", store).search("river stone cloud", top_k=3)
-    assert len(hits) == 3
+    tree = store.extension("tree").require_tree()
+    assert len(tree) == store.count_vectors()
+    # the leaf centroids are those of the new model's vectors (each leaf's mean direction), not the old ones
+    vectors = store.vectors(tree.item_ids)
+    for leaf in np.unique(tree.item_leaf)[:3]:
+        mean = vectors[tree.item_leaf == leaf].mean(axis=0)
+        assert float(mean @ tree.centroids[-1][leaf]) / float(np.linalg.norm(mean)) > 0.99
+    assert not np.allclose(before, tree.centroids[-1])
+    assert len(build_retriever("tree", store).search("river stone cloud", top_k=3)) == 3
+    # the document index (mean of passage vectors) follows too: one passage a document here, so it equals them
+    docs = build_retriever("hierarchical", store, k1=5).search("river stone cloud", top_k=3)
+    assert [h.doc_id for h in docs] == [h.doc_id for h in store.search("river stone cloud", top_k=3)]
     store.close()
-    HierStore.open(path).close()  # checksums of the rebuilt tree hold
+    HierStore.open(path).close()  # checksums of the rebuilt files hold
 
 
 def _other_model(where: Path) -> str:
