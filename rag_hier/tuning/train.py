@@ -288,6 +288,7 @@ def _train_hce(
         batch_size=cfg.batch_size,
         epochs=1,
         max_steps=steps,
+        max_minutes=cfg.max_minutes,
         recluster="never",
         dev_fraction=0.0,
         max_seq_length=model.max_seq_length,
