@@ -224,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
                 "base",
                 "candidate",
                 "difference",
+                "dev_subsets",
             )
         },
         "test_before": json.loads((work / "eval-before.json").read_text())["metrics"],
