@@ -426,14 +426,16 @@ class HierStore:
             self._core.encoder_tags[key] = tag
         return cached
 
-    def _recorded_encoder(self, enc: Mapping[str, Any], model: str | None = None) -> DenseEncoder:
+    def _recorded_encoder(
+        self, enc: Mapping[str, Any], model: str | None = None, device: str | None = None
+    ) -> DenseEncoder:
         """A :class:`DenseEncoder` for a recorded encoder configuration (``model``: load this path instead)."""
         if model is None:
             # a model kept inside the store is checked against its recorded digest before it is loaded
             model = str(stored_model_dir(self.path.absolute(), enc)) if enc.get("stored") else str(enc["model"])
         return DenseEncoder(
             model,
-            device=self._device,
+            device=device if device is not None else self._device,
             normalize_embeddings=enc.get("normalize_embeddings"),
             query_prompt=enc.get("query_prompt"),
             document_prompt=enc.get("document_prompt"),
@@ -662,7 +664,19 @@ class HierStore:
     # ------------------------------------------------------------------------------------------------
     # switching the encoder: adopting a tuned model, rolling back
     # ------------------------------------------------------------------------------------------------
-    def _switchable(self, what: str) -> dict[str, Any]:
+    def encoder_for(self, model: str | Path, *, device: str | None = None) -> DenseEncoder:
+        """A :class:`DenseEncoder` for another model with this store's recorded encoder options.
+
+        Normalization, prompts and sequence length are the store's, so the model's vectors compare as a search of
+        this store compares them: what :meth:`adopt_model` encodes with, and what tuning scores a candidate with.
+        """
+        return self._recorded_encoder(self._core.state.get("encoder") or {}, str(model), device)
+
+    def check_switchable(self, what: str) -> dict[str, Any]:
+        """The recorded encoder, if this handle may switch it (:meth:`adopt_model`); else a :class:`StoreError`.
+
+        Refused: a read-only handle, a store that records no encoder, an extension that cannot follow a new one.
+        """
         if self.read_only:
             raise StoreError(f"{self.path} was opened read-only; {what} writes to it")
         current = self._core.state.get("encoder")
@@ -701,11 +715,11 @@ class HierStore:
             The committed generation.
 
         """
-        current = self._switchable("adopt_model()")
+        self.check_switchable("adopt_model()")
         source = Path(model)
         if not source.is_dir():
             raise StoreError(f"model directory {source} does not exist")
-        encoder = self._recorded_encoder(current, str(source))
+        encoder = self.encoder_for(source)
         if encoded is None:
             encoded = encode_passages(self, encoder, show_progress_bar=show_progress_bar)
         return switch_encoder(
@@ -745,7 +759,7 @@ class HierStore:
 
         The model rolled back from becomes the one a further rollback returns to. Returns the generation.
         """
-        self._switchable("rollback_model()")
+        self.check_switchable("rollback_model()")
         previous = self.model_info["previous"]
         if not previous:
             raise StoreError(f"the store at {self.path} has no previous model to return to")

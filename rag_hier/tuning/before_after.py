@@ -11,7 +11,6 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -59,13 +58,7 @@ def before_after(
             judged = load_judged(store, Path(queries), Path(qrels) if qrels else None, default_level(store, level))
             texts = list(judged.queries.values())
             base_values = score_queries(store, judged, store.encoder.encode_queries(texts), cfg.metrics)  # type: ignore[union-attr]
-            enc: dict[str, Any] = store.model_info["current"] or {}
-            trained = DenseEncoder(
-                str(trained_model),
-                device=device,
-                normalize_embeddings=enc.get("normalize_embeddings"),
-                show_progress_bar=show_progress_bar,
-            )
+            trained = store.encoder_for(trained_model, device=device)
             index = candidate_index(store, encode_passages(store, trained, show_progress_bar=show_progress_bar))
             trained_values = score_queries(store, judged, trained.encode_queries(texts), cfg.metrics, index=index)
         finally:

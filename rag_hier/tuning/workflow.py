@@ -30,10 +30,10 @@ from typing import Any
 import numpy as np
 
 from rag_hier.encoders.dense import DenseEncoder
-from rag_hier.errors import RagHierError, StoreError
+from rag_hier.errors import RagHierError
 from rag_hier.eval.compare import paired_difference
 from rag_hier.eval.judged import JudgedQueries, default_level, judged_from_mappings, load_judged
-from rag_hier.store.encoder_switch import check_extensions, encode_passages
+from rag_hier.store.encoder_switch import encode_passages
 from rag_hier.tuning.config import TuneConfig
 from rag_hier.tuning.report import TuneReport
 from rag_hier.tuning.scoring import candidate_index, score_queries
@@ -58,18 +58,12 @@ def _peak_mb() -> float:
 
 
 def _check_store(store: Any) -> None:
-    if not hasattr(store, "adopt_model"):
+    if not hasattr(store, "check_switchable"):
         raise RagHierError(
             f"tuning needs a local store directory; {store.location} is not one (tune a local copy of the "
             "collection, then build the collection with the tuned model)"
         )
-    if store.read_only:
-        raise StoreError(f"{store.location} was opened read-only; tuning may write to it")
-    if store.encoder is None:
-        raise StoreError(
-            f"the store at {store.location} records no model (its vectors come from outside): nothing to tune"
-        )
-    check_extensions(store)
+    store.check_switchable("tuning")
 
 
 def _judged(store: Any, queries: Any, qrels: Any, level: str) -> JudgedQueries:
@@ -230,14 +224,7 @@ def tune(
             report.reason = "dry run: two training steps measured, nothing adopted"
             return _finish(report, store, seconds, t_start)
         enc_cfg = store.model_info["current"] or {}
-        candidate = DenseEncoder(
-            str(candidate_dir),
-            device=cfg.device if cfg.device is not None else base.requested_device,
-            normalize_embeddings=enc_cfg.get("normalize_embeddings"),
-            query_prompt=enc_cfg.get("query_prompt"),
-            document_prompt=enc_cfg.get("document_prompt"),
-            max_seq_length=enc_cfg.get("max_seq_length"),
-        )
+        candidate = store.encoder_for(candidate_dir, device=cfg.device or base.requested_device)
         t0 = time.perf_counter()
         encoded = encode_passages(store, candidate, show_progress_bar=cfg.show_progress_bar)
         seconds["encode"] = time.perf_counter() - t0
@@ -297,19 +284,27 @@ def _subsets(
 ) -> dict[str, dict[str, float]]:
     """The decision metric's difference on dev queries about documents training saw, and on the others."""
     out: dict[str, dict[str, float]] = {}
-    one = TuneConfig(metrics=(cfg.metric,), metric=cfg.metric, seed=cfg.seed, n_resamples=cfg.n_resamples)
     for name, qids in zip(("seen_documents", "unseen_documents"), seen_documents(train, dev), strict=True):
         if len(qids) >= 2:
-            out[name] = {"queries": float(len(qids)), **paired_differences(base, other, qids, one)[cfg.metric]}
+            diff = paired_differences(base, other, qids, cfg, metrics=(cfg.metric,))[cfg.metric]
+            out[name] = {"queries": float(len(qids)), **diff}
     return out
 
 
 def paired_differences(
-    base: dict[str, dict[str, float]], other: dict[str, dict[str, float]], qids: list[str], cfg: TuneConfig
+    base: dict[str, dict[str, float]],
+    other: dict[str, dict[str, float]],
+    qids: list[str],
+    cfg: TuneConfig,
+    *,
+    metrics: tuple[str, ...] | None = None,
 ) -> dict[str, dict[str, float]]:
-    """Per metric, the paired difference ``other - base`` over ``qids`` (delta, interval, p, wins/losses/ties)."""
+    """Per metric (default: ``cfg.metrics``), the paired difference ``other - base`` over ``qids``.
+
+    Each: delta, interval, p, wins / losses / ties, with ``cfg``'s seed, resamples and confidence.
+    """
     out = {}
-    for m in cfg.metrics:
+    for m in metrics or cfg.metrics:
         stats = paired_difference(
             [base[m][q] for q in qids],
             [other[m][q] for q in qids],
