@@ -5,18 +5,26 @@ the queries is held back, a candidate is trained on the rest, both models are sc
 store's own search, and the candidate is adopted (one commit; ``store.rollback_model()`` undoes it) only when
 the paired difference says it is better. See docs/tuning.md.
 
-This module is light to import: the training stack loads only when a run starts.
+Importing this package installs :meth:`HierStore.tune` and nothing else: the configuration, the evaluation and
+the training stack load when they are first used (PEP 562).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from rag_hier._lazy import lazy_getattr
 from rag_hier.store.store import set_tuner
-from rag_hier.tuning.config import TUNE_METHODS, TuneConfig
-from rag_hier.tuning.report import TuneReport
+
+if TYPE_CHECKING:
+    from rag_hier.tuning.config import TUNE_METHODS, TuneConfig
+    from rag_hier.tuning.report import TuneReport
 
 __all__ = ["TUNE_METHODS", "TuneConfig", "TuneReport", "tune"]
+
+__getattr__ = lazy_getattr(
+    __name__, {"TUNE_METHODS": "config", "TuneConfig": "config", "TuneReport": "report"}, globals()
+)
 
 
 def tune(store: Any, queries: Any = None, qrels: Any = None, **kwargs: Any) -> TuneReport:
@@ -29,6 +37,8 @@ def tune(store: Any, queries: Any = None, qrels: Any = None, **kwargs: Any) -> T
 def _store_tune(
     store: Any, queries: Any = None, qrels: Any = None, *, config: TuneConfig | None = None, **kwargs: Any
 ) -> TuneReport:
+    from rag_hier.tuning.config import TuneConfig
+
     settings = {k: kwargs.pop(k) for k in list(kwargs) if k in TuneConfig.__dataclass_fields__}
     if settings:
         config = TuneConfig(**{**(config.to_dict() if config is not None else {}), **settings})
