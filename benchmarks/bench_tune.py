@@ -126,6 +126,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-seq-length", type=int, default=128, help="SciFact store's token limit (128)")
     parser.add_argument("--fresh", action="store_true", help="rebuild the store")
     parser.add_argument("--dev-split", choices=("grouped", "random"), default=None, help="tune's --dev-split")
+    parser.add_argument(
+        "--tune-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="an extra argument for rag-hier tune (repeat; e.g. --tune-arg=--method --tune-arg=hce-s)",
+    )
+    parser.add_argument(
+        "--no-test", action="store_true", help="stop after tune (dev figures only: for choosing settings)"
+    )
     parser.add_argument("--tag", default="", help="suffix of the results folder (several settings side by side)")
     args = parser.parse_args(argv)
     work = args.out / f"{args.case}{args.tag}"
@@ -149,27 +159,38 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(store, ignore_errors=True)
     shutil.copytree(pristine, store)
     before_pq, after_pq = work / "before.tsv", work / "after.tsv"
-    t_eval_before, _ = run(
-        [
-            *CLI,
-            "eval",
-            "--store",
-            str(store),
-            *test_inputs,
-            "--per-query",
-            str(before_pq),
-            "--output",
-            str(work / "eval-before.json"),
-            "--no-progress",
-        ],
-        log,
-    )
+    t_eval_before = 0.0
+    if not args.no_test:
+        t_eval_before, _ = run(
+            [
+                *CLI,
+                "eval",
+                "--store",
+                str(store),
+                *test_inputs,
+                "--per-query",
+                str(before_pq),
+                "--output",
+                str(work / "eval-before.json"),
+                "--no-progress",
+            ],
+            log,
+        )
     tune_cmd = [*CLI, "tune", "--store", str(store), *tune_inputs, "--report", str(work / "tune.json"), "--no-progress"]
     if args.steps:
         tune_cmd += ["--max-steps", str(args.steps)]
     if args.dev_split:
         tune_cmd += ["--dev-split", args.dev_split]
+    tune_cmd += args.tune_arg
     t_tune, peak = run(tune_cmd, log)
+    if args.no_test:
+        report = json.loads((work / "tune.json").read_text())
+        keep = ("method", "adopted", "reason", "dev_queries", "difference", "dev_subsets", "seconds", "details")
+        summary = {"case": args.case, "tune_args": args.tune_arg, "tune_seconds": t_tune, "peak_mb": peak}
+        summary.update({k: report.get(k) for k in keep})
+        (work / "dev.json").write_text(json.dumps(summary, indent=2) + "\n")
+        print(json.dumps(summary, indent=2))
+        return 0
     t_eval_after, _ = run(
         [
             *CLI,

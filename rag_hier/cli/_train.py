@@ -79,6 +79,27 @@ def add_eval_arguments(p: Any) -> None:
     p.add_argument("--eval-qrels", default=None, help="judgements of --eval-queries (optional for QA questions)")
 
 
+def check_eval_arguments(args: argparse.Namespace) -> None:
+    """Refuse ``--eval-queries/--eval-qrels`` that could not be scored, before anything is trained."""
+    queries, qrels = getattr(args, "eval_queries", None), getattr(args, "eval_qrels", None)
+    if qrels and not queries:
+        raise cli_error("--eval-qrels needs --eval-queries")
+    if not queries:
+        return
+    for flag, value in (("--eval-queries", queries), ("--eval-qrels", qrels)):
+        if value is not None and not Path(value).exists():
+            raise cli_error(f"{flag} {value} does not exist")
+    if qrels is None:
+        from rag_hier.corpus.readers import read_qa_questions
+
+        try:
+            read_qa_questions(queries)
+        except Exception as exc:
+            raise cli_error(
+                f"--eval-qrels is required unless --eval-queries is a QA questions.jsonl ({queries}: {exc})"
+            ) from exc
+
+
 def print_before_after(
     args: argparse.Namespace,
     documents: Any,

@@ -15,6 +15,7 @@ from rag_hier.cli._train import (
     add_attention_dropout_argument,
     add_eval_arguments,
     attention_dropout,
+    check_eval_arguments,
     cli_error,
     existing_corpus,
     print_before_after,
@@ -115,10 +116,16 @@ def add_train_parser(subparsers: Any) -> None:
     p.add_argument("corpus", help="corpus file or directory (the documents the questions are about)")
     p.add_argument(
         "--qa",
-        required=True,
+        default=None,
         help="training questions: QA questions.jsonl (qid, question, doc_id, paragraph_index, answers) or "
         'pairs JSONL ({"query", "passage_id"} or {"query", "doc_id"})',
     )
+    p.add_argument(
+        "--queries",
+        default=None,
+        help="training queries instead of --qa: BEIR queries.jsonl with --qrels (or a QA questions.jsonl alone)",
+    )
+    p.add_argument("--qrels", default=None, help="judgements of --queries (BEIR TSV or TREC; document or passage ids)")
     p.add_argument("--output", required=True, help="output directory for the model(s)")
     p.add_argument("--base-model", default=DEFAULT_MODEL, help=f"model to start from (default {DEFAULT_MODEL})")
     p.add_argument("--format", choices=CORPUS_FORMATS, default=None, help="corpus format (default: detect)")
@@ -192,6 +199,7 @@ def _train(args: argparse.Namespace) -> int:
     from rag_hier.corpus.readers import detect_format, read_corpus
     from rag_hier.training.dhr import DHRTrainer, DHRTrainingConfig, read_examples
 
+    check_eval_arguments(args)
     corpus = existing_corpus(args.corpus)
     levels = tuple(x.strip() for x in args.levels.split(",") if x.strip())
     try:
@@ -221,8 +229,20 @@ def _train(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise cli_error(f"invalid training option: {exc}") from exc
+    if (args.qa is None) == (args.queries is None):
+        raise cli_error("give the training questions as --qa FILE or as --queries FILE [--qrels FILE]")
+    if args.qrels and not args.queries:
+        raise cli_error("--qrels goes with --queries")
     documents = read_corpus(corpus, args.format or detect_format(corpus))
-    examples = read_examples(args.qa, documents, max_passage_words=args.max_passage_words)
+    if args.queries and args.qrels:
+        from rag_hier.corpus.readers import read_qrels, read_queries
+        from rag_hier.training.dhr import examples_from_qrels
+
+        examples = examples_from_qrels(
+            read_queries(args.queries), read_qrels(args.qrels), documents, max_passage_words=args.max_passage_words
+        )
+    else:
+        examples = read_examples(args.qa or args.queries, documents, max_passage_words=args.max_passage_words)
     held_out = read_examples(args.eval_qa, documents, max_passage_words=args.max_passage_words) if args.eval_qa else ()
     result = DHRTrainer(config).train(documents, examples, args.output, eval_examples=held_out)
     where = (

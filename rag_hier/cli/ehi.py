@@ -18,7 +18,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rag_hier.cli._train import add_runtime_arguments, cli_error, existing_corpus, passage_words
+from rag_hier.cli._train import (
+    add_eval_arguments,
+    add_runtime_arguments,
+    check_eval_arguments,
+    cli_error,
+    existing_corpus,
+    passage_words,
+    qa_or_beir_judgements,
+)
 
 __all__ = ["add_index_arguments", "add_train_parser", "after_index"]
 
@@ -93,8 +101,10 @@ def add_train_parser(subparsers: Any) -> None:
         "(ehi_indexer.safetensors + ehi_indexer.json).",
     )
     p.add_argument("corpus", help="corpus file or directory")
-    p.add_argument("--queries", required=True, help="training queries (BEIR queries.jsonl, ...)")
-    p.add_argument("--qrels", required=True, help="training judgements (BEIR TSV or TREC)")
+    p.add_argument("--queries", required=True, help="training queries (BEIR queries.jsonl, ..., or QA questions.jsonl)")
+    p.add_argument(
+        "--qrels", default=None, help="training judgements (BEIR TSV or TREC; optional for QA questions.jsonl)"
+    )
     p.add_argument("--output", required=True, help="directory for the model and the indexer (new or empty)")
     p.add_argument("--format", choices=CORPUS_FORMATS, default=None, help="corpus format (default: detect)")
     p.add_argument("--base-model", default=None, help="encoder to start from (default: the offline all-MiniLM-L6-v2)")
@@ -154,6 +164,7 @@ def add_train_parser(subparsers: Any) -> None:
         "--batch-size", type=int, default=d.batch_size, help=f"pairs per step and device (default {d.batch_size})"
     )
     p.add_argument("--max-steps", type=int, default=None, help="stop after this many optimizer steps")
+    p.add_argument("--max-minutes", type=float, default=None, help="stop the joint training after this many minutes")
     p.add_argument("--seed", type=int, default=d.seed, help=f"seed (default {d.seed})")
     p.add_argument(
         "--freeze-encoder", action="store_true", help="train the indexer alone, on the encoder's fixed vectors"
@@ -183,18 +194,20 @@ def add_train_parser(subparsers: Any) -> None:
         default=None,
         help="split documents like `rag-hier index` (default: 0 for BEIR and QA documents, else 100)",
     )
+    add_eval_arguments(p)
     add_runtime_arguments(p)
     p.set_defaults(func=_train)
 
 
 def _train(args: argparse.Namespace) -> int:
-    from rag_hier.corpus.readers import detect_format, read_corpus, read_qrels, read_queries
+    from rag_hier.corpus.readers import detect_format, read_corpus
     from rag_hier.encoders.dense import DEFAULT_MODEL
     from rag_hier.training.ehi import EHIConfig, EHITrainer
 
     corpus_path = existing_corpus(args.corpus)
+    check_eval_arguments(args)
     for flag, value in (("--queries", args.queries), ("--qrels", args.qrels)):
-        if not Path(value).is_file():
+        if value is not None and not Path(value).exists():
             raise cli_error(f"{flag} {value} does not exist")
     out = Path(args.output)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -223,6 +236,7 @@ def _train(args: argparse.Namespace) -> int:
             freeze_encoder=args.freeze_encoder,
             leaves_per_document=args.leaves_per_document,
             max_steps=args.max_steps,
+            max_minutes=args.max_minutes,
             max_seq_length=args.max_seq_length,
             fp16=args.fp16,
             bf16=args.bf16,
@@ -232,8 +246,7 @@ def _train(args: argparse.Namespace) -> int:
         message = str(exc).replace("EHIConfig.", "--").replace("_", "-")
         raise cli_error(message.replace("--lambda-siamese", "--lambdas (1st)")) from exc
     documents = read_corpus(corpus_path, fmt)
-    queries = read_queries(args.queries)
-    qrels = read_qrels(args.qrels)
+    queries, qrels = qa_or_beir_judgements(args.queries, args.qrels, max_words)
     trainer = EHITrainer(
         args.base_model or DEFAULT_MODEL, config, device=args.device, show_progress_bar=not args.no_progress
     )
@@ -249,4 +262,30 @@ def _train(args: argparse.Namespace) -> int:
         f"  leaves: {leaves['leaves_nonempty']} non-empty, largest {leaves['leaf_size_max']} of {leaves['items']} "
         f"passages\n  model and indexer saved to {result.output_dir}"
     )
+    if args.eval_queries:
+        _before_after(args, documents, args.base_model or DEFAULT_MODEL, out, fmt, max_words)
     return 0
+
+
+def _before_after(args: argparse.Namespace, documents: Any, base: str, out: Path, fmt: str, max_words: int) -> None:
+    """The base model's exact search against the trained encoder searched through its EHI index."""
+    import sys
+
+    from rag_hier.store.extensions.ehi import EHIExtension
+    from rag_hier.tuning.before_after import SearchSide, before_after_searches
+
+    report = before_after_searches(
+        documents,
+        SearchSide(model=base),
+        SearchSide(model=str(out), strategy="ehi", extensions=lambda: [EHIExtension(out)]),
+        args.eval_queries,
+        args.eval_qrels,
+        corpus_format=fmt,
+        max_passage_words=max_words,
+        base_name=f"{base} (exact search)",
+        device=args.device,
+        show_progress_bar=not args.no_progress,
+    )
+    for line in report.warnings:
+        print(f"rag-hier train: warning: {line}", file=sys.stderr)
+    print(report.summary())

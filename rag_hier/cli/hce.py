@@ -20,6 +20,7 @@ from rag_hier.cli._train import (
     add_eval_arguments,
     add_runtime_arguments,
     attention_dropout,
+    check_eval_arguments,
     cli_error,
     existing_corpus,
     passage_words,
@@ -248,6 +249,7 @@ def _train(args: argparse.Namespace) -> int:
     from rag_hier.encoders.dense import DEFAULT_MODEL
     from rag_hier.training.hce import HCEConfig, HCETrainer
 
+    check_eval_arguments(args)
     corpus_path = existing_corpus(args.corpus)
     if args.mode in ("supervised", "joint") and not args.queries:
         raise cli_error(f"--mode {args.mode} needs --queries (and --qrels, unless they are QA questions)")

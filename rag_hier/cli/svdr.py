@@ -16,7 +16,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rag_hier.cli._train import add_attention_dropout_argument, attention_dropout
+from rag_hier.cli._train import (
+    add_attention_dropout_argument,
+    add_eval_arguments,
+    attention_dropout,
+    check_eval_arguments,
+)
 
 logger = logging.getLogger("rag_hier.cli")
 
@@ -213,6 +218,7 @@ def add_train_parser(subparsers: Any) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA when available)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    add_eval_arguments(p)
     p.set_defaults(func=_cmd_train)
 
 
@@ -225,7 +231,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
     corpus = Path(args.corpus)
     if not corpus.exists():
         raise ValueError(f"corpus {corpus} does not exist")
-    documents = read_corpus(corpus, args.format or detect_format(corpus))
+    check_eval_arguments(args)
+    fmt = args.format or detect_format(corpus)
+    documents = read_corpus(corpus, fmt)
     queries = read_queries(args.queries)
     questions = None
     try:  # a QA questions file: its answer strings filter the hard negatives (the paper's filter)
@@ -288,4 +296,39 @@ def _cmd_train(args: argparse.Namespace) -> int:
     )
     if args.verbose:
         print(json.dumps(result.to_dict()), file=sys.stderr)
+    if args.eval_queries:
+        _before_after(args, documents, args.model or DEFAULT_MODEL, out, fmt)
     return 0
+
+
+def _before_after(args: argparse.Namespace, documents: Any, base: str, out: Path, fmt: str) -> None:
+    """β search + re-rank over a token index of the corpus, with the base and with the trained encoder."""
+    from rag_hier.store.extensions.token_index import TokenIndexExtension
+    from rag_hier.tuning.before_after import SearchSide, before_after_searches
+
+    tokenizer = str(Path(base).absolute()) if Path(base).exists() else base
+
+    def side(model: str) -> SearchSide:
+        return SearchSide(
+            model=tokenizer,
+            strategy="svdr-beta-rerank",
+            params={"vocab_model": model},
+            extensions=lambda: [TokenIndexExtension(model=tokenizer, max_length=256)],
+            dense=False,
+        )
+
+    report = before_after_searches(
+        documents,
+        side(base),
+        side(str(Path(out).absolute())),
+        args.eval_queries,
+        args.eval_qrels,
+        corpus_format=fmt,
+        max_passage_words=args.max_passage_words,
+        base_name=base,
+        device=args.device,
+        show_progress_bar=not args.no_progress,
+    )
+    for line in report.warnings:
+        print(f"rag-hier train: warning: {line}", file=sys.stderr)
+    print(report.summary())

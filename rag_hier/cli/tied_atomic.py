@@ -14,7 +14,16 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from rag_hier.cli._train import add_runtime_arguments, cli_error, existing_corpus, passage_words
+from rag_hier.cli._train import (
+    add_eval_arguments,
+    add_runtime_arguments,
+    check_eval_arguments,
+    cli_error,
+    existing_corpus,
+    passage_words,
+    print_before_after,
+    qa_or_beir_judgements,
+)
 
 __all__ = ["add_train_parser"]
 
@@ -37,8 +46,12 @@ def add_train_parser(subparsers: Any) -> None:
         "`rag-hier index CORPUS --store S --model DIR`. Under torchrun the training is data-parallel.",
     )
     p.add_argument("corpus", help="corpus file or directory (the documents the queries are judged against)")
-    p.add_argument("--queries", required=True, help="training queries (BEIR queries.jsonl or qid<TAB>text)")
-    p.add_argument("--qrels", required=True, help="training judgements (BEIR TSV or TREC)")
+    p.add_argument(
+        "--queries", required=True, help="training queries (BEIR queries.jsonl, qid<TAB>text, or QA questions.jsonl)"
+    )
+    p.add_argument(
+        "--qrels", default=None, help="training judgements (BEIR TSV or TREC; optional for QA questions.jsonl)"
+    )
     p.add_argument("--output", required=True, help="directory for the trained model")
     p.add_argument(
         "--base-model",
@@ -62,6 +75,7 @@ def add_train_parser(subparsers: Any) -> None:
     p.add_argument("--format", choices=CORPUS_FORMATS, default=None, help="corpus format (default: detect)")
     p.add_argument("--epochs", type=int, default=d.epochs, help=f"passes over the training pairs (default {d.epochs})")
     p.add_argument("--max-steps", type=int, default=None, help="optimizer steps in total (overrides --epochs)")
+    p.add_argument("--max-minutes", type=float, default=None, help="stop training after this many minutes")
     p.add_argument("--batch-size", type=int, default=d.batch_size, help=f"queries per step (default {d.batch_size})")
     p.add_argument("--lr", type=float, default=d.learning_rate, help=f"learning rate (default {d.learning_rate})")
     p.add_argument(
@@ -92,8 +106,7 @@ def add_train_parser(subparsers: Any) -> None:
         default=None,
         help="split documents as `rag-hier index` will (default: 0 for BEIR and QA documents, else 100)",
     )
-    p.add_argument("--eval-queries", default=None, help="held-out queries, scored after training")
-    p.add_argument("--eval-qrels", default=None, help="judgements for --eval-queries")
+    add_eval_arguments(p)
     p.add_argument("--grad-accum", type=int, default=1, help="gradient accumulation steps (default 1)")
     p.add_argument("--seed", type=int, default=d.seed, help=f"seed (default {d.seed})")
     add_runtime_arguments(p)
@@ -101,13 +114,12 @@ def add_train_parser(subparsers: Any) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from rag_hier.corpus.readers import detect_format, read_corpus, read_qrels, read_queries
+    from rag_hier.corpus.readers import detect_format, read_corpus
     from rag_hier.training.hce.distributed import rank
     from rag_hier.training.tied_atomic import TiedAtomicConfig, TiedAtomicTrainer
 
     corpus_path = existing_corpus(args.corpus)
-    if bool(args.eval_queries) != bool(args.eval_qrels):
-        raise cli_error("--eval-queries and --eval-qrels go together")
+    check_eval_arguments(args)
     out = Path(args.output)
     if out.exists() and not out.is_dir():
         raise cli_error(f"--output {out} exists and is not a directory")
@@ -123,6 +135,7 @@ def _train(args: argparse.Namespace) -> int:
             learning_rate=args.lr,
             epochs=args.epochs,
             max_steps=args.max_steps,
+            max_minutes=args.max_minutes,
             max_passage_words=max_words,
             scale=args.scale,
             bm25_negatives=args.bm25_negatives,
@@ -140,13 +153,8 @@ def _train(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise cli_error(str(exc).replace("TiedAtomicConfig.", "--").replace("_", "-")) from exc
     documents = read_corpus(corpus_path, fmt)
-    queries = read_queries(args.queries)
-    qrels = read_qrels(args.qrels)
-    eval_queries = read_queries(args.eval_queries) if args.eval_queries else None
-    eval_qrels = read_qrels(args.eval_qrels) if args.eval_qrels else None
-    result = TiedAtomicTrainer(config).train(
-        documents, out, queries=queries, qrels=qrels, eval_queries=eval_queries, eval_qrels=eval_qrels
-    )
+    queries, qrels = qa_or_beir_judgements(args.queries, args.qrels, max_words)
+    result = TiedAtomicTrainer(config).train(documents, out, queries=queries, qrels=qrels)
     if rank() == 0:
         loss = "n/a" if result.train_loss is None else f"{result.train_loss:.4f}"
         print(
@@ -155,6 +163,13 @@ def _train(args: argparse.Namespace) -> int:
             f"  model saved to {result.output_dir} (use it with: rag-hier index CORPUS --store DIR --model "
             f"{result.output_dir})"
         )
-        for name, value in sorted(result.metrics.items()):
-            print(f"  held-out {name}: {value:.4f}")
+        # the base: the model training started from (the warm-start encoder unless --base-model)
+        print_before_after(
+            args,
+            documents,
+            args.base_model or args.warm_start_encoder,
+            result.output_dir,
+            corpus_format=fmt,
+            max_passage_words=max_words,
+        )
     return 0

@@ -71,6 +71,12 @@ def add_tune_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--negatives", type=int, default=d.num_negatives, help=f"hard negatives per pair ({d.num_negatives})"
     )
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=d.temperature,
+        help=f"softmax temperature of the contrastive loss ({d.temperature:g}; its scale is 1/temperature)",
+    )
     p.add_argument("--max-seq-length", type=int, default=None, help="token limit in training (default: the store's)")
     p.add_argument("--seed", type=int, default=d.seed, help=f"seed of the split, data and bootstrap ({d.seed})")
     p.add_argument("--aggregate", choices=("passage", "doc"), default=None, help="level the judgements name")
@@ -142,6 +148,7 @@ def run_tune(args: argparse.Namespace, *, open_store: Callable[..., Any]) -> int
         batch_size=args.train_batch_size,
         learning_rate=args.learning_rate,
         num_negatives=args.negatives,
+        temperature=args.temperature,
         max_seq_length=args.max_seq_length,
         seed=args.seed,
         device=args.device,

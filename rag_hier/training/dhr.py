@@ -63,6 +63,7 @@ __all__ = [
     "Level",
     "build_training_rows",
     "examples_from_pairs",
+    "examples_from_qrels",
     "examples_from_questions",
     "read_examples",
 ]
@@ -158,6 +159,52 @@ def examples_from_pairs(pairs: Iterable[tuple[str, str]]) -> tuple[list[Document
             documents.append(Document(ids[text], "", (text,)))
         examples.append(DHRExample(query, ids[text], (f"{ids[text]}#0",)))
     return documents, examples
+
+
+def examples_from_qrels(
+    queries: Mapping[str, str],
+    qrels: Mapping[str, Mapping[str, int]],
+    documents: Sequence[Document],
+    *,
+    max_passage_words: int = 0,
+) -> list[DHRExample]:
+    """Training examples from BEIR-style queries and judgements (grades > 0 are positives).
+
+    A judged passage id (``<doc_id>#<n>``) is that passage of its document; a judged document id is the
+    document and, when the trainer's splitting keeps it as one passage (BEIR documents with
+    ``max_passage_words=0``), that passage; a longer judged document trains the document level only.
+
+    Raises:
+        RagHierError: A judgement names an id that is neither a document nor a passage of ``documents``.
+
+    """
+    by_id = {d.doc_id: d for d in documents}
+    passages: dict[str, list[str]] = {}
+
+    def split(doc_id: str) -> list[str]:
+        if doc_id not in passages:
+            passages[doc_id] = [p.id for p in split_document(by_id[doc_id], max_passage_words)]
+        return passages[doc_id]
+
+    out: list[DHRExample] = []
+    for qid, rel in qrels.items():
+        query = queries.get(qid)
+        if query is None:
+            continue
+        for target, grade in rel.items():
+            if grade <= 0:
+                continue
+            if target in by_id:
+                ids = split(target)
+                out.append(DHRExample(query, target, tuple(ids) if len(ids) == 1 else ()))
+                continue
+            doc_id = target.rsplit("#", 1)[0] if "#" in target else None
+            if doc_id is None or doc_id not in by_id or target not in split(doc_id):
+                raise RagHierError(
+                    f"query {qid!r} judges {target!r}, which is neither a document nor a passage of the corpus"
+                )
+            out.append(DHRExample(query, doc_id, (target,)))
+    return out
 
 
 def read_examples(path: str | Path, documents: Sequence[Document], *, max_passage_words: int = 100) -> list[DHRExample]:

@@ -46,6 +46,7 @@ from torch import Tensor, nn
 from rag_hier.corpus.model import Document, Passage
 from rag_hier.encoders.encdec import CITATION, build_warm_started_encoder_decoder, encoder_decoder_sentence_transformer
 from rag_hier.errors import MissingDependencyError, RagHierError
+from rag_hier.training._limits import TimeLimit
 from rag_hier.training.hce.data import SupervisedPair, TrainingCorpus, resolve_pairs
 from rag_hier.training.hce.distributed import is_distributed, rank, world_size
 from rag_hier.training.tied_atomic_config import DSIAtomicConfig, TiedAtomicConfig
@@ -444,7 +445,13 @@ class TiedAtomicTrainer(_Base):
                 )
             steps = self._steps(len(cols["anchor"]), world)
             args = self._args(args_cls, samplers, scratch, steps, "NO_DUPLICATES")
-            trainer = trainer_cls(model=model, args=args, train_dataset=Dataset.from_dict(cols), loss=loss)
+            trainer = trainer_cls(
+                model=model,
+                args=args,
+                train_dataset=Dataset.from_dict(cols),
+                loss=loss,
+                callbacks=[TimeLimit(cfg.max_minutes).callback()],
+            )
             outcome = trainer.train()
             done = int(trainer.state.global_step)
         train_loss = float(outcome.training_loss) if outcome.training_loss is not None else None
@@ -574,7 +581,9 @@ class DSIAtomicTrainer(_Base):
             if cfg.docid_learning_rate is not None:
                 extra["learning_rate_mapping"] = {r"^docid_embeddings$": cfg.docid_learning_rate}
             args = self._args(args_cls, samplers, scratch, steps, "BATCH_SAMPLER", **extra)
-            trainer = trainer_cls(model=model, args=args, train_dataset=data, loss=loss)
+            trainer = trainer_cls(
+                model=model, args=args, train_dataset=data, loss=loss, callbacks=[TimeLimit(cfg.max_minutes).callback()]
+            )
             outcome = trainer.train()
             done = int(trainer.state.global_step)
         dsi.weight = loss.docid_embeddings

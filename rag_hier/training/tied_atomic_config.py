@@ -22,6 +22,7 @@ class _Common:
     weight_decay: float = 0.01
     epochs: int = 1
     max_steps: int | None = None
+    max_minutes: float | None = None
     max_passage_words: int = 0
     gradient_accumulation_steps: int = 1
     fp16: bool = False
@@ -37,6 +38,8 @@ class _Common:
                 raise ValueError(f"{name}.{key} must be >= 1, got {getattr(self, key)}")
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"{name}.max_steps must be >= 1 or None, got {self.max_steps}")
+        if self.max_minutes is not None and not (self.max_minutes > 0 and math.isfinite(self.max_minutes)):
+            raise ValueError(f"{name}.max_minutes must be a positive number or None, got {self.max_minutes}")
         if self.max_seq_length is not None and self.max_seq_length < 1:
             raise ValueError(f"{name}.max_seq_length must be >= 1 or None, got {self.max_seq_length}")
         if not self.learning_rate > 0 or not math.isfinite(self.learning_rate):
@@ -79,6 +82,7 @@ class TiedAtomicConfig(_Common):
         weight_decay: AdamW weight decay.
         epochs: Passes over the training pairs (when ``max_steps`` is ``None``).
         max_steps: Optimizer steps in total (overrides ``epochs``).
+        max_minutes: Stop training after this many minutes (after the current step; the model is saved).
         max_passage_words: How documents are cut into training items, as the store will cut them (0:
             paragraphs whole, BEIR documents whole).
         scale: Inverse temperature on the raw dot products (paper: none stated, i.e. 1).

@@ -22,7 +22,7 @@ from rag_hier.retrieval.base import Queries
 from rag_hier.retrieval.dense import DenseRetriever
 from rag_hier.store.encoder_switch import EncodedPassages
 
-__all__ = ["CandidateView", "candidate_index", "score_queries"]
+__all__ = ["CandidateView", "candidate_index", "score_queries", "score_results"]
 
 
 def candidate_index(store: Any, encoded: EncodedPassages) -> DenseIndex:
@@ -88,12 +88,29 @@ def score_queries(
         ignore_identical_ids: Remove hits whose id is the query id first (BEIR / MTEB).
 
     """
-    qids = list(judged.queries)
-    top_k = max(parse_metric(m)[1] for m in metrics)
-    fetch_k = top_k + 1 if ignore_identical_ids and any(q in judged.known for q in qids) else top_k
+    fetch_k = fetch_depth(judged, metrics, ignore_identical_ids)
     target = store if index is None else CandidateView(store, index)
     results = DenseRetriever(target).run(Queries(vectors=query_vectors), fetch_k, aggregate=judged.level)  # type: ignore[arg-type]
-    run = hits_to_run(qids, [r.hits for r in results], level=judged.level)
+    return score_results(judged, [r.hits for r in results], metrics, ignore_identical_ids=ignore_identical_ids)
+
+
+def fetch_depth(judged: JudgedQueries, metrics: Sequence[str], ignore_identical_ids: bool = True) -> int:
+    """Hits to fetch per query: the deepest metric's cut-off, plus one when an identical-id hit may be removed."""
+    top_k = max(parse_metric(m)[1] for m in metrics)
+    return top_k + 1 if ignore_identical_ids and any(q in judged.known for q in judged.queries) else top_k
+
+
+def score_results(
+    judged: JudgedQueries,
+    hits: Sequence[Sequence[Any]],
+    metrics: Sequence[str],
+    *,
+    ignore_identical_ids: bool = True,
+) -> dict[str, dict[str, float]]:
+    """Per-query values of ``metrics`` for the hits of ``judged``'s queries (rows in ``judged.queries`` order)."""
+    qids = list(judged.queries)
+    top_k = max(parse_metric(m)[1] for m in metrics)
+    run = hits_to_run(qids, list(hits), level=judged.level)
     if ignore_identical_ids:
         run = remove_identical_ids(run)[0]
     run = {q: dict(list(scores.items())[:top_k]) for q, scores in run.items()}

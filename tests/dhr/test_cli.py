@@ -211,3 +211,25 @@ def test_train_dhr_cli(capsys, qa: Path, tmp_path: Path, tiny_model_path: str) -
         capsys, "train", "dhr", qa, "--qa", qa / "questions.jsonl", "--output", out_dir, "--levels", "nope"
     )
     assert code == 2 and "levels" in err
+
+
+def test_train_dhr_takes_beir_queries_and_qrels(capsys, qa: Path, tmp_path: Path, tiny_model_path: str) -> None:
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text("".join(json.dumps({"_id": q["qid"], "text": q["question"]}) + "\n" for q in QUESTIONS))
+    qrels = tmp_path / "qrels.tsv"  # a passage id, a document id (judged whole), and a grade-0 line (ignored)
+    qrels.write_text("query-id\tcorpus-id\tscore\na\trivers#1\t1\nb\tglaciers\t1\nc\tbees#1\t1\nc\tbees#0\t0\n")
+    common = ("--output", tmp_path / "m", "--base-model", tiny_model_path, "--max-passage-words", "0",
+              "--batch-size", "2", "--max-steps", "1", "--device", "cpu", "--no-progress")  # fmt: skip
+    code, out, err = run(capsys, "train", "dhr", qa / "documents.jsonl", "--queries", queries, "--qrels", qrels, *common)
+    assert code == 0, err
+    assert "trained DHR on 3 questions over 3 documents" in out
+    # a judged id that is neither a document nor one of its passages; no training data; both kinds at once
+    qrels.write_text("query-id\tcorpus-id\tscore\na\trivers#9\t1\n")
+    code, _, err = run(capsys, "train", "dhr", qa / "documents.jsonl", "--queries", queries, "--qrels", qrels, *common)
+    assert code == 2 and "'rivers#9'" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run(capsys, "train", "dhr", qa / "documents.jsonl", *common)
+    assert code == 2 and "--qa FILE or as --queries FILE" in err
+    code, _, err = run(
+        capsys, "train", "dhr", qa / "documents.jsonl", "--qa", qa / "questions.jsonl", "--queries", queries, *common
+    )
+    assert code == 2 and "--qa FILE or as --queries FILE" in err

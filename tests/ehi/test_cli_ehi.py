@@ -93,3 +93,27 @@ def test_bad_paths(tmp_path: Path, capsys, tiny_model_path: str, beir_dir: Path)
     with pytest.raises(SystemExit) as exc:  # argparse: a required flag is missing
         _run(capsys, "train", "ehi", beir_dir, "--output", tmp_path / "m3", "--qrels", bad_qrels)
     assert exc.value.code == 2 and "--queries" in capsys.readouterr().err
+
+
+def test_train_ehi_prints_base_and_trained_and_stops_at_max_minutes(
+    tmp_path: Path, capsys, tiny_model_path: str, beir_dir: Path
+) -> None:
+    out = tmp_path / "ehi-model"
+    code, stdout, err = _run(
+        capsys, "train", "ehi", beir_dir, "--output", out, *_common(beir_dir, tiny_model_path),
+        "--branching", "3", "--height", "1", "--epochs", "3", "--refresh-every", "1", "--batch-size", "8",
+        "--max-minutes", "0.0001", "--refit-epochs", "0",
+        "--eval-queries", beir_dir / "queries.jsonl", "--eval-qrels", beir_dir / "qrels" / "train.tsv",
+    )  # fmt: skip
+    assert code == 0, err
+    report = json.loads((out / "ehi_training.json").read_text())
+    assert report["steps"] == 1 and report["config"]["max_minutes"] == 0.0001  # stopped after the first step
+    header = [line for line in stdout.splitlines() if line.startswith("held out (")]
+    assert header and "base" in header[0] and "trained" in header[0]
+    assert "(exact search) on" in stdout and "held-out queries: ndcg@10" in stdout
+    # held-out queries without judgements (not a QA file) are refused before anything is trained
+    code, _, err = _run(
+        capsys, "train", "ehi", beir_dir, "--output", tmp_path / "m2", *_common(beir_dir, tiny_model_path),
+        "--eval-queries", beir_dir / "queries.jsonl",
+    )  # fmt: skip
+    assert code == 2 and "--eval-qrels is required" in err and not (tmp_path / "m2").exists()

@@ -206,3 +206,15 @@ def test_train_svdr_on_qa_questions_without_qrels(beir: Path, tmp_path: Path, ti
     # BEIR queries carry no judgements: --qrels is required, and the message says why
     code, _, err = run("train", "svdr", beir, "--queries", beir / "queries.jsonl", "--output", tmp_path / "m3", *common)
     assert code == 2 and "--qrels is required" in err and "queries.jsonl" in err
+
+
+def test_train_svdr_prints_base_and_trained(beir: Path, tmp_path: Path, tiny_model_path: str) -> None:
+    code, out, err = run(
+        "train", "svdr", beir, "--queries", beir / "queries.jsonl", "--qrels", beir / "qrels" / "test.tsv",
+        "--output", tmp_path / "m", "--model", tiny_model_path, "--batch-size", "2", "--max-steps", "1",
+        "--eval-queries", beir / "queries.jsonl", "--eval-qrels", beir / "qrels" / "test.tsv", "--no-progress",
+    )  # fmt: skip
+    assert code == 0, err
+    header = [line for line in out.splitlines() if line.startswith("held out (4 queries)")]
+    assert header and "base" in header[0] and "trained" in header[0]
+    assert "the trained model is" in out and "held-out queries: ndcg@10" in out

@@ -23,7 +23,8 @@ def test_train_index_search_eval(tmp_path, capsys, tiny_t5_path, beir_dir):
         "--max-seq-length", "32", "--eval-queries", q, "--eval-qrels", r, "--device", "cpu", "--no-progress",
     )  # fmt: skip
     assert code == 0, err
-    assert "2 steps" in out and "model saved to" in out and "held-out ndcg@10" in out
+    assert "2 steps" in out and "model saved to" in out
+    assert "held out (" in out and "trained" in out and "the trained model is" in out  # base and trained, paired
     assert json.loads((model / "tied_atomic_training.json").read_text())["config"]["max_seq_length"] == 32
     store = tmp_path / "store"
     code, out, err = _run(capsys, "index", beir_dir, "--store", store, "--model", model, "--no-progress")
@@ -50,7 +51,7 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path, capsys, tiny_model_path, tiny
     assert code == 2 and "--bm25-depth must be" in err
     code, _, err = _run(capsys, "train", "tied-atomic", beir_dir, "--output", tmp_path / "m", "--eval-queries", q,
                         "--base-model", tiny_t5_path, *common)  # fmt: skip
-    assert code == 2 and "go together" in err
+    assert code == 2 and "--eval-qrels is required unless --eval-queries is a QA questions.jsonl" in err
     # a store built with the Tied-Atomic model refuses another model, and keeps its documents
     store = tmp_path / "store"
     assert _run(capsys, "index", beir_dir, "--store", store, "--model", tiny_t5_path, "--no-progress")[0] == 0
@@ -58,3 +59,15 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path, capsys, tiny_model_path, tiny
     assert code == 2 and "was built with model" in err
     code, out, _ = _run(capsys, "info", "--store", store)
     assert code == 0 and "30" in out
+
+
+def test_max_minutes_stops_after_the_current_step(tmp_path, capsys, tiny_t5_path, beir_dir):
+    q, r = beir_dir / "queries.jsonl", beir_dir / "qrels" / "train.tsv"
+    code, out, err = _run(
+        capsys, "train", "tied-atomic", beir_dir, "--queries", q, "--qrels", r, "--output", tmp_path / "m",
+        "--base-model", tiny_t5_path, "--max-steps", "6", "--batch-size", "4", "--bm25-depth", "3",
+        "--max-seq-length", "32", "--max-minutes", "0.0001", "--device", "cpu", "--no-progress",
+    )  # fmt: skip
+    assert code == 0, err
+    report = json.loads((tmp_path / "m" / "tied_atomic_training.json").read_text())
+    assert report["steps"] == 1 and report["config"]["max_minutes"] == 0.0001

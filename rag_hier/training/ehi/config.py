@@ -68,6 +68,8 @@ class EHIConfig:
         freeze_encoder: Train the indexer only, on fixed vectors (the siamese term is then constant).
         leaves_per_document: Leaves each document is assigned to when mining (the paper's d2l, 1 = top leaf).
         max_steps: Stop after this many optimizer steps in total (``None``: ``epochs`` passes).
+        max_minutes: Stop the joint training after this many minutes (after the current step; one process
+            only: under torch.distributed ``max_steps`` bounds a run). The indexer refit then runs as usual.
         max_seq_length: Truncate texts to this many tokens (``None``: the model's own limit).
         fp16: Mixed precision (float16) encoder training; GPU only.
         bf16: Mixed precision (bfloat16) encoder training.
@@ -102,6 +104,7 @@ class EHIConfig:
     freeze_encoder: bool = False
     leaves_per_document: int = 1
     max_steps: int | None = None
+    max_minutes: float | None = None
     max_seq_length: int | None = None
     fp16: bool = False
     bf16: bool = False
@@ -143,6 +146,7 @@ class EHIConfig:
             "in 1..branching ** height",
         )
         need(self.max_steps is None or self.max_steps >= 1, "max_steps", ">= 1 or None")
+        need(self.max_minutes is None or self.max_minutes > 0, "max_minutes", "> 0 or None")
         need(self.max_seq_length is None or self.max_seq_length >= 8, "max_seq_length", ">= 8 or None")
         need(not (self.fp16 and self.bf16), "fp16", "False when bf16 is True")
         need(self.encode_batch_size >= 1, "encode_batch_size", ">= 1")

@@ -34,6 +34,7 @@ import torch
 from rag_hier.corpus.model import Document, Passage
 from rag_hier.errors import RagHierError
 from rag_hier.index.ehi import EHIIndexer, LeafAssignment
+from rag_hier.training._limits import TimeLimit
 from rag_hier.training._models import load_base_model
 from rag_hier.training.ehi.config import EHIConfig
 from rag_hier.training.ehi.data import TrainingQueries, exact_pools, leaf_pools, sample_negatives
@@ -147,6 +148,7 @@ class EHITrainer:
         self.device = device
         self.show_progress_bar = show_progress_bar
         self._model_arg = model
+        self._limit = TimeLimit(None)
         self._model: SentenceTransformer | None = None
 
     # -- model ------------------------------------------------------------------------------------
@@ -258,10 +260,11 @@ class EHITrainer:
             optimizer, scheduler = self._optimizer(indexer, planned)
             history: list[EHIPeriod] = []
             steps = 0
+            self._limit = TimeLimit(cfg.max_minutes if world == 1 else None)  # at least one step is taken
             for first in range(0, cfg.epochs, cfg.refresh_every):
                 n_ep = min(cfg.refresh_every, cfg.epochs - first)
                 budget = min(n_ep * per_epoch, planned - steps)
-                if budget <= 0:
+                if budget <= 0 or (steps and self._limit.passed()):
                     break
                 t0 = time.perf_counter()
                 if first > 0 and not cfg.freeze_encoder:  # the encoder moved: re-encode (Alg. 1's refresh)
@@ -340,7 +343,9 @@ class EHITrainer:
         q_emb = self._encode(tq.texts, query=True)
         sub = EHITrainer(
             self.model,
-            replace(cfg, freeze_encoder=True, epochs=cfg.refit_epochs, refit_epochs=0, max_steps=None),
+            replace(
+                cfg, freeze_encoder=True, epochs=cfg.refit_epochs, refit_epochs=0, max_steps=None, max_minutes=None
+            ),
             device=self.device,
             show_progress_bar=self.show_progress_bar,
         )
@@ -448,7 +453,7 @@ class EHITrainer:
             negatives, fb = sample_negatives(pools, tq.query_of_pair[order], tq.relevant, emb.shape[0], rng)
             fallback += fb
             for start in range(0, n_pairs, global_batch):
-                if done >= budget:
+                if done >= budget or (done and self._limit.passed()):
                     break
                 rows = np.arange(start, min(start + global_batch, n_pairs))
                 if world > 1:
@@ -537,6 +542,7 @@ class EHITrainer:
             train_dataset=dataset,
             loss=loss,
             optimizers=(optimizer, scheduler),
+            callbacks=[self._limit.callback()],
         )
         trainer.train()
         done = int(trainer.state.global_step)
