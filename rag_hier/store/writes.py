@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["POLICIES", "WritePolicy", "WriteSummary", "Writer", "check_ids"]
+__all__ = ["POLICIES", "WritePolicy", "WriteSummary", "Writer", "check_ids", "check_passage_owners"]
 
 
 def check_ids(ids: Any, what: str) -> list[str]:
@@ -255,9 +255,12 @@ class Writer:
         items = [items[i] for i in idx]
         vecs = [vecs[i] for i in idx]
         db = self.db
-        stored = set(
-            query_in(db, "SELECT passage_id FROM passages WHERE passage_id IN ({marks})", [p.id for p in items])
+        owners = dict(
+            query_in(db, "SELECT passage_id, doc_id FROM passages WHERE passage_id IN ({marks})", [p.id for p in items])
         )
+        stored = set(owners)
+        if policy == "upsert":
+            check_passage_owners(items, owners)
         if policy == "fail" and stored:
             raise DuplicateIdError(f"passage id {sorted(stored)[0]!r} is already stored")
         if policy == "skip":
@@ -505,3 +508,23 @@ def normalize_embeddings(
     if dims and dimension is not None and next(iter(dims)) != dimension:
         raise DimensionMismatchError(f"got {next(iter(dims))}-d embeddings; the store at {where} holds {dimension}-d")
     return rows
+
+
+def check_passage_owners(passages: Sequence[Passage], owners: Mapping[str, str]) -> None:
+    """An upserted passage must keep its document: a passage id another document holds is an error, not a move.
+
+    Args:
+        passages: The passages to write.
+        owners: The stored document of each of their ids that is already stored.
+
+    Raises:
+        DuplicateIdError: A passage names another document than the stored passage of that id.
+
+    """
+    for p in passages:
+        owner = owners.get(p.id)
+        if owner is not None and owner != p.doc_id:
+            raise DuplicateIdError(
+                f"passage id {p.id!r} of document {p.doc_id!r} is already stored as a passage of document {owner!r} "
+                "(delete it first to move it)"
+            )

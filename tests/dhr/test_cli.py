@@ -220,7 +220,9 @@ def test_train_dhr_takes_beir_queries_and_qrels(capsys, qa: Path, tmp_path: Path
     qrels.write_text("query-id\tcorpus-id\tscore\na\trivers#1\t1\nb\tglaciers\t1\nc\tbees#1\t1\nc\tbees#0\t0\n")
     common = ("--output", tmp_path / "m", "--base-model", tiny_model_path, "--max-passage-words", "0",
               "--batch-size", "2", "--max-steps", "1", "--device", "cpu", "--no-progress")  # fmt: skip
-    code, out, err = run(capsys, "train", "dhr", qa / "documents.jsonl", "--queries", queries, "--qrels", qrels, *common)
+    code, out, err = run(
+        capsys, "train", "dhr", qa / "documents.jsonl", "--queries", queries, "--qrels", qrels, *common
+    )
     assert code == 0, err
     assert "trained DHR on 3 questions over 3 documents" in out
     # a judged id that is neither a document nor one of its passages; no training data; both kinds at once

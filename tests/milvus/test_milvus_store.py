@@ -17,9 +17,9 @@ import pytest
 pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
 
-from rag_hier import Document, HierStore, Section
+from rag_hier import Document, HierStore, Passage, Section
 from rag_hier.encoders import DenseEncoder
-from rag_hier.errors import DimensionMismatchError, FilterError, StoreError
+from rag_hier.errors import DimensionMismatchError, DuplicateIdError, FilterError, StoreError
 from rag_hier.index.dense import IndexConfig
 from rag_hier.retrieval import Queries, build_retriever
 from rag_hier.store.milvus import GPU_INDEXES, MilvusStore, MilvusUnavailableError, milvus_index_params, translate
@@ -285,3 +285,17 @@ def test_a_dense_search_is_two_round_trips_with_the_same_hits(both, monkeypatch)
     remote.update_meta(["tides#0"], {"topic": "ocean"})
     (rowid,) = remote.rowids_of(passage_ids=["tides#0"]).tolist()
     assert remote.records([rowid])[rowid].meta["topic"] == "ocean"
+
+
+def test_add_passages_never_moves_a_passage_to_another_document(both) -> None:
+    for store in both:
+        v = np.ones((1, store.dimension), np.float32)
+        store.add_passages([Passage("a#0", "a", 0, "alpha")], v)
+        before = (sorted(store.document_ids()), store.count_passages())
+        with pytest.raises(
+            DuplicateIdError, match="'a#0' of document 'b' is already stored as a passage of document 'a'"
+        ):
+            store.add_passages([Passage("a#0", "b", 0, "beta")], v)
+        assert (sorted(store.document_ids()), store.count_passages()) == before  # the owning document is still there
+        store.add_passages([Passage("a#0", "a", 0, "alpha, edited")], v)  # its own document: an update
+        assert store.get_passages(["a#0"])[0].text == "alpha, edited"

@@ -45,6 +45,10 @@ def test_a_passage_id_taken_by_another_document_is_a_clear_error(tmp_path: Path,
     ):
         store.add_documents([Document("d1", "", ("a later document",))])
     assert store.count_passages() == 1 and store.get_document("d1") is None
+    # add_passages refuses it too: the passage would move and its document 'x' would disappear
+    with pytest.raises(DuplicateIdError, match="'d1#0' of document 'y' is already stored as a passage of document 'x'"):
+        store.add_passages([Passage("d1#0", "y", 0, "another document's passage")])
+    assert store.document_ids() == ["x"] and store.get_passages(["d1#0"])[0].text == "written by an adapter"
     store.close()
 
 

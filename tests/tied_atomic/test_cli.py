@@ -63,7 +63,7 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path, capsys, tiny_model_path, tiny
 
 def test_max_minutes_stops_after_the_current_step(tmp_path, capsys, tiny_t5_path, beir_dir):
     q, r = beir_dir / "queries.jsonl", beir_dir / "qrels" / "train.tsv"
-    code, out, err = _run(
+    code, _, err = _run(
         capsys, "train", "tied-atomic", beir_dir, "--queries", q, "--qrels", r, "--output", tmp_path / "m",
         "--base-model", tiny_t5_path, "--max-steps", "6", "--batch-size", "4", "--bm25-depth", "3",
         "--max-seq-length", "32", "--max-minutes", "0.0001", "--device", "cpu", "--no-progress",

@@ -75,7 +75,7 @@ from rag_hier.store.milvus.fields import (
 from rag_hier.store.milvus.filters import translate
 from rag_hier.store.records import POLICIES, PassageRecord, WritePolicy, WriteSummary
 from rag_hier.store.schema import dumps, hash_text
-from rag_hier.store.writes import _check_id, _check_json, check_ids, normalize_embeddings
+from rag_hier.store.writes import _check_id, _check_json, check_ids, check_passage_owners, normalize_embeddings
 
 logger = logging.getLogger(__name__)
 
@@ -2073,6 +2073,8 @@ class MilvusStore:
             stored = self._query_in(
                 self._p, "passage_id", [p.id for p in items], view.expr("p"), ["vid", "rowid", "passage_id", "doc_id"]
             )
+            if policy == "upsert":
+                check_passage_owners(items, {r["passage_id"]: r["doc_id"] for r in stored})
             if policy == "fail" and stored:
                 raise DuplicateIdError(f"passage id {sorted(r['passage_id'] for r in stored)[0]!r} is already stored")
             if policy == "skip":
