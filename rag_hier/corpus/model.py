@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,9 +21,28 @@ def _type_name(value: Any) -> str:
     return "None" if value is None else type(value).__name__
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+"""A UTF-16 surrogate code point on its own (JSON's ``"\\ud800"``): not text, and not encodable as UTF-8."""
+
+
+def _check_unicode(owner: str, name: str, value: str) -> None:
+    bad = _SURROGATE.search(value)
+    if bad is not None:
+        raise InvalidInputError(
+            f"{owner}.{name} holds a lone surrogate {bad.group()!r} at character {bad.start()}: text must be "
+            "valid Unicode (check the file's escapes or decoding)"
+        )
+
+
 def _check_text(owner: str, name: str, value: Any) -> None:
     if not isinstance(value, str):
         raise InvalidInputError(f"{owner}.{name} must be a string, got {_type_name(value)} {value!r:.80}")
+    _check_unicode(owner, name, value)
+
+
+def _check_texts(owner: str, name: str, values: tuple[str, ...]) -> None:
+    for i, value in enumerate(values):
+        _check_unicode(owner, f"{name}[{i}]", value)
 
 
 def _as_tuple(owner: str, name: str, value: Any, item_type: type, item_name: str) -> tuple[Any, ...]:
@@ -40,20 +60,25 @@ def _as_tuple(owner: str, name: str, value: Any, item_type: type, item_name: str
     return tuple(value)
 
 
-def _check_metadata(owner: str, metadata: Any) -> None:
+def _check_metadata(owner: str, metadata: Any, name: str = "metadata") -> None:
     """Metadata must be a mapping of JSON values (the store keeps it as JSON), nested at most 100 deep.
 
     One iterative walk (safe on any depth); a container reached again by another path is walked again
     only when reached deeper, so shared references cost no more than distinct ones.
     """
     if not isinstance(metadata, Mapping):
-        raise InvalidInputError(f"{owner}.metadata must be a mapping (dict), got {_type_name(metadata)}")
+        raise InvalidInputError(f"{owner}.{name} must be a mapping (dict), got {_type_name(metadata)}")
     if not metadata:
         return
-    stack: list[tuple[str, Any, int]] = [("metadata", metadata, 1)]
+    stack: list[tuple[str, Any, int]] = [(name, metadata, 1)]
     deepest: dict[int, int] = {}
     while stack:
         where, value, depth = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InvalidInputError(f"{owner}.{where} is {value!r}: not a finite number (JSON has no NaN or infinity)")
+        if isinstance(value, str):
+            _check_unicode(owner, where, value)
+            continue
         if isinstance(value, _JSON_SCALARS):
             continue
         if not isinstance(value, Mapping | list | tuple):
@@ -62,7 +87,7 @@ def _check_metadata(owner: str, metadata: Any) -> None:
                 f"got {_type_name(value)} {value!r:.80}"
             )
         if depth > MAX_NESTING_DEPTH:
-            raise InvalidInputError(f"{owner}.metadata is nested more than {MAX_NESTING_DEPTH} levels deep")
+            raise InvalidInputError(f"{owner}.{name} is nested more than {MAX_NESTING_DEPTH} levels deep")
         if deepest.get(id(value), 0) >= depth:
             continue
         deepest[id(value)] = depth
@@ -70,6 +95,7 @@ def _check_metadata(owner: str, metadata: Any) -> None:
             for key, item in value.items():
                 if not isinstance(key, str):
                     raise InvalidInputError(f"{owner}.{where} has a key that is not a string: {key!r:.80}")
+                _check_unicode(owner, f"{where} key", key)
                 stack.append((f"{where}[{key!r}]", item, depth + 1))
         else:
             stack.extend((f"{where}[{i}]", item, depth + 1) for i, item in enumerate(value))
@@ -87,6 +113,7 @@ class Section:
         """Check the field types (lists are accepted and stored as tuples)."""
         _check_text("Section", "title", self.title)
         object.__setattr__(self, "paragraphs", _as_tuple("Section", "paragraphs", self.paragraphs, str, "strings"))
+        _check_texts("Section", "paragraphs", self.paragraphs)
         object.__setattr__(
             self, "subsections", _as_tuple("Section", "subsections", self.subsections, Section, "Sections")
         )
@@ -157,6 +184,7 @@ class Document:
             )
         _check_text("Document", "title", self.title)
         object.__setattr__(self, "paragraphs", _as_tuple("Document", "paragraphs", self.paragraphs, str, "strings"))
+        _check_texts("Document", "paragraphs", self.paragraphs)
         object.__setattr__(self, "sections", _as_tuple("Document", "sections", self.sections, Section, "Sections"))
         _check_metadata("Document", self.metadata)
         level, frontier = 0, list(self.sections)
@@ -227,6 +255,21 @@ class Passage:
     section: int = 0
     meta: Mapping[str, Any] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """Check the text fields and the metadata (ids are checked by the store that writes the passage).
+
+        Raises:
+            InvalidInputError: A text or title that is not a string or holds a lone surrogate, or ``meta`` /
+                ``extra`` that is not a mapping of JSON values (string keys, finite numbers).
+
+        """
+        _check_text("Passage", "text", self.text)
+        object.__setattr__(self, "title_path", _as_tuple("Passage", "title_path", self.title_path, str, "strings"))
+        _check_texts("Passage", "title_path", self.title_path)
+        _check_metadata("Passage", self.meta, name="meta")
+        if self.extra:
+            _check_metadata("Passage", self.extra, name="extra")
 
     @property
     def embedding_text(self) -> str:

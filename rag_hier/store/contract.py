@@ -176,6 +176,7 @@ class StoreBackend(Protocol):
         *,
         policy: WritePolicy = "upsert",
         encode_missing: bool | None = None,
+        allow_moves: bool = False,
     ) -> WriteSummary:
         """Store passages as given, with caller vectors or encoded ones."""
         ...

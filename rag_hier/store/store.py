@@ -560,6 +560,7 @@ class HierStore:
         *,
         policy: WritePolicy = "upsert",
         encode_missing: bool | None = None,
+        allow_moves: bool = False,
     ) -> WriteSummary:
         """Store passages as given (no splitting), with caller vectors or vectors from the store's encoder.
 
@@ -573,10 +574,16 @@ class HierStore:
                 the last occurrence of an id wins (the first under ``"skip"``).
             encode_missing: Encode passages that come without a vector (default: when the store has an
                 encoder and no ``embeddings`` were given).
+            allow_moves: Under ``"upsert"``, let a passage replace a stored one of the same id that belongs
+                to another document (a document left without passages is removed). By default that is a
+                :class:`DuplicateIdError`: an id held by another document is a collision, not an update.
+                The framework adapters pass ``True`` (their ids name chunks, whatever their parent).
 
         """
         with self.batch():
-            return self._writer().add_passages(passages, embeddings, policy=policy, encode_missing=encode_missing)
+            return self._writer().add_passages(
+                passages, embeddings, policy=policy, encode_missing=encode_missing, allow_moves=allow_moves
+            )
 
     def delete_passages(self, passage_ids: Iterable[str]) -> int:
         """Delete passages by id (unknown ids are ignored); returns how many were deleted."""

@@ -230,6 +230,7 @@ class Writer:
         *,
         policy: WritePolicy,
         encode_missing: bool | None,
+        allow_moves: bool = False,
     ) -> WriteSummary:
         """See :meth:`HierStore.add_passages`."""
         _policy(policy)
@@ -259,7 +260,7 @@ class Writer:
             query_in(db, "SELECT passage_id, doc_id FROM passages WHERE passage_id IN ({marks})", [p.id for p in items])
         )
         stored = set(owners)
-        if policy == "upsert":
+        if policy == "upsert" and not allow_moves:
             check_passage_owners(items, owners)
         if policy == "fail" and stored:
             raise DuplicateIdError(f"passage id {sorted(stored)[0]!r} is already stored")

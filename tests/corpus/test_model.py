@@ -399,3 +399,33 @@ def test_splitting_is_deterministic() -> None:
     first = split_document(doc, max_words=50, overlap=12)
     again = split_document(Document("d", title="T", sections=(Section("S", (text, text)),)), 50, overlap=12)
     assert first == again
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"text": None}, "Passage.text must be a string, got None"),
+        ({"text": "a\ud800b"}, "Passage.text holds a lone surrogate '\\ud800' at character 1"),
+        ({"title_path": ("T", "\udc80")}, "Passage.title_path[1] holds a lone surrogate"),
+        ({"meta": {1: "x"}}, "Passage.meta has a key that is not a string: 1"),
+        ({"meta": {"k": float("nan")}}, "Passage.meta['k'] is nan: not a finite number"),
+        ({"meta": {"k": [1.0, float("inf")]}}, "Passage.meta['k'][1] is inf"),
+        ({"extra": {"e": {"v": -float("inf")}}}, "Passage.extra['e']['v'] is -inf"),
+        ({"meta": "year=2001"}, "Passage.meta must be a mapping"),
+    ],
+)
+def test_passage_refuses_what_the_store_could_not_keep(kwargs: dict, fragment: str) -> None:
+    fields = {"id": "d#0", "doc_id": "d", "position": 0, "text": "x", **kwargs}
+    with pytest.raises(InvalidInputError) as exc:
+        Passage(**fields)
+    assert fragment in str(exc.value)
+
+
+def test_document_text_with_a_lone_surrogate_is_refused() -> None:
+    with pytest.raises(InvalidInputError, match=r"Document.paragraphs\[1\] holds a lone surrogate"):
+        Document("d", "T", ("fine", "bad \udfff here"))
+    with pytest.raises(InvalidInputError, match=r"Section.paragraphs\[0\] holds a lone surrogate"):
+        Section("S", ("\ud834",))
+    with pytest.raises(InvalidInputError, match=r"Document.metadata\['k'\] is nan"):
+        Document("d", "T", ("x",), metadata={"k": float("nan")})
+    assert Passage("d#0", "d", 0, "ok", title_path=["T"]).title_path == ("T",)  # a list is kept as a tuple

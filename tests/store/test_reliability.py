@@ -106,7 +106,7 @@ def test_metadata_nested_too_deeply_is_a_clear_error(tmp_path: Path) -> None:
     for _ in range(5000):
         node["x"] = {}
         node = node["x"]
-    with pytest.raises(StoreError, match="nested"):
+    with pytest.raises(InvalidInputError, match="nested"):
         store.add_passages([Passage("p", "d", 0, "x", meta=deep)], np.ones((1, 4)))
     assert store.count_passages() == 0
     store.close()

@@ -10,7 +10,6 @@ SQL path declines (so the store raises the same error).
 from __future__ import annotations
 
 import logging
-import math
 import random
 from dataclasses import replace
 from pathlib import Path
@@ -250,13 +249,19 @@ def test_hostile_fields_and_values_are_bound_never_executed(tmp_path: Any, field
     s.close()
 
 
+def _plant_meta(store: HierStore, passage_id: str, raw: str) -> None:
+    """A metadata row as an earlier version could write it: Python's JSON writes NaN and Infinity, which
+    SQLite's JSON reader (3.40) refuses (passages refuse such values now, but stores may hold them)."""
+    store._core.db.execute("UPDATE passages SET meta=? WHERE passage_id=?", (raw, passage_id))
+
+
 def test_metadata_sqlite_cannot_read_falls_back(tmp_path: Any) -> None:
-    # Python's JSON writes NaN and Infinity, which SQLite's JSON reader (3.40) refuses: Python answers
     s = HierStore.create(tmp_path / "n", model=None, dimension=2)
     s.add_passages(
-        [Passage("p#0", "p", 0, "t", meta={"k": math.nan}), Passage("p#1", "p", 1, "t", meta={"k": 1})],
+        [Passage("p#0", "p", 0, "t", meta={"k": 0}), Passage("p#1", "p", 1, "t", meta={"k": 1})],
         np.eye(2, dtype=np.float32),
     )
+    _plant_meta(s, "p#0", '{"k":NaN}')  # SQLite cannot read this row's metadata: Python answers
     assert s.count_passages({"field": "meta.k", "operator": "==", "value": 1}) == 1
     assert s.count_passages({"field": "meta.k", "operator": "!=", "value": 1}) == 1
     s.close()
@@ -322,11 +327,12 @@ def test_only_plain_top_level_keys_can_be_indexed(tmp_path: Any, field_name: Any
 
 def test_an_index_on_unreadable_metadata_answers_in_python(tmp_path: Any) -> None:
     s = HierStore.create(tmp_path / "u", model=None, dimension=2)
-    s.index_meta_field("k")
     s.add_passages(
-        [Passage("p#0", "p", 0, "t", meta={"k": 1, "z": math.inf}), Passage("p#1", "p", 1, "t", meta={"k": 1})],
+        [Passage("p#0", "p", 0, "t", meta={"k": 1, "z": 0}), Passage("p#1", "p", 1, "t", meta={"k": 1})],
         np.eye(2, dtype=np.float32),
     )
+    _plant_meta(s, "p#0", '{"k":1,"z":Infinity}')
+    s.index_meta_field("k")  # built over a row SQLite cannot read
     assert s.count_passages({"field": "meta.k", "operator": "==", "value": 1}) == 2
     s.close()
 

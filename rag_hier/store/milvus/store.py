@@ -2043,6 +2043,7 @@ class MilvusStore:
         *,
         policy: WritePolicy = "upsert",
         encode_missing: bool | None = None,
+        allow_moves: bool = False,
     ) -> WriteSummary:
         """Store passages as given (as :meth:`HierStore.add_passages`)."""
         if policy not in POLICIES:
@@ -2073,7 +2074,7 @@ class MilvusStore:
             stored = self._query_in(
                 self._p, "passage_id", [p.id for p in items], view.expr("p"), ["vid", "rowid", "passage_id", "doc_id"]
             )
-            if policy == "upsert":
+            if policy == "upsert" and not allow_moves:
                 check_passage_owners(items, {r["passage_id"]: r["doc_id"] for r in stored})
             if policy == "fail" and stored:
                 raise DuplicateIdError(f"passage id {sorted(r['passage_id'] for r in stored)[0]!r} is already stored")

@@ -46,7 +46,7 @@ from haystack_integrations.document_stores.rag_hier._pushdown import translate_f
 from rag_hier.corpus.model import Document as CorpusDocument
 from rag_hier.corpus.model import Passage
 from rag_hier.encoders.dense import DEFAULT_MODEL, DenseEncoder
-from rag_hier.errors import DuplicateIdError, StoreError
+from rag_hier.errors import DuplicateIdError, InvalidInputError, StoreError
 from rag_hier.index.dense import IndexConfig
 from rag_hier.retrieval.base import Queries, Retriever, RetrieverParams
 from rag_hier.retrieval.bm25 import BM25Retriever
@@ -824,7 +824,10 @@ class RagHierDocumentStore:
                 if doc.id in seen:
                     raise DuplicateDocumentError(f"ID '{doc.id}' appears more than once in the documents written.")
                 seen.add(doc.id)
-        passages = [document_to_passage(doc) for doc in docs]
+        try:
+            passages = [document_to_passage(doc) for doc in docs]
+        except InvalidInputError as exc:  # metadata or text the store cannot keep
+            raise DocumentStoreError(f"cannot write documents to {self.location}: {exc}") from exc
         with _engine_errors():
             hint = next((len(e) for doc in docs if isinstance(e := doc.embedding, Sequence) and e), None)
             store = self._write_handle(hint)
@@ -837,7 +840,12 @@ class RagHierDocumentStore:
                 with store.batch():
                     if any(doc.sparse_embedding is not None for doc in docs):
                         self._ensure_extension(store, "sparse-embeddings")
-                    summary = store.add_passages(passages, embeddings=vectors, policy=_ENGINE_POLICY[policy])  # type: ignore[arg-type]
+                    summary = store.add_passages(
+                        passages,
+                        embeddings=vectors,
+                        policy=_ENGINE_POLICY[policy],  # type: ignore[arg-type]
+                        allow_moves=True,  # an id names a chunk, whatever its parent (Haystack's OVERWRITE)
+                    )
             except (ValueError, TypeError) as exc:
                 if isinstance(exc, StoreError):
                     raise

@@ -668,7 +668,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
                     next_pos[doc_id] = len(kept)
                 passages.append(node_to_passage(node, next_pos[doc_id]))
                 next_pos[doc_id] += 1
-            store.add_passages(passages, vectors, policy="upsert")
+            store.add_passages(passages, vectors, policy="upsert", allow_moves=True)  # a node id, whatever its parent
         return [n.node_id for n in nodes]
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
