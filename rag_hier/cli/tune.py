@@ -24,7 +24,7 @@ __all__ = ["add_tune_parser", "run_tune"]
 
 def add_tune_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``tune`` sub-command (its defaults are :class:`~rag_hier.tuning.TuneConfig`'s)."""
-    from rag_hier.tuning.config import TUNE_METHODS, TuneConfig
+    from rag_hier.tuning.config import DEV_SPLITS, TUNE_METHODS, TuneConfig
 
     d = TuneConfig()
     p: argparse.ArgumentParser = subparsers.add_parser(
@@ -57,10 +57,25 @@ def add_tune_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--method", choices=TUNE_METHODS, default=d.method, help="training method (default auto)")
     p.add_argument(
         "--dev-split",
-        choices=("grouped", "random"),
+        choices=DEV_SPLITS,
         default=d.dev_split,
-        help="grouped (default): queries sharing a relevant document stay on one side, so dev asks about new "
-        "documents; random: queries one by one, so dev follows your queries' own mix (docs/tuning.md)",
+        help=f"how the dev part is drawn (default {d.dev_split}): grouped, queries sharing a relevant document stay "
+        "on one side, so dev asks about new documents; random, queries one by one, so dev follows your queries' "
+        "own mix; mixed, half each way (docs/tuning.md)",
+    )
+    p.add_argument(
+        "--new-document-tolerance",
+        type=float,
+        default=d.new_document_tolerance,
+        help="adopt only if the mean dev difference on queries about documents no training query is about is not "
+        f"below minus this (default {d.new_document_tolerance:g}; applies with at least 10 such queries)",
+    )
+    p.add_argument(
+        "--refit",
+        action=argparse.BooleanOptionalAction,
+        default=d.refit,
+        help="once the dev figures say adopt, train the adopted model again on every judged query, dev part "
+        f"included (default {'on' if d.refit else 'off'})",
     )
     p.add_argument("--dev-fraction", type=float, default=d.dev_fraction, help=f"queries held back ({d.dev_fraction})")
     p.add_argument("--max-steps", type=int, default=None, help=f"cap on optimizer steps (default: {d.epochs:g} passes)")
@@ -142,6 +157,8 @@ def run_tune(args: argparse.Namespace, *, open_store: Callable[..., Any]) -> int
         method=args.method,
         dev_fraction=args.dev_fraction,
         dev_split=args.dev_split,
+        new_document_tolerance=args.new_document_tolerance,
+        refit=args.refit,
         epochs=args.epochs,
         max_steps=args.max_steps,
         max_minutes=args.max_minutes,

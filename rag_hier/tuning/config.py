@@ -12,8 +12,8 @@ __all__ = ["DEV_SPLITS", "TUNE_METHODS", "DevSplit", "TuneConfig", "TuneMethod"]
 
 TuneMethod = Literal["auto", "contrastive", "hce-s", "hce-j"]
 TUNE_METHODS: tuple[str, ...] = ("auto", "contrastive", "hce-s", "hce-j")
-DevSplit = Literal["grouped", "random"]
-DEV_SPLITS: tuple[str, ...] = ("grouped", "random")
+DevSplit = Literal["grouped", "random", "mixed"]
+DEV_SPLITS: tuple[str, ...] = ("grouped", "random", "mixed")
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,12 @@ class TuneConfig:
             queries are about documents no training query is about (how the model does on new documents);
             ``"random"``: queries are drawn one by one, so dev queries follow the distribution of the judged
             queries, including documents that training queries are about too (how it does on more queries like
-            them). The report shows the dev queries of both kinds separately whichever is chosen.
+            them); ``"mixed"``: half of the dev part each way. The report shows the dev queries of both kinds
+            separately whichever is chosen.
+        new_document_tolerance: Adoption also needs the mean difference on the dev queries about documents no
+            training query is about (when there are at least 10) to be no lower than ``-new_document_tolerance``.
+        refit: Once the dev figures say adopt, train the model to adopt again on every judged query (training
+            and dev part, same settings) instead of adopting the candidate trained without the dev part.
         metric: The metric adoption is decided on.
         metrics: Every metric reported (the decision metric is added when missing).
         confidence: Level of the paired bootstrap interval of the difference.
@@ -57,6 +62,8 @@ class TuneConfig:
     method: TuneMethod = "auto"
     dev_fraction: float = 0.2
     dev_split: DevSplit = "grouped"
+    new_document_tolerance: float = 0.005
+    refit: bool = False
     metric: str = "ndcg@10"
     metrics: tuple[str, ...] = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
     confidence: float = 0.95
@@ -112,6 +119,8 @@ class TuneConfig:
             raise bad("max_minutes", "> 0 or None")
         if not 0 <= self.warmup_ratio < 1:
             raise bad("warmup_ratio", "in [0, 1)")
+        if not 0 <= float(self.new_document_tolerance) < 1:
+            raise bad("new_document_tolerance", "in [0, 1)")
         if not 0 <= self.relative_margin < 1:
             raise bad("relative_margin", "in [0, 1)")
 

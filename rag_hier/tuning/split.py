@@ -33,31 +33,46 @@ def _groups(judged: JudgedQueries) -> list[list[str]]:
 
 
 def split_dev(
-    judged: JudgedQueries, fraction: float, seed: int, *, grouped: bool = True
+    judged: JudgedQueries, fraction: float, seed: int, *, mode: str = "grouped"
 ) -> tuple[JudgedQueries, JudgedQueries]:
-    """Split by query, seeded; with ``grouped``, queries about the same document stay on one side.
+    """Split by query, seeded, into a training part and a dev part of at least ``fraction`` of the queries.
 
-    Groups of queries linked by a shared relevant document (see :meth:`JudgedQueries.documents_of`; without
-    ``grouped`` every query is its own group) are shuffled and moved to the dev part until it holds at least
-    ``fraction`` of the queries.
+    Modes:
+
+    * ``"grouped"``: groups of queries linked by a shared relevant document (see
+      :meth:`JudgedQueries.documents_of`) are shuffled and moved to the dev part whole, so no training query is
+      about a dev query's documents;
+    * ``"random"``: queries are drawn one by one;
+    * ``"mixed"``: half of the dev part is drawn as ``"grouped"`` draws it (queries about documents training
+      never sees), the other half one by one from the rest (queries like the training ones).
 
     Returns:
         ``(train, dev)``.
 
     Raises:
-        RagHierError: ``fraction`` outside (0, 1), or a split that leaves either part empty.
+        RagHierError: ``fraction`` outside (0, 1), an unknown mode, or a split that leaves either part empty.
 
     """
     if not 0 < fraction < 1:
         raise RagHierError(f"--dev-fraction must be between 0 and 1 (exclusive), got {fraction}")
-    groups = _groups(judged) if grouped else [[q] for q in judged.queries]
-    order = np.random.default_rng(seed).permutation(len(groups))
+    if mode not in ("grouped", "random", "mixed"):
+        raise RagHierError(f"dev split must be grouped, random or mixed, got {mode!r}")
+    rng = np.random.default_rng(seed)
+    groups = _groups(judged) if mode != "random" else [[q] for q in judged.queries]
     want = fraction * len(judged)
     dev: list[str] = []
-    for i in order.tolist():
-        if len(dev) >= want:
+    grouped_want = want / 2 if mode == "mixed" else want
+    for i in rng.permutation(len(groups)).tolist():
+        if len(dev) >= grouped_want:
             break
         dev.extend(groups[i])
+    if mode == "mixed":
+        taken = set(dev)
+        rest = [q for q in judged.queries if q not in taken]
+        for i in rng.permutation(len(rest)).tolist():
+            if len(dev) >= want or len(dev) >= len(judged) - 1:
+                break
+            dev.append(rest[i])
     dev_set = set(dev)
     train = [q for q in judged.queries if q not in dev_set]
     if not dev or len(dev) < 2:

@@ -46,8 +46,12 @@ __all__ = ["ADOPTION_RULE", "paired_differences", "report_files", "tune"]
 
 ADOPTION_RULE = (
     "adopt when the lower end of the {confidence:.0%} paired bootstrap interval of the dev {metric} difference "
-    "(candidate - base, per query, {n_resamples} resamples, seed {seed}) is above 0"
+    "(candidate - base, per query, {n_resamples} resamples, seed {seed}) is above 0, and the mean difference on "
+    "the dev queries about documents no training query is about (when there are at least {min_new}) is not below "
+    "-{tolerance:g}"
 )
+MIN_NEW_DOCUMENT_QUERIES = 10
+"""Dev queries about new documents below which the new-document part of the rule does not apply."""
 _SAMPLE = 64
 """Passages encoded to measure the encoding rate for the estimate."""
 
@@ -162,7 +166,12 @@ def tune(
         level=judged.level,
         config=cfg.to_dict(),
         rule=ADOPTION_RULE.format(
-            confidence=cfg.confidence, metric=cfg.metric, n_resamples=cfg.n_resamples, seed=cfg.seed
+            confidence=cfg.confidence,
+            metric=cfg.metric,
+            n_resamples=cfg.n_resamples,
+            seed=cfg.seed,
+            min_new=MIN_NEW_DOCUMENT_QUERIES,
+            tolerance=cfg.new_document_tolerance,
         ),
         dry_run=dry_run,
     )
@@ -172,7 +181,8 @@ def tune(
             f"none of the {len(judged)} judged queries of {judged.source} names a relevant "
             f"{'document' if judged.level == 'doc' else 'passage'} the store holds: are the ids from this corpus?"
         )
-    train, dev = split_dev(judged.subset(answerable), cfg.dev_fraction, cfg.seed, grouped=cfg.dev_split == "grouped")
+    answered = judged.subset(answerable)
+    train, dev = split_dev(answered, cfg.dev_fraction, cfg.seed, mode=cfg.dev_split)
     for line in judged.warnings():
         report.warnings.append(line)
         out(f"warning: {line}")
@@ -192,12 +202,17 @@ def tune(
     report.base = {m: float(np.mean(list(v.values()))) for m, v in base_values.items()}
     out("base on dev: " + ", ".join(f"{m} {v:.4f}" for m, v in report.base.items()))
 
+    refit_share = len(answered) / max(len(train), 1) if cfg.refit else 0.0
+
     def on_estimate(steps: int, seconds_per_step: float) -> None:
-        total = seconds_per_step * steps + 2 * encode_estimate
+        train_s = seconds_per_step * steps * (1 + refit_share)
+        total = train_s + (3 if cfg.refit else 2) * encode_estimate
         report.estimate_seconds = round(total, 1)
+        refit = f" (and again on all {len(answered)} queries if adopted)" if cfg.refit else ""
         out(
-            f"estimate: {seconds_per_step:.2f} s/step (measured) x {steps} steps + encoding {n_passages} passages "
-            f"and scoring (~{encode_estimate:.0f} s, measured {rate:.0f} passages/s) = about {total / 60:.1f} min"
+            f"estimate: {seconds_per_step:.2f} s/step (measured) x {steps} steps{refit} + encoding {n_passages} "
+            f"passages and scoring (~{encode_estimate:.0f} s each, measured {rate:.0f} passages/s) = about "
+            f"{total / 60:.1f} min at most"
         )
 
     with tempfile.TemporaryDirectory(prefix="rag-hier-candidate-") as tmp:
@@ -238,23 +253,11 @@ def tune(
         report.difference = paired_differences(base_values, cand_values, list(dev.queries), cfg)
         report.dev_subsets = _subsets(train, dev, base_values, cand_values, cfg)
         d = report.difference[cfg.metric]
-        better = d["ci_low"] > 0
-        if better:
-            report.reason = (
-                f"the candidate is better on the {len(dev)} dev queries: {cfg.metric} {d['delta']:+.4f} "
-                f"[{d['ci_low']:+.4f}, {d['ci_high']:+.4f}]"
-            )
-        elif cfg.force:
-            report.reason = (
-                f"forced: the dev difference does not show the candidate better ({cfg.metric} {d['delta']:+.4f} "
-                f"[{d['ci_low']:+.4f}, {d['ci_high']:+.4f}])"
-            )
-        else:
-            report.reason = (
-                f"the candidate is not shown better on the {len(dev)} dev queries: {cfg.metric} {d['delta']:+.4f} "
-                f"[{d['ci_low']:+.4f}, {d['ci_high']:+.4f}] (the interval reaches 0 or below); the store is unchanged"
-            )
+        report.reason, better = _verdict(d, report.dev_subsets.get("unseen_documents"), len(dev), cfg)
         if better or cfg.force:
+            adopt_dir, adopt_encoded = candidate_dir, encoded
+            if cfg.refit:
+                adopt_dir, adopt_encoded = _refit(store, answered, cfg, Path(tmp) / "refit", seconds, report, out)
             t0 = time.perf_counter()
             details = {
                 "method": report.method,
@@ -269,10 +272,65 @@ def tune(
                 "forced": not better,
             }
             out("adopting: re-encoded passages go into the store's index in one commit")
-            store.adopt_model(candidate_dir, encoded=encoded, details=details, show_progress_bar=cfg.show_progress_bar)
+            if cfg.refit:
+                details["refit"] = report.details.get("refit")
+            store.adopt_model(
+                adopt_dir, encoded=adopt_encoded, details=details, show_progress_bar=cfg.show_progress_bar
+            )
             seconds["adopt"] = time.perf_counter() - t0
             report.adopted = True
     return _finish(report, store, seconds, t_start)
+
+
+def _verdict(d: Mapping[str, float], new: Mapping[str, float] | None, n_dev: int, cfg: TuneConfig) -> tuple[str, bool]:
+    """The reason and whether the rule adopts: ``d`` the dev difference, ``new`` that on new-document queries."""
+    interval = f"{cfg.metric} {d['delta']:+.4f} [{d['ci_low']:+.4f}, {d['ci_high']:+.4f}]"
+    shown = d["ci_low"] > 0
+    guarded = new is not None and new["queries"] >= MIN_NEW_DOCUMENT_QUERIES
+    new_ok = new is None or not guarded or new["delta"] >= -cfg.new_document_tolerance
+    about = (
+        f"the {new['queries']:.0f} dev queries about documents no training query is about ({new['delta']:+.4f})"
+        if new is not None and guarded
+        else ""
+    )
+    if shown and new_ok:
+        tail = f", and not worse by more than {cfg.new_document_tolerance:g} on {about}" if about else ""
+        return f"the candidate is better on the {n_dev} dev queries: {interval}{tail}", True
+    if cfg.force:
+        return f"forced: the rule does not adopt the candidate (dev {interval}{'; ' + about if about else ''})", False
+    if shown:
+        return (
+            f"the candidate is better on the {n_dev} dev queries ({interval}) but worse on {about}, more than the "
+            f"{cfg.new_document_tolerance:g} allowed: it would not help on new documents; the store is unchanged"
+        ), False
+    return (
+        f"the candidate is not shown better on the {n_dev} dev queries: {interval} (the interval reaches 0 or "
+        "below); the store is unchanged"
+    ), False
+
+
+def _refit(
+    store: Any,
+    judged: JudgedQueries,
+    cfg: TuneConfig,
+    output_dir: Path,
+    seconds: dict[str, float],
+    report: TuneReport,
+    out: Callable[[str], None],
+) -> tuple[Path, Any]:
+    """Train the model to adopt on every judged query (the same settings) and encode the passages with it."""
+    out(f"refitting on all {len(judged)} judged queries (training and dev part), as the measured candidate was trained")
+    t0 = time.perf_counter()
+    base = store.encoder
+    q_all = base.encode_queries(list(judged.queries.values()))
+    outcome = train_candidate(store, judged, q_all, cfg, output_dir, say=out, on_estimate=lambda steps, sps: None)
+    seconds["refit"] = time.perf_counter() - t0
+    report.details["refit"] = {"queries": len(judged), "steps": outcome.steps, **dict(outcome.details)}
+    model = store.encoder_for(output_dir, device=cfg.device or base.requested_device)
+    t0 = time.perf_counter()
+    encoded = encode_passages(store, model, show_progress_bar=cfg.show_progress_bar)
+    seconds["encode_refit"] = time.perf_counter() - t0
+    return output_dir, encoded
 
 
 def _subsets(

@@ -236,7 +236,8 @@ def test_random_split_and_the_dev_subsets(judged_store, judged_maps) -> None:
     store = HierStore.open(path)
     judged = judged_from_mappings(store, queries, qrels, "doc")
     grouped = split_dev(judged, 0.2, seed=1)
-    scattered = split_dev(judged, 0.2, seed=1, grouped=False)
+    scattered = split_dev(judged, 0.2, seed=1, mode="random")
+    mixed = split_dev(judged, 0.2, seed=1, mode="mixed")
     store.close()
     # grouped: no dev query is about a training document; random: most are (five queries a document)
     from rag_hier.tuning.split import seen_documents
@@ -244,6 +245,12 @@ def test_random_split_and_the_dev_subsets(judged_store, judged_maps) -> None:
     assert seen_documents(*grouped)[0] == []
     seen, unseen = seen_documents(*scattered)
     assert len(seen) > len(unseen) and len(seen) + len(unseen) == len(scattered[1])
+    # mixed: half the dev part is whole documents' queries (new documents), half drawn one by one
+    seen, unseen = seen_documents(*mixed)
+    assert len(unseen) >= 0.1 * len(judged) and seen and len(mixed[1]) >= 0.2 * len(judged)
+    assert split_dev(judged, 0.2, seed=1, mode="mixed")[1].queries.keys() == mixed[1].queries.keys()
+    with pytest.raises(RagHierError, match="grouped, random or mixed"):
+        split_dev(judged, 0.2, seed=1, mode="scattered")
 
 
 def test_report_shows_both_kinds_of_dev_queries(judged_store, judged_maps, stays) -> None:
@@ -267,3 +274,34 @@ def test_hce_methods_train_a_candidate(judged_store, judged_maps, method) -> Non
     assert report.method == method and report.steps == 2
     assert report.details["hce"]["mode"] == ("supervised" if method == "hce-s" else "joint")
     assert report.candidate and report.difference["ndcg@10"]["wins"] >= 0
+
+
+def test_the_rule_refuses_a_candidate_worse_on_new_documents() -> None:
+    from rag_hier.tuning.workflow import _verdict
+
+    cfg = TuneConfig()
+    better = {"delta": 0.08, "ci_low": 0.03, "ci_high": 0.12}
+    reason, adopt = _verdict(better, {"queries": 40.0, "delta": -0.02}, 100, cfg)
+    assert not adopt and "worse on the 40 dev queries about documents no training query is about" in reason
+    assert _verdict(better, {"queries": 40.0, "delta": -0.004}, 100, cfg)[1]  # within the tolerance
+    assert _verdict(better, {"queries": 9.0, "delta": -0.5}, 100, cfg)[1]  # too few to judge: the overall rule
+    assert _verdict(better, None, 100, cfg)[1]
+    assert not _verdict({"delta": 0.01, "ci_low": -0.01, "ci_high": 0.03}, None, 100, cfg)[1]
+    reason, adopt = _verdict(better, {"queries": 40.0, "delta": -0.02}, 100, TuneConfig(force=True))
+    assert not adopt and reason.startswith("forced")  # adopted by force, not by the rule
+    with pytest.raises(Exception, match="new_document_tolerance"):
+        TuneConfig(new_document_tolerance=-0.1)
+
+
+def test_refit_adopts_a_model_trained_on_every_judged_query(judged_store, learns, judged_maps) -> None:
+    path, _ = judged_store
+    queries, qrels = judged_maps
+    store = HierStore.open(path)
+    report = store.tune(queries, qrels, refit=True, dev_split="mixed", **learns)
+    assert report.adopted, report.reason
+    refit = report.details["refit"]
+    assert refit["queries"] == report.train_queries + report.dev_queries == len(queries)
+    assert refit["steps"] > report.steps  # more pairs, same passes
+    assert "refit" in report.seconds and "encode_refit" in report.seconds
+    assert store.model_info["current"]["adopted"]["refit"]["queries"] == len(queries)
+    store.close()
