@@ -13,20 +13,39 @@ from rag_hier._version import __version__
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
-import rag_hier.tuning  # noqa: E402, F401 - installs HierStore.tune; TuneConfig and TuneReport load on first use
 from rag_hier._lazy import lazy_getattr  # noqa: E402
-from rag_hier.corpus import Document, Passage, Section, split_document  # noqa: E402
-from rag_hier.encoders import DEFAULT_MODEL, DenseEncoder  # noqa: E402
-from rag_hier.errors import RagHierError  # noqa: E402
-from rag_hier.index import DenseIndex, IndexConfig  # noqa: E402
-from rag_hier.retrieval import DenseRetriever, Hit  # noqa: E402
-from rag_hier.store import HierStore, WriteSummary  # noqa: E402
 
 if TYPE_CHECKING:
+    from rag_hier.corpus import Document, Passage, Section, split_document
+    from rag_hier.encoders import DEFAULT_MODEL, DenseEncoder
+    from rag_hier.errors import RagHierError
+    from rag_hier.index import DenseIndex, IndexConfig
+    from rag_hier.retrieval import DenseRetriever, Hit
+    from rag_hier.store import HierStore, WriteSummary
     from rag_hier.tuning import TuneConfig, TuneReport
 
-
-__getattr__ = lazy_getattr(__name__, {"TuneConfig": "tuning", "TuneReport": "tuning"}, globals())
+# Everything loads on first use (PEP 562): `import rag_hier` and `rag-hier --version` stay light.
+__getattr__ = lazy_getattr(
+    __name__,
+    {
+        "Document": "corpus",
+        "Passage": "corpus",
+        "Section": "corpus",
+        "split_document": "corpus",
+        "DEFAULT_MODEL": "encoders",
+        "DenseEncoder": "encoders",
+        "RagHierError": "errors",
+        "DenseIndex": "index",
+        "IndexConfig": "index",
+        "DenseRetriever": "retrieval",
+        "Hit": "retrieval",
+        "HierStore": "store",
+        "WriteSummary": "store",
+        "TuneConfig": "tuning",
+        "TuneReport": "tuning",
+    },
+    globals(),
+)
 
 
 __all__ = [

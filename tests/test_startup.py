@@ -27,6 +27,20 @@ def test_package_import_loads_no_model_library() -> None:
     assert _imported_after("import rag_hier") == []
 
 
+def test_package_import_loads_no_numpy_faiss_or_store() -> None:
+    # every public name of rag_hier loads on first use
+    probe = (
+        "import json, sys, rag_hier\n"
+        "print(json.dumps([m for m in ('numpy', 'faiss', 'scipy', 'sqlite3', 'rag_hier.store.store') "
+        "if m in sys.modules]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=300)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+    probe = "import rag_hier\nprint(rag_hier.HierStore.__name__, rag_hier.TuneConfig().dev_split)\n"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=300)
+    assert out.stdout.split()[0] == "HierStore"
+
+
 def test_cli_parser_loads_no_model_library() -> None:
     # build_parser() imports every plugin (the train sub-commands read their configuration dataclasses)
     assert _imported_after("from rag_hier.cli.main import build_parser\nbuild_parser()") == []

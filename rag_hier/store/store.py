@@ -18,6 +18,7 @@ that follow the store). Nothing is ever unpickled: FAISS, SQLite and JSON only.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import logging
 import shutil
@@ -83,6 +84,8 @@ def set_default_search(search: Callable[..., Any]) -> None:
 
 
 _TUNER: Callable[..., Any] | None = None
+TUNER_MODULE = "rag_hier.tuning"
+"""The module that installs :meth:`HierStore.tune` (:func:`set_tuner`) when imported."""
 _HASHES_SQL = "SELECT id, content_hash FROM passages WHERE id IN ({marks})"
 
 
@@ -757,8 +760,10 @@ class HierStore:
             adopted or not and why.
 
         """
-        if _TUNER is None:  # pragma: no cover - rag_hier/__init__ imports rag_hier.tuning
-            raise StoreError("tuning is not available: import rag_hier.tuning")
+        if _TUNER is None:
+            importlib.import_module(TUNER_MODULE)  # a plugin lookup: the tuning layer installs itself
+        if _TUNER is None:  # pragma: no cover - rag_hier.tuning calls set_tuner on import
+            raise StoreError(f"tuning is not available: {TUNER_MODULE} did not install it")
         return _TUNER(self, queries, qrels, **options)
 
     def rollback_model(self, *, show_progress_bar: bool = False) -> int:
