@@ -148,14 +148,25 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
         "stores (evaluated at the document level), else passage",
     )
     p.add_argument("--filters", default=None, help="metadata filter as JSON in the Haystack syntax")
-    p.add_argument("--batch-size", type=int, default=None, help="query encoding batch size")
+    p.add_argument("--batch-size", type=_positive_int, default=None, help="query encoding batch size")
 
 
 def _add_runtime_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: CUDA when available)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     if "--batch-size" not in p._option_string_actions:
-        p.add_argument("--batch-size", type=int, default=None, help="encoding batch size")
+        p.add_argument("--batch-size", type=_positive_int, default=None, help="encoding batch size")
+
+
+def _positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1 (argparse reports anything else as a usage error, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
+    return value
 
 
 # ----------------------------------------------------------------------------------------------------

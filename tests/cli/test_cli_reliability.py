@@ -196,3 +196,15 @@ def test_info_json_into_a_closed_pipe_is_quiet(beir_store: Path) -> None:
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141
     assert err == ""
+
+
+@pytest.mark.parametrize("command", ["search", "index"])
+@pytest.mark.parametrize("size", ["0", "-3", "two"])
+def test_batch_size_below_one_is_a_usage_error(command: str, size: str, capsys, tmp_path: Path) -> None:
+    argv = (
+        ["search", "--store", str(tmp_path), "--query", "x"] if command == "search" else ["index", "c", "--store", "s"]
+    )
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--batch-size", size])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "--batch-size: must be an integer >= 1" in err and "Traceback" not in err
