@@ -89,6 +89,15 @@ TUNER_MODULE = "rag_hier.tuning"
 _HASHES_SQL = "SELECT id, content_hash FROM passages WHERE id IN ({marks})"
 
 
+def _unexpected(method: str, options: Mapping[str, Any]) -> TypeError:
+    """The error for keywords that are neither a parameter nor (without ``uri=``) a Milvus option."""
+    names = ", ".join(repr(k) for k in sorted(options))
+    return TypeError(
+        f"HierStore.{method}() got unexpected keyword argument(s) {names} (Milvus connection options are taken only "
+        "with uri=)"
+    )
+
+
 def set_tuner(tuner: Callable[..., Any]) -> None:
     """Install what :meth:`HierStore.tune` runs (:mod:`rag_hier.tuning` registers itself on import)."""
     global _TUNER
@@ -189,8 +198,10 @@ class HierStore:
             exist_ok: Open the store instead of failing when ``path`` already holds one.
 
         """
-        if uri is not None or milvus_options:
-            if path is not None or uri is None:
+        if uri is None and milvus_options:
+            raise _unexpected("create", milvus_options)
+        if uri is not None:
+            if path is not None:
                 raise ValueError("pass either a directory path or uri= (a Milvus URI), not both")
             from rag_hier.store.milvus.store import MilvusStore
 
@@ -308,8 +319,10 @@ class HierStore:
             uri: Instead of ``path``: a Milvus URI (see :meth:`create`); Milvus options pass through.
 
         """
-        if uri is not None or milvus_options:
-            if path is not None or uri is None:
+        if uri is None and milvus_options:
+            raise _unexpected("open", milvus_options)
+        if uri is not None:
+            if path is not None:
                 raise ValueError("pass either a directory path or uri= (a Milvus URI), not both")
             from rag_hier.store.milvus.store import MilvusStore
 

@@ -219,3 +219,14 @@ def test_a_document_without_text_is_stored_and_counted(tmp_path: Path) -> None:
     assert empty is not None and empty["title"] == "Only a title" and empty["meta"] == {"k": 1}
     assert empty["passage_ids"] == []
     store.close()
+
+
+def test_an_unknown_keyword_is_a_type_error_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match=r"HierStore.create\(\) got unexpected keyword argument\(s\) 'modle'"):
+        HierStore.create(tmp_path / "s", modle="x")
+    assert not (tmp_path / "s").exists()
+    HierStore.create(tmp_path / "s", model=None, dimension=4).close()
+    with pytest.raises(TypeError, match=r"HierStore.open\(\) got unexpected keyword argument\(s\) 'verify'"):
+        HierStore.open(tmp_path / "s", verify=True)
+    with pytest.raises(ValueError, match="not both"):
+        HierStore.open(tmp_path / "s", uri=str(tmp_path / "m.db"))
