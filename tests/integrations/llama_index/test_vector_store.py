@@ -176,6 +176,13 @@ def test_clear(store: RagHierVectorStore) -> None:
     assert store.get_nodes() == []
 
 
+def test_a_single_id_string_is_a_type_error(store: RagHierVectorStore) -> None:
+    for call in (store.delete_nodes, store.get_nodes):
+        with pytest.raises(TypeError, match="takes a list of node ids, got the string"):
+            call(W1A)
+    assert len(store.get_nodes([W1A])) == 1  # nothing was deleted
+
+
 def test_delete_nodes(store: RagHierVectorStore) -> None:
     store.delete_nodes([W1A, W2C])
     assert _query(store).ids == [W3C]

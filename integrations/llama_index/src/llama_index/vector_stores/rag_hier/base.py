@@ -218,6 +218,14 @@ def llm_questions(llm: Any, *, prompt: str | None = None, num_questions: int = 2
     return ask
 
 
+def _check_node_ids(node_ids: Any, method: str) -> None:
+    """A single id string is a ``TypeError`` (it would be read as one id per character and match nothing)."""
+    if isinstance(node_ids, str | bytes):
+        raise TypeError(
+            f"{method}() takes a list of node ids, got the string {node_ids!r:.80}: pass [{node_ids!r:.80}]"
+        )
+
+
 class RagHierVectorStore(BasePydanticVectorStore):
     """A rag-hier store as a LlamaIndex vector store: nodes, metadata and vectors in one directory.
 
@@ -685,6 +693,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
 
         Without ids and filters nothing is deleted (use :meth:`clear` to empty the store).
         """
+        _check_node_ids(node_ids, "delete_nodes")
         if node_ids is None and (filters is None or not filters.filters):
             return
         predicate = build_predicate(filters)
@@ -711,6 +720,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
         filters: MetadataFilters | None = None,
     ) -> list[BaseNode]:
         """Nodes by id (in the order asked) and/or matching filters (in insertion order); all without either."""
+        _check_node_ids(node_ids, "get_nodes")
         predicate = build_predicate(filters)
         if node_ids is not None:
             records = [passage_record(p) for p in self._reader.get_passages(list(node_ids))]
