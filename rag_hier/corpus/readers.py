@@ -226,17 +226,40 @@ def _check_id(value: str, what: str, path: Path, line: int | None) -> None:
         )
 
 
+class _Ambiguous(ValueError):
+    """A JSON record whose meaning JSON leaves open: a key given twice, NaN or Infinity."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``' object hook: a key given twice in one object is an error (JSON would keep the last)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _Ambiguous(f"the key {key!r:.80} appears twice in one object (which one is meant?)")
+            seen.add(key)
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    """``json.loads``' hook for NaN, Infinity and -Infinity, which JSON does not have."""
+    raise _Ambiguous(f"{name} is not a JSON number (write null, or a finite number)")
+
+
 def _iter_jsonl(path: Path) -> Generator[_Record, None, None]:
     """Yield every JSON object of a JSONL file (``*.gz`` gunzipped) with its line; blank lines are skipped."""
     for line_no, line in _iter_lines(path):
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
+            data = json.loads(line, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
         except json.JSONDecodeError as exc:
             raise CorpusFormatError(
                 f"malformed JSON: {exc.msg} (column {exc.colno})", path=str(path), line=line_no
             ) from exc
+        except _Ambiguous as exc:
+            raise CorpusFormatError(str(exc), path=str(path), line=line_no) from None
         except RecursionError as exc:
             data = None
             too_deep: Exception | None = exc

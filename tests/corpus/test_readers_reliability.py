@@ -356,3 +356,22 @@ def test_qa_subsections_of_the_wrong_type(tmp_path: Path) -> None:
     path = jsonl(tmp_path / "documents.jsonl", [{"doc_id": "d", "paragraphs": ["p"], "subsections": {"title": "S"}}])
     with pytest.raises(CorpusFormatError, match=f"^{path}:1: field 'subsections' must be a list, got object"):
         read_qa_documents(path)
+
+
+@pytest.mark.parametrize(
+    ("line", "fragment"),
+    [
+        ('{"_id": "d1", "text": "a", "text": "b"}', "the key 'text' appears twice in one object"),
+        ('{"_id": "d1", "text": "a", "metadata": {"y": 1, "y": 2}}', "the key 'y' appears twice"),
+        ('{"_id": "d1", "text": "a", "metadata": {"score": NaN}}', "NaN is not a JSON number"),
+        ('{"_id": "d1", "text": "a", "metadata": {"score": -Infinity}}', "-Infinity is not a JSON number"),
+    ],
+)
+def test_ambiguous_json_records_name_the_file_and_line(tmp_path: Path, line: str, fragment: str) -> None:
+    path = write(tmp_path / "corpus.jsonl", '{"_id": "d0", "text": "fine"}\n' + line + "\n")
+    with pytest.raises(CorpusFormatError) as info:
+        read_beir_corpus(path)
+    assert str(info.value).startswith(f"{path}:2: ") and fragment in str(info.value)
+    queries = write(tmp_path / "queries.jsonl", '{"_id": "q1", "_id": "q2", "text": "x"}\n')
+    with pytest.raises(CorpusFormatError, match="the key '_id' appears twice"):
+        read_queries(queries)
