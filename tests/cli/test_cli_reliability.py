@@ -208,3 +208,12 @@ def test_batch_size_below_one_is_a_usage_error(command: str, size: str, capsys, 
         main([*argv, "--batch-size", size])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "--batch-size: must be an integer >= 1" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("device", ["tpu:9", "cuda:7"])
+def test_an_unknown_or_absent_device_is_one_line(beir_store: Path, cli, device: str, monkeypatch) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # this machine's torch may see a GPU
+    result = cli("search", "--store", beir_store, "--query", "x", "--device", device, "--no-progress")
+    assert_fails(result, repr(device))

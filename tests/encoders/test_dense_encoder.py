@@ -11,7 +11,7 @@ import pytest
 
 import rag_hier.index.dense as dense_index_module
 from rag_hier.encoders import DEFAULT_MODEL, DenseEncoder, resolve_device, resolve_model_path, resolve_precision
-from rag_hier.errors import RagHierError
+from rag_hier.errors import InvalidInputError, RagHierError
 from rag_hier.index.dense import DenseIndex, IndexConfig
 
 
@@ -165,9 +165,17 @@ def test_resolve_device(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert resolve_device(None) == "cpu"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     assert resolve_device(None) == "cuda"
     assert resolve_device("cpu") == "cpu"  # an explicit choice wins
     assert resolve_device("cuda:1") == "cuda:1"
+    with pytest.raises(InvalidInputError, match="'cuda:7' is not available: this machine has 2 CUDA GPU"):
+        resolve_device("cuda:7")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(InvalidInputError, match="'cuda:0' is not available: this torch sees no CUDA GPU"):
+        resolve_device("cuda:0")
+    with pytest.raises(InvalidInputError, match="'tpu:9' is not one torch knows"):
+        resolve_device("tpu:9")
 
 
 def test_resolve_precision() -> None:
