@@ -16,10 +16,23 @@ This module imports nothing heavy: ``rag_hier.encoders.dense`` uses it before se
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RAG_HIER_MODULES", "module_types", "st_load_kwargs"]
+__all__ = ["LOAD_ERRORS", "RAG_HIER_MODULES", "module_types", "st_load_kwargs"]
+
+LOAD_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    TypeError,
+    ValueError,
+    RuntimeError,
+    KeyError,
+    pickle.UnpicklingError,
+)
+"""What loading a model directory raises for a damaged or unexpected directory (a missing file, an unknown key in
+``sentence_bert_config.json``, weights of other shapes, a ``pytorch_model.bin`` that torch's weights-only loader
+refuses without running it): reported as one line naming the model."""
 
 RAG_HIER_MODULES: frozenset[str] = frozenset({"rag_hier.encoders.encdec.EncoderDecoderEmbedding"})
 """``modules.json`` types that are rag-hier's own, installed module classes."""

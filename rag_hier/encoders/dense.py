@@ -24,6 +24,12 @@ DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 _OFFLINE_ALIASES = {"sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2"}
 
 
+def _one_line(exc: BaseException) -> str:
+    """An exception as one line (first line of its message, with its type when the message is empty)."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
 def resolve_model_path(model: str) -> str:
     """Map the default model's names to the offline packaged copy; any other name or path is returned as is."""
     if model in _OFFLINE_ALIASES:
@@ -100,7 +106,7 @@ class DenseEncoder:
     def _load(self) -> SentenceTransformer:
         from sentence_transformers import SentenceTransformer
 
-        from rag_hier.encoders._st_loading import st_load_kwargs
+        from rag_hier.encoders._st_loading import LOAD_ERRORS, st_load_kwargs
 
         device = resolve_device(self.requested_device)
         path = resolve_model_path(self.model_name)
@@ -109,8 +115,8 @@ class DenseEncoder:
         kwargs = {**st_load_kwargs(path), **self.model_kwargs}
         try:
             model = SentenceTransformer(path, device=device, **kwargs)
-        except OSError as exc:
-            raise RagHierError(f"cannot load model {self.model_name!r}: {exc}") from exc
+        except LOAD_ERRORS as exc:
+            raise RagHierError(f"cannot load model {self.model_name!r}: {_one_line(exc)}") from exc
         precision = resolve_precision(device, self.precision)
         if precision == "float16":
             model.half()

@@ -740,9 +740,11 @@ class DHRTrainer:
         from rag_hier.encoders.device import resolve_device
 
         name = name or self.config.base_model
+        from rag_hier.encoders._st_loading import LOAD_ERRORS
+
         try:
             model = SentenceTransformer(resolve_model_path(name), device=resolve_device(self.config.device))
-        except OSError as exc:
+        except LOAD_ERRORS as exc:
             raise RagHierError(f"cannot load model {name!r}: {exc}") from exc
         if self.config.max_seq_length is not None:
             model.max_seq_length = self.config.max_seq_length

@@ -217,3 +217,39 @@ def test_an_unknown_or_absent_device_is_one_line(beir_store: Path, cli, device: 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # this machine's torch may see a GPU
     result = cli("search", "--store", beir_store, "--query", "x", "--device", device, "--no-progress")
     assert_fails(result, repr(device))
+
+
+class _Payload:
+    """Pickled, it would create a file when unpickled by a loader that runs code."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_model_directory_that_cannot_load_is_one_line(corpora, cli, tiny_model_path: str, tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file
+
+    odd = tmp_path / "odd-config"
+    shutil.copytree(tiny_model_path, odd)
+    config = json.loads((odd / "sentence_bert_config.json").read_text())
+    (odd / "sentence_bert_config.json").write_text(json.dumps({**config, "trust_remote_code": True}))
+    result = cli("index", corpora.beir, "--store", tmp_path / "s1", "--model", odd, "--no-progress")
+    assert_fails(result, "cannot load model", str(odd))
+    assert not (tmp_path / "s1").exists()
+    # weights as a pickle that runs code: torch's weights-only loader refuses it, and nothing runs
+    pickled = tmp_path / "pickled"
+    shutil.copytree(tiny_model_path, pickled)
+    weights = load_file(str(pickled / "model.safetensors"))
+    (pickled / "model.safetensors").unlink()
+    marker = tmp_path / "code-ran"
+    torch.save({**weights, "payload": _Payload(marker)}, str(pickled / "pytorch_model.bin"))
+    result = cli("index", corpora.beir, "--store", tmp_path / "s2", "--model", pickled, "--no-progress")
+    assert_fails(result, "cannot load model", "UnpicklingError")
+    assert not marker.exists() and not (tmp_path / "s2").exists()
