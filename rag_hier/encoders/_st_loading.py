@@ -15,12 +15,14 @@ This module imports nothing heavy: ``rag_hier.encoders.dense`` uses it before se
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pickle
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LOAD_ERRORS", "RAG_HIER_MODULES", "module_types", "st_load_kwargs"]
+__all__ = ["LOAD_ERRORS", "RAG_HIER_MODULES", "module_types", "quiet_weight_loading", "st_load_kwargs"]
 
 LOAD_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
@@ -72,3 +74,20 @@ def st_load_kwargs(path: str | Path) -> dict[str, Any]:
             continue
         return {}
     return {"trust_remote_code": True}
+
+
+@contextlib.contextmanager
+def quiet_weight_loading() -> Iterator[None]:
+    """Hide transformers' "Loading weights" progress bar (printed on every model load) for the block."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # pragma: no cover - transformers comes with sentence-transformers
+        yield
+        return
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()

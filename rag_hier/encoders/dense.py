@@ -106,7 +106,7 @@ class DenseEncoder:
     def _load(self) -> SentenceTransformer:
         from sentence_transformers import SentenceTransformer
 
-        from rag_hier.encoders._st_loading import LOAD_ERRORS, st_load_kwargs
+        from rag_hier.encoders._st_loading import LOAD_ERRORS, quiet_weight_loading, st_load_kwargs
 
         device = resolve_device(self.requested_device)
         path = resolve_model_path(self.model_name)
@@ -114,7 +114,8 @@ class DenseEncoder:
         # a directory built from rag-hier's own module classes (Tied-Atomic) loads without trust_remote_code
         kwargs = {**st_load_kwargs(path), **self.model_kwargs}
         try:
-            model = SentenceTransformer(path, device=device, **kwargs)
+            with quiet_weight_loading():
+                model = SentenceTransformer(path, device=device, **kwargs)
         except LOAD_ERRORS as exc:
             raise RagHierError(f"cannot load model {self.model_name!r}: {_one_line(exc)}") from exc
         precision = resolve_precision(device, self.precision)

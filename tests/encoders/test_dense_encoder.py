@@ -318,3 +318,12 @@ def test_real_minilm(real_model_path: str) -> None:
     assert int(np.argmax(scores)) == 0
     assert scores[0] > scores[1] + 0.2
     assert Path(resolve_model_path(enc.model_name)) == Path(real_model_path)
+
+
+def test_loading_a_model_prints_no_weight_loading_bar(tiny_model_path: str, capfd: pytest.CaptureFixture[str]) -> None:
+    from transformers.utils import logging as hf_logging
+
+    capfd.readouterr()
+    DenseEncoder(tiny_model_path, show_progress_bar=False).encode_documents(["x"])
+    assert "Loading weights" not in capfd.readouterr().err
+    assert hf_logging.is_progress_bar_enabled()  # the setting is restored for other libraries
