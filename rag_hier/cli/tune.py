@@ -64,18 +64,11 @@ def add_tune_parser(subparsers: Any) -> argparse.ArgumentParser:
         "own mix; mixed, half each way (docs/tuning.md)",
     )
     p.add_argument(
-        "--new-document-tolerance",
-        type=float,
-        default=d.new_document_tolerance,
-        help="adopt only if the mean dev difference on queries about documents no training query is about is not "
-        f"below minus this (default {d.new_document_tolerance:g}; applies with at least 10 such queries)",
-    )
-    p.add_argument(
         "--refit",
         action=argparse.BooleanOptionalAction,
         default=d.refit,
         help="once the dev figures say adopt, train the adopted model again on every judged query, dev part "
-        f"included (default {'on' if d.refit else 'off'})",
+        f"included (default {'on' if d.refit else 'off'}; --no-refit adopts the measured candidate itself)",
     )
     p.add_argument("--dev-fraction", type=float, default=d.dev_fraction, help=f"queries held back ({d.dev_fraction})")
     p.add_argument("--max-steps", type=int, default=None, help=f"cap on optimizer steps (default: {d.epochs:g} passes)")
@@ -157,7 +150,6 @@ def run_tune(args: argparse.Namespace, *, open_store: Callable[..., Any]) -> int
         method=args.method,
         dev_fraction=args.dev_fraction,
         dev_split=args.dev_split,
-        new_document_tolerance=args.new_document_tolerance,
         refit=args.refit,
         epochs=args.epochs,
         max_steps=args.max_steps,

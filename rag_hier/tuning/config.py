@@ -31,8 +31,6 @@ class TuneConfig:
             queries, including documents that training queries are about too (how it does on more queries like
             them); ``"mixed"``: half of the dev part each way. The report shows the dev queries of both kinds
             separately whichever is chosen.
-        new_document_tolerance: Adoption also needs the mean difference on the dev queries about documents no
-            training query is about (when there are at least 10) to be no lower than ``-new_document_tolerance``.
         refit: Once the dev figures say adopt, train the model to adopt again on every judged query (training
             and dev part, same settings) instead of adopting the candidate trained without the dev part.
         metric: The metric adoption is decided on.
@@ -61,9 +59,8 @@ class TuneConfig:
 
     method: TuneMethod = "auto"
     dev_fraction: float = 0.2
-    dev_split: DevSplit = "grouped"
-    new_document_tolerance: float = 0.005
-    refit: bool = False
+    dev_split: DevSplit = "mixed"
+    refit: bool = True
     metric: str = "ndcg@10"
     metrics: tuple[str, ...] = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
     confidence: float = 0.95
@@ -74,7 +71,7 @@ class TuneConfig:
     batch_size: int = 32
     learning_rate: float = 1e-4
     warmup_ratio: float = 0.1
-    temperature: float = 0.01
+    temperature: float = 0.05
     num_negatives: int = 4
     negative_depth: int = 30
     relative_margin: float = 0.05
@@ -119,8 +116,6 @@ class TuneConfig:
             raise bad("max_minutes", "> 0 or None")
         if not 0 <= self.warmup_ratio < 1:
             raise bad("warmup_ratio", "in [0, 1)")
-        if not 0 <= float(self.new_document_tolerance) < 1:
-            raise bad("new_document_tolerance", "in [0, 1)")
         if not 0 <= self.relative_margin < 1:
             raise bad("relative_margin", "in [0, 1)")
 

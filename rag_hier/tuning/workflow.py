@@ -46,9 +46,9 @@ __all__ = ["ADOPTION_RULE", "paired_differences", "report_files", "tune"]
 
 ADOPTION_RULE = (
     "adopt when the lower end of the {confidence:.0%} paired bootstrap interval of the dev {metric} difference "
-    "(candidate - base, per query, {n_resamples} resamples, seed {seed}) is above 0, and the mean difference on "
-    "the dev queries about documents no training query is about (when there are at least {min_new}) is not below "
-    "-{tolerance:g}"
+    "(candidate - base, per query, {n_resamples} resamples, seed {seed}) is above 0, and the candidate is not shown "
+    "worse on the dev queries about documents no training query is about (when there are at least {min_new}): the "
+    "upper end of their interval is not below 0"
 )
 MIN_NEW_DOCUMENT_QUERIES = 10
 """Dev queries about new documents below which the new-document part of the rule does not apply."""
@@ -171,7 +171,6 @@ def tune(
             n_resamples=cfg.n_resamples,
             seed=cfg.seed,
             min_new=MIN_NEW_DOCUMENT_QUERIES,
-            tolerance=cfg.new_document_tolerance,
         ),
         dry_run=dry_run,
     )
@@ -287,21 +286,22 @@ def _verdict(d: Mapping[str, float], new: Mapping[str, float] | None, n_dev: int
     interval = f"{cfg.metric} {d['delta']:+.4f} [{d['ci_low']:+.4f}, {d['ci_high']:+.4f}]"
     shown = d["ci_low"] > 0
     guarded = new is not None and new["queries"] >= MIN_NEW_DOCUMENT_QUERIES
-    new_ok = new is None or not guarded or new["delta"] >= -cfg.new_document_tolerance
+    new_ok = new is None or not guarded or new["ci_high"] >= 0
     about = (
-        f"the {new['queries']:.0f} dev queries about documents no training query is about ({new['delta']:+.4f})"
+        f"the {new['queries']:.0f} dev queries about documents no training query is about ({cfg.metric} "
+        f"{new['delta']:+.4f} [{new['ci_low']:+.4f}, {new['ci_high']:+.4f}])"
         if new is not None and guarded
         else ""
     )
     if shown and new_ok:
-        tail = f", and not worse by more than {cfg.new_document_tolerance:g} on {about}" if about else ""
+        tail = f", and not shown worse on {about}" if about else ""
         return f"the candidate is better on the {n_dev} dev queries: {interval}{tail}", True
     if cfg.force:
         return f"forced: the rule does not adopt the candidate (dev {interval}{'; ' + about if about else ''})", False
     if shown:
         return (
-            f"the candidate is better on the {n_dev} dev queries ({interval}) but worse on {about}, more than the "
-            f"{cfg.new_document_tolerance:g} allowed: it would not help on new documents; the store is unchanged"
+            f"the candidate is better on the {n_dev} dev queries ({interval}) but shown worse on {about}: it would "
+            "hurt queries about new documents; the store is unchanged"
         ), False
     return (
         f"the candidate is not shown better on the {n_dev} dev queries: {interval} (the interval reaches 0 or "
