@@ -75,6 +75,8 @@ __all__ = [
 ]
 
 _DEFAULT_SEARCH: Callable[..., Any] | None = None
+SEARCH_MODULE = "rag_hier.retrieval.dense"
+"""The module that installs :meth:`HierStore.search` (:func:`set_default_search`) when imported."""
 
 
 def set_default_search(search: Callable[..., Any]) -> None:
@@ -1216,6 +1218,8 @@ class HierStore:
         The ``dense`` strategy of :mod:`rag_hier.retrieval` (``DenseRetriever(store).search(...)``); other
         strategies are searched through their retrievers or :func:`rag_hier.retrieval.build_retriever`.
         """
-        if _DEFAULT_SEARCH is None:  # pragma: no cover - rag_hier/__init__ imports the retrieval layer
-            raise StoreError("import rag_hier.retrieval to search a store")
+        if _DEFAULT_SEARCH is None:
+            importlib.import_module(SEARCH_MODULE)  # a plugin lookup: the retrieval layer installs its search
+        if _DEFAULT_SEARCH is None:  # pragma: no cover - rag_hier.retrieval.dense calls set_default_search
+            raise StoreError(f"searching is not available: {SEARCH_MODULE} did not install it")
         return _DEFAULT_SEARCH(self, query, top_k, filters)
