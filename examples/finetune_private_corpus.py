@@ -7,10 +7,12 @@ Usage::
 FOLDER holds Markdown or plain-text files (default: examples/corpus). The script indexes them with the offline
 all-MiniLM-L6-v2, makes a small question set from the passages (a stand-in for your real questions: here each
 question is one sentence of a passage, with its last words cut), and runs ``store.tune``: a fifth of the
-questions is held back, a candidate is fine-tuned on the rest with hard negatives mined from the store, both
-models are scored on the held-back questions with the store's own search, and the candidate replaces the
-store's model only when the paired bootstrap interval of the nDCG@10 difference lies above 0. It prints base
-and candidate side by side and the verdict.
+questions is held back (half of them every question about some documents, half drawn one by one), a candidate is
+fine-tuned on the rest with hard negatives mined from the store, both models are scored on the held-back
+questions with the store's own search, and the store's model is replaced only when the paired bootstrap interval
+of the nDCG@10 difference lies above 0 and the candidate is not shown worse on the questions about documents no
+training question is about (the adopted model is then trained once more on every question). It prints base and
+candidate side by side and the verdict.
 
 On the example corpus the verdict is "not adopted": the base model already finds the passage a sentence comes
 from (held-back nDCG@10 ≈ 0.9), so there is little to gain and the guard keeps the store as it was. With real

@@ -31,9 +31,11 @@ def add_tune_parser(subparsers: Any) -> argparse.ArgumentParser:
         "tune",
         help="fine-tune the store's model on judged queries; adopt it only if it measures better",
         description="Hold back a dev part of the judged queries, train a candidate from the store's model on the "
-        "rest, score base and candidate on the dev part with the store's search, and switch the store to the "
-        "candidate (one commit, re-encoding every passage) only when the paired bootstrap interval of the dev "
-        f"{d.metric} difference lies above 0. --rollback returns to the previous model. See docs/tuning.md.",
+        "rest, score base and candidate on the dev part with the store's search, and switch the store's model "
+        f"(one commit, re-encoding every passage) only when the paired bootstrap interval of the dev {d.metric} "
+        "difference lies above 0 and the candidate is not shown worse on dev queries about documents no training "
+        "query is about; the adopted model is trained again on every judged query (--no-refit: the candidate "
+        "itself). --rollback returns to the previous model. See docs/tuning.md.",
     )
     p.add_argument("--store", required=True, help="the store directory")
     p.add_argument("--queries", default=None, help="judged queries: BEIR queries.jsonl or QA questions.jsonl")
