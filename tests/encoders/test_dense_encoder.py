@@ -323,7 +323,13 @@ def test_real_minilm(real_model_path: str) -> None:
 def test_loading_a_model_prints_no_weight_loading_bar(tiny_model_path: str, capfd: pytest.CaptureFixture[str]) -> None:
     from transformers.utils import logging as hf_logging
 
-    capfd.readouterr()
-    DenseEncoder(tiny_model_path, show_progress_bar=False).encode_documents(["x"])
-    assert "Loading weights" not in capfd.readouterr().err
-    assert hf_logging.is_progress_bar_enabled()  # the setting is restored for other libraries
+    was = hf_logging.is_progress_bar_enabled()  # other tests (the CLI's) may have turned the bars off
+    hf_logging.enable_progress_bar()
+    try:
+        capfd.readouterr()
+        DenseEncoder(tiny_model_path, show_progress_bar=False).encode_documents(["x"])
+        assert "Loading weights" not in capfd.readouterr().err
+        assert hf_logging.is_progress_bar_enabled()  # the setting is restored for other libraries
+    finally:
+        if not was:
+            hf_logging.disable_progress_bar()
