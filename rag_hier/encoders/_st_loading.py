@@ -22,7 +22,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LOAD_ERRORS", "RAG_HIER_MODULES", "module_types", "quiet_weight_loading", "st_load_kwargs"]
+__all__ = [
+    "LOAD_ERRORS",
+    "RAG_HIER_MODULES",
+    "check_reachable",
+    "module_types",
+    "quiet_weight_loading",
+    "st_load_kwargs",
+]
+
+HUB_PROBE_TIMEOUT_S = 5.0
+"""How long :func:`check_reachable` waits for the Hugging Face Hub before calling it unreachable."""
 
 LOAD_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
@@ -91,3 +101,40 @@ def quiet_weight_loading() -> Iterator[None]:
     finally:
         if was_enabled:
             hf_logging.enable_progress_bar()
+
+
+def check_reachable(model: str, *, timeout: float = HUB_PROBE_TIMEOUT_S) -> None:
+    """Fail fast when ``model`` can only come from the Hugging Face Hub and the Hub cannot be reached.
+
+    A local directory, a model in the local Hugging Face cache, and ``HF_HUB_OFFLINE`` (the hub library then
+    answers at once) pass without a probe. Otherwise one request for the model's metadata, with ``timeout``,
+    tells an unreachable Hub (no network, DNS, a proxy refusing) from one that answers, even "not found"
+    (the loader then reports that itself): without the probe the loader retries for more than a minute.
+
+    Raises:
+        RagHierError: The Hub cannot be reached (the message names the model and what to do).
+
+    """
+    import os
+
+    from rag_hier.errors import RagHierError
+
+    if Path(model).exists() or os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return
+    try:
+        from huggingface_hub import HfApi, constants, try_to_load_from_cache
+
+        if isinstance(try_to_load_from_cache(model, "config.json"), str):
+            return
+    except Exception:  # an id the hub library cannot parse: the loader names the problem
+        return
+    try:
+        HfApi().model_info(model, timeout=timeout)
+    except Exception as exc:
+        if getattr(exc, "response", None) is not None:  # the Hub answered (not found, gated, ...)
+            return
+        raise RagHierError(
+            f"cannot load model {model!r}: it is not a local directory or in the Hugging Face cache, and "
+            f"{constants.ENDPOINT} cannot be reached ({type(exc).__name__}: {str(exc).strip()[:120]}); check the "
+            "network or proxy, or pass a local model directory (HF_HUB_OFFLINE=1 skips this check)"
+        ) from None

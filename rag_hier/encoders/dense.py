@@ -106,13 +106,14 @@ class DenseEncoder:
     def _load(self) -> SentenceTransformer:
         from sentence_transformers import SentenceTransformer
 
-        from rag_hier.encoders._st_loading import LOAD_ERRORS, quiet_weight_loading, st_load_kwargs
+        from rag_hier.encoders._st_loading import LOAD_ERRORS, check_reachable, quiet_weight_loading, st_load_kwargs
 
         device = resolve_device(self.requested_device)
         path = resolve_model_path(self.model_name)
         logger.info("loading sentence-transformers model %s on %s", path, device)
         # a directory built from rag-hier's own module classes (Tied-Atomic) loads without trust_remote_code
         kwargs = {**st_load_kwargs(path), **self.model_kwargs}
+        check_reachable(path)
         try:
             with quiet_weight_loading():
                 model = SentenceTransformer(path, device=device, **kwargs)

@@ -25,12 +25,14 @@ def load_base_model(
     if isinstance(model, str | Path):
         from sentence_transformers import SentenceTransformer
 
-        from rag_hier.encoders._st_loading import LOAD_ERRORS
+        from rag_hier.encoders._st_loading import LOAD_ERRORS, check_reachable
         from rag_hier.encoders.dense import resolve_model_path
         from rag_hier.encoders.device import resolve_device
 
+        path = resolve_model_path(str(model))
+        check_reachable(path)
         try:
-            loaded = SentenceTransformer(resolve_model_path(str(model)), device=resolve_device(device))
+            loaded = SentenceTransformer(path, device=resolve_device(device))
         except LOAD_ERRORS as exc:
             raise RagHierError(f"cannot load base model {model!r}: {exc}") from exc
     else:

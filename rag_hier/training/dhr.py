@@ -740,8 +740,9 @@ class DHRTrainer:
         from rag_hier.encoders.device import resolve_device
 
         name = name or self.config.base_model
-        from rag_hier.encoders._st_loading import LOAD_ERRORS
+        from rag_hier.encoders._st_loading import LOAD_ERRORS, check_reachable
 
+        check_reachable(resolve_model_path(name))
         try:
             model = SentenceTransformer(resolve_model_path(name), device=resolve_device(self.config.device))
         except LOAD_ERRORS as exc:

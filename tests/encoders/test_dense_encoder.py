@@ -333,3 +333,36 @@ def test_loading_a_model_prints_no_weight_loading_bar(tiny_model_path: str, capf
     finally:
         if not was:
             hf_logging.disable_progress_bar()
+
+
+def test_an_unreachable_hub_fails_fast_with_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    import huggingface_hub
+
+    from rag_hier.encoders._st_loading import check_reachable
+    from rag_hier.errors import RagHierError
+
+    calls: list[float] = []
+
+    def unreachable(self, repo_id, timeout=None, **kwargs):
+        calls.append(timeout)
+        raise ConnectionError("Name or service not known")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", unreachable)
+    with pytest.raises(RagHierError, match=r"cannot load model 'someone/model'.*cannot be reached \(ConnectionError"):
+        DenseEncoder("someone/model").encode_documents(["x"])
+    assert calls == [5.0]  # one short probe, no retries
+    check_reachable(str(tmp_path))  # a local directory: no probe
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    check_reachable("someone/model")  # offline mode: the hub library answers at once itself
+    assert len(calls) == 1
+
+    class NotFound(Exception):
+        response = object()  # the Hub answered: the loader reports "not found" itself
+
+    def answers(self, repo_id, timeout=None, **kwargs):
+        raise NotFound("404")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", answers)
+    check_reachable("someone/model")
