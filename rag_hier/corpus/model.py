@@ -264,12 +264,13 @@ class Passage:
                 ``extra`` that is not a mapping of JSON values (string keys, finite numbers).
 
         """
-        _check_text("Passage", "text", self.text)
-        object.__setattr__(self, "title_path", _as_tuple("Passage", "title_path", self.title_path, str, "strings"))
-        _check_texts("Passage", "title_path", self.title_path)
-        _check_metadata("Passage", self.meta, name="meta")
+        owner = f"Passage {self.id!r:.80}"  # the message names the passage
+        _check_text(owner, "text", self.text)
+        object.__setattr__(self, "title_path", _as_tuple(owner, "title_path", self.title_path, str, "strings"))
+        _check_texts(owner, "title_path", self.title_path)
+        _check_metadata(owner, self.meta, name="meta")
         if self.extra:
-            _check_metadata("Passage", self.extra, name="extra")
+            _check_metadata(owner, self.extra, name="extra")
 
     @property
     def embedding_text(self) -> str:

@@ -33,6 +33,7 @@ from typing import Any, Literal
 import numpy as np
 import scipy.sparse as sp
 
+from rag_hier._arrays import read_npz
 from rag_hier.errors import StoreCorruptedError
 from rag_hier.index.selection import top_k_rows
 
@@ -573,11 +574,7 @@ class SparseRowIndex:
     @classmethod
     def load(cls, path: str | Path) -> SparseRowIndex:
         """Read an index written by :meth:`save` (``np.load(allow_pickle=False)``: nothing is unpickled)."""
-        try:
-            with np.load(Path(path), allow_pickle=False) as z:
-                arrays = {k: z[k] for k in z.files}
-        except (OSError, ValueError, EOFError) as exc:
-            raise StoreCorruptedError(f"{path}: not a readable sparse index ({exc})") from exc
+        arrays = read_npz(path)  # headers, sizes and inflation checked before anything is allocated
         return cls.from_arrays(arrays, where=str(path))
 
     def describe(self) -> dict[str, Any]:

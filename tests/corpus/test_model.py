@@ -404,14 +404,14 @@ def test_splitting_is_deterministic() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "fragment"),
     [
-        ({"text": None}, "Passage.text must be a string, got None"),
-        ({"text": "a\ud800b"}, "Passage.text holds a lone surrogate '\\ud800' at character 1"),
-        ({"title_path": ("T", "\udc80")}, "Passage.title_path[1] holds a lone surrogate"),
-        ({"meta": {1: "x"}}, "Passage.meta has a key that is not a string: 1"),
-        ({"meta": {"k": float("nan")}}, "Passage.meta['k'] is nan: not a finite number"),
-        ({"meta": {"k": [1.0, float("inf")]}}, "Passage.meta['k'][1] is inf"),
-        ({"extra": {"e": {"v": -float("inf")}}}, "Passage.extra['e']['v'] is -inf"),
-        ({"meta": "year=2001"}, "Passage.meta must be a mapping"),
+        ({"text": None}, "Passage 'd#0'.text must be a string, got None"),
+        ({"text": "a\ud800b"}, "Passage 'd#0'.text holds a lone surrogate '\\ud800' at character 1"),
+        ({"title_path": ("T", "\udc80")}, "Passage 'd#0'.title_path[1] holds a lone surrogate"),
+        ({"meta": {1: "x"}}, "Passage 'd#0'.meta has a key that is not a string: 1"),
+        ({"meta": {"k": float("nan")}}, "Passage 'd#0'.meta['k'] is nan: not a finite number"),
+        ({"meta": {"k": [1.0, float("inf")]}}, "Passage 'd#0'.meta['k'][1] is inf"),
+        ({"extra": {"e": {"v": -float("inf")}}}, "Passage 'd#0'.extra['e']['v'] is -inf"),
+        ({"meta": "year=2001"}, "Passage 'd#0'.meta must be a mapping"),
     ],
 )
 def test_passage_refuses_what_the_store_could_not_keep(kwargs: dict, fragment: str) -> None:

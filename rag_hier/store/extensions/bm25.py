@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from rag_hier._arrays import read_npz
 from rag_hier.errors import StoreCorruptedError, StoreError
 from rag_hier.index.bm25 import BM25Index, BM25Tokenizer, TermCounts, default_stemmer
 from rag_hier.store.extensions.base import StoreExtension, register_extension
@@ -111,11 +112,7 @@ class BM25Extension(StoreExtension):
     def load(self, store: StoreBackend, paths: Mapping[str, Path]) -> None:
         """Read the rows (``allow_pickle=False``), checking every array; warn when this machine cannot tokenize."""
         path = paths[self.FILE]
-        try:
-            with np.load(Path(path), allow_pickle=False) as z:
-                arrays = {k: z[k] for k in z.files}
-        except (OSError, ValueError, EOFError) as exc:
-            raise StoreCorruptedError(f"{path}: not a readable BM25 index ({exc})") from exc
+        arrays = read_npz(path)  # headers, sizes and inflation checked before anything is allocated
         self.index = BM25Index.from_arrays(arrays, self.tokenizer, where=str(path))
         problem = self.tokenizer.problem()
         if problem is not None:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
+from rag_hier._arrays import read_npy
 from rag_hier.corpus.summary import DEFAULT_ABSTRACT_WORDS, document_summary
 from rag_hier.errors import StoreCorruptedError, StoreError
 from rag_hier.index.dense import DenseIndex, IndexConfig, Journal
@@ -213,10 +214,7 @@ class DocumentIndex(StoreExtension):
             self._doc_of[int(fid)] = str(doc_id)
             if digest:
                 self._hashes[str(doc_id)] = str(digest)
-        try:
-            pairs = np.load(paths[_PASSAGES_FILE], allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise StoreCorruptedError(f"{paths[_PASSAGES_FILE]}: not a readable passage map ({exc})") from exc
+        pairs = read_npy(paths[_PASSAGES_FILE])  # its header checked against its size before allocating
         if pairs.ndim != 2 or pairs.shape[1] != 2 or pairs.dtype != np.int64:
             raise StoreCorruptedError(f"{paths[_PASSAGES_FILE]}: expected an (n, 2) int64 array, got {pairs.shape}")
         if pairs.size:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
+from rag_hier._arrays import read_npz
 from rag_hier.errors import StoreCorruptedError, StoreError
 from rag_hier.index.sparse import SparseRowIndex
 from rag_hier.store.extensions.base import StoreExtension, register_extension
@@ -236,11 +237,7 @@ class SparseEmbeddingExtension(StoreExtension):
     def load(self, store: StoreBackend, paths: Mapping[str, Path]) -> None:
         """Read the rows and columns (``allow_pickle=False``), checking that they fit together."""
         path = paths[self.FILE]
-        try:
-            with np.load(Path(path), allow_pickle=False) as z:
-                arrays = {k: z[k] for k in z.files}
-        except (OSError, ValueError, EOFError) as exc:
-            raise StoreCorruptedError(f"{path}: not a readable sparse embedding index ({exc})") from exc
+        arrays = read_npz(path)  # headers, sizes and inflation checked before anything is allocated
         if "columns" not in arrays:
             raise StoreCorruptedError(f"{path}: missing array 'columns'")
         index = SparseRowIndex.from_arrays(arrays, where=str(path))
