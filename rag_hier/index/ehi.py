@@ -437,9 +437,32 @@ class EHIIndexer(nn.Module):
             StoreCorruptedError: A file is missing, unreadable, of another format or inconsistent.
 
         """
+        from safetensors import safe_open
         from safetensors.torch import load_file
 
         meta = read_indexer_json(json_path)
+        # the shapes the description implies, checked against the tensors file's header (whose shapes the file's
+        # size bounds) before the indexer's parameters are allocated: a description cannot allocate by itself
+        dim, branching, height = meta["dimension"], meta["branching"], meta["height"]
+        if dim < 1 or branching < 2 or not 1 <= height <= 64:
+            raise StoreCorruptedError(
+                f"{json_path}: invalid indexer shape (dimension {dim}, B={branching}, H={height})"
+            )
+        implied = {}
+        for h in range(1, height + 1):
+            n_in = branching * (h - 1) + dim
+            implied[f"level.{h}.residual"] = (n_in, n_in)
+            implied[f"level.{h}.classifier"] = (branching, n_in)
+        try:
+            with safe_open(str(tensors_path), framework="pt") as f:
+                held = {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}  # noqa: SIM118
+        except Exception as exc:  # safetensors raises its own error types (and OSError for a missing file)
+            raise StoreCorruptedError(f"{tensors_path}: not a readable safetensors file ({exc})") from exc
+        if held != implied:
+            raise StoreCorruptedError(
+                f"{tensors_path}: its tensors {held} do not match {json_path} (dimension {dim}, B={branching}, "
+                f"H={height}: {implied})"[:600]
+            )
         try:
             indexer = cls(meta["dimension"], meta["branching"], meta["height"])
         except ParameterError as exc:
