@@ -284,13 +284,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         created = True
     try:
         t1 = time.perf_counter()
+        summary = _add_in_commits(store, documents, max_words, show_progress_bar=not args.no_progress)
         with store.batch():
-            summary = store.add_documents(
-                documents,
-                max_passage_words=max_words,
-                show_progress_bar=not args.no_progress,
-                encode=store.corpus_info.get("dense", True) is not False,
-            )
             if store.corpus_info.get("max_passage_words") != max_words:
                 store.update_corpus_info(max_passage_words=max_words)
             pruned = 0
@@ -322,6 +317,32 @@ def cmd_index(args: argparse.Namespace) -> int:
         f"{counts['vectors']} vectors" + "".join(f"\n  {line}" for line in extra_lines)
     )
     return 0
+
+
+INDEX_COMMIT_DOCUMENTS = 1000
+"""``rag-hier index`` commits every this many documents: an interrupted run keeps what it encoded, and a re-run
+finds those documents unchanged (nothing re-encoded)."""
+
+
+def _add_in_commits(store: Any, documents: Sequence[Any], max_words: int, *, show_progress_bar: bool) -> Any:
+    """``add_documents`` in commits of :data:`INDEX_COMMIT_DOCUMENTS` documents; the summaries added up."""
+    from dataclasses import fields
+
+    from rag_hier.store.records import WriteSummary
+
+    total = {f.name: 0 for f in fields(WriteSummary)}
+    encode = store.corpus_info.get("dense", True) is not False
+    for start in range(0, max(len(documents), 1), INDEX_COMMIT_DOCUMENTS):
+        with store.batch():
+            part = store.add_documents(
+                documents[start : start + INDEX_COMMIT_DOCUMENTS],
+                max_passage_words=max_words,
+                show_progress_bar=show_progress_bar,
+                encode=encode,
+            )
+        for name in total:
+            total[name] += getattr(part, name)
+    return WriteSummary(**total)
 
 
 def _default_aggregate(store: Any, requested: str | None) -> str:

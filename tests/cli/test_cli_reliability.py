@@ -253,3 +253,29 @@ def test_a_model_directory_that_cannot_load_is_one_line(corpora, cli, tiny_model
     result = cli("index", corpora.beir, "--store", tmp_path / "s2", "--model", pickled, "--no-progress")
     assert_fails(result, "cannot load model", "UnpicklingError")
     assert not marker.exists() and not (tmp_path / "s2").exists()
+
+
+def test_an_interrupted_index_keeps_its_commits_and_a_rerun_resumes(
+    corpora, cli, index_cli, tiny_model_path: str, tmp_path: Path, monkeypatch
+) -> None:
+    from rag_hier.cli import main as cli_main
+
+    monkeypatch.setattr(cli_main, "INDEX_COMMIT_DOCUMENTS", 2)
+    real = HierStore.add_documents
+    calls = {"n": 0}
+
+    def interrupted(self, documents, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:  # Ctrl-C while the second commit's documents are encoded
+            raise KeyboardInterrupt
+        return real(self, documents, **kwargs)
+
+    monkeypatch.setattr(HierStore, "add_documents", interrupted)
+    store = tmp_path / "store"
+    result = cli("index", corpora.beir, "--store", store, "--model", tiny_model_path, "--no-progress")
+    assert result.code == 130
+    with HierStore.open(store, read_only=True) as s:
+        assert s.count_documents() == 2  # the first commit is kept
+    monkeypatch.setattr(HierStore, "add_documents", real)
+    out = index_cli(corpora.beir, store).out
+    assert "2 unchanged" in out and f"{len(corpora.beir_docs) - 2} added" in out  # nothing encoded twice
