@@ -256,7 +256,8 @@ def tune(
         if better or cfg.force:
             adopt_dir, adopt_encoded = candidate_dir, encoded
             if cfg.refit:
-                adopt_dir, adopt_encoded = _refit(store, answered, cfg, Path(tmp) / "refit", seconds, report, out)
+                adopt_dir = Path(tmp) / "refit"
+                adopt_encoded = _refit(store, answered, cfg, adopt_dir, seconds, report, out)
             t0 = time.perf_counter()
             details = {
                 "method": report.method,
@@ -285,12 +286,12 @@ def _verdict(d: Mapping[str, float], new: Mapping[str, float] | None, n_dev: int
     """The reason and whether the rule adopts: ``d`` the dev difference, ``new`` that on new-document queries."""
     interval = f"{cfg.metric} {d['delta']:+.4f} [{d['ci_low']:+.4f}, {d['ci_high']:+.4f}]"
     shown = d["ci_low"] > 0
-    guarded = new is not None and new["queries"] >= MIN_NEW_DOCUMENT_QUERIES
-    new_ok = new is None or not guarded or new["ci_high"] >= 0
+    guard = new if new is not None and new["queries"] >= MIN_NEW_DOCUMENT_QUERIES else None
+    new_ok = guard is None or guard["ci_high"] >= 0
     about = (
-        f"the {new['queries']:.0f} dev queries about documents no training query is about ({cfg.metric} "
-        f"{new['delta']:+.4f} [{new['ci_low']:+.4f}, {new['ci_high']:+.4f}])"
-        if new is not None and guarded
+        f"the {guard['queries']:.0f} dev queries about documents no training query is about ({cfg.metric} "
+        f"{guard['delta']:+.4f} [{guard['ci_low']:+.4f}, {guard['ci_high']:+.4f}])"
+        if guard is not None
         else ""
     )
     if shown and new_ok:
@@ -317,8 +318,8 @@ def _refit(
     seconds: dict[str, float],
     report: TuneReport,
     out: Callable[[str], None],
-) -> tuple[Path, Any]:
-    """Train the model to adopt on every judged query (the same settings) and encode the passages with it."""
+) -> Any:
+    """Train the model to adopt on every judged query (same settings) into ``output_dir``; its encoded passages."""
     out(f"refitting on all {len(judged)} judged queries (training and dev part), as the measured candidate was trained")
     t0 = time.perf_counter()
     base = store.encoder
@@ -330,7 +331,7 @@ def _refit(
     t0 = time.perf_counter()
     encoded = encode_passages(store, model, show_progress_bar=cfg.show_progress_bar)
     seconds["encode_refit"] = time.perf_counter() - t0
-    return output_dir, encoded
+    return encoded
 
 
 def _subsets(
