@@ -114,7 +114,6 @@ def print_before_after(
         if getattr(args, "eval_qrels", None):
             raise cli_error("--eval-qrels needs --eval-queries")
         return
-    import sys
 
     from rag_hier.tuning.before_after import before_after
 
@@ -129,6 +128,13 @@ def print_before_after(
         device=getattr(args, "device", None),
         show_progress_bar=not getattr(args, "no_progress", False),
     )
+    show_before_after(report)
+
+
+def show_before_after(report: Any) -> None:
+    """Print a held-out comparison (a :class:`~rag_hier.tuning.TuneReport`): its warnings on stderr, then it."""
+    import sys
+
     for line in report.warnings:
         print(f"rag-hier train: warning: {line}", file=sys.stderr)
     print(report.summary())

@@ -26,6 +26,7 @@ from rag_hier.cli._train import (
     existing_corpus,
     passage_words,
     qa_or_beir_judgements,
+    show_before_after,
 )
 
 __all__ = ["add_index_arguments", "add_train_parser", "after_index"]
@@ -269,8 +270,6 @@ def _train(args: argparse.Namespace) -> int:
 
 def _before_after(args: argparse.Namespace, documents: Any, base: str, out: Path, fmt: str, max_words: int) -> None:
     """The base model's exact search against the trained encoder searched through its EHI index."""
-    import sys
-
     from rag_hier.store.extensions.ehi import EHIExtension
     from rag_hier.tuning.before_after import SearchSide, before_after_searches
 
@@ -286,6 +285,4 @@ def _before_after(args: argparse.Namespace, documents: Any, base: str, out: Path
         device=args.device,
         show_progress_bar=not args.no_progress,
     )
-    for line in report.warnings:
-        print(f"rag-hier train: warning: {line}", file=sys.stderr)
-    print(report.summary())
+    show_before_after(report)

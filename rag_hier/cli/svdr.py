@@ -21,6 +21,7 @@ from rag_hier.cli._train import (
     add_eval_arguments,
     attention_dropout,
     check_eval_arguments,
+    show_before_after,
 )
 
 logger = logging.getLogger("rag_hier.cli")
@@ -329,6 +330,4 @@ def _before_after(args: argparse.Namespace, documents: Any, base: str, out: Path
         device=args.device,
         show_progress_bar=not args.no_progress,
     )
-    for line in report.warnings:
-        print(f"rag-hier train: warning: {line}", file=sys.stderr)
-    print(report.summary())
+    show_before_after(report)

@@ -22,7 +22,7 @@ from rag_hier.retrieval.base import Queries
 from rag_hier.retrieval.dense import DenseRetriever
 from rag_hier.store.encoder_switch import EncodedPassages
 
-__all__ = ["CandidateView", "candidate_index", "score_queries", "score_results"]
+__all__ = ["CandidateView", "candidate_index", "fetch_depth", "score_queries", "score_results"]
 
 
 def candidate_index(store: Any, encoded: EncodedPassages) -> DenseIndex:
