@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from rag_hier.store import HierStore, WriteSummary
     from rag_hier.tuning import TuneConfig, TuneReport
 
-# Everything loads on first use (PEP 562): `import rag_hier` and `rag-hier --version` stay light.
+# Everything loads on first use (PEP 562): `import rag_hier` stays light (no NumPy, FAISS or SQLite).
 __getattr__ = lazy_getattr(
     __name__,
     {
