@@ -178,7 +178,7 @@ def test_section_dict_round_trip() -> None:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# validation: wrong types and bad ids give the library's own error (issue 19, items 8 and 9)
+# validation: wrong types and bad ids give the library's own error
 # ----------------------------------------------------------------------------------------------------------
 
 
@@ -299,7 +299,7 @@ def test_document_without_text_yields_no_passage_silently(caplog: pytest.LogCapt
 
 
 # ----------------------------------------------------------------------------------------------------------
-# the sentence-aware splitter (issue 19, item 11)
+# the sentence-aware splitter
 # ----------------------------------------------------------------------------------------------------------
 
 

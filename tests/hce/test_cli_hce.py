@@ -89,7 +89,7 @@ def test_joint_flags_reach_the_training_report(tmp_path, capsys, tiny_model_path
     assert code == 0, err
     report = json.loads((model / "hce_training.json").read_text())
     assert report["config"]["joint_schedule"] == "alternate" and report["config"]["ict_remove_rate"] == 0.9
-    # issue 17's switches: the pre-fix loss weighting, the model's own attention dropout, no GradCache
+    # the trainer's switches: the pre-fix loss weighting, the model's own attention dropout, no GradCache
     assert report["config"]["direction_reduction"] == "mean" and report["config"]["level_weight"] == 0.2
     assert report["config"]["attention_dropout"] is None and report["config"]["mini_batch_size"] is None
     code, _, err = _run(capsys, "train", "hce", beir_dir, "--output", tmp_path / "x", "--ict-remove-rate", "2", *common)

@@ -1,4 +1,4 @@
-"""Extensions kept in Milvus fields (issue 16): the token index, sparse embeddings and SVDR E(d) vectors as a
+"""Extensions kept in Milvus fields: the token index, sparse embeddings and SVDR E(d) vectors as a
 sparse vector field (``C__sparse``), the tree / EHI leaves as passage fields — exact through every kind of write,
 atomic at the commit point, searched in Milvus with the local store's results, and collections whose extensions are
 still files keep working.

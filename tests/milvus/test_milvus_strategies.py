@@ -1,4 +1,4 @@
-"""Every strategy on Milvus Lite returns what it returns on the local store, for the same vectors (issue 16).
+"""Every strategy on Milvus Lite returns what it returns on the local store, for the same vectors.
 
 One local store (10 documents x 3 passages, dense vectors, sparse embeddings, the token index, the document
 index, the tree, EHI and the BM25 index) is migrated into a Milvus Lite file without re-encoding; each registered

@@ -1,4 +1,4 @@
-"""Rough edges of the store found by trying it as users and busy systems would (issue 19)."""
+"""Rough edges of the store found by trying it as users and busy systems would."""
 
 from __future__ import annotations
 

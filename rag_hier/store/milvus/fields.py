@@ -1,4 +1,4 @@
-"""Extensions whose data the Milvus backend keeps in Milvus fields, searched by Milvus (issue 16).
+"""Extensions whose data the Milvus backend keeps in Milvus fields, searched by Milvus.
 
 Two kinds:
 

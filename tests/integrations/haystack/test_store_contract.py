@@ -1,4 +1,4 @@
-"""RagHierDocumentStore against the store's promises (issue 19): an overwrite keeps the engine's document row,
+"""RagHierDocumentStore against the store's promises: an overwrite keeps the engine's document row,
 bad vectors are refused with nothing stored, reads never touch the directory, the similarity is exposed.
 
 Explicit vectors only, no model.

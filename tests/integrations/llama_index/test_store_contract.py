@@ -1,4 +1,4 @@
-"""RagHierVectorStore against the store's promises (issue 19): a re-ingested document keeps its document row,
+"""RagHierVectorStore against the store's promises: a re-ingested document keeps its document row,
 bad vectors are refused with nothing stored, reads never touch the directory, the similarity is exposed.
 
 Explicit vectors and the hashed bag-of-words embedding of ``conftest.py``, no model.
