@@ -567,6 +567,11 @@ COMMANDS = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rag-hier`` console script; returns the exit status."""
+    if list(sys.argv[1:] if argv is None else argv) == ["--version"]:  # without building the parser (plugins)
+        from rag_hier._version import __version__
+
+        print(f"rag-hier {__version__}")
+        return 0
     parser = build_parser()
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)
