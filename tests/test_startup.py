@@ -73,7 +73,8 @@ def test_version_imports_no_numpy_or_faiss() -> None:
     probe = (
         "import contextlib, io, json, sys\nfrom rag_hier.cli.main import main\n"
         "with contextlib.redirect_stdout(io.StringIO()) as out:\n    code = main(['--version'])\n"
-        "print(json.dumps([code, out.getvalue().strip(), [m for m in ('numpy', 'faiss', 'scipy') if m in sys.modules]]))\n"
+        "heavy = [m for m in ('numpy', 'faiss', 'scipy') if m in sys.modules]\n"
+        "print(json.dumps([code, out.getvalue().strip(), heavy]))\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=300)
     code, printed, heavy = json.loads(out.stdout.strip().splitlines()[-1])
