@@ -22,6 +22,7 @@ LAYERS = [
         "rag_hier._compat",
         "rag_hier._limits",
         "rag_hier._lazy",
+        "rag_hier._arrays",
     },
     {"rag_hier.corpus"},
     {"rag_hier.encoders"},

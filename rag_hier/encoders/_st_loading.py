@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import pickle
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,17 +33,11 @@ __all__ = [
 HUB_PROBE_TIMEOUT_S = 5.0
 """How long :func:`check_reachable` waits for the Hugging Face Hub before calling it unreachable."""
 
-LOAD_ERRORS: tuple[type[BaseException], ...] = (
-    OSError,
-    TypeError,
-    ValueError,
-    RuntimeError,
-    KeyError,
-    pickle.UnpicklingError,
-)
-"""What loading a model directory raises for a damaged or unexpected directory (a missing file, an unknown key in
+LOAD_ERRORS: tuple[type[BaseException], ...] = (Exception,)
+"""What loading a model directory may raise, reported as one line naming the model: the loaders are other
+libraries', and a damaged or unexpected directory fails in many ways (a missing file, an unknown key in
 ``sentence_bert_config.json``, weights of other shapes, a ``pytorch_model.bin`` that torch's weights-only loader
-refuses without running it): reported as one line naming the model."""
+refuses without running it). Interrupts (``KeyboardInterrupt``) are not caught."""
 
 RAG_HIER_MODULES: frozenset[str] = frozenset({"rag_hier.encoders.encdec.EncoderDecoderEmbedding"})
 """``modules.json`` types that are rag-hier's own, installed module classes."""
