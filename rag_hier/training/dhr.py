@@ -869,6 +869,9 @@ class DHRTrainer:
         kwargs["warmup_steps" if modern or "warmup_ratio" not in known else "warmup_ratio"] = cfg.warmup_ratio
         if (cfg.device or "").startswith("cpu") and "use_cpu" in known:
             kwargs["use_cpu"] = True
+        import torch
+
+        kwargs["dataloader_pin_memory"] = torch.cuda.is_available()  # pinning without a GPU only warns
         kwargs.update(overrides)
         return args_cls(**{k: v for k, v in kwargs.items() if k in known})
 
