@@ -25,7 +25,7 @@ _OFFLINE_ALIASES = {"sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2"
 
 
 def _one_line(exc: BaseException) -> str:
-    """An exception as one line (first line of its message, with its type when the message is empty)."""
+    """An exception as one line: its type, and the first line of its message when it has one."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
