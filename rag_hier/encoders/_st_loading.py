@@ -25,6 +25,7 @@ __all__ = [
     "LOAD_ERRORS",
     "RAG_HIER_MODULES",
     "check_reachable",
+    "load_sentence_transformer",
     "module_types",
     "quiet_weight_loading",
     "st_load_kwargs",
@@ -131,3 +132,27 @@ def check_reachable(model: str, *, timeout: float = HUB_PROBE_TIMEOUT_S) -> None
             f"{constants.ENDPOINT} cannot be reached ({type(exc).__name__}: {str(exc).strip()[:120]}); check the "
             "network or proxy, or pass a local model directory (HF_HUB_OFFLINE=1 skips this check)"
         ) from None
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception as one line: its type, and the first line of its message when it has one."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def load_sentence_transformer(path: str, *, device: str, name: str, what: str = "model", **kwargs: Any) -> Any:
+    """``SentenceTransformer(path, device=device, **kwargs)``, loaded the way rag-hier loads every model.
+
+    The Hub is probed first (:func:`check_reachable`), the weight-loading bar is hidden, and any failure is one
+    :class:`~rag_hier.errors.RagHierError` line naming ``name`` (``what``: "model", "base model").
+    """
+    from sentence_transformers import SentenceTransformer
+
+    from rag_hier.errors import RagHierError
+
+    check_reachable(path)
+    try:
+        with quiet_weight_loading():
+            return SentenceTransformer(path, device=device, **kwargs)
+    except LOAD_ERRORS as exc:
+        raise RagHierError(f"cannot load {what} {name!r}: {_one_line(exc)}") from exc

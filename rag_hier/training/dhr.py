@@ -735,18 +735,13 @@ class DHRTrainer:
         return self.config.to_dict()
 
     def _load(self, name: str | None = None) -> SentenceTransformer:
-        from sentence_transformers import SentenceTransformer
-
+        from rag_hier.encoders._st_loading import load_sentence_transformer
         from rag_hier.encoders.device import resolve_device
 
         name = name or self.config.base_model
-        from rag_hier.encoders._st_loading import LOAD_ERRORS, check_reachable
-
-        check_reachable(resolve_model_path(name))
-        try:
-            model = SentenceTransformer(resolve_model_path(name), device=resolve_device(self.config.device))
-        except LOAD_ERRORS as exc:
-            raise RagHierError(f"cannot load model {name!r}: {exc}") from exc
+        model = load_sentence_transformer(
+            resolve_model_path(name), device=resolve_device(self.config.device), name=name
+        )
         if self.config.max_seq_length is not None:
             model.max_seq_length = self.config.max_seq_length
         return model
