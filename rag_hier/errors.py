@@ -9,6 +9,7 @@ __all__ = [
     "FilterError",
     "InvalidInputError",
     "MissingDependencyError",
+    "ModelMismatchError",
     "ParameterError",
     "RagHierError",
     "StoreCorruptedError",
@@ -42,6 +43,10 @@ class StoreCorruptedError(StoreError):
 
 class DimensionMismatchError(StoreError, ValueError):
     """Vectors or a model whose dimension differs from the store's."""
+
+
+class ModelMismatchError(StoreError):
+    """A model that is not the one a store was built with (other weights at its recorded path, or encoder=)."""
 
 
 class DuplicateIdError(StoreError, ValueError):

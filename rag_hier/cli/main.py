@@ -477,6 +477,7 @@ def cmd_info(args: argparse.Namespace) -> int:
             f"encoder    {enc.get('model', '(none: vectors come from outside)')}  dim={info.get('dimension')}"
             f"  normalized={enc.get('normalize_embeddings')}"
         )
+        _print_model_source(enc)
         print(f"index      {milvus_index.get('index_type')} {milvus_index.get('params') or {}} (metric IP)")
         print(f"corpus     {info.get('corpus') or {}}")
         print(f"counts     {counts['documents']} documents, {counts['passages']} passages, {counts['vectors']} vectors")
@@ -505,6 +506,8 @@ def cmd_info(args: argparse.Namespace) -> int:
                 f"{tuned['base']:.4f} -> {tuned['candidate']:.4f}"
             )
         print(line)
+    else:
+        _print_model_source(enc)
     previous = info.get("encoder_previous")
     if previous:
         print(f"previous   {previous.get('model')}  (rag-hier tune --rollback returns to it)")
@@ -514,6 +517,26 @@ def cmd_info(args: argparse.Namespace) -> int:
     for name, f in sorted(info["files"].items()):
         print(f"file       {name}  {f['bytes']} bytes  sha256 {f['sha256'][:16]}…")
     return 0
+
+
+def _print_model_source(enc: dict[str, Any]) -> None:
+    """Where a store's model (outside the store) loads from, and whether its weights are the recorded ones."""
+    if not enc.get("model"):
+        return
+    from rag_hier.encoders.identity import weights_digest
+
+    recorded = enc.get("weights_sha256")
+    directory, digest, _ = weights_digest(str(enc["model"]))  # reads the files; loads nothing
+    where = f"loads from {directory}" if directory is not None else "loads by name (not on disk yet)"
+    if not recorded:
+        check = "no weights digest recorded: not checked"
+    elif digest is None:
+        check = f"weights sha256 {recorded[:16]}…, checked when they are on disk"
+    elif digest == recorded:
+        check = f"weights sha256 {recorded[:16]}…, as recorded"
+    else:
+        check = f"weights sha256 {digest[:16]}…, NOT the recorded {recorded[:16]}…: it will be refused"
+    print(f"model      {where}; {check}")
 
 
 def _quiet_transformers() -> None:

@@ -52,6 +52,10 @@ class DenseEncoder:
         show_progress_bar: Show a progress bar when encoding many texts.
         query_prompt: Prompt (or prompt name defined by the model) prepended to queries.
         document_prompt: Prompt (or prompt name) prepended to documents.
+        model_kwargs: Extra keyword arguments for ``SentenceTransformer``.
+        weights_sha256: The weights the model must have (:func:`~rag_hier.encoders.identity.weights_digest`);
+            other weights are refused with :class:`~rag_hier.errors.ModelMismatchError` before
+            they are loaded (a store passes what it recorded when it was built).
 
     Example:
         >>> enc = DenseEncoder()  # doctest: +SKIP
@@ -73,6 +77,7 @@ class DenseEncoder:
         query_prompt: str | None = None,
         document_prompt: str | None = None,
         model_kwargs: dict[str, Any] | None = None,
+        weights_sha256: str | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -86,7 +91,10 @@ class DenseEncoder:
         self.query_prompt = query_prompt
         self.document_prompt = document_prompt
         self.model_kwargs = dict(model_kwargs or {})
+        self.weights_sha256 = weights_sha256
+        self.weights_owner: str | None = None  # whose recorded digest weights_sha256 is (named in the error)
         self._model: SentenceTransformer | None = None
+        self._digest: tuple[str | None, str | None] | None = None
 
     # -- lazy model -------------------------------------------------------------------------------
     @property
@@ -104,7 +112,10 @@ class DenseEncoder:
         logger.info("loading sentence-transformers model %s on %s", path, device)
         # a directory built from rag-hier's own module classes (Tied-Atomic) loads without trust_remote_code
         kwargs = {**st_load_kwargs(path), **self.model_kwargs}
+        checked = self.weights_sha256 is None or self._check_weights(loaded=False)
         model = load_sentence_transformer(path, device=device, name=self.model_name, **kwargs)
+        if not checked:
+            self._check_weights(loaded=True)  # a hub id: its files are on disk only now
         precision = resolve_precision(device, self.precision)
         if precision == "float16":
             model.half()
@@ -114,6 +125,35 @@ class DenseEncoder:
             model.max_seq_length = self.max_seq_length
         model.eval()
         return model
+
+    def weights_digest(self) -> str | None:
+        """SHA-256 over the model's weight files, read from disk (``None`` when they are not on disk)."""
+        if self._digest is None or self._digest[1] is None:
+            from rag_hier.encoders.identity import weights_digest
+
+            directory, digest, _ = weights_digest(self.model_name)
+            self._digest = (None if directory is None else str(directory), digest)
+        return self._digest[1]
+
+    def _check_weights(self, *, loaded: bool) -> bool:
+        """Compare the weights on disk with :attr:`weights_sha256`; ``False`` when they cannot be read yet."""
+        from rag_hier.errors import ModelMismatchError
+
+        self._digest = None  # read the files again: they are what is about to be loaded
+        digest = self.weights_digest()
+        if digest is None:
+            if loaded:
+                logger.warning("cannot check the weights of %s: no weight files on disk", self.model_name)
+            return loaded
+        if digest != self.weights_sha256:
+            assert self._digest is not None
+            owner = f"{self.weights_owner} was built with other weights" if self.weights_owner else "other weights"
+            raise ModelMismatchError(
+                f"{self._digest[0]}: the model's weights (sha256 {digest[:12]}) are not the ones {owner} "
+                f"(sha256 {str(self.weights_sha256)[:12]}); refusing to encode with them. Restore that model, "
+                "or pass an encoder explicitly with allow_other_model=True"
+            )
+        return True
 
     @property
     def is_loaded(self) -> bool:
@@ -148,14 +188,16 @@ class DenseEncoder:
         return getattr(model, "similarity_fn_name", "cosine") in (None, "cosine")
 
     def config(self) -> dict[str, Any]:
-        """What a store records about its encoder (JSON-ready)."""
+        """What a store records about its encoder (JSON-ready), with the digest of its weights."""
+        dimension = self.dimension  # loads the model (a hub id's files are on disk from then on)
         return {
             "model": self.model_name,
-            "dimension": self.dimension,
+            "dimension": dimension,
             "normalize_embeddings": self.normalize_embeddings,
             "query_prompt": self.query_prompt,
             "document_prompt": self.document_prompt,
             "max_seq_length": self.max_seq_length,
+            "weights_sha256": self.weights_digest(),
         }
 
     # -- encoding ---------------------------------------------------------------------------------

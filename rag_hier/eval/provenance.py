@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import platform
-from pathlib import Path
 from typing import Any
 
+from rag_hier.encoders.identity import WEIGHT_SUFFIXES, file_sha256, weights_digest
+
 __all__ = ["WEIGHT_SUFFIXES", "file_sha256", "host_description", "model_fingerprint"]
-
-WEIGHT_SUFFIXES: tuple[str, ...] = (".safetensors", ".bin", ".pt", ".pth", ".onnx")
-"""Files counted as a model's weights."""
-
-
-def file_sha256(path: str | Path) -> str:
-    """SHA-256 (hex) of a file's bytes, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with Path(path).open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def model_fingerprint(model: str | None) -> dict[str, Any]:
@@ -40,21 +28,12 @@ def model_fingerprint(model: str | None) -> dict[str, Any]:
     """
     if model is None:
         return {"name": None, "path": None, "weights_sha256": None, "weight_files": 0}
-    from rag_hier.encoders.dense import resolve_model_path
-
-    resolved = Path(resolve_model_path(model))
-    if not resolved.is_dir():
-        return {"name": model, "path": None, "weights_sha256": None, "weight_files": 0}
-    files = sorted(p for p in resolved.rglob("*") if p.is_file() and p.suffix in WEIGHT_SUFFIXES)
-    digest = hashlib.sha256()
-    for p in files:
-        digest.update(p.relative_to(resolved).as_posix().encode("utf-8") + b"\0")
-        digest.update(file_sha256(p).encode("ascii"))
+    directory, digest, count = weights_digest(model)
     return {
         "name": model,
-        "path": str(resolved.absolute()),
-        "weights_sha256": digest.hexdigest() if files else None,
-        "weight_files": len(files),
+        "path": None if directory is None else str(directory),
+        "weights_sha256": digest,
+        "weight_files": count,
     }
 
 

@@ -51,6 +51,7 @@ from rag_hier.store.contract import Filters, StoreBackend
 from rag_hier.store.records import new_hit
 
 __all__ = [
+    "READ_BLOCK_QUERIES",
     "Aggregate",
     "Filters",
     "ParameterError",
@@ -65,6 +66,8 @@ __all__ = [
 Aggregate = Literal["passage", "doc"]
 AGGREGATES: tuple[str, ...] = ("passage", "doc")
 Q = TypeVar("Q")
+READ_BLOCK_QUERIES = 64
+"""Queries searched in one read of the store: a writer in another process waits for one such group at most."""
 P = TypeVar("P", bound="RetrieverParams")
 
 
@@ -456,14 +459,23 @@ class Retriever(ABC, Generic[Q]):
     ) -> list[QueryResult]:
         """:meth:`run` with queries already in the strategy's own representation (:meth:`prepare`'s output).
 
-        All the store reads of one call (filter, candidates, ranking, records) answer from one committed
-        generation, even while another process writes.
+        The store reads of each query (filter, candidates, ranking, records) answer from one committed
+        generation, even while another process writes. Queries are searched :data:`READ_BLOCK_QUERIES` at a
+        time, each group in its own read, so a writer in another process waits for one group at most, not
+        for the whole batch (a batch searched while another process commits may see the commit part-way).
         """
         top_k = _check_top_k(top_k)
         if aggregate not in AGGREGATES:
             raise ValueError(f"aggregate must be 'passage' or 'doc', got {aggregate!r}")
-        with self.read_block():
-            return self._run_prepared(prepared, n_queries, top_k, filters, aggregate)
+        if n_queries <= READ_BLOCK_QUERIES:
+            with self.read_block():
+                return self._run_prepared(prepared, n_queries, top_k, filters, aggregate)
+        out: list[QueryResult] = []
+        for start in range(0, n_queries, READ_BLOCK_QUERIES):
+            rows = range(start, min(start + READ_BLOCK_QUERIES, n_queries))
+            with self.read_block():
+                out.extend(self._run_prepared(self.select(prepared, rows), len(rows), top_k, filters, aggregate))
+        return out
 
     def read_block(self) -> contextlib.AbstractContextManager[Any]:
         """The block one search's store reads run in: by default one committed generation (``store.reading()``).

@@ -6,10 +6,11 @@ by every other; the core's lock serializes threads. Across processes, SQLite is 
 arbiter of what each process sees:
 
 - **Reads** run inside a SQLite read transaction (:meth:`StoreCore.reading`): its shared lock keeps any
-  writer from committing while the read runs, and at its start the core compares SQLite's
-  ``data_version`` with the one it last saw; if another process committed, the core reloads the indexes
-  and extensions of the new generation first. A read therefore answers from exactly one committed
-  generation and never sees a torn state.
+  writer from committing while the read runs (the commit waits for it, however long: it never fails
+  because of a reader; searches keep each read short, see ``Retriever.run_prepared``), and at its start
+  the core compares SQLite's ``data_version`` with the one it last saw; if another process committed, the
+  core reloads the indexes and extensions of the new generation first. A read therefore answers from
+  exactly one committed generation and never sees a torn state.
 - **Writes** (:meth:`StoreCore.writing`) take the writer lock (``store.lock``, an ``flock``), then
   ``BEGIN IMMEDIATE``; a core behind another process's commit reloads and applies the write on top of it.
   A commit writes changed index files to temporary names, commits one SQLite transaction (the data, the
@@ -88,7 +89,8 @@ __all__ = ["StoreCore", "connect", "copy_committed"]
 
 _RECORD_CACHE_MAX = 500_000
 """Stores with at most this many passages keep their parsed records in memory for filtered reads."""
-_BUSY_TIMEOUT_S = 60.0
+_BUSY_TIMEOUT_S = 10.0
+"""How long one SQLite lock attempt waits before :func:`_until_unlocked` logs that it still waits and tries again."""
 SEGMENT_MERGE_MIN = 4096
 """Segments of the passage index (or of an extension) are merged into ``dense.faiss`` (its files) once they
 hold more than this many entries (vectors added plus ids removed; or more than the index holds, if fewer)
@@ -104,6 +106,31 @@ _CORES_LOCK = threading.RLock()
 """Guards :data:`_CORES`. Re-entrant: a handle dropped without ``close()`` releases its core from a finalizer,
 which the garbage collector may run in the middle of :meth:`StoreCore.shared` loading another store on the
 same thread (a plain lock deadlocked there)."""
+
+
+def _is_locked(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "database is locked" in text or "database is busy" in text
+
+
+def _until_unlocked(root: Path, what: str, statement: Callable[[], object]) -> None:
+    """Run ``statement`` until SQLite grants its lock: another process's read or commit is waited for, not an error.
+
+    SQLite's busy handler waits :data:`_BUSY_TIMEOUT_S` per attempt; each further attempt is logged (a
+    warning from the second one on), so a writer held up by a long read in another process says so and
+    goes on once the read ends, and a reader waits the same way for a commit to finish.
+    """
+    waited = 0.0
+    while True:
+        try:
+            statement()
+            return
+        except sqlite3.OperationalError as exc:
+            if not _is_locked(exc):
+                raise
+        waited += _BUSY_TIMEOUT_S
+        log = logger.warning if waited > _BUSY_TIMEOUT_S else logger.info
+        log("%s: %s waits for another process's transaction (%.0f s so far)", root, what, waited)
 
 
 def _step(name: str) -> None:
@@ -146,6 +173,16 @@ def read_state(db: sqlite3.Connection, db_path: Path) -> dict[str, Any]:
     return validate_state(state, db_path)
 
 
+def _begin_read(db: sqlite3.Connection) -> None:
+    """``BEGIN`` and take the shared lock now (one cheap read), so a busy database is met here, not mid-read."""
+    db.execute("BEGIN")
+    try:
+        db.execute("SELECT 1 FROM state LIMIT 1").fetchall()
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+
+
 class _ReadBlock:
     """``StoreCore.reading``: one read transaction and a sync, or nothing inside an enclosing read or write.
 
@@ -167,7 +204,7 @@ class _ReadBlock:
             db = core.db
             if db.in_transaction:  # inside a write batch, or an enclosing read
                 return
-            db.execute("BEGIN")
+            _until_unlocked(core.root, "a read", functools.partial(_begin_read, db))
             self._outer = True
             try:
                 core.sync(self._handle)
@@ -587,7 +624,7 @@ class StoreCore:
 
     @contextlib.contextmanager
     def _read_transaction(self) -> Iterator[None]:
-        self.db.execute("BEGIN")
+        _until_unlocked(self.root, "a read", functools.partial(_begin_read, self.db))
         try:
             yield
         finally:
@@ -659,7 +696,7 @@ class StoreCore:
     def _begin(self, handle: StoreBackend) -> None:
         self.writer.acquire()
         try:
-            self.db.execute("BEGIN IMMEDIATE")
+            _until_unlocked(self.root, "a write", functools.partial(self.db.execute, "BEGIN IMMEDIATE"))
             self.sync(handle)
             if not self.settled:
                 self.recover()
@@ -759,7 +796,8 @@ class StoreCore:
         try:
             pending, dropped = self._prepare_commit(handle)
             _step("before_sqlite_commit")
-            self.db.execute("COMMIT")
+            # readers in other processes hold shared locks: the commit waits for them to end (never fails)
+            _until_unlocked(self.root, "a commit", functools.partial(self.db.execute, "COMMIT"))
         except BaseException:
             self._rollback(handle)
             raise

@@ -14,6 +14,7 @@ the model is checked against it before it is loaded, so files swapped under a st
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import shutil
@@ -23,11 +24,16 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
-from rag_hier.errors import StoreCorruptedError, StoreError
+from rag_hier.encoders.dense import DenseEncoder, resolve_model_path
+from rag_hier.encoders.identity import weights_digest
+from rag_hier.errors import ModelMismatchError, StoreCorruptedError, StoreError
 from rag_hier.store.files import fsync_dir, fsync_file
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "MODELS_DIR",
+    "check_given_encoder",
     "check_model_name",
     "install_model",
     "new_model_name",
@@ -181,3 +187,61 @@ def prune_models(root: Path, keep: Collection[str]) -> int:
     if removed:
         fsync_dir(models)
     return removed
+
+
+def _same_model(encoder: DenseEncoder, recorded: Mapping[str, Any], root: Path | None) -> bool:
+    """Whether ``encoder`` loads the weights the store recorded (by digest where both are known, else by name)."""
+    model = str(recorded.get("model", ""))
+    if recorded.get("stored"):
+        if root is None:
+            return False
+        expected = weights_digest(str(stored_model_dir(root, recorded)))[1]
+    else:
+        expected = recorded.get("weights_sha256")
+        if encoder.model_name == model:
+            return expected is None or encoder.weights_digest() in (None, expected)
+    given = encoder.weights_digest()
+    if expected is not None and given is not None:
+        return bool(given == expected)
+
+    def where(name: str) -> str:
+        resolved = resolve_model_path(name)
+        return str(Path(resolved).absolute()) if Path(resolved).exists() else resolved
+
+    return where(encoder.model_name) == where(model)
+
+
+def check_given_encoder(
+    encoder: DenseEncoder | None,
+    recorded: Mapping[str, Any] | None,
+    *,
+    location: str,
+    root: Path | None = None,
+    allow_other_model: bool = False,
+) -> None:
+    """Refuse an ``encoder=`` given to open a store when it is not the model the store was built with.
+
+    The same weights under another name or path are the same model. ``allow_other_model=True`` lets the
+    caller encode with another model anyway (logged as a warning): its queries are compared with vectors of
+    the store's model.
+
+    Raises:
+        ModelMismatchError: ``encoder`` is another model and ``allow_other_model`` is false.
+
+    """
+    if encoder is None or not recorded or _same_model(encoder, recorded, root):
+        return
+    model = recorded.get("model")
+    if allow_other_model:
+        logger.warning(
+            "%s was built with model %s; encoding with %s instead (allow_other_model=True)",
+            location,
+            model,
+            encoder.model_name,
+        )
+        return
+    raise ModelMismatchError(
+        f"the store at {location} was built with model {model!r}, not {encoder.model_name!r}: queries and "
+        "passages would come from different models. Open it without encoder= to use its model, or pass "
+        "allow_other_model=True to encode with this one anyway"
+    )

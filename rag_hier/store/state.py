@@ -90,6 +90,7 @@ def validate_state(state: Any, where: str | Path) -> dict[str, Any]:
         model = _field(w, f"{key}.model", encoder.get("model"), str)
         _field(w, f"{key}.dimension", encoder.get("dimension"), int, optional=True)
         _field(w, f"{key}.since", encoder.get("since"), int, optional=True)
+        _field(w, f"{key}.weights_sha256", encoder.get("weights_sha256"), str, optional=True)
         if _field(w, f"{key}.stored", encoder.get("stored", False), bool):
             # a model inside the store: models/<plain name>, with the digest it is checked against
             prefix = f"{MODELS_DIR}/"

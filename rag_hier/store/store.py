@@ -42,7 +42,7 @@ from rag_hier.store.encoder_switch import EncodedPassages, check_extensions, enc
 from rag_hier.store.extensions.base import extension_class
 from rag_hier.store.files import LOCK_FILE
 from rag_hier.store.filters import Refined, compile_filter
-from rag_hier.store.models import stored_model_dir
+from rag_hier.store.models import check_given_encoder, stored_model_dir
 from rag_hier.store.records import (
     Hit,
     PassageRecord,
@@ -291,6 +291,7 @@ class HierStore:
         device: str | None = ...,
         read_only: bool = ...,
         verify_checksums: bool = ...,
+        allow_other_model: bool = ...,
     ) -> HierStore: ...
     @overload
     @classmethod
@@ -305,6 +306,7 @@ class HierStore:
         device: str | None = None,
         read_only: bool = False,
         verify_checksums: bool = True,
+        allow_other_model: bool = False,
         **milvus_options: Any,
     ) -> HierStore | MilvusStore:
         """Open an existing store, checking it (schema, manifest, counts, checksums); ``uri=``: a Milvus collection.
@@ -314,10 +316,14 @@ class HierStore:
 
         Args:
             path: The store directory.
-            encoder: Use this encoder instead of the one recorded in the manifest.
+            encoder: Use this encoder instead of building one from the manifest (to choose its device, batch
+                size, ...). It must load the model the store was built with (the same weights under any
+                name or path), else :class:`~rag_hier.errors.ModelMismatchError`.
             device: Device for the recorded encoder (``None``: CUDA when available).
             read_only: Refuse writes (and never touch the files).
             verify_checksums: Hash every file against the manifest (sizes and counts are always checked).
+            allow_other_model: Encode with ``encoder`` even though it is another model than the store's
+                (logged as a warning): its query vectors are compared with the store's passage vectors.
             uri: Instead of ``path``: a Milvus URI (see :meth:`create`); Milvus options pass through.
 
         """
@@ -328,12 +334,30 @@ class HierStore:
                 raise ValueError("pass either a directory path or uri= (a Milvus URI), not both")
             from rag_hier.store.milvus.store import MilvusStore
 
-            return MilvusStore.open(uri, encoder=encoder, device=device, read_only=read_only, **milvus_options)
+            return MilvusStore.open(
+                uri,
+                encoder=encoder,
+                device=device,
+                read_only=read_only,
+                allow_other_model=allow_other_model,
+                **milvus_options,
+            )
         if path is None:
             raise ValueError("HierStore.open needs a directory path (or uri= for Milvus)")
         root = Path(path)
         store = cls(root, encoder, read_only=read_only, device=device)
         StoreCore.shared(root, store, store._attach, verify=verify_checksums)
+        try:
+            check_given_encoder(
+                encoder,
+                store._core.state.get("encoder"),
+                location=str(root),
+                root=root.absolute(),
+                allow_other_model=allow_other_model,
+            )
+        except BaseException:
+            store.close()
+            raise
         store._override_key = store.encoder_key
         if not read_only:
             store._core.try_recover(store)
@@ -448,17 +472,23 @@ class HierStore:
         self, enc: Mapping[str, Any], model: str | None = None, device: str | None = None
     ) -> DenseEncoder:
         """A :class:`DenseEncoder` for a recorded encoder configuration (``model``: load this path instead)."""
+        weights = None
         if model is None:
-            # a model kept inside the store is checked against its recorded digest before it is loaded
+            # a model kept inside the store is checked against its recorded digest before it is loaded; one
+            # outside it, by the digest of its weights recorded when the store was built
             model = str(stored_model_dir(self.path.absolute(), enc)) if enc.get("stored") else str(enc["model"])
-        return DenseEncoder(
+            weights = None if enc.get("stored") else enc.get("weights_sha256")
+        encoder = DenseEncoder(
             model,
             device=device if device is not None else self._device,
             normalize_embeddings=enc.get("normalize_embeddings"),
             query_prompt=enc.get("query_prompt"),
             document_prompt=enc.get("document_prompt"),
             max_seq_length=enc.get("max_seq_length"),
+            weights_sha256=weights,
         )
+        encoder.weights_owner = f"the store at {self.path}"
+        return encoder
 
     @property
     def encoder_key(self) -> tuple[Any, ...] | None:

@@ -279,3 +279,23 @@ def test_an_interrupted_index_keeps_its_commits_and_a_rerun_resumes(
     monkeypatch.setattr(HierStore, "add_documents", real)
     out = index_cli(corpora.beir, store).out
     assert "2 unchanged" in out and f"{len(corpora.beir_docs) - 2} added" in out  # nothing encoded twice
+
+
+def test_other_weights_at_a_stores_model_path_are_refused(corpora, cli, tmp_path: Path) -> None:
+    import shutil
+
+    from rag_hier.testing import build_tiny_model
+
+    model = build_tiny_model(tmp_path / "model", seed=1)
+    store = tmp_path / "store"
+    assert cli("index", corpora.beir, "--store", store, "--model", model, "--no-progress").code == 0
+    info = cli("info", "--store", store, "--no-verify")
+    assert f"loads from {model}" in info.out and "as recorded" in info.out
+    # another model of the same shape put at the recorded path: refused with one line naming the path
+    shutil.rmtree(model)
+    build_tiny_model(model, seed=2)
+    info = cli("info", "--store", store, "--no-verify")
+    assert info.code == 0 and "it will be refused" in info.out
+    result = cli("search", "--store", store, "--query", "moon", "--no-progress")
+    assert result.code != 0 and len(result.err_lines) == 1, result.err
+    assert str(model) in result.err and "not the ones the store" in result.err

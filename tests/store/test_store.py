@@ -202,7 +202,7 @@ def test_dimension_mismatch_with_model(store: HierStore, tmp_path) -> None:
     other = DenseEncoder(str(build_tiny_model(tmp_path / "m16", dimension=16)))
     path = store.path
     store.close()
-    wrong = HierStore.open(path, encoder=other)
+    wrong = HierStore.open(path, encoder=other, allow_other_model=True)
     with pytest.raises(DimensionMismatchError, match="16-d"):
         wrong.search("x")
     with pytest.raises(DimensionMismatchError):

@@ -73,6 +73,7 @@ from rag_hier.store.milvus.fields import (
     sparse_dicts,
 )
 from rag_hier.store.milvus.filters import translate
+from rag_hier.store.models import check_given_encoder
 from rag_hier.store.records import POLICIES, PassageRecord, WritePolicy, WriteSummary
 from rag_hier.store.schema import dumps, hash_text
 from rag_hier.store.writes import _check_id, _check_json, check_ids, check_passage_owners, normalize_embeddings
@@ -491,8 +492,13 @@ class MilvusStore:
         db_name: str = "",
         timeout: float | None = 30.0,
         client_options: Mapping[str, Any] | None = None,
+        allow_other_model: bool = False,
     ) -> MilvusStore:
-        """Open an existing collection (its schema and state are checked; a read-write handle recovers)."""
+        """Open an existing collection (its schema and state are checked; a read-write handle recovers).
+
+        ``encoder`` must load the model the collection was built with unless ``allow_other_model`` is true
+        (see :meth:`HierStore.open <rag_hier.store.store.HierStore.open>`).
+        """
         from rag_hier.store.milvus.client import split_uri
 
         uri, name = split_uri(uri, collection)
@@ -511,6 +517,9 @@ class MilvusStore:
             store._sparse_collection_present()
             store._load_state()
             store._check_schema()
+            check_given_encoder(
+                encoder, store._state.get("encoder"), location=store.location, allow_other_model=allow_other_model
+            )
             if not read_only:
                 with store._lock:
                     store._recover()
@@ -528,6 +537,7 @@ class MilvusStore:
             encoder=self.encoder,
             device=self._device,
             read_only=read_only,
+            allow_other_model=True,  # this handle's encoder, checked when it was opened
             **self._conn.options,
         )
 
@@ -958,7 +968,9 @@ class MilvusStore:
                 query_prompt=enc.get("query_prompt"),
                 document_prompt=enc.get("document_prompt"),
                 max_seq_length=enc.get("max_seq_length"),
+                weights_sha256=enc.get("weights_sha256"),
             )
+            cached.weights_owner = f"the collection {self.location}"
         return cached
 
     @property

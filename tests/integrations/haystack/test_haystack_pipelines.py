@@ -191,3 +191,22 @@ def test_pep420_namespace_layout():
         assert not (root / shared / "__init__.py").exists(), shared
     for leaf in ("components/retrievers/rag_hier", "components/embedders/rag_hier", "document_stores/rag_hier"):
         assert (root / leaf / "__init__.py").is_file(), leaf
+
+
+def test_a_reopened_store_encodes_queries_with_the_embedders_model(tmp_path, tiny_model_path):
+    # a normal indexing pipeline: the embedder computes the vectors, the store has no model= of its own
+    path = tmp_path / "store"
+    indexing = Pipeline()
+    indexing.add_component("embedder", RagHierDocumentEmbedder(model=tiny_model_path, progress_bar=False))
+    indexing.add_component("writer", DocumentWriter(RagHierDocumentStore(path=str(path))))
+    indexing.connect("embedder.documents", "writer.documents")
+    docs = [Document(id="t", content="Tides follow the moon."), Document(id="v", content="Volcanoes erupt lava.")]
+    indexing.run({"embedder": {"documents": docs}})
+    # reopened elsewhere without model=: query text is encoded with the model that embedded the documents
+    store = RagHierDocumentStore(path=str(path))
+    store.warm_up()
+    retriever = HierarchicalRetriever(document_store=store, top_k=1, auto_document_index=True)
+    found = retriever.run(query="Tides follow the moon.")
+    assert [d.id for d in found["documents"]] == ["t"]
+    # the model's name is recorded, not stored in any document's metadata
+    assert all("embedded_by" not in d.meta for d in store.filter_documents())

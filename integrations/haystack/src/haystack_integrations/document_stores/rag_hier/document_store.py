@@ -29,7 +29,7 @@ from haystack.document_stores.types import DuplicatePolicy
 from haystack.errors import FilterError
 from haystack.utils import ComponentDevice, Secret
 from haystack.utils.filters import document_matches_filter
-from haystack_integrations.components.embedders.rag_hier._backend import resolve_device
+from haystack_integrations.components.embedders.rag_hier._backend import EmbeddedBy, resolve_device
 from haystack_integrations.document_stores.rag_hier._convert import (
     EXTRA_KEY,
     document_meta,
@@ -88,6 +88,8 @@ MILVUS_MEMBERS = 1_000
 """Longest ``in`` list pushed down as a Milvus expression (one ``==`` alternative per member)."""
 
 _TOKEN_INDEX_OPTIONS = frozenset({"model", "max_length"})
+_EMBEDDED_BY = "embedded_by"
+"""The corpus fact naming the model that embedded a model-less store's documents (RagHierDocumentEmbedder's)."""
 
 _ENGINE_POLICY = {
     DuplicatePolicy.FAIL: "fail",
@@ -404,6 +406,7 @@ class RagHierDocumentStore:
         self._reader: Store | None = None
         self._writer: Store | None = None
         self._encoder: DenseEncoder | None = None
+        self._query_encoder: tuple[dict[str, Any], DenseEncoder] | None = None  # the embedder's model, recorded
         self._retrievers: dict[tuple[str, RetrieverParams], _CachedRetriever] = {}
 
     @staticmethod
@@ -624,10 +627,64 @@ class RagHierDocumentStore:
             return self._read_handle().similarity
 
     def warm_up(self) -> None:
-        """Open the store and load its model, if it has one (idempotent and cheap once done)."""
+        """Open the store and load its model, if it has one (idempotent and cheap once done).
+
+        A store without a model of its own loads the model that embedded its documents, when
+        :class:`RagHierDocumentEmbedder` recorded it: the one it encodes query text with.
+        """
         store = self._read_handle()
+        encoder = store.encoder or self._embedder_model(store)
+        if encoder is not None:
+            _ = encoder.model
+
+    def _embedder_model(self, store: Store) -> DenseEncoder | None:
+        """The model that embedded the documents, recorded when a :class:`RagHierDocumentEmbedder`'s were written."""
+        if not self.dense:
+            return None
+        recorded = store.corpus_info.get(_EMBEDDED_BY)
+        if not isinstance(recorded, dict) or not isinstance(recorded.get("model"), str):
+            return None
+        with self._lock:
+            if self._query_encoder is None or self._query_encoder[0] != recorded:
+                logger.info(
+                    "%s has no model of its own; encoding query text with %s, which embedded its documents",
+                    self.location,
+                    recorded["model"],
+                )
+                encoder = DenseEncoder(
+                    recorded["model"],
+                    device=self._device(),
+                    normalize_embeddings=recorded.get("normalize_embeddings"),
+                )
+                self._query_encoder = (dict(recorded), encoder)
+            return self._query_encoder[1]
+
+    @staticmethod
+    def _record_embedder_model(store: Store, docs: list[Document]) -> None:
+        """Record the model that embedded these documents, for a store without one (inside the write's batch)."""
         if store.encoder is not None:
-            _ = store.encoder.model
+            return
+        models = {
+            (e.model, e.normalize_embeddings)
+            for doc in docs
+            if isinstance(e := doc.embedding, EmbeddedBy) and isinstance(e.model, str)
+        }
+        if len(models) != 1:
+            return
+        model, normalize = next(iter(models))
+        entry = {"model": model, "normalize_embeddings": normalize}
+        recorded = store.corpus_info.get(_EMBEDDED_BY)
+        if recorded == entry:
+            return
+        if isinstance(recorded, dict) and recorded.get("model") != model:
+            logger.warning(
+                "%s holds documents embedded by %s; these were embedded by %s, which query text is encoded "
+                "with from now on",
+                store.location,
+                recorded.get("model"),
+                model,
+            )
+        store.update_corpus_info(**{_EMBEDDED_BY: entry})
 
     def close(self) -> None:
         """Release this instance's handles; the store reopens on next use."""
@@ -846,6 +903,7 @@ class RagHierDocumentStore:
                         policy=_ENGINE_POLICY[policy],  # type: ignore[arg-type]
                         allow_moves=True,  # an id names a chunk, whatever its parent (Haystack's OVERWRITE)
                     )
+                    self._record_embedder_model(store, docs)
             except (ValueError, TypeError) as exc:
                 if isinstance(exc, StoreError):
                     raise
@@ -1164,7 +1222,10 @@ class RagHierDocumentStore:
         if entry.retriever.over_vectors and vector is None:
             if query is None:
                 raise ValueError(f"the {entry.name!r} strategy ranks dense vectors: pass query or query_embedding")
-            if store.encoder is None:
+            embedder = self._embedder_model(store) if store.encoder is None else None
+            if embedder is not None:
+                vector = [float(x) for x in embedder.encode_queries([query])[0]]
+            elif store.encoder is None:
                 if not self.dense:
                     raise StoreError(
                         f"the store at {self.location} keeps no dense vectors of its own (dense=False) and has no "

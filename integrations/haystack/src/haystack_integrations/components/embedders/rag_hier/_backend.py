@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 from haystack.utils import ComponentDevice
@@ -12,7 +13,23 @@ from rag_hier.encoders.device import Precision
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EncoderConfig", "resolve_device", "serialize_device"]
+__all__ = ["EmbeddedBy", "EncoderConfig", "resolve_device", "serialize_device"]
+
+
+class EmbeddedBy(list[float]):
+    """An embedding that names the model that computed it; a plain ``list[float]`` to everything else.
+
+    :class:`RagHierDocumentEmbedder` returns these, so a ``RagHierDocumentStore`` created without
+    ``model=`` records which model embedded its documents and encodes query text with the same one.
+    The name survives copies (``copy.deepcopy``); serialization writes a plain list.
+    """
+
+    def __init__(
+        self, values: Iterable[float] = (), *, model: str | None = None, normalize_embeddings: bool | None = None
+    ) -> None:
+        super().__init__(values)
+        self.model = model
+        self.normalize_embeddings = normalize_embeddings
 
 
 def _available(device: str) -> bool:

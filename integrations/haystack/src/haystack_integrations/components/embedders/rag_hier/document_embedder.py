@@ -7,7 +7,7 @@ from typing import Any
 
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.utils import ComponentDevice
-from haystack_integrations.components.embedders.rag_hier._backend import EncoderConfig, serialize_device
+from haystack_integrations.components.embedders.rag_hier._backend import EmbeddedBy, EncoderConfig, serialize_device
 
 from rag_hier.encoders.dense import DEFAULT_MODEL
 from rag_hier.encoders.device import Precision
@@ -22,7 +22,9 @@ class RagHierDocumentEmbedder:
     The default model is all-MiniLM-L6-v2, loaded from the offline copy packaged with rag-hier. The model
     runs on the GPU when there is one (``device=None``); the device is saved as given, so a pipeline saved
     on a GPU machine loads on a CPU-only one (and an explicit ``cuda`` device falls back to the CPU there).
-    Embed queries with :class:`RagHierTextEmbedder` and the same model.
+    Embed queries with :class:`RagHierTextEmbedder` and the same model. Each embedding names its model, so a
+    ``RagHierDocumentStore`` created without ``model=`` records it when it stores these documents and
+    encodes query text with it (the embeddings are plain lists of floats to every other component).
 
     Usage example:
     ```python
@@ -132,4 +134,10 @@ class RagHierDocumentEmbedder:
             return {"documents": []}
         encoder = self._backend.warm_up()
         vectors = encoder.encode_documents([self._text(d) for d in documents])
-        return {"documents": [replace(d, embedding=v.tolist()) for d, v in zip(documents, vectors, strict=True)]}
+        normalize = self.normalize_embeddings
+        return {
+            "documents": [
+                replace(d, embedding=EmbeddedBy(v.tolist(), model=self.model, normalize_embeddings=normalize))
+                for d, v in zip(documents, vectors, strict=True)
+            ]
+        }
