@@ -11,7 +11,7 @@ write must be there, the write in flight all or nothing, the counts consistent a
 (dense, DHR, token index) the whole time; zero errors allowed on either side, every acknowledged write
 present afterwards (the workers are ``tests/store/_stress.py``).
 
-    python benchmarks/stress_store.py kill --trials 100
+    python benchmarks/stress_store.py kill --trials 100 [--milvus]
     python benchmarks/stress_store.py readers --writes 1000
 """
 
@@ -42,7 +42,7 @@ WRITER = textwrap.dedent(
     from rag_hier import HierStore, Passage
 
     path, log_path, first = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    store = HierStore.open(path)
+    store = HierStore.open(uri=path) if path.endswith(".db") else HierStore.open(path)
     log = open(log_path, "a", encoding="utf-8")
     rng = np.random.default_rng(first)
     doc = first
@@ -63,14 +63,44 @@ WRITER = textwrap.dedent(
 )
 
 
+CHECK = textwrap.dedent(
+    """
+    import json, sys
+    from rag_hier import HierStore
+
+    path, pending = sys.argv[1], sys.argv[2]
+    # opened read-write: recovery of the killed writer's commit, if it got that far
+    store = HierStore.open(uri=path) if path.endswith(".db") else HierStore.open(path)
+    out = {
+        "stored": sorted(store.document_ids()),
+        "passages": store.count_passages(),
+        "documents": store.count_documents(),
+        "pending_rows": int(store.rowids_of(doc_ids=[pending]).size) if pending else 0,
+        "generation": store.generation,
+    }
+    store.close()
+    print(json.dumps(out))
+    """
+)
+"""Opens the store in a process of its own (Milvus Lite lets one process hold a database file at a time)."""
+
+
+def _make_in_process(path: Path) -> None:
+    subprocess.run([sys.executable, str(Path(__file__).resolve()), "make", str(path)], check=True)
+
+
 def _make(path: Path) -> None:
     from rag_hier import HierStore, Passage
     from rag_hier.store.extensions.doc_index import DocumentIndex
     from rag_hier.store.extensions.token_index import TokenIndexExtension
 
-    store = HierStore.create(path, model=None, dimension=8)
-    store.add_extension(TokenIndexExtension())
-    store.add_extension(DocumentIndex())
+    if path.suffix == ".db":  # Milvus Lite: a collection with a token index
+        store = HierStore.create(uri=str(path), model=None, dimension=8)
+        store.add_extension(TokenIndexExtension())
+    else:
+        store = HierStore.create(path, model=None, dimension=8)
+        store.add_extension(TokenIndexExtension())
+        store.add_extension(DocumentIndex())
     rng = np.random.default_rng(0)
     store.add_passages(
         [Passage(f"d{d}#{k}", f"d{d}", k, f"word{d % 13} text {d} part {k}") for d in range(500) for k in range(2)],
@@ -79,15 +109,13 @@ def _make(path: Path) -> None:
     store.close()
 
 
-def kill_trials(trials: int, seed: int, keep: Path | None = None) -> dict[str, object]:
-    from rag_hier import HierStore
-
+def kill_trials(trials: int, seed: int, keep: Path | None = None, milvus: bool = False) -> dict[str, object]:
     rnd = random.Random(seed)
     acknowledged = inflight = lost = torn = stray = 0
     details: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "store"
-        _make(path)
+        path = Path(tmp) / ("store.db" if milvus else "store")
+        _make_in_process(path)
         log_path = Path(tmp) / "log.jsonl"
         first = 10_000
         present: dict[int, bool] = {d: True for d in range(500)}
@@ -114,10 +142,13 @@ def kill_trials(trials: int, seed: int, keep: Path | None = None) -> dict[str, o
                     assert op is not None
                     present[op["doc"]] = op["op"] == "add"
                     pending = None
-            store = HierStore.open(path)  # recovery of the killed writer's commit, if it got that far
-            stored = set(store.document_ids())
-            counts = store.manifest["counts"]
-            if counts["passages"] != 2 * counts["documents"]:
+            pending_doc = f"d{pending['doc']}" if pending is not None else ""
+            checked = subprocess.run(
+                [sys.executable, "-c", CHECK, str(path), pending_doc], check=True, capture_output=True, text=True
+            )
+            view = json.loads(checked.stdout.strip().splitlines()[-1])
+            stored = set(view["stored"])
+            if view["passages"] != 2 * view["documents"]:
                 torn += 1
             for d, there in present.items():
                 if pending is not None and d == pending["doc"]:
@@ -130,7 +161,7 @@ def kill_trials(trials: int, seed: int, keep: Path | None = None) -> dict[str, o
                             "doc": d,
                             "acknowledged": "add" if there else "delete",
                             "in_flight": pending,
-                            "generation": store.generation,
+                            "generation": view["generation"],
                         }
                     )
                     if keep is not None:
@@ -139,14 +170,14 @@ def kill_trials(trials: int, seed: int, keep: Path | None = None) -> dict[str, o
             if pending is not None:
                 inflight += 1
                 d = pending["doc"]
-                ids = store.rowids_of(doc_ids=[f"d{d}"])
-                if ids.size not in (0, 2):
+                if view["pending_rows"] not in (0, 2):
                     torn += 1
                 present[d] = f"d{d}" in stored
-            store.close()
-            stray += len([p for p in path.iterdir() if ".tmp" in p.name])
+            if path.is_dir():
+                stray += len([p for p in path.iterdir() if ".tmp" in p.name])
             first = max([d for d in present] + [first]) + 1
     return {
+        "backend": "milvus-lite" if milvus else "local",
         "trials": trials,
         "acknowledged_writes": acknowledged,
         "in_flight_writes": inflight,
@@ -227,11 +258,20 @@ def main() -> int:
     k.add_argument("--trials", type=int, default=100)
     k.add_argument("--seed", type=int, default=0)
     k.add_argument("--keep", type=Path, help="copy the store and log of a trial that lost a write here")
+    k.add_argument("--milvus", action="store_true", help="a Milvus Lite collection instead of a store directory")
+    m = sub.add_parser("make", help="(internal) create the store the kill trials write to")
+    m.add_argument("path", type=Path)
     r = sub.add_parser("readers")
     r.add_argument("--writes", type=int, default=1000)
     args = parser.parse_args()
     t0 = time.perf_counter()
-    result = kill_trials(args.trials, args.seed, args.keep) if args.cmd == "kill" else reader_stress(args.writes)
+    if args.cmd == "make":
+        _make(args.path)
+        return 0
+    if args.cmd == "kill":
+        result = kill_trials(args.trials, args.seed, args.keep, milvus=args.milvus)
+    else:
+        result = reader_stress(args.writes)
     result["seconds"] = round(time.perf_counter() - t0, 1)
     print(json.dumps(result, indent=2))
     return 0

@@ -16,6 +16,7 @@ This module imports nothing heavy: ``rag_hier.encoders.dense`` uses it before se
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,7 @@ __all__ = [
     "check_reachable",
     "load_sentence_transformer",
     "module_types",
+    "quiet_trainer_setup",
     "quiet_weight_loading",
     "st_load_kwargs",
 ]
@@ -97,6 +99,18 @@ def quiet_weight_loading() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
+@contextlib.contextmanager
+def quiet_trainer_setup() -> Iterator[None]:
+    """Hide the bars sentence-transformers and transformers print while a trainer is built or a model saved.
+
+    Building a ``SentenceTransformerTrainer`` computes the model card's widget examples (a "Computing widget
+    examples" bar, whatever ``generate_widget_examples`` says), and saving a model shows a "Writing model
+    shards" bar: neither tells a user anything. Warnings and errors still reach the logs.
+    """
+    with quiet_weight_loading(), contextlib.redirect_stderr(io.StringIO()):
+        yield
+
+
 def check_reachable(model: str, *, timeout: float = HUB_PROBE_TIMEOUT_S) -> None:
     """Fail fast when ``model`` can only come from the Hugging Face Hub and the Hub cannot be reached.
 
@@ -144,7 +158,8 @@ def load_sentence_transformer(path: str, *, device: str, name: str, what: str = 
     """``SentenceTransformer(path, device=device, **kwargs)``, loaded the way rag-hier loads every model.
 
     The Hub is probed first (:func:`check_reachable`), the weight-loading bar is hidden, and any failure is one
-    :class:`~rag_hier.errors.RagHierError` line naming ``name`` (``what``: "model", "base model").
+    :class:`~rag_hier.errors.RagHierError` line naming ``name`` (``what``: "model", "base model"). The model
+    card computes no widget examples (a progress bar on stderr whenever a trainer is built on the model).
     """
     from sentence_transformers import SentenceTransformer
 
@@ -153,6 +168,10 @@ def load_sentence_transformer(path: str, *, device: str, name: str, what: str = 
     check_reachable(path)
     try:
         with quiet_weight_loading():
-            return SentenceTransformer(path, device=device, **kwargs)
+            model = SentenceTransformer(path, device=device, **kwargs)
     except LOAD_ERRORS as exc:
         raise RagHierError(f"cannot load {what} {name!r}: {_one_line(exc)}") from exc
+    card = getattr(model, "model_card_data", None)
+    if card is not None and hasattr(card, "generate_widget_examples"):
+        card.generate_widget_examples = False
+    return model

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rag_hier.index.selection import select_top_k
+from rag_hier.retrieval import base
 from rag_hier.retrieval.base import (
     Aggregate,
     Ranking,
@@ -82,9 +83,15 @@ class DenseRetriever(Retriever[np.ndarray]):
         search = getattr(self.store, "search_dense_hits", None)
         if search is None or not self._short_path(filters, aggregate):
             return super().run_prepared(prepared, n_queries, top_k, filters, aggregate)
-        # one store call: the search and the hit rows of one generation (in a read block: within its transaction)
-        scores, ids, rows = search(prepared, _check_top_k(top_k))
-        return _results(scores, ids, rows, n_queries, top_k)
+        # one store call: the search and the hit rows of one generation (in a read block: within its transaction),
+        # READ_BLOCK_QUERIES queries at a time so that no read keeps a writer in another process waiting long
+        top_k = _check_top_k(top_k)
+        out: list[QueryResult] = []
+        for start in range(0, max(n_queries, 1), base.READ_BLOCK_QUERIES):
+            part = prepared[start : start + base.READ_BLOCK_QUERIES]
+            scores, ids, rows = search(part, top_k)
+            out.extend(_results(scores, ids, rows, len(part), top_k))
+        return out
 
 
 def _results(

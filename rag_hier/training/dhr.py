@@ -45,6 +45,7 @@ import numpy as np
 from rag_hier.corpus.model import Document, Passage, split_document
 from rag_hier.corpus.readers import QAQuestion
 from rag_hier.corpus.summary import DEFAULT_ABSTRACT_WORDS, summarize_document
+from rag_hier.encoders._st_loading import quiet_trainer_setup
 from rag_hier.encoders.dense import DEFAULT_MODEL, resolve_model_path
 from rag_hier.errors import MissingDependencyError, RagHierError
 from rag_hier.training._attention import attention_dropout
@@ -890,13 +891,14 @@ class DHRTrainer:
                 loss = losses.MultipleNegativesRankingLoss(model, scale=self.config.scale)
             with tempfile.TemporaryDirectory(prefix="rag-hier-dhr-") as tmp:
                 train_dataset: Any = subset if len(subset) > 1 else next(iter(subset.values()))
-                trainer = trainer_cls(
-                    model=model,
-                    args=self._args(Path(tmp)),
-                    train_dataset=train_dataset,
-                    loss=loss,
-                    callbacks=[self._time_limit.callback()],
-                )
+                with quiet_trainer_setup():
+                    trainer = trainer_cls(
+                        model=model,
+                        args=self._args(Path(tmp)),
+                        train_dataset=train_dataset,
+                        loss=loss,
+                        callbacks=[self._time_limit.callback()],
+                    )
                 with attention_dropout(model, self.config.attention_dropout):
                     output = trainer.train()
             last_loss = float(output.training_loss) if output is not None else None
@@ -911,13 +913,15 @@ class DHRTrainer:
 
     def _save(self, models: Mapping[str, SentenceTransformer], out: Path) -> tuple[Path, Path]:
         if models["document"] is models["passage"]:
-            models["passage"].save(str(out))
+            with quiet_trainer_setup():
+                models["passage"].save(str(out))
             return out, out
         for lv in _LEVELS:
             target = out / lv
             if target.exists():
                 shutil.rmtree(target)
-            models[lv].save(str(target))
+            with quiet_trainer_setup():
+                models[lv].save(str(target))
         return out / "document", out / "passage"
 
     def _evaluate(

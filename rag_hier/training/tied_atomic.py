@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rag_hier.corpus.model import Document, Passage
+from rag_hier.encoders._st_loading import quiet_trainer_setup
 from rag_hier.encoders.encdec import CITATION, build_warm_started_encoder_decoder, encoder_decoder_sentence_transformer
 from rag_hier.errors import MissingDependencyError, RagHierError
 from rag_hier.training._limits import TimeLimit
@@ -445,13 +446,14 @@ class TiedAtomicTrainer(_Base):
                 )
             steps = self._steps(len(cols["anchor"]), world)
             args = self._args(args_cls, samplers, scratch, steps, "NO_DUPLICATES")
-            trainer = trainer_cls(
-                model=model,
-                args=args,
-                train_dataset=Dataset.from_dict(cols),
-                loss=loss,
-                callbacks=[TimeLimit(cfg.max_minutes).callback()],
-            )
+            with quiet_trainer_setup():
+                trainer = trainer_cls(
+                    model=model,
+                    args=args,
+                    train_dataset=Dataset.from_dict(cols),
+                    loss=loss,
+                    callbacks=[TimeLimit(cfg.max_minutes).callback()],
+                )
             outcome = trainer.train()
             done = int(trainer.state.global_step)
         train_loss = float(outcome.training_loss) if outcome.training_loss is not None else None
@@ -470,7 +472,8 @@ class TiedAtomicTrainer(_Base):
         )
         if rank() == 0:
             out.mkdir(parents=True, exist_ok=True)
-            model.save(str(out))
+            with quiet_trainer_setup():
+                model.save(str(out))
             (out / TRAINING_REPORT).write_text(json.dumps(result.to_dict(), indent=1) + "\n", encoding="utf-8")
         self.model = model
         logger.info(
@@ -581,9 +584,14 @@ class DSIAtomicTrainer(_Base):
             if cfg.docid_learning_rate is not None:
                 extra["learning_rate_mapping"] = {r"^docid_embeddings$": cfg.docid_learning_rate}
             args = self._args(args_cls, samplers, scratch, steps, "BATCH_SAMPLER", **extra)
-            trainer = trainer_cls(
-                model=model, args=args, train_dataset=data, loss=loss, callbacks=[TimeLimit(cfg.max_minutes).callback()]
-            )
+            with quiet_trainer_setup():
+                trainer = trainer_cls(
+                    model=model,
+                    args=args,
+                    train_dataset=data,
+                    loss=loss,
+                    callbacks=[TimeLimit(cfg.max_minutes).callback()],
+                )
             outcome = trainer.train()
             done = int(trainer.state.global_step)
         dsi.weight = loss.docid_embeddings
@@ -594,7 +602,8 @@ class DSIAtomicTrainer(_Base):
             metrics = self._evaluate(lambda t: dsi.encode(t), w, items, eval_queries, eval_qrels)
         seconds = time.perf_counter() - t0
         result = TrainingResult(out, done, len(texts), train_loss, seconds, 1, metrics, cfg.to_dict())
-        dsi.save(out)
+        with quiet_trainer_setup():
+            dsi.save(out)
         (out / DSI_TRAINING_REPORT).write_text(json.dumps(result.to_dict(), indent=1) + "\n", encoding="utf-8")
         logger.info("DSI-atomic: %d steps on %d examples in %.0fs (loss %s)", done, len(texts), seconds, train_loss)
         return dsi, result

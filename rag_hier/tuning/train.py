@@ -9,9 +9,7 @@ decay. This is the "+CT with mined negatives" recipe of docs/hce.md. ``hce-s`` /
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import io
 import logging
 import math
 import time
@@ -23,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from rag_hier._compat import st_losses, st_trainer
+from rag_hier.encoders._st_loading import quiet_trainer_setup
 from rag_hier.errors import RagHierError
 from rag_hier.eval.judged import JudgedQueries
 from rag_hier.tuning.config import TuneConfig
@@ -252,13 +251,13 @@ def _train_contrastive(
         )
         timing = _timing_callback(outcome, cfg, say, lambda sps: on_estimate(steps, sps))
         callbacks = [timing] + ([_progress_callback(steps)] if cfg.show_progress_bar else [])
-        with contextlib.redirect_stderr(io.StringIO()):  # the model card's "Computing widget examples" bar
+        with quiet_trainer_setup():  # the model card's "Computing widget examples" bar
             trainer = Trainer(model=model, args=args, train_dataset=dataset, loss=loss, callbacks=callbacks)
         _quiet(trainer)
         with attention_dropout(model, 0.0):  # PyTorch's fused attention kernel on CPU (docs/hce.md)
             trainer.train()
         outcome.steps = int(trainer.state.global_step)
-    with contextlib.redirect_stderr(io.StringIO()):  # transformers' "Writing model shards" bar
+    with quiet_trainer_setup():  # transformers' "Writing model shards" bar
         model.save(str(output_dir))
     return outcome
 

@@ -156,3 +156,14 @@ def test_unsupervised_ict_spans_lie_in_the_window_the_model_encodes(tiny_model_p
         window_end = max(end for _, end in enc["offset_mapping"])  # last character the model encodes
         start = text.find(query)
         assert start >= 0 and start + len(query) <= window_end, (query, window_end)
+
+
+def test_training_prints_no_widget_bar_nor_length_warning(tmp_path, tiny_model_path, small_corpus, capfd) -> None:
+    # a document longer than the model reads is cut on purpose (ICT spans lie in what the model encodes)
+    corpus = {**small_corpus, "long": " ".join(f"word{i}" for i in range(700))}
+    trainer = HCETrainer(tiny_model_path, _config("unsupervised"), device="cpu", show_progress_bar=False)
+    capfd.readouterr()
+    trainer.train(corpus, tmp_path / "out")
+    err = capfd.readouterr().err
+    for noise in ("widget examples", "indexing errors", "Writing model shards"):
+        assert noise not in err, err

@@ -212,3 +212,28 @@ def test_ties_are_broken_by_insertion_order(tmp_path: Path, encoder, tiny_model_
     hits = _retriever(name, store, vocab).run(_queries(store, [same]), top_k=4)[0].hits
     assert [h.passage_id for h in hits] == order[:4]
     store.close()
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_a_long_batch_reads_in_short_blocks_with_the_same_results(
+    store: HierStore, vocab, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a writer in another process waits for one block of queries, not for the whole batch
+    from rag_hier.retrieval import base
+
+    retriever = _retriever(name, store, vocab)
+    queries = _queries(store, TEXTS * 3)
+    whole = retriever.run(queries, top_k=4)
+    blocks = {"n": 0}
+    real = retriever.read_block
+
+    def counted():
+        blocks["n"] += 1
+        return real()
+
+    monkeypatch.setattr(base, "READ_BLOCK_QUERIES", 2)
+    monkeypatch.setattr(retriever, "read_block", counted)
+    parts = retriever.run(queries, top_k=4)
+    if name != "dense":  # the dense path reads each group in one statement, without a read block
+        assert blocks["n"] >= -(-len(TEXTS * 3) // 2)
+    assert [[h.passage_id for h in r.hits] for r in parts] == [[h.passage_id for h in r.hits] for r in whole]

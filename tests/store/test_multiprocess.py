@@ -90,3 +90,48 @@ def test_writer_and_readers_in_separate_processes(tmp_path: Path) -> None:
         f"\n{N_WRITES} acknowledged writes in {elapsed:.1f}s against 2 readers "
         f"({', '.join(str(r['ops']) for r in reports)} checked reads): 0 lost, 0 errors"
     )
+
+
+_HOLD_READ = """
+import sys, time
+from pathlib import Path
+from rag_hier import HierStore
+store = HierStore.open(sys.argv[1], read_only=True)
+with store.reading():
+    store.count_passages()
+    Path(sys.argv[2]).touch()  # the read transaction is open
+    time.sleep(float(sys.argv[3]))
+store.close()
+"""
+
+
+def test_a_writer_waits_for_a_long_read_in_another_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    from rag_hier.store import core
+
+    monkeypatch.setattr(core, "_BUSY_TIMEOUT_S", 0.3)  # SQLite's wait per attempt: a read of 2 s outlasts several
+    path = tmp_path / "store"
+    _make(path)
+    started = tmp_path / "started"
+    reader = subprocess.Popen([sys.executable, "-c", _HOLD_READ, str(path), str(started), "2.0"])
+    try:
+        deadline = time.monotonic() + 60
+        while not started.exists():
+            assert reader.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        store = HierStore.open(path)
+        t0 = time.perf_counter()
+        with caplog.at_level(logging.INFO, logger="rag_hier.store.core"):
+            store.add_passages([Passage("w#0", "w", 0, "written while a read was open")], np.ones((1, 8)))
+        waited = time.perf_counter() - t0
+        assert reader.wait(timeout=60) == 0
+        assert "a commit waits for another process's transaction" in caplog.text
+        assert 0.5 < waited < 30
+        assert store.count_passages() == 201
+        store.close()
+    finally:
+        reader.kill()
+        reader.wait()

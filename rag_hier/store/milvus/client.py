@@ -56,6 +56,8 @@ def check_connection_options(uri: Any, timeout: Any, client_options: Any, *, cre
 T = TypeVar("T")
 
 _SCHEMES = ("http://", "https://", "tcp://", "grpc://", "unix:")
+_LITE_GRPC_OPTIONS = {"grpc.keepalive_time_ms": 2**31 - 1, "grpc.keepalive_permit_without_calls": 0}
+"""gRPC channel options of a Milvus Lite connection (``client_options={"grpc_options": ...}`` overrides them)."""
 
 
 class MilvusUnavailableError(StoreError):
@@ -199,6 +201,9 @@ class Connection:
                             f"{uri} is a Milvus Lite file: pip install milvus-lite (or 'rag-hier[milvus]')"
                         ) from exc
                     Path(uri).parent.mkdir(parents=True, exist_ok=True)
+                    # a local server on a socket: no keep-alive pings, which Milvus Lite answers with a
+                    # "GOAWAY too_many_pings" line on stderr once the connection has been idle a while
+                    options.setdefault("grpc_options", dict(_LITE_GRPC_OPTIONS))
                 with milvus_errors(uri, "connecting"):
                     client = pymilvus.MilvusClient(uri=uri, token=token, db_name=db_name, timeout=timeout, **options)
                 shared = (client, 0)

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from rag_hier.corpus.model import Document, Passage
+from rag_hier.encoders._st_loading import quiet_trainer_setup
 from rag_hier.errors import RagHierError
 from rag_hier.index.ehi import EHIIndexer, LeafAssignment
 from rag_hier.training._limits import TimeLimit
@@ -323,7 +324,8 @@ class EHITrainer:
             if output_dir is not None and rank() == 0:
                 out = Path(output_dir)
                 out.mkdir(parents=True, exist_ok=True)
-                self.model.save(str(out))
+                with quiet_trainer_setup():
+                    self.model.save(str(out))
                 indexer.save_pretrained(out, info={"trained_with": "rag-hier train ehi", "config": cfg.to_dict()})
                 (out / TRAINING_REPORT).write_text(json.dumps(result.to_dict(), indent=1) + "\n", encoding="utf-8")
         return result
@@ -536,14 +538,15 @@ class EHITrainer:
                 negatives.append(items.texts[int(n)])
                 labels.append([q, int(tq.positives[j]), int(n)])
         dataset = Dataset.from_dict({"anchor": anchors, "positive": positives, "negative": negatives, "label": labels})
-        trainer = Trainer(
-            model=self.model,
-            args=self._args(st, scratch, budget),
-            train_dataset=dataset,
-            loss=loss,
-            optimizers=(optimizer, scheduler),
-            callbacks=[self._limit.callback()],
-        )
+        with quiet_trainer_setup():
+            trainer = Trainer(
+                model=self.model,
+                args=self._args(st, scratch, budget),
+                train_dataset=dataset,
+                loss=loss,
+                optimizers=(optimizer, scheduler),
+                callbacks=[self._limit.callback()],
+            )
         trainer.train()
         done = int(trainer.state.global_step)
         logged = [e for e in trainer.state.log_history if any(k in e for k in LOSS_TERMS)]

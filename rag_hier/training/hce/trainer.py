@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from rag_hier.corpus.model import Document, Passage
+from rag_hier.encoders._st_loading import quiet_trainer_setup
 from rag_hier.errors import MissingDependencyError, RagHierError
 from rag_hier.index.tree import ClusterTree, TreeBuildConfig
 from rag_hier.training._attention import attention_dropout
@@ -198,7 +199,9 @@ class HCETrainer:
             return None
 
         def offsets(text: str) -> list[tuple[int, int]]:
-            enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False)
+            enc = tokenizer(
+                text, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False
+            )
             return [(int(a), int(b)) for a, b in enc["offset_mapping"] if b > a]
 
         return offsets
@@ -289,7 +292,8 @@ class HCETrainer:
             if rank() == 0:
                 out.mkdir(parents=True, exist_ok=True)
                 if evaluator is not None:  # the base model is the best until an epoch beats it
-                    model.save(str(out))
+                    with quiet_trainer_setup():
+                        model.save(str(out))
             loss = HierarchicalContrastiveLoss(
                 model,
                 tree,
@@ -322,14 +326,15 @@ class HCETrainer:
                 t0 = time.perf_counter()
                 train_ds, losses = self._datasets(items, tree, train_pairs, loss, rng, this * rows_per_step)
                 args = self._args(Args, BatchSamplers, MultiSamplers, scratch, this, joint=isinstance(train_ds, dict))
-                trainer = Trainer(
-                    model=model,
-                    args=args,
-                    train_dataset=train_ds,
-                    loss=losses,
-                    optimizers=(optimizer, scheduler),
-                    callbacks=[limit.callback()],
-                )
+                with quiet_trainer_setup():
+                    trainer = Trainer(
+                        model=model,
+                        args=args,
+                        train_dataset=train_ds,
+                        loss=losses,
+                        optimizers=(optimizer, scheduler),
+                        callbacks=[limit.callback()],
+                    )
                 with attention_dropout(model, cfg.attention_dropout):
                     outcome = trainer.train()
                 done = int(trainer.state.global_step)
@@ -347,7 +352,8 @@ class HCETrainer:
                 else:
                     stale += 1
                 if (evaluator is None or improved) and rank() == 0:
-                    model.save(str(out))
+                    with quiet_trainer_setup():
+                        model.save(str(out))
                 stop = evaluator is not None and cfg.patience > 0 and stale >= cfg.patience
                 recluster = (
                     not last
