@@ -16,6 +16,7 @@ Anything else is a :class:`~rag_hier.errors.StoreCorruptedError` naming the file
 from __future__ import annotations
 
 import math
+import tokenize
 import zipfile
 import zlib
 from pathlib import Path
@@ -59,8 +60,19 @@ def _header(fh: IO[bytes], where: str) -> tuple[tuple[int, ...], np.dtype[Any], 
             shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
         else:
             raise ValueError(f"unsupported .npy format version {version}")
-    except (ValueError, SyntaxError, TypeError, EOFError, zlib.error, zipfile.BadZipFile) as exc:
-        raise StoreCorruptedError(f"{where}: not a readable .npy array ({exc})") from exc
+    except (
+        ValueError,
+        SyntaxError,
+        TypeError,
+        EOFError,
+        OverflowError,
+        MemoryError,
+        RecursionError,
+        tokenize.TokenError,  # numpy parses the header's dict literal with Python's tokenizer
+        zlib.error,
+        zipfile.BadZipFile,
+    ) as exc:
+        raise StoreCorruptedError(f"{where}: not a readable .npy array ({type(exc).__name__}: {exc})") from exc
     if dtype.hasobject:
         raise StoreCorruptedError(f"{where}: holds Python objects (never unpickled)")
     if any(not isinstance(n, int) or n < 0 for n in shape):
