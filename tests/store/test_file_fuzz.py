@@ -80,12 +80,14 @@ def _record(store_dir: Path, name: str) -> None:
 
 
 def _use(store_dir: Path) -> None:
+    from rag_hier.retrieval.base import Queries
     from rag_hier.retrieval.registry import build_retriever
 
+    queries = Queries(texts=["word3 number"], vectors=np.ones((1, 8), dtype=np.float32))
     with HierStore.open(store_dir) as store:
-        store.search_dense(np.ones((1, 8), dtype=np.float32), 5)
-        for name in ("hierarchical", "svdr-lexical", "bm25"):
-            build_retriever(name, store).search("word3 number", top_k=3)
+        for name in ("dense", "hierarchical", "svdr-lexical", "bm25"):
+            (result,) = build_retriever(name, store).run(queries, top_k=3)
+            assert result.hits, name
 
 
 def test_damaged_files_with_matching_checksums_never_escape_as_other_errors(template: Path, tmp_path: Path) -> None:
@@ -111,3 +113,4 @@ def test_damaged_files_with_matching_checksums_never_escape_as_other_errors(temp
     print(f"{TRIALS} damaged stores: {outcomes}")
     assert not escaped, escaped
     assert outcomes["refused"] > 0  # the damage is noticed, not all shrugged off
+    assert outcomes["answered"] > 0  # and the undamaged parts of the check work (e.g. bytes appended to JSON)

@@ -238,6 +238,12 @@ class DocumentIndex(StoreExtension):
             raise StoreCorruptedError(
                 f"{store.location}/{_PASSAGES_FILE}: maps {mapped} passages, the store holds {vectors} passage vectors"
             )
+        if self._passages:
+            rows = np.concatenate(list(self._passages.values()))
+            if np.unique(rows).size != rows.size or not np.isin(rows, store.passage_rowids()).all():
+                raise StoreCorruptedError(
+                    f"{store.location}/{_PASSAGES_FILE}: maps passages the store does not hold, or one passage twice"
+                )
         held = len(self._index) if self._index is not None else 0
         if held != len(self._ids) or set(self._passages) != set(self._doc_of):
             raise StoreCorruptedError(

@@ -512,8 +512,14 @@ class RagHierDocumentStore:
                 return self._create(dimension_hint)
             store: Store
             if self.uri is None:
+                # an explicit model= is the user's choice: used even when the store was built with another
+                # (the store logs a warning naming both)
                 store = HierStore.open(
-                    cast(str, self.path), encoder=self._dense_encoder(), device=self._device(), read_only=not write
+                    cast(str, self.path),
+                    encoder=self._dense_encoder(),
+                    device=self._device(),
+                    read_only=not write,
+                    allow_other_model=True,
                 )
             else:
                 store = HierStore.open(
@@ -521,6 +527,7 @@ class RagHierDocumentStore:
                     encoder=self._dense_encoder(),
                     device=self._device(),
                     read_only=not write,
+                    allow_other_model=True,
                     **self._milvus_options(),
                 )
             try:
@@ -532,11 +539,6 @@ class RagHierDocumentStore:
 
     def _check_recorded(self, store: Store) -> None:
         """Compare what the store recorded with this instance's options."""
-        recorded = (store.manifest.get("encoder") or {}).get("model")
-        if self.model and self.dense and recorded and recorded != self.model:
-            logger.warning(
-                "%s was built with model %r; encoding with model=%r instead", store.location, recorded, self.model
-            )
         if self.similarity is not None and store.similarity != self.similarity:
             raise StoreError(
                 f"the store at {store.location} records similarity {store.similarity!r}, not {self.similarity!r}; "

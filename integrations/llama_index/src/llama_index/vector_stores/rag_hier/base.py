@@ -403,9 +403,13 @@ class RagHierVectorStore(BasePydanticVectorStore):
         location = str(root) if root is not None else str(uri)
 
         def open_handle(*, read_only: bool) -> Store:
+            # an explicit model=/encoder= is the user's choice, used even for a store built with another model
+            # (the store logs a warning naming both)
             if milvus is None:
-                return HierStore.open(cast(Path, root), encoder=encoder, read_only=read_only)
-            return HierStore.open(uri=cast(str, uri), encoder=encoder, read_only=read_only, **milvus)
+                return HierStore.open(cast(Path, root), encoder=encoder, read_only=read_only, allow_other_model=True)
+            return HierStore.open(
+                uri=cast(str, uri), encoder=encoder, read_only=read_only, allow_other_model=True, **milvus
+            )
 
         try:
             exists = False
@@ -565,9 +569,11 @@ class RagHierVectorStore(BasePydanticVectorStore):
         if writer is None:
             opened: Store
             if self._milvus is None:
-                opened = HierStore.open(cast(Path, self._root), encoder=self._encoder)
+                opened = HierStore.open(cast(Path, self._root), encoder=self._encoder, allow_other_model=True)
             else:
-                opened = HierStore.open(uri=cast(str, self.uri), encoder=self._encoder, **self._milvus)
+                opened = HierStore.open(
+                    uri=cast(str, self.uri), encoder=self._encoder, allow_other_model=True, **self._milvus
+                )
             if self._writer is None:
                 self._writer = opened
                 self._handles.append(opened)
