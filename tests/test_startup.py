@@ -56,6 +56,28 @@ def test_help_and_version_load_no_model_library(argv: list[str]) -> None:
     assert _imported_after(code) == []
 
 
+@pytest.mark.parametrize("argv", [["--help"], [], ["info", "--help"], ["migrate", "--help"]])
+def test_these_commands_load_no_numpy(argv: list[str]) -> None:
+    # only the sub-command asked for is built: the others are listed by their help line
+    code = (
+        "import contextlib, io, json, sys\nfrom rag_hier.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        f"    try:\n        main({argv!r})\n    except SystemExit:\n        pass\n"
+        "print(json.dumps([m for m in ('numpy', 'faiss', 'scipy', 'torch') if m in sys.modules]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_every_command_is_listed_with_its_own_help_line() -> None:
+    from rag_hier.cli.main import _COMMAND_HELP, build_parser
+
+    full = build_parser()
+    (sub,) = [a for a in full._actions if a.dest == "command"]
+    assert {c.dest: c.help for c in sub._choices_actions} == _COMMAND_HELP
+    assert build_parser("").format_help() == full.format_help()  # the listing does not depend on what was built
+
+
 def test_info_loads_no_model_library(tmp_path: Path) -> None:
     from rag_hier import HierStore, Passage
 

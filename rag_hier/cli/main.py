@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +24,26 @@ class CliError(Exception):
 # ----------------------------------------------------------------------------------------------------
 # parser
 # ----------------------------------------------------------------------------------------------------
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (exposed for documentation and tests)."""
-    from rag_hier._version import __version__
-    from rag_hier.cli.plugins import plugins
-    from rag_hier.corpus.readers import CORPUS_FORMATS
-    from rag_hier.index.dense import INDEX_KINDS
+_COMMAND_HELP: dict[str, str] = {
+    "index": "index a corpus into a store (re-running adds/updates, never duplicates)",
+    "search": "search a store; writes a TREC run for a queries file",
+    "eval": "search a queries file and score it against qrels (nDCG@10, Recall@10/100, MRR@10)",
+    "compare": "paired comparison of systems (TREC runs or --per-query files): differences, CIs, tests",
+    "info": "describe a store (counts, encoder, index, files)",
+    "migrate": "copy a store between a local directory and Milvus (no re-encoding)",
+    "tune": "fine-tune the store's model on judged queries; adopt it only if it measures better",
+    "train": "train or fine-tune a model with one of the methods",
+}
+"""Each sub-command's one-line help (``rag-hier --help`` lists them without building their parsers)."""
 
-    mods = plugins()
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser (exposed for documentation and tests).
+
+    ``command``: build only that sub-command's arguments (the others, all of them for ``""``, are listed with
+    their help line), so ``rag-hier --help`` and a sub-command's ``--help`` import only what its flags need.
+    """
+    from rag_hier._version import __version__
 
     parser = argparse.ArgumentParser(
         prog="rag-hier",
@@ -40,10 +52,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"rag-hier {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, help_line in _COMMAND_HELP.items():
+        if command is None or command == name:
+            _BUILDERS[name](sub)
+        else:
+            sub.add_parser(name, help=help_line)
+    return parser
+
+
+def _index_parser(sub: Any) -> None:
+    from rag_hier.cli.plugins import plugins
+    from rag_hier.corpus.formats import CORPUS_FORMATS
+    from rag_hier.index.kinds import INDEX_KINDS
 
     p = sub.add_parser(
         "index",
-        help="index a corpus into a store (re-running adds/updates, never duplicates)",
+        help=_COMMAND_HELP["index"],
         description="Read a corpus, split it into passages, encode them and store them. Re-running on the "
         "same store adds new documents, re-encodes changed passages only, and leaves unchanged ones alone.",
     )
@@ -72,14 +96,16 @@ def build_parser() -> argparse.ArgumentParser:
         "are judged by paragraph; else 100)",
     )
     p.add_argument("--prune", action="store_true", help="also delete stored documents absent from the corpus")
-    for mod in mods:
+    for mod in plugins():
         if hasattr(mod, "add_index_arguments"):
             mod.add_index_arguments(p)
     _add_runtime_args(p)
 
+
+def _search_parser(sub: Any) -> None:
     s = sub.add_parser(
         "search",
-        help="search a store; writes a TREC run for a queries file",
+        help=_COMMAND_HELP["search"],
         description="Search with one query (printed) or a queries file (BEIR queries.jsonl or QA questions.jsonl; "
         "written as a TREC run 'qid Q0 id rank score tag').",
     )
@@ -92,9 +118,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_search_args(s)
     _add_runtime_args(s)
 
+
+def _eval_parser(sub: Any) -> None:
     e = sub.add_parser(
         "eval",
-        help="search a queries file and score it against qrels (nDCG@10, Recall@10/100, MRR@10)",
+        help=_COMMAND_HELP["eval"],
         description="Run every query that has relevance judgements and compute IR metrics with pytrec_eval, "
         "as BEIR and MTEB do (hits whose id equals the query id removed first). See docs/evaluation.md.",
     )
@@ -104,18 +132,24 @@ def build_parser() -> argparse.ArgumentParser:
     _add_search_args(e)
     _add_runtime_args(e)
 
+
+def _compare_parser(sub: Any) -> None:
     from rag_hier.cli.compare import add_compare_parser
 
     add_compare_parser(sub)
 
-    i = sub.add_parser("info", help="describe a store (counts, encoder, index, files)")
+
+def _info_parser(sub: Any) -> None:
+    i = sub.add_parser("info", help=_COMMAND_HELP["info"])
     i.add_argument("--store", required=True, help="store directory, or a Milvus URI (./x.db, http://host:19530#name)")
     i.add_argument("--json", action="store_true", help="print the full manifest as JSON")
     i.add_argument("--no-verify", action="store_true", help="skip checksum verification")
 
+
+def _migrate_parser(sub: Any) -> None:
     m = sub.add_parser(
         "migrate",
-        help="copy a store between a local directory and Milvus (no re-encoding)",
+        help=_COMMAND_HELP["migrate"],
         description="Copy a collection — passages, vectors, extensions — from a local store directory into a new "
         "Milvus collection (--to URI: a Milvus Lite file ./x.db, or http://host:19530; #name picks the "
         "collection), or from Milvus into a new local directory. Nothing is re-encoded; rowids are kept, so the "
@@ -124,16 +158,33 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--store", required=True, help="the source: a store directory or a Milvus URI")
     m.add_argument("--to", required=True, help="the target: a Milvus URI (from a directory) or a new directory")
 
+
+def _tune_parser(sub: Any) -> None:
     from rag_hier.cli.tune import add_tune_parser
 
     _add_runtime_args(add_tune_parser(sub))
 
-    t = sub.add_parser("train", help="train or fine-tune a model with one of the methods")
+
+def _train_parser(sub: Any) -> None:
+    from rag_hier.cli.plugins import plugins
+
+    t = sub.add_parser("train", help=_COMMAND_HELP["train"])
     train_sub = t.add_subparsers(dest="method", required=True, metavar="METHOD")
-    for mod in mods:
+    for mod in plugins():
         if hasattr(mod, "add_train_parser"):
             mod.add_train_parser(train_sub)
-    return parser
+
+
+_BUILDERS: dict[str, Callable[[Any], None]] = {
+    "index": _index_parser,
+    "search": _search_parser,
+    "eval": _eval_parser,
+    "compare": _compare_parser,
+    "info": _info_parser,
+    "migrate": _migrate_parser,
+    "tune": _tune_parser,
+    "train": _train_parser,
+}
 
 
 def _add_search_args(p: argparse.ArgumentParser) -> None:
@@ -595,8 +646,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"rag-hier {__version__}")
         return 0
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in given if not a.startswith("-")), None)
+    parser = build_parser(command if command in _COMMAND_HELP else "")  # "": list the commands only
+    args = parser.parse_args(given)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     before = list(logging.root.handlers)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")

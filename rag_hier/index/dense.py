@@ -6,20 +6,18 @@ import logging
 import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import faiss
 import numpy as np
 
 from rag_hier.encoders.device import faiss_gpu_count
 from rag_hier.errors import DimensionMismatchError, StoreError
+from rag_hier.index.kinds import INDEX_KINDS, IndexKind
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["INDEX_KINDS", "DenseIndex", "IndexConfig", "IndexKind", "Journal"]
-
-IndexKind = Literal["flat", "ivf", "hnsw"]
-INDEX_KINDS: tuple[str, ...] = ("flat", "ivf", "hnsw")
 
 
 @dataclass(frozen=True)
