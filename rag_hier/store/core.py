@@ -177,7 +177,7 @@ def _begin_read(db: sqlite3.Connection) -> None:
     """``BEGIN`` and take the shared lock now (one cheap read), so a busy database is met here, not mid-read."""
     db.execute("BEGIN")
     try:
-        db.execute("SELECT 1 FROM state LIMIT 1").fetchall()
+        db.execute("SELECT count(*) FROM sqlite_master").fetchall()
     except BaseException:
         db.execute("ROLLBACK")
         raise

@@ -240,8 +240,11 @@ def check_given_encoder(
             encoder.model_name,
         )
         return
+    if encoder.model_name == model:  # the same name, other weights (files swapped at the recorded path)
+        what = f"the weights at {model!r} are not the ones the store at {location} was built with"
+    else:
+        what = f"the store at {location} was built with model {model!r}, not {encoder.model_name!r}"
     raise ModelMismatchError(
-        f"the store at {location} was built with model {model!r}, not {encoder.model_name!r}: queries and "
-        "passages would come from different models. Open it without encoder= to use its model, or pass "
-        "allow_other_model=True to encode with this one anyway"
+        f"{what}: queries and passages would come from different models. Open it without encoder= to use its "
+        "model, or pass allow_other_model=True to encode with this one anyway"
     )

@@ -128,11 +128,12 @@ def test_store_model_replaced_by_one_of_other_dimension(
     counts, files = probe.counts(store), probe.snapshot(store)
     shutil.rmtree(model)
     shutil.copytree(tiny16_model_path, model)
+    # refused by the weights digest the store recorded, before the dimension could even differ
     result = cli("search", "--store", store, "--query", "apples", "--no-progress")
-    assert_fails(result, "16-d", "32-d")
+    assert_fails(result, str(model), "weights")
     (corpora.markdown / "new.md").write_text("# New\n\nSomething to encode.\n", encoding="utf-8")
     result = cli("index", corpora.markdown, "--store", store, "--model", model, "--no-progress")
-    assert_fails(result, "16-d", "32-d")
+    assert_fails(result, str(model), "weights")
     assert probe.counts(store) == counts
     assert probe.snapshot(store) == files
 
