@@ -146,6 +146,10 @@ def test_dot_product_model_is_left_unnormalized(dot_model_path: str) -> None:
 
 
 def test_config_is_what_a_store_records(tiny_model_path: str, tiny: DenseEncoder) -> None:
+    from rag_hier.encoders.identity import weights_digest
+
+    digest = weights_digest(tiny_model_path)[1]
+    assert isinstance(digest, str) and len(digest) == 64
     assert tiny.config() == {
         "model": tiny_model_path,
         "dimension": 32,
@@ -153,6 +157,7 @@ def test_config_is_what_a_store_records(tiny_model_path: str, tiny: DenseEncoder
         "query_prompt": None,
         "document_prompt": None,
         "max_seq_length": None,
+        "weights_sha256": digest,
     }
 
 

@@ -204,8 +204,9 @@ def test_a_reopened_store_encodes_queries_with_the_embedders_model(tmp_path, tin
     indexing.run({"embedder": {"documents": docs}})
     # reopened elsewhere without model=: query text is encoded with the model that embedded the documents
     store = RagHierDocumentStore(path=str(path))
-    store.warm_up()
     retriever = HierarchicalRetriever(document_store=store, top_k=1, auto_document_index=True)
+    retriever.warm_up()  # loads the recorded model, not the first query
+    assert store._query_encoder is not None and store._query_encoder[1].is_loaded
     found = retriever.run(query="Tides follow the moon.")
     assert [d.id for d in found["documents"]] == ["t"]
     # the model's name is recorded, not stored in any document's metadata

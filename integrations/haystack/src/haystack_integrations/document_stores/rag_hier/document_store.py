@@ -1430,6 +1430,10 @@ class RagHierDocumentStore:
             store = self._read_handle()
             if not models:
                 return
+            if entry.retriever.over_vectors and store.encoder is None:
+                embedder = self._embedder_model(store)  # the model recorded from RagHierDocumentEmbedder
+                if embedder is not None:
+                    _ = embedder.model
             if any(store.extension(name) is None for name in self._needed_extensions(entry, params)):
                 if entry.retriever.over_vectors and store.encoder is not None:
                     _ = store.encoder.model  # what the first search will need in any case
