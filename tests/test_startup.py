@@ -56,7 +56,20 @@ def test_help_and_version_load_no_model_library(argv: list[str]) -> None:
     assert _imported_after(code) == []
 
 
-@pytest.mark.parametrize("argv", [["--help"], [], ["info", "--help"], ["migrate", "--help"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        [],
+        ["info", "--help"],
+        ["migrate", "--help"],
+        ["index", "--help"],
+        ["compare", "--help"],
+        ["tune", "--help"],
+        ["train", "--help"],
+        *(["train", method, "--help"] for method in ("hce", "dhr", "svdr", "ehi", "tied-atomic")),
+    ],
+)
 def test_these_commands_load_no_numpy(argv: list[str]) -> None:
     # only the sub-command asked for is built: the others are listed by their help line
     code = (

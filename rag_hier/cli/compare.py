@@ -20,7 +20,7 @@ __all__ = ["add_compare_parser", "run_compare"]
 
 def add_compare_parser(subparsers: Any) -> None:
     """Add the ``compare`` sub-command."""
-    from rag_hier.eval.compare import PAIRED_TESTS
+    from rag_hier.eval.choices import PAIRED_TESTS
 
     p = subparsers.add_parser(
         "compare",

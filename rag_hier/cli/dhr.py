@@ -29,7 +29,7 @@ __all__ = ["add_index_arguments", "add_train_parser", "after_index", "configure_
 # ----------------------------------------------------------------------------------------------------
 def add_index_arguments(parser: argparse.ArgumentParser) -> None:
     """``--hierarchical``, ``--doc-representation``, ``--doc-model``."""
-    from rag_hier.store.extensions.doc_index import DOC_REPRESENTATIONS
+    from rag_hier.corpus.summary import DOC_REPRESENTATIONS
 
     parser.add_argument(
         "--hierarchical",
@@ -100,9 +100,9 @@ def configure_search(name: str, store: Any, args: argparse.Namespace) -> dict[st
 # ----------------------------------------------------------------------------------------------------
 def add_train_parser(subparsers: Any) -> None:
     """``rag-hier train dhr``."""
-    from rag_hier.corpus.readers import CORPUS_FORMATS
-    from rag_hier.encoders.dense import DEFAULT_MODEL
-    from rag_hier.training.dhr import DHRTrainingConfig
+    from rag_hier.corpus.formats import CORPUS_FORMATS
+    from rag_hier.encoders.identity import DEFAULT_MODEL
+    from rag_hier.training.dhr_config import DHRTrainingConfig
 
     d = DHRTrainingConfig()
     p = subparsers.add_parser(

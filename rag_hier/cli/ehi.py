@@ -88,7 +88,7 @@ def after_index(store: Any, args: argparse.Namespace) -> str | None:
 # ----------------------------------------------------------------------------------------------------
 def add_train_parser(subparsers: Any) -> None:
     """``rag-hier train ehi``."""
-    from rag_hier.corpus.readers import CORPUS_FORMATS
+    from rag_hier.corpus.formats import CORPUS_FORMATS
     from rag_hier.training.ehi.config import INIT_METHODS, MINE_SOURCES, MINED_NEGATIVE_TERMS, EHIConfig
 
     d = EHIConfig()

@@ -86,7 +86,7 @@ def after_index(store: Any, args: argparse.Namespace) -> str | None:
 # ----------------------------------------------------------------------------------------------------
 def add_train_parser(subparsers: Any) -> None:
     """``rag-hier train hce``."""
-    from rag_hier.corpus.readers import CORPUS_FORMATS
+    from rag_hier.corpus.formats import CORPUS_FORMATS
     from rag_hier.training.hce.config import (
         DIRECTION_REDUCTIONS,
         HCE_MODES,

@@ -30,7 +30,7 @@ __all__ = ["add_train_parser"]
 
 def add_train_parser(subparsers: Any) -> None:
     """``rag-hier train tied-atomic``."""
-    from rag_hier.corpus.readers import CORPUS_FORMATS
+    from rag_hier.corpus.formats import CORPUS_FORMATS
     from rag_hier.training.tied_atomic_config import TiedAtomicConfig
 
     d = TiedAtomicConfig()

@@ -15,10 +15,21 @@ whitespace-normalised, in document order.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Literal
 
 from rag_hier.corpus.model import Document
 
-__all__ = ["DEFAULT_ABSTRACT_WORDS", "document_summary", "summarize_document"]
+__all__ = [
+    "DEFAULT_ABSTRACT_WORDS",
+    "DOC_REPRESENTATIONS",
+    "DocRepresentation",
+    "document_summary",
+    "summarize_document",
+]
+
+DocRepresentation = Literal["mean", "summary"]
+DOC_REPRESENTATIONS: tuple[str, ...] = ("mean", "summary")
+"""How DHR's document index represents a document: the mean of its passage vectors, or its summary encoded."""
 
 DEFAULT_ABSTRACT_WORDS = 100
 """Words of the abstract kept in a summary (the length of one DHR passage)."""

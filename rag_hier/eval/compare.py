@@ -15,11 +15,12 @@ import inspect
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from rag_hier.errors import RagHierError
+from rag_hier.eval.choices import PAIRED_TESTS, PairedTest
 
 __all__ = [
     "PAIRED_TESTS",
@@ -30,8 +31,6 @@ __all__ = [
     "paired_difference",
 ]
 
-PairedTest = Literal["t", "randomization"]
-PAIRED_TESTS: tuple[str, ...] = ("t", "randomization")
 TIE_TOLERANCE = 1e-9
 """Per-query differences at most this large (in absolute value) count as ties."""
 

@@ -87,7 +87,7 @@ def set_default_search(search: Callable[..., Any]) -> None:
 
 _TUNER: Callable[..., Any] | None = None
 TUNER_MODULE = "rag_hier.tuning"
-"""The module that installs :meth:`HierStore.tune` (:func:`set_tuner`) when imported."""
+"""The module whose ``store_tune`` :meth:`HierStore.tune` runs (unless :func:`set_tuner` installed another)."""
 _HASHES_SQL = "SELECT id, content_hash FROM passages WHERE id IN ({marks})"
 
 
@@ -101,7 +101,7 @@ def _unexpected(method: str, options: Mapping[str, Any]) -> TypeError:
 
 
 def set_tuner(tuner: Callable[..., Any]) -> None:
-    """Install what :meth:`HierStore.tune` runs (:mod:`rag_hier.tuning` registers itself on import)."""
+    """Install what :meth:`HierStore.tune` runs instead of :mod:`rag_hier.tuning`'s ``store_tune``."""
     global _TUNER
     _TUNER = tuner
 
@@ -805,11 +805,12 @@ class HierStore:
             adopted or not and why.
 
         """
-        if _TUNER is None:
-            importlib.import_module(TUNER_MODULE)  # a plugin lookup: the tuning layer installs itself
-        if _TUNER is None:  # pragma: no cover - rag_hier.tuning calls set_tuner on import
-            raise StoreError(f"tuning is not available: {TUNER_MODULE} did not install it")
-        return _TUNER(self, queries, qrels, **options)
+        tuner = _TUNER
+        if tuner is None:  # a plugin lookup: the tuning layer's entry point, by name
+            tuner = getattr(importlib.import_module(TUNER_MODULE), "store_tune", None)
+        if tuner is None:  # pragma: no cover - rag_hier.tuning defines it
+            raise StoreError(f"tuning is not available: {TUNER_MODULE} has no store_tune")
+        return tuner(self, queries, qrels, **options)
 
     def rollback_model(self, *, show_progress_bar: bool = False) -> int:
         """Return to the encoder used before the last switch (re-encoding every passage), in one commit.

@@ -5,8 +5,8 @@ the queries is held back, a candidate is trained on the rest, both models are sc
 store's own search, and the candidate is adopted (one commit; ``store.rollback_model()`` undoes it) only when
 the paired difference says it is better. See docs/tuning.md.
 
-Importing this package installs :meth:`HierStore.tune` and nothing else: the configuration, the evaluation and
-the training stack load when they are first used (PEP 562).
+:meth:`HierStore.tune` runs :func:`store_tune`, found by name. Importing this package loads nothing else: the
+configuration, the evaluation and the training stack load when they are first used (PEP 562).
 """
 
 from __future__ import annotations
@@ -14,13 +14,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rag_hier._lazy import lazy_getattr
-from rag_hier.store.store import set_tuner
 
 if TYPE_CHECKING:
     from rag_hier.tuning.config import TUNE_METHODS, TuneConfig
     from rag_hier.tuning.report import TuneReport
 
-__all__ = ["TUNE_METHODS", "TuneConfig", "TuneReport", "tune"]
+__all__ = ["TUNE_METHODS", "TuneConfig", "TuneReport", "store_tune", "tune"]
 
 __getattr__ = lazy_getattr(
     __name__, {"TUNE_METHODS": "config", "TuneConfig": "config", "TuneReport": "report"}, globals()
@@ -34,15 +33,13 @@ def tune(store: Any, queries: Any = None, qrels: Any = None, **kwargs: Any) -> T
     return run(store, queries, qrels, **kwargs)
 
 
-def _store_tune(
+def store_tune(
     store: Any, queries: Any = None, qrels: Any = None, *, config: TuneConfig | None = None, **kwargs: Any
 ) -> TuneReport:
+    """What :meth:`HierStore.tune` runs: :func:`tune`, with :class:`TuneConfig` fields given as keywords."""
     from rag_hier.tuning.config import TuneConfig
 
     settings = {k: kwargs.pop(k) for k in list(kwargs) if k in TuneConfig.__dataclass_fields__}
     if settings:
         config = TuneConfig(**{**(config.to_dict() if config is not None else {}), **settings})
     return tune(store, queries, qrels, config=config, **kwargs)
-
-
-set_tuner(_store_tune)

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import numpy as np
 
 from rag_hier._arrays import read_npy
-from rag_hier.corpus.summary import DEFAULT_ABSTRACT_WORDS, document_summary
+from rag_hier.corpus.summary import DEFAULT_ABSTRACT_WORDS, DOC_REPRESENTATIONS, DocRepresentation, document_summary
 from rag_hier.errors import StoreCorruptedError, StoreError
 from rag_hier.index.dense import DenseIndex, IndexConfig, Journal
 from rag_hier.store.extensions.base import StoreExtension, register_extension
@@ -53,8 +53,6 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["DOC_REPRESENTATIONS", "DocRepresentation", "DocumentIndex"]
 
-DocRepresentation = Literal["mean", "summary"]
-DOC_REPRESENTATIONS: tuple[str, ...] = ("mean", "summary")
 
 _INDEX_FILE = "doc.faiss"
 _IDS_FILE = "doc.json"
