@@ -64,6 +64,8 @@ def test_help_and_version_load_no_model_library(argv: list[str]) -> None:
         ["info", "--help"],
         ["migrate", "--help"],
         ["index", "--help"],
+        ["search", "--help"],
+        ["eval", "--help"],
         ["compare", "--help"],
         ["tune", "--help"],
         ["train", "--help"],

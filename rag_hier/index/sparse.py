@@ -28,13 +28,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from rag_hier._arrays import read_npz
 from rag_hier.errors import StoreCorruptedError
+from rag_hier.index.kinds import SearchMethod
 from rag_hier.index.selection import top_k_rows
 
 logger = logging.getLogger(__name__)
@@ -45,7 +46,6 @@ __all__ = [
     "SparseRowIndex",
 ]
 
-SearchMethod = Literal["auto", "matmul", "inverted"]
 _METHODS = ("auto", "matmul", "inverted")
 _PENDING_SCAN_MAX = 65536
 """A removal scans up to this many pending (not yet stacked) rows instead of stacking every row first."""

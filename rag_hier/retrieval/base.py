@@ -34,7 +34,6 @@ plus one line in :mod:`rag_hier.retrieval.registry`.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 import typing
 from abc import ABC, abstractmethod
@@ -47,6 +46,7 @@ import numpy as np
 from rag_hier.errors import ParameterError, StoreError
 from rag_hier.index.selection import select_top_k
 from rag_hier.retrieval.hit import Hit, QueryResult
+from rag_hier.retrieval.params import RetrieverParams, param
 from rag_hier.store.contract import Filters, StoreBackend
 from rag_hier.store.records import new_hit
 
@@ -68,123 +68,6 @@ AGGREGATES: tuple[str, ...] = ("passage", "doc")
 Q = TypeVar("Q")
 READ_BLOCK_QUERIES = 64
 """Queries searched in one read of the store: a writer in another process waits for one such group at most."""
-P = TypeVar("P", bound="RetrieverParams")
-
-
-# ----------------------------------------------------------------------------------------------------
-# parameters
-# ----------------------------------------------------------------------------------------------------
-def param(
-    default: Any,
-    *,
-    help: str,
-    minimum: float | None = None,
-    maximum: float | None = None,
-    flag: str | None = None,
-    cli: bool = True,
-) -> Any:
-    """Declare a strategy parameter: its default, one line of help and its bounds.
-
-    Args:
-        default: The default value (its type, with the annotation, is checked on construction).
-        help: One line for ``--help`` and the docs.
-        minimum: Smallest allowed value (numbers).
-        maximum: Largest allowed value (numbers).
-        flag: The ``rag-hier`` flag (default ``--`` + the name with dashes); for a ``bool`` that defaults to
-            true, a ``--no-...`` flag turns it off.
-        cli: Whether ``rag-hier search/eval`` offers a flag for it.
-
-    """
-    return field(
-        default=default, metadata={"help": help, "minimum": minimum, "maximum": maximum, "flag": flag, "cli": cli}
-    )
-
-
-@dataclass(frozen=True)
-class RetrieverParams:
-    """Base of the frozen parameter dataclasses of strategies; validates every field when built.
-
-    Annotations drive the checks: ``int`` (not ``bool``), ``float`` (finite; ints accepted), ``str``,
-    ``bool``, ``X | None``, ``Literal[...]`` (one of the values), ``tuple[str, ...]``; ``param(minimum=,
-    maximum=)`` bounds numbers.
-    """
-
-    def __post_init__(self) -> None:
-        hints = typing.get_type_hints(type(self))
-        for f in dataclasses.fields(self):
-            value = _check_value(type(self).__name__, f.name, getattr(self, f.name), hints[f.name], f.metadata)
-            object.__setattr__(self, f.name, value)
-
-    @classmethod
-    def field_names(cls) -> tuple[str, ...]:
-        """The parameter names."""
-        return tuple(f.name for f in dataclasses.fields(cls))
-
-    @classmethod
-    def from_mapping(cls: type[P], data: Mapping[str, Any] | None, *, where: str = "parameters") -> P:
-        """Build from a mapping, naming unknown keys (``where``: how the caller calls the mapping)."""
-        data = dict(data or {})
-        unknown = sorted(set(data) - set(cls.field_names()))
-        if unknown:
-            known = ", ".join(cls.field_names()) or "none"
-            raise ParameterError(f"{where}: unknown parameter(s) {', '.join(unknown)}; this strategy takes {known}")
-        return cls(**data)
-
-    def replace(self: P, **changes: Any) -> P:
-        """A copy with ``changes`` (validated)."""
-        unknown = sorted(set(changes) - set(self.field_names()))
-        if unknown:
-            raise ParameterError(
-                f"unknown parameter(s) {', '.join(unknown)}; expected among {', '.join(self.field_names())}"
-            )
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (tuples become lists)."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
-
-
-def _check_value(owner: str, name: str, value: Any, hint: Any, meta: Mapping[str, Any]) -> Any:
-    where = f"{owner}.{name}"
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-        if value is None and type(None) in args:
-            return None
-        hint = next(a for a in args if a is not type(None))
-        origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is Literal:
-        if value not in args:
-            raise ParameterError(f"{where} must be one of {', '.join(map(repr, args))}; got {value!r}")
-        return value
-    if origin is tuple:
-        if isinstance(value, str) or not isinstance(value, Sequence):
-            raise ParameterError(f"{where} must be a list, got {value!r}")
-        return tuple(_check_value(owner, name, v, args[0], {}) for v in value)
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise ParameterError(f"{where} must be true or false, got {value!r}")
-        return value
-    if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int | np.integer):
-            raise ParameterError(f"{where} must be an integer, got {value!r}")
-        value = int(value)
-    elif hint is float:
-        if isinstance(value, bool) or not isinstance(value, int | float | np.number) or not math.isfinite(value):
-            raise ParameterError(f"{where} must be a finite number, got {value!r}")
-        value = float(value)
-    elif hint is str:
-        if not isinstance(value, str):
-            raise ParameterError(f"{where} must be a string, got {value!r}")
-        return value
-    else:  # pragma: no cover - a strategy declared a type this check does not know
-        return value
-    lo, hi = meta.get("minimum"), meta.get("maximum")
-    if lo is not None and value < lo:
-        raise ParameterError(f"{where} must be >= {lo:g}, got {value!r}")
-    if hi is not None and value > hi:
-        raise ParameterError(f"{where} must be <= {hi:g}, got {value!r}")
-    return value
 
 
 # ----------------------------------------------------------------------------------------------------

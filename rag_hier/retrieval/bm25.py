@@ -19,27 +19,17 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-from rag_hier.retrieval.base import Queries, Ranking, Retriever, RetrieverParams, param
+from rag_hier.retrieval.base import Queries, Ranking, Retriever
+from rag_hier.retrieval.params import BM25Params
 from rag_hier.store.extensions.bm25 import BM25Extension
 
 __all__ = ["BM25Params", "BM25Retriever"]
 
 TermQuery = tuple[np.ndarray, np.ndarray]
 """A query's ``(term hashes, counts)``."""
-
-
-@dataclass(frozen=True)
-class BM25Params(RetrieverParams):
-    """Parameters of the ``bm25`` strategy (flags ``--bm25-k1``/``--bm25-b``: DHR's ``--k1`` is another thing)."""
-
-    k1: float = param(1.5, help="BM25 term-frequency saturation", minimum=0.0, flag="--bm25-k1")
-    b: float = param(
-        0.75, help="BM25 length normalisation (0: none, 1: full)", minimum=0.0, maximum=1.0, flag="--bm25-b"
-    )
 
 
 class BM25Retriever(Retriever[list[TermQuery]]):

@@ -7,7 +7,6 @@ hits whenever that many passages match. ``Hit.scores`` is empty: the score is th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,11 +17,11 @@ from rag_hier.retrieval.base import (
     Aggregate,
     Ranking,
     Retriever,
-    RetrieverParams,
     _check_top_k,
     aggregate_max_passage,
 )
 from rag_hier.retrieval.hit import Hit, QueryResult
+from rag_hier.retrieval.params import DenseParams
 from rag_hier.store.filters import compile_filter
 from rag_hier.store.records import new_hit
 from rag_hier.store.store import set_default_search
@@ -31,11 +30,6 @@ if TYPE_CHECKING:
     from rag_hier.store.contract import Filters, StoreBackend
 
 __all__ = ["Aggregate", "DenseParams", "DenseRetriever", "aggregate_max_passage"]
-
-
-@dataclass(frozen=True)
-class DenseParams(RetrieverParams):
-    """The ``dense`` strategy has no parameters of its own (the index's own, e.g. ``nprobe``, live in the store)."""
 
 
 class DenseRetriever(Retriever[np.ndarray]):

@@ -12,13 +12,14 @@ scored and returned. The store needs the ``ehi`` extension (``rag-hier index ...
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rag_hier.errors import StoreError
-from rag_hier.retrieval.base import ParameterError, Ranking, Retriever, RetrieverParams, param
+from rag_hier.retrieval.base import ParameterError, Ranking, Retriever
+from rag_hier.retrieval.params import EHI_DEFAULT_BEAM as DEFAULT_BEAM
+from rag_hier.retrieval.params import EHIParams
 from rag_hier.retrieval.tree import beam_rankings
 from rag_hier.store.contract import engine_extension, remote_vectors
 
@@ -26,21 +27,6 @@ if TYPE_CHECKING:
     from rag_hier.store.extensions.ehi import EHIExtension
 
 __all__ = ["DEFAULT_BEAM", "EHIParams", "EHIRetriever"]
-
-DEFAULT_BEAM = 12
-"""Leaves visited per query when no beam is given (capped at the number of leaves). On SciFact (160 leaves) a
-beam of 12 scored 9.1 % of the corpus at 0.966 x exact-search Recall@100 (dev split, ``docs/ehi.md``)."""
-
-
-@dataclass(frozen=True)
-class EHIParams(RetrieverParams):
-    """Parameters of the ``ehi`` strategy."""
-
-    beam: int | None = param(
-        None,
-        help=f"leaves visited per query, 1..B^H (default: {DEFAULT_BEAM}, at most B^H); B^H scores every passage",
-        minimum=1,
-    )
 
 
 class EHIRetriever(Retriever[np.ndarray]):

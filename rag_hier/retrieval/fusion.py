@@ -30,13 +30,13 @@ component did not return the passage) and ``fused``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from rag_hier.index.selection import select_top_k
-from rag_hier.retrieval.base import ParameterError, Queries, Ranking, Retriever, RetrieverParams, param
+from rag_hier.retrieval.base import ParameterError, Queries, Ranking, Retriever
+from rag_hier.retrieval.fusion_params import FUSION_METHODS, FusionParams
 from rag_hier.store.contract import StoreBackend
 
 __all__ = ["FUSIONS", "FusionFn", "FusionParams", "FusionRetriever", "register_fusion"]
@@ -110,42 +110,8 @@ def register_fusion(name: str, fn: FusionFn) -> None:
     if not name:
         raise ValueError("a fusion function needs a name")
     FUSIONS[name] = fn
-
-
-@dataclass(frozen=True)
-class FusionParams(RetrieverParams):
-    """Parameters of the ``fusion`` strategy."""
-
-    strategies: tuple[str, ...] = param(
-        ("dense", "svdr-lexical"), help="component strategies (default parameters)", flag="--fusion-strategies"
-    )
-    method: str = param("relative_score", help="fusion function: relative_score, rrf, dbsf or convex", flag="--fusion")
-    weights: tuple[float, ...] = param((), help="one weight per component (default: all 1)", flag="--fusion-weights")
-    rrf_k: int = param(60, help="rrf: the rank constant k", minimum=1)
-    depth: int = param(
-        100, help="candidates taken from each component (at least top_k)", minimum=1, flag="--fusion-depth"
-    )
-    depths: tuple[int, ...] = param((), help="candidates per component (overrides depth)", cli=False)
-    keep_zero_scores: bool = param(
-        False,
-        help="token and sparse components: keep their candidates that score 0 (nothing in common with the query); "
-        "by default those are not candidates",
-        cli=False,
-    )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.method not in FUSIONS:
-            raise ParameterError(f"FusionParams.method must be one of {', '.join(FUSIONS)}; got {self.method!r}")
-        if "fusion" in self.strategies:
-            raise ParameterError("FusionParams.strategies cannot contain 'fusion'")
-        from rag_hier.retrieval.registry import strategy_names
-
-        unknown = [name for name in self.strategies if name not in strategy_names()]
-        if unknown:
-            raise ParameterError(
-                f"FusionParams.strategies: unknown strategy {unknown[0]!r}; known: {', '.join(strategy_names())}"
-            )
+    if name not in FUSION_METHODS:
+        FUSION_METHODS.append(name)
 
 
 class FusionRetriever(Retriever[list[Any]]):

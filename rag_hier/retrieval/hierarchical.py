@@ -24,14 +24,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from rag_hier.errors import StoreError
 from rag_hier.index.selection import select_top_k
-from rag_hier.retrieval.base import Aggregate, Queries, Ranking, Retriever, RetrieverParams, param
+from rag_hier.retrieval.base import Aggregate, Queries, Ranking, Retriever
+from rag_hier.retrieval.params import (
+    DEFAULT_K1,
+    DEFAULT_LAMBDA,
+    HIERARCHICAL_MODES,
+    HierarchicalMode,
+    HierarchicalParams,
+)
 from rag_hier.store.contract import remote_vectors
 
 if TYPE_CHECKING:
@@ -50,38 +56,6 @@ __all__ = [
     "HierarchicalParams",
     "HierarchicalRetriever",
 ]
-
-HierarchicalMode = Literal["serial", "parallel"]
-HIERARCHICAL_MODES: tuple[str, ...] = ("serial", "parallel")
-DEFAULT_K1 = 500
-"""Documents kept by the first stage. Measured (docs/dhr.md): on 1M passages in 50k documents, k1=500 keeps
-flat search's top-1 accuracy at 8x its speed (k1=100, the paper's NQ setting, loses 3 points of top-10)."""
-DEFAULT_LAMBDA = 0.0
-"""Weight of the document score in the fused score. Measured (docs/dhr.md): with one shared cosine encoder,
-λ > 0 never helped on XQuAD-en (untrained or DHR-trained) nor on the synthetic corpus."""
-
-
-@dataclass(frozen=True)
-class HierarchicalParams(RetrieverParams):
-    """Parameters of the ``hierarchical`` strategy (DHR)."""
-
-    k1: int = param(DEFAULT_K1, help="documents kept by the document-level search (serial mode)", minimum=1)
-    lambda_: float = param(
-        DEFAULT_LAMBDA, help="weight of the document score in passage + lambda * document", flag="--lambda"
-    )
-    mode: HierarchicalMode = param(
-        "serial",
-        help="serial = passages of the top-k1 documents only (DHR, fast); parallel = all passages fused with "
-        "their document's score",
-        flag="--hierarchical-mode",
-    )
-    extension: str = param("doc-index", help="name of the document-index extension", cli=False)
-    gather_max: int = param(
-        65_536,
-        help="serial pools up to this many passages are scored by gathering their vectors (exact over any index)",
-        minimum=0,
-        cli=False,
-    )
 
 
 class DualQueries(NamedTuple):

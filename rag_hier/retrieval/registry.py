@@ -15,9 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rag_hier.retrieval.base import ParameterError, Retriever, RetrieverParams
+from rag_hier.errors import ParameterError
+from rag_hier.retrieval.params import RetrieverParams
 
 if TYPE_CHECKING:
+    from rag_hier.retrieval.base import Retriever
     from rag_hier.store.contract import StoreBackend
 
 __all__ = [
@@ -40,6 +42,8 @@ class StrategyEntry:
         help: One line for ``--help`` and the docs.
         fixed: Parameter values this entry fixes (e.g. SVDR's ``mode`` for ``svdr-beta``); not settable.
         extensions: Store extensions the strategy needs (adapters can build them on request).
+        parameters: The parameters dataclass, or ``"module:Class"``; ``None``: the retriever's ``Params``
+            (naming it lets ``--help`` and the adapters list the parameters without importing the retriever).
 
     """
 
@@ -48,6 +52,7 @@ class StrategyEntry:
     help: str
     fixed: Mapping[str, Any] = field(default_factory=dict)
     extensions: tuple[str, ...] = ()
+    parameters: type[RetrieverParams] | str | None = None
 
     @property
     def retriever(self) -> type[Retriever[Any]]:
@@ -59,7 +64,13 @@ class StrategyEntry:
 
     @property
     def params(self) -> type[RetrieverParams]:
-        """The parameters dataclass."""
+        """The parameters dataclass (imported now if registered by path)."""
+        if isinstance(self.parameters, str):
+            module, _, cls = self.parameters.partition(":")
+            found: type[RetrieverParams] = getattr(importlib.import_module(module), cls)
+            return found
+        if self.parameters is not None:
+            return self.parameters
         return self.retriever.Params
 
     def settable(self) -> tuple[str, ...]:
@@ -91,14 +102,15 @@ def register_strategy(
     *,
     fixed: Mapping[str, Any] | None = None,
     extensions: tuple[str, ...] = (),
+    params: type[RetrieverParams] | str | None = None,
     replace: bool = False,
 ) -> StrategyEntry:
-    """Register a strategy under ``name`` (see :class:`StrategyEntry`)."""
+    """Register a strategy under ``name`` (see :class:`StrategyEntry`; ``params``: its ``parameters``)."""
     if not name or not isinstance(name, str):
         raise ValueError(f"a strategy needs a name, got {name!r}")
     if name in _ENTRIES and not replace:
         raise ValueError(f"strategy {name!r} is already registered")
-    entry = StrategyEntry(name, target, help, dict(fixed or {}), tuple(extensions))
+    entry = StrategyEntry(name, target, help, dict(fixed or {}), tuple(extensions), params)
     _ENTRIES[name] = entry
     return entry
 
@@ -139,37 +151,45 @@ def build_retriever(
 
 # -- the built-in strategies: one line each -------------------------------------------------------------
 register_strategy(
-    "dense", "rag_hier.retrieval.dense:DenseRetriever", "dense passage search (exact or ANN per the store's index)"
+    "dense",
+    "rag_hier.retrieval.dense:DenseRetriever",
+    "dense passage search (exact or ANN per the store's index)",
+    params="rag_hier.retrieval.params:DenseParams",
 )
 register_strategy(
     "hierarchical",
     "rag_hier.retrieval.hierarchical:HierarchicalRetriever",
     "DHR: top-k1 documents, then only their passages; score = passage + lambda * document",
     extensions=("doc-index",),
+    params="rag_hier.retrieval.params:HierarchicalParams",
 )
 register_strategy(
     "tree",
     "rag_hier.retrieval.tree:TreeRetriever",
     "HCE cluster tree: beam search over the tree, exact scores for the passages of the leaves reached",
     extensions=("tree",),
+    params="rag_hier.retrieval.params:TreeParams",
 )
 register_strategy(
     "ehi",
     "rag_hier.retrieval.ehi:EHIRetriever",
     "EHI learned tree: beam search over the trained indexer, exact scores for the passages of the leaves reached",
     extensions=("ehi",),
+    params="rag_hier.retrieval.params:EHIParams",
 )
 register_strategy(
     "svdr-full",
     "rag_hier.retrieval.svdr:SvdrRetriever",
     "SVDR full search <E(q),E(d)> (missing E(d) encoded first)",
     fixed={"mode": "full"},
+    params="rag_hier.retrieval.params:SvdrParams",
 )
 register_strategy(
     "svdr-alpha",
     "rag_hier.retrieval.svdr:SvdrRetriever",
     "SVDR alpha search <T(q),E(d)>: no query encoding",
     fixed={"mode": "alpha"},
+    params="rag_hier.retrieval.params:SvdrParams",
 )
 register_strategy(
     "svdr-beta",
@@ -177,6 +197,7 @@ register_strategy(
     "SVDR beta search <E(q),T(d)> over the binary token index (no passage encoding)",
     fixed={"mode": "beta"},
     extensions=("token-index",),
+    params="rag_hier.retrieval.params:SvdrParams",
 )
 register_strategy(
     "svdr-beta-rerank",
@@ -184,6 +205,7 @@ register_strategy(
     "SVDR beta search, top rerank_m re-ranked by <E(q),E(d)> (E(d) encoded on the fly and cached)",
     fixed={"mode": "beta-rerank"},
     extensions=("token-index",),
+    params="rag_hier.retrieval.params:SvdrParams",
 )
 register_strategy(
     "svdr-lexical",
@@ -191,21 +213,25 @@ register_strategy(
     "idf-weighted token overlap over the binary token index (no model at all)",
     fixed={"mode": "lexical"},
     extensions=("token-index",),
+    params="rag_hier.retrieval.params:SvdrParams",
 )
 register_strategy(
     "bm25",
     "rag_hier.retrieval.bm25:BM25Retriever",
     "BM25 (Lucene's variant, bm25s tokenization: stopwords, Snowball stemmer) over the passages' term frequencies",
     extensions=("bm25",),
+    params="rag_hier.retrieval.params:BM25Params",
 )
 register_strategy(
     "sparse-embedding",
     "rag_hier.retrieval.sparse_embedding:SparseEmbeddingRetriever",
     "exact inner product of a caller's sparse query vector with the passages' stored sparse embeddings",
     extensions=("sparse-embeddings",),
+    params="rag_hier.retrieval.params:SparseEmbeddingParams",
 )
 register_strategy(
     "fusion",
     "rag_hier.retrieval.fusion:FusionRetriever",
     "hybrid: several strategies' rankings fused (rrf, relative_score, dbsf or convex)",
+    params="rag_hier.retrieval.fusion_params:FusionParams",
 )

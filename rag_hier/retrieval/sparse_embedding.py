@@ -10,23 +10,18 @@ never returned, as in sparse vector databases. ``Hit.scores`` is empty.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
-from rag_hier.retrieval.base import Queries, Ranking, Retriever, RetrieverParams
+from rag_hier.retrieval.base import Queries, Ranking, Retriever
+from rag_hier.retrieval.params import SparseEmbeddingParams
 from rag_hier.store.contract import engine_extension
 from rag_hier.store.extensions.sparse_embeddings import SparseEmbeddingExtension, parse_sparse_embedding
 
 __all__ = ["SparseEmbeddingParams", "SparseEmbeddingRetriever"]
 
 SparseQuery = tuple[Sequence[int], Sequence[float]]
-
-
-@dataclass(frozen=True)
-class SparseEmbeddingParams(RetrieverParams):
-    """The ``sparse-embedding`` strategy has no parameters."""
 
 
 class SparseEmbeddingRetriever(Retriever[list[SparseQuery]]):

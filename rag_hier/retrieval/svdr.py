@@ -38,8 +38,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -47,7 +46,8 @@ import scipy.sparse as sp
 from rag_hier.encoders.dense import DEFAULT_MODEL
 from rag_hier.errors import StoreError
 from rag_hier.index.sparse import SearchMethod, SparseRowIndex
-from rag_hier.retrieval.base import Aggregate, Queries, Ranking, Retriever, RetrieverParams, param
+from rag_hier.retrieval.base import Aggregate, Queries, Ranking, Retriever
+from rag_hier.retrieval.params import SVDR_MODES, SvdrMode, SvdrParams
 from rag_hier.store.contract import EngineExtensions, Filters, engine_extension
 from rag_hier.store.extensions.svdr_vectors import SparseVectorExtension
 from rag_hier.store.extensions.token_index import TokenIndexExtension, passage_texts
@@ -69,9 +69,6 @@ __all__ = [
     "encode_missing_vectors",
     "save_vectors",
 ]
-
-SvdrMode = Literal["full", "alpha", "beta", "beta-rerank", "lexical"]
-SVDR_MODES: tuple[str, ...] = ("full", "alpha", "beta", "beta-rerank", "lexical")
 
 
 def default_vocab_model(store: StoreBackend) -> str:
@@ -150,26 +147,6 @@ def encode_missing_vectors(
         rows = encoder.encode_documents(passage_texts(store, part), show_progress_bar=show_progress_bar)
         done += save_vectors(store, encoder, part, rows)
     return done
-
-
-@dataclass(frozen=True)
-class SvdrParams(RetrieverParams):
-    """Parameters of the SVDR strategies (``mode`` is fixed by each ``svdr-*`` strategy name)."""
-
-    mode: SvdrMode = param("beta-rerank", help="full, alpha, beta, beta-rerank or lexical", cli=False)
-    rerank_m: int = param(100, help="svdr-beta-rerank: beta candidates re-ranked per query", minimum=1)
-    vocab_model: str | None = param(
-        None,
-        help="vocabulary encoder: a `rag-hier train svdr` output or any BERT-family model "
-        "(default: the store's model, else its token index's)",
-    )
-    cache: bool = param(
-        True, help="write the passage vectors E(d) computed during search into the store", flag="--no-cache"
-    )
-    encode_missing: bool = param(
-        True, help="full and alpha search: encode the E(d) that are missing (else raise)", cli=False
-    )
-    method: SearchMethod = param("auto", help="sparse product strategy (same results)", cli=False)
 
 
 class SvdrRetriever(Retriever[sp.csr_matrix]):

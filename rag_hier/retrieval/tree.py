@@ -10,13 +10,14 @@ restrict which passages of the reached leaves may be returned.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rag_hier.errors import StoreError
-from rag_hier.retrieval.base import Ranking, Retriever, RetrieverParams, param
+from rag_hier.retrieval.base import Ranking, Retriever
+from rag_hier.retrieval.params import TREE_DEFAULT_BEAM as DEFAULT_BEAM
+from rag_hier.retrieval.params import TreeParams
 from rag_hier.store.contract import engine_extension, remote_vectors
 
 if TYPE_CHECKING:
@@ -24,20 +25,6 @@ if TYPE_CHECKING:
     from rag_hier.store.extensions.tree import TreeExtension
 
 __all__ = ["DEFAULT_BEAM", "TreeParams", "TreeRetriever", "beam_rankings"]
-
-DEFAULT_BEAM = 8
-"""Nodes kept per tree level when no beam is given."""
-
-
-@dataclass(frozen=True)
-class TreeParams(RetrieverParams):
-    """Parameters of the ``tree`` strategy."""
-
-    beam: int = param(
-        DEFAULT_BEAM,
-        help="nodes kept per tree level; a beam as wide as the widest level scores every passage",
-        minimum=1,
-    )
 
 
 class TreeRetriever(Retriever[np.ndarray]):
