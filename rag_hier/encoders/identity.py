@@ -71,7 +71,7 @@ def local_model_dir(model: str) -> Path | None:
     resolved = Path(resolve_model_path(model))
     if resolved.is_dir():
         return resolved.absolute()
-    if model.count("/") != 1 or model.startswith((".", "/", "~")):
+    if model.count("/") > 1 or model.startswith((".", "/", "~")):  # a path, not a hub id ("org/name" or "name")
         return None
     try:
         from huggingface_hub import snapshot_download
