@@ -50,8 +50,6 @@ from rag_hier.training.dhr import DHRTrainer, DHRTrainingConfig, examples_from_q
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "xquad_en"
-if not DATA.is_dir():  # a git worktree elsewhere: the machine's shared data
-    DATA = Path("/work/shared/data/xquad_en")
 OUT = ROOT / "benchmarks" / "out" / "dhr_xquad"
 KS = (1, 5, 20)
 K1S = (1, 3, 5, 10, 20)
@@ -298,7 +296,7 @@ def paired(results: list[dict], n_boot: int = 10_000, seed: int = 0) -> list[dic
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--data", type=Path, default=DATA, help="the XQuAD-en folder (default ../shared/data/xquad_en)")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--split", choices=("dev", "test"), default="test")
     parser.add_argument("--train", default="", help=f"comma-separated variants to train first ({', '.join(VARIANTS)})")

