@@ -18,13 +18,13 @@ from rag_hier.errors import RagHierError
 __all__ = ["add_compare_parser", "run_compare"]
 
 
-def add_compare_parser(subparsers: Any) -> None:
-    """Add the ``compare`` sub-command."""
+def add_compare_parser(subparsers: Any, help_line: str) -> None:
+    """Add the ``compare`` sub-command (``help_line``: its line in ``rag-hier --help``)."""
     from rag_hier.eval.choices import PAIRED_TESTS
 
     p = subparsers.add_parser(
         "compare",
-        help="paired comparison of systems (TREC runs or --per-query files): differences, CIs, tests",
+        help=help_line,
         description="Compare systems on the same queries against the first: mean per system, mean paired "
         "difference with a seeded bootstrap interval, a paired test, wins/losses/ties, and Holm's correction "
         "when more than two systems are compared. See docs/evaluation.md.",

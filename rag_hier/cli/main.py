@@ -136,7 +136,7 @@ def _eval_parser(sub: Any) -> None:
 def _compare_parser(sub: Any) -> None:
     from rag_hier.cli.compare import add_compare_parser
 
-    add_compare_parser(sub)
+    add_compare_parser(sub, _COMMAND_HELP["compare"])
 
 
 def _info_parser(sub: Any) -> None:
@@ -162,7 +162,7 @@ def _migrate_parser(sub: Any) -> None:
 def _tune_parser(sub: Any) -> None:
     from rag_hier.cli.tune import add_tune_parser
 
-    _add_runtime_args(add_tune_parser(sub))
+    _add_runtime_args(add_tune_parser(sub, _COMMAND_HELP["tune"]))
 
 
 def _train_parser(sub: Any) -> None:

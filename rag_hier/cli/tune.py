@@ -22,14 +22,17 @@ from rag_hier.errors import RagHierError
 __all__ = ["add_tune_parser", "run_tune"]
 
 
-def add_tune_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the ``tune`` sub-command (its defaults are :class:`~rag_hier.tuning.TuneConfig`'s)."""
+def add_tune_parser(subparsers: Any, help_line: str) -> argparse.ArgumentParser:
+    """Add the ``tune`` sub-command (``help_line``: its line in ``rag-hier --help``).
+
+    Its defaults are :class:`~rag_hier.tuning.TuneConfig`'s.
+    """
     from rag_hier.tuning.config import DEV_SPLITS, TUNE_METHODS, TuneConfig
 
     d = TuneConfig()
     p: argparse.ArgumentParser = subparsers.add_parser(
         "tune",
-        help="fine-tune the store's model on judged queries; adopt it only if it measures better",
+        help=help_line,
         description="Hold back a dev part of the judged queries, train a candidate from the store's model on the "
         "rest, score base and candidate on the dev part with the store's search, and switch the store's model "
         f"(one commit, re-encoding every passage) only when the paired bootstrap interval of the dev {d.metric} "
