@@ -120,7 +120,7 @@ def base_embeddings(args: argparse.Namespace, passages: list[Any]) -> np.ndarray
 
     from rag_hier.encoders.dense import resolve_model_path
 
-    model = SentenceTransformer(resolve_model_path(BASE_MODEL), device="cpu")
+    model = SentenceTransformer(resolve_model_path(BASE_MODEL), device=args.device)
     model.max_seq_length = args.max_seq_length
     t = time.perf_counter()
     emb = encode(model, [p.embedding_text for p in passages], query=False)
@@ -176,7 +176,7 @@ def hard_negative_pools(args: argparse.Namespace, corpus: Any, pairs: list[Any],
 
         from rag_hier.encoders.dense import resolve_model_path
 
-        model = SentenceTransformer(resolve_model_path(BASE_MODEL), device="cpu")
+        model = SentenceTransformer(resolve_model_path(BASE_MODEL), device=args.device)
         model.max_seq_length = args.max_seq_length
         q = encode(model, queries, query=True)
         ranked = np.argsort(-(q @ c_base.T), axis=1)[:, : depth + 20]
@@ -196,7 +196,7 @@ def stage_base(args: argparse.Namespace) -> dict[str, Any]:
     passages, queries, test_qrels, _ = load_data(args)
     t = time.perf_counter()
     c_emb = base_embeddings(args, passages)
-    model = SentenceTransformer(resolve_model_path(BASE_MODEL), device="cpu")
+    model = SentenceTransformer(resolve_model_path(BASE_MODEL), device=args.device)
     model.max_seq_length = args.max_seq_length
     qids = [q for q in test_qrels if q in queries]
     q_emb = encode(model, [queries[q] for q in qids], query=True)
@@ -248,7 +248,7 @@ def stage_train(args: argparse.Namespace, method: str) -> dict[str, Any]:
         info["ct_negatives"] = args.ct_negatives
         if pools is not None:
             info["negative_pool_size_mean"] = round(float(np.mean([len(p) for p in pools])), 1)
-        model = SentenceTransformer(resolve_model_path(BASE_MODEL), device="cpu")
+        model = SentenceTransformer(resolve_model_path(BASE_MODEL), device=args.device)
         model.max_seq_length = args.max_seq_length
         mnrl_kwargs = {
             "scale": 1.0 / args.temperature,
@@ -273,7 +273,7 @@ def stage_train(args: argparse.Namespace, method: str) -> dict[str, Any]:
             logging_steps=1,
             report_to="none",
             disable_tqdm=True,
-            use_cpu=True,
+            use_cpu=args.device == "cpu",
         )
         from rag_hier.training._attention import attention_dropout
 
@@ -310,7 +310,7 @@ def stage_train(args: argparse.Namespace, method: str) -> dict[str, Any]:
             seed=args.seed,
             logging_steps=1,
         )
-        trainer = HCETrainer(BASE_MODEL, cfg, device="cpu", show_progress_bar=False)
+        trainer = HCETrainer(BASE_MODEL, cfg, device=args.device, show_progress_bar=False)
         result = trainer.train(
             passages,
             out_dir,
@@ -326,7 +326,7 @@ def stage_train(args: argparse.Namespace, method: str) -> dict[str, Any]:
         ]
     train_seconds = time.perf_counter() - t0
     t1 = time.perf_counter()
-    model = SentenceTransformer(str(out_dir), device="cpu")
+    model = SentenceTransformer(str(out_dir), device=args.device)
     model.max_seq_length = args.max_seq_length
     c_emb = encode(model, [p.embedding_text for p in passages], query=False)
     qids = [q for q in test_qrels if q in queries]
@@ -362,7 +362,7 @@ def stage_tree(args: argparse.Namespace) -> dict[str, Any]:
         q_emb = np.load(OUT / f"queries-{args.vectors_of}.npy", allow_pickle=False)
     else:
         c_emb = base_embeddings(args, passages)
-        model = SentenceTransformer(resolve_model_path(BASE_MODEL), device="cpu")
+        model = SentenceTransformer(resolve_model_path(BASE_MODEL), device=args.device)
         model.max_seq_length = args.max_seq_length
         q_emb = encode(model, [queries[q] for q in qids], query=True)
 
@@ -447,7 +447,7 @@ def stage_compare(args: argparse.Namespace) -> dict[str, Any]:
     for name in args.compare:
         if name == "base":
             c_emb = base_embeddings(args, passages)
-            model = SentenceTransformer(resolve_model_path(BASE_MODEL), device="cpu")
+            model = SentenceTransformer(resolve_model_path(BASE_MODEL), device=args.device)
             model.max_seq_length = args.max_seq_length
             q_emb = encode(model, [queries[q] for q in qids], query=True)
         else:
@@ -637,6 +637,7 @@ def stage_build(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global OUT, BASE_MODEL
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("stage", choices=("base", "ct", "hce-u", "hce-s", "hce-j", "tree", "build", "compare", "report"))
     p.add_argument(
@@ -666,6 +667,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--negative-depth", type=int, default=30, help="ct: hard negatives drawn from the top N")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--device", default="cpu", help="where models train and encode (cpu, cuda, ...)")
+    p.add_argument("--base-model", default=BASE_MODEL, help="the model every run starts from (directory or hub id)")
+    p.add_argument("--out", type=Path, default=OUT, help="where results, vectors and models go")
     p.add_argument("--branching", type=int, default=None)
     p.add_argument("--beams", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
     p.add_argument("--nprobes", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
@@ -702,11 +706,12 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     faiss.omp_set_num_threads(args.threads)
+    OUT, BASE_MODEL = args.out, args.base_model
     if args.dataset == "xquad":
         if args.stage not in ("base", "hce-u", "compare", "report"):
             p.error("--dataset xquad runs the base, hce-u, compare and report stages (no training queries are used)")
-        global OUT
-        OUT = HERE / "out" / "hce-xquad"
+        if args.out == HERE / "out" / "hce":
+            OUT = HERE / "out" / "hce-xquad"
     OUT.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
     if args.stage == "base":
@@ -724,6 +729,10 @@ def main(argv: list[str] | None = None) -> int:
         result = stage_train(args, args.stage)
     result["total_seconds"] = round(time.perf_counter() - t, 1)
     result["machine"] = f"{platform.processor() or platform.machine()}, {args.threads} threads (shared 2-core host)"
+    if args.device != "cpu":
+        import torch
+
+        result["machine"] = f"{torch.cuda.get_device_name(args.device)} ({args.device}), {args.threads} CPU threads"
     name = (args.stage if args.stage != "build" else f"build-{args.kind}-{args.n}") + args.tag
     if args.dev and args.stage != "build":
         name = f"dev-{name}"

@@ -1,0 +1,134 @@
+"""Shared parts of the device scripts: the machine's description, result files, a deadline, smoke data.
+
+Every script takes ``--out`` (where its JSON result goes; on the device machine ``$OUT``), ``--data`` (the
+SciFact folder; default ``../shared/data/scifact`` beside the repository) and ``--smoke`` (a CPU run on a
+tiny random model and a generated BEIR-shaped corpus, seconds long, so that the script is exercised by the
+test suite and cannot rot between the sessions that have a GPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_DATA = REPO.parent / "shared" / "data" / "scifact"
+
+
+def add_common_arguments(p: argparse.ArgumentParser, *, default_out: str) -> None:
+    p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or REPO / "benchmarks" / "out" / default_out))
+    p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the BEIR SciFact folder")
+    p.add_argument("--model", default=None, help="the base model (a directory or hub id; default: the offline MiniLM)")
+    p.add_argument("--device", default=None, help="cuda, cpu, ... (default: CUDA when available)")
+    p.add_argument("--seconds", type=float, default=480.0, help="deadline for the whole script")
+    p.add_argument("--smoke", action="store_true", help="a seconds-long CPU run on a tiny model and generated data")
+
+
+def resolve(args: argparse.Namespace) -> argparse.Namespace:
+    """Fill ``--model``/``--device``/``--data`` for the run (the smoke mode builds its model and data)."""
+    import torch
+
+    if args.smoke:
+        smoke = args.out / "smoke-inputs"
+        args.model = tiny_model(smoke / "model")
+        args.data = smoke_beir(smoke / "scifact")
+        args.device = "cpu"
+    if args.device is None:
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    if args.model is None:
+        from rag_hier.encoders.identity import DEFAULT_MODEL, resolve_model_path
+
+        args.model = resolve_model_path(DEFAULT_MODEL)
+    args.out.mkdir(parents=True, exist_ok=True)
+    return args
+
+
+def machine() -> dict[str, Any]:
+    """The machine, the accelerator (by name) and the versions that produced a result."""
+    import faiss
+    import sentence_transformers
+    import torch
+    import transformers
+
+    info: dict[str, Any] = {
+        "host": platform.node(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "sentence_transformers": sentence_transformers.__version__,
+        "faiss": faiss.__version__,
+        "faiss_gpus": faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0,
+        "cuda": torch.cuda.is_available(),
+    }
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        info.update(
+            gpu=props.name, gpu_memory_gib=round(props.total_memory / 2**30, 1), cuda_version=torch.version.cuda
+        )
+    return info
+
+
+class Deadline:
+    """Seconds left of a script's budget (sections that would not fit are skipped and say so)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.end = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+
+def write_result(out: Path, name: str, result: dict[str, Any]) -> Path:
+    """Write ``<out>/<name>.json`` (indented, sorted as built) and return its path."""
+    path = out / f"{name}.json"
+    path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def tiny_model(path: Path) -> str:
+    """The test suite's tiny random BERT (built once per folder)."""
+    from rag_hier.testing import build_tiny_model
+
+    if not (path / "modules.json").exists():
+        build_tiny_model(path)
+    return str(path)
+
+
+_WORDS = [
+    *("cell", "protein", "gene", "tumor", "immune", "virus", "brain", "heart", "blood", "insulin", "muscle"),
+    *("bone", "liver", "lung", "kidney", "neuron", "enzyme", "receptor", "antibody", "vaccine", "mutation"),
+    *("therapy", "dose", "trial", "risk", "mortality", "infection", "cancer", "diabetes"),
+]
+
+
+def smoke_beir(path: Path, n_docs: int = 60, n_queries: int = 40, seed: int = 0) -> Path:
+    """A small BEIR-shaped folder (``corpus.jsonl.gz``, ``queries.jsonl``, ``qrels/{train,test}.tsv``).
+
+    Each query repeats words of its one relevant document, so a trained model has something to learn.
+    """
+    if (path / "qrels" / "test.tsv").exists():
+        return path
+    rng = random.Random(seed)
+    (path / "qrels").mkdir(parents=True, exist_ok=True)
+    docs = {f"d{i}": " ".join(rng.choices(_WORDS, k=40)) for i in range(n_docs)}
+    with gzip.open(path / "corpus.jsonl.gz", "wt", encoding="utf-8") as fh:
+        for i, (doc_id, text) in enumerate(docs.items()):
+            fh.write(json.dumps({"_id": doc_id, "title": f"Study {i}", "text": text}) + "\n")
+    rows: dict[str, list[str]] = {"train": [], "test": []}
+    with (path / "queries.jsonl").open("w", encoding="utf-8") as fh:
+        for q in range(n_queries):
+            doc_id = f"d{rng.randrange(n_docs)}"
+            words = docs[doc_id].split()
+            fh.write(json.dumps({"_id": f"q{q}", "text": " ".join(rng.sample(words, 6))}) + "\n")
+            rows["train" if q % 4 else "test"].append(f"q{q}\t{doc_id}\t1")
+    for split, lines in rows.items():
+        (path / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(lines) + "\n")
+    return path

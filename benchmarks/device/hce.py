@@ -1,0 +1,105 @@
+"""HCE-S and HCE-J against hard-negative +CT at ten times the CPU step budget of docs/hce.md, on one GPU.
+
+The protocol of docs/hce.md's SciFact table (``benchmarks/bench_hce.py``: all-MiniLM-L6-v2, 128 tokens, batch
+32, lr 1e-4, τ 0.01, 4 negatives per query, GradCache mini-batches of 32, seed 42, 300 test queries), with
+``--steps`` optimizer steps instead of 87 (default 870), in this order while the deadline allows: base, +CT with
+4 BM25 hard negatives, HCE-S and HCE-J (3 EM epochs), then the paired per-query comparison of what ran. The
+figures go into one ``hce.json``; each trained model's test vectors (``corpus-<name>.npy``, ``queries-<name>.npy``,
+float32, 8 MB for SciFact) are copied beside it, so runs made in separate calls are compared afterwards on any
+machine with ``python benchmarks/bench_hce.py compare --out DIR --compare base ct-bm25 hce-s hce-j``
+(models stay in ``--work``).
+
+Run (repository root)::
+
+    python -m benchmarks.device.hce --data ../shared/data/scifact --out benchmarks/out/device
+    python -m benchmarks.device.hce --smoke --out /tmp/smoke      # CPU, tiny model, seconds
+
+Expected on one H100 (measured: 0.43 s per +CT step, 0.44 s per HCE-S step at batch 32; HCE-J about twice):
+base 11 s; +CT about 6.5 minutes; HCE-S about 7 minutes; HCE-J about 13 minutes at 870 steps. One call of
+the device tool holds one of them (``--only``); HCE-J at 870 steps needs ``--steps 435`` per call, or a
+longer lease.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.device.common import Deadline, add_common_arguments, machine, resolve, write_result
+
+logger = logging.getLogger("device.hce")
+
+# (name, bench_hce stage, its extra options); the name is what `compare` reads back
+RUNS = (
+    ("base", "base", []),
+    ("ct-bm25", "ct", ["--ct-negatives", "bm25", "--tag=-bm25"]),
+    ("hce-s", "hce-s", ["--epochs", "3"]),
+    ("hce-j", "hce-j", ["--epochs", "3"]),
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_arguments(p, default_out="device")
+    p.add_argument("--steps", type=int, default=870, help="optimizer steps per trained model (docs/hce.md: 87)")
+    p.add_argument("--work", type=Path, default=None, help="models, vectors, stage files (default: a folder in /tmp)")
+    p.add_argument("--threads", type=int, default=8, help="CPU threads (BM25, evaluation)")
+    p.add_argument("--only", nargs="+", default=None, help="run these of base, ct-bm25, hce-s, hce-j")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    args = resolve(args)
+    if args.work is None:
+        args.work = args.out / "smoke-inputs" / "hce-work" if args.smoke else Path("/tmp/rag-hier-device-hce")
+    from benchmarks import bench_hce
+
+    steps, batch = (4, 8) if args.smoke else (args.steps, 32)
+    common = [
+        *("--data", str(args.data), "--device", args.device, "--base-model", str(args.model)),
+        *("--out", str(args.work), "--threads", str(args.threads), "--max-seq-length", "128"),
+    ]
+    budget = [*("--batch-size", str(batch), "--steps", str(steps), "--negatives", "4")]
+    if args.smoke:
+        budget += ["--negative-depth", "8", "--mini-batch-size", "4"]
+    deadline = Deadline(args.seconds)
+    result: dict[str, Any] = {
+        "machine": machine(),
+        "device": args.device,
+        "steps": steps,
+        "batch_size": batch,
+        "runs": {},
+    }
+    done = []
+    for name, stage, extra in RUNS:
+        if args.only and name not in args.only:
+            continue
+        if deadline.left() < (0 if args.smoke else 20 if name == "base" else 60):
+            result["runs"][name] = "skipped: deadline"
+            continue
+        t = time.perf_counter()
+        opts = common if stage == "base" else [*common, *budget, *extra]
+        code = bench_hce.main([stage, *opts])
+        out_file = args.work / f"{name}.json"
+        if code == 0 and out_file.exists():
+            result["runs"][name] = json.loads(out_file.read_text(encoding="utf-8"))
+            done.append(name)
+            vectors = ["base_corpus_len128.npy"] if name == "base" else [f"corpus-{name}.npy", f"queries-{name}.npy"]
+            for file in vectors:
+                shutil.copyfile(args.work / file, args.out / file)
+        else:
+            result["runs"][name] = f"failed: exit {code}"
+        logger.info("%s done in %.0f s", name, time.perf_counter() - t)
+        write_result(args.out, "hce", result)
+    if len(done) >= 2:
+        bench_hce.main(["compare", *common, "--compare", *done])
+        result["compare"] = json.loads((args.work / "compare.json").read_text(encoding="utf-8"))
+    print(write_result(args.out, "hce", result).read_text())
+    return 0 if all(isinstance(v, dict) for v in result["runs"].values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
