@@ -116,3 +116,16 @@ def test_version_imports_no_numpy_or_faiss() -> None:
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=300)
     code, printed, heavy = json.loads(out.stdout.strip().splitlines()[-1])
     assert code == 0 and printed.startswith("rag-hier ") and heavy == []
+
+
+def test_building_a_token_index_without_vectors_imports_no_model_library(tmp_path: Path, tiny_model_path: str) -> None:
+    # `rag-hier index --token-index --no-dense` needs a tokenizer only: no PyTorch (about 2 s of start-up)
+    corpus = tmp_path / "notes"
+    corpus.mkdir()
+    (corpus / "a.md").write_text("# Tides\n\nThe moon pulls the oceans.\n", encoding="utf-8")
+    code = (
+        "from rag_hier.cli.main import main\n"
+        f"assert main(['index', {str(corpus)!r}, '--store', {str(tmp_path / 's')!r}, '--token-index', "
+        f"'--model', {tiny_model_path!r}, '--no-dense', '--no-progress']) == 0\n"
+    )
+    assert "torch" not in _imported_after(code)

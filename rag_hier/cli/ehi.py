@@ -50,11 +50,12 @@ def add_index_arguments(parser: argparse.ArgumentParser) -> None:
 
 def after_index(store: Any, args: argparse.Namespace) -> str | None:
     """Attach the trained indexer when ``--ehi`` is given; report the index whenever the store has one."""
-    from rag_hier.index.ehi import INDEXER_FILES
+    given = getattr(args, "ehi", None)
+    if given is None and store.extension("ehi") is None:
+        return None  # no EHI index: nothing of it (nor PyTorch) is imported
     from rag_hier.store.extensions.ehi import EHIExtension
 
     ext = store.extension(EHIExtension.name)
-    given = getattr(args, "ehi", None)
     if given is None:
         if not isinstance(ext, EHIExtension) or ext.indexer is None:
             return None
@@ -63,6 +64,8 @@ def after_index(store: Any, args: argparse.Namespace) -> str | None:
             f"ehi: {info['items']} passages in {info['leaves_nonempty']} of {info['leaves']} leaves "
             "(new passages routed by the learned indexer)"
         )
+    from rag_hier.index.ehi import INDEXER_FILES  # PyTorch: only when an indexer is attached
+
     directory = Path(given or getattr(args, "model", None) or "")
     if not given and not getattr(args, "model", None):
         raise cli_error("--ehi without a directory needs --model DIR (the output of `rag-hier train ehi`)")

@@ -141,6 +141,8 @@ class TokenBinarizer:
         max_length: Truncate each text to this many model tokens, special tokens included, as the
             encoder does (``None``: no truncation — every token of the text counts).
         batch_size: Texts tokenized per call (the fast tokenizers parallelise inside a call).
+        light: A tokenizer given by name loads with ``load_tokenizer(..., light=True)`` (no PyTorch import for a
+            BERT-family ``tokenizer.json``); ``False`` always goes through ``AutoTokenizer``.
 
     Example:
         >>> binarizer = TokenBinarizer()  # doctest: +SKIP
@@ -155,6 +157,7 @@ class TokenBinarizer:
         *,
         max_length: int | None = 256,
         batch_size: int = 2048,
+        light: bool = True,
     ) -> None:
         if max_length is not None and max_length < 2:
             raise ValueError(f"max_length must be >= 2 (room for the special tokens) or None, got {max_length}")
@@ -162,7 +165,7 @@ class TokenBinarizer:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if isinstance(tokenizer, (str, Path)):
             self.source: str = str(tokenizer)
-            self.tokenizer = load_tokenizer(tokenizer)
+            self.tokenizer = load_tokenizer(tokenizer, light=light)
         else:
             self.source = str(getattr(tokenizer, "name_or_path", "") or "")
             self.tokenizer = tokenizer
@@ -217,12 +220,14 @@ class TokenBinarizer:
         ok = (flat >= 0) & (flat < self.vocab_size)
         rows, flat = rows[ok], flat[ok]
         keep = self.kept_mask[flat]
-        key = np.unique(rows[keep] * self.vocab_size + flat[keep])
-        rows = key // self.vocab_size
-        cols = (key % self.vocab_size).astype(np.int32)
+        rows, cols = rows[keep], flat[keep].astype(np.int32)
         indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
-        return sp.csr_matrix((np.ones(cols.shape[0], dtype=np.float32), cols, indptr), shape=(n, self.vocab_size))
+        # rows are already grouped: sort and de-duplicate the columns within each row (scipy, in C++)
+        matrix = sp.csr_matrix((np.ones(cols.shape[0], dtype=np.float32), cols, indptr), shape=(n, self.vocab_size))
+        matrix.sum_duplicates()
+        matrix.data[:] = 1.0
+        return matrix
 
     def transform(self, texts: Sequence[str], *, max_length: int | bool | None = True) -> sp.csr_matrix:
         """T(x) of ``texts``: a ``(n, vocab_size)`` float32 CSR matrix of ones."""
@@ -236,12 +241,52 @@ class TokenBinarizer:
         return f"TokenBinarizer({self.source!r}, max_length={self.max_length})"
 
 
-def load_tokenizer(model: str | Path) -> PreTrainedTokenizerBase:
-    """Load the (fast) tokenizer of ``model`` (see :func:`resolve_backbone_dir` for accepted forms)."""
-    from transformers import AutoTokenizer
+_LIGHT_TOKENIZER_CLASSES = frozenset(
+    {"BertTokenizer", "BertTokenizerFast", "DistilBertTokenizer", "DistilBertTokenizerFast", "PreTrainedTokenizerFast"}
+)
+"""Tokenizer classes whose ``tokenizer.json`` is the whole tokenizer: loaded without transformers' auto classes."""
 
+
+def _light_tokenizer_file(where: str) -> Path | None:
+    """``tokenizer.json`` of a local BERT-family tokenizer that needs nothing from its model class, else ``None``.
+
+    Such a tokenizer loads as transformers' generic ``PreTrainedTokenizerFast`` in a few milliseconds, without the
+    auto classes' import of PyTorch (about 2 s): building a token index needs no model. A lowercasing setting in
+    ``tokenizer_config.json`` that disagrees with the file's normaliser sends it the ordinary way.
+    """
+    folder = Path(where)
+    file, config_file = folder / "tokenizer.json", folder / "tokenizer_config.json"
+    if not file.is_file() or not config_file.is_file():
+        return None
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+        spec = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None  # the ordinary loader reports what is wrong
+    if not isinstance(config, dict) or config.get("tokenizer_class") not in _LIGHT_TOKENIZER_CLASSES:
+        return None
+    normalizer = spec.get("normalizer") if isinstance(spec, dict) else None
+    lowercase = normalizer.get("lowercase") if isinstance(normalizer, dict) else None
+    if "do_lower_case" in config and lowercase is not None and bool(config["do_lower_case"]) != bool(lowercase):
+        return None
+    return file
+
+
+def load_tokenizer(model: str | Path, *, light: bool = False) -> PreTrainedTokenizerBase:
+    """Load the (fast) tokenizer of ``model`` (see :func:`resolve_backbone_dir` for accepted forms).
+
+    ``light=True`` loads a local BERT-family ``tokenizer.json`` as transformers' ``PreTrainedTokenizerFast``
+    (same vocabulary, normaliser, special tokens and ids; no PyTorch import) when that is the whole tokenizer,
+    and any other tokenizer the ordinary way (``AutoTokenizer``).
+    """
     where = resolve_backbone_dir(model)
     try:
+        if light and _light_tokenizer_file(where) is not None:
+            from transformers import PreTrainedTokenizerFast
+
+            return PreTrainedTokenizerFast.from_pretrained(where)
+        from transformers import AutoTokenizer
+
         return AutoTokenizer.from_pretrained(where)
     except (OSError, ValueError) as exc:
         raise RagHierError(f"cannot load a tokenizer from {str(model)!r} ({where}): {exc}") from exc

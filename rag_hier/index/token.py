@@ -94,6 +94,9 @@ class TokenIndex:
         """The tokenizer side (loaded on first use: searching with ready query vectors never needs it)."""
         if self._binarizer is None:
             binarizer = TokenBinarizer(self.source, max_length=self.max_length)
+            if self._expected_fingerprint and binarizer.fingerprint != self._expected_fingerprint:
+                # built with the tokenizer loaded the ordinary way (AutoTokenizer): compare that one
+                binarizer = TokenBinarizer(self.source, max_length=self.max_length, light=False)
             self._check_tokenizer(binarizer)
             self._binarizer = binarizer
         return self._binarizer

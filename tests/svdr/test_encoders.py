@@ -203,3 +203,62 @@ def test_real_minilm_uses_tied_embeddings(real_model_path: str) -> None:
     assert scores[0, 0] > scores[0, 1] and scores[1, 1] > scores[1, 0]
     alone = enc.encode_queries(["what causes ocean tides?"])
     assert abs(alone[0] - q[0]).max() < 1e-3
+
+
+def test_the_light_tokenizer_loads_the_same_tokenization_as_the_auto_class(tiny_model_path: str) -> None:
+    import gzip
+
+    from transformers import AutoTokenizer
+
+    light, auto = TokenBinarizer(tiny_model_path), TokenBinarizer(tiny_model_path, light=False)
+    assert type(auto.tokenizer) is type(AutoTokenizer.from_pretrained(resolve_backbone_dir(tiny_model_path)))
+    assert type(light.tokenizer) is not type(auto.tokenizer)  # the generic fast class: no auto-class import
+    assert light.fingerprint == auto.fingerprint
+    assert np.array_equal(light.dropped_ids, auto.dropped_ids) and light.vocab_size == auto.vocab_size
+    texts = [*TEXTS, "UPPER case, accents: café naïve; numbers 3.14 and [brackets]", "x " * 400]
+    data = Path(__file__).resolve().parents[3] / "shared" / "data" / "scifact" / "corpus.jsonl.gz"
+    if data.exists():  # real abstracts when the data is there
+        with gzip.open(data, "rt", encoding="utf-8") as fh:
+            texts += [json.loads(next(fh))["text"] for _ in range(200)]
+    assert light.input_ids(texts) == auto.input_ids(texts)
+    a, b = light.transform(texts), auto.transform(texts)
+    assert a.has_sorted_indices and (a != b).nnz == 0 and set(np.unique(a.data)) == {1.0}
+
+
+def test_a_tokenizer_config_that_disagrees_with_its_file_loads_the_ordinary_way(
+    tiny_model_path: str, tmp_path: Path
+) -> None:
+    import shutil
+
+    from rag_hier.encoders.binarizer import _light_tokenizer_file
+
+    folder = Path(resolve_backbone_dir(tiny_model_path))
+    assert _light_tokenizer_file(str(folder)) == folder / "tokenizer.json"
+    copy = tmp_path / "tok"
+    shutil.copytree(folder, copy)
+    config = json.loads((copy / "tokenizer_config.json").read_text())
+    (copy / "tokenizer_config.json").write_text(json.dumps({**config, "do_lower_case": False}))
+    assert _light_tokenizer_file(str(copy)) is None  # the file lowercases; the config says not to
+    (copy / "tokenizer_config.json").write_text(json.dumps({**config, "tokenizer_class": "RobertaTokenizer"}))
+    assert _light_tokenizer_file(str(copy)) is None  # not a BERT-family class: the auto class decides
+
+
+def test_a_token_index_built_with_the_auto_class_tokenizer_still_opens(
+    tiny_model_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rag_hier.encoders import binarizer as module
+    from rag_hier.errors import StoreCorruptedError
+    from rag_hier.index.token import TokenIndex
+
+    real = module._tokenizer_fingerprint
+
+    def by_loader(tokenizer, kept):  # make the two loaders' fingerprints differ, as they could for some tokenizer
+        light = type(tokenizer).__name__ in ("PreTrainedTokenizerFast", "TokenizersBackend")
+        return ("light-" if light else "auto-") + real(tokenizer, kept)
+
+    monkeypatch.setattr(module, "_tokenizer_fingerprint", by_loader)
+    auto_fp = TokenBinarizer(tiny_model_path, light=False).fingerprint
+    index = TokenIndex(tiny_model_path, fingerprint=auto_fp)
+    assert index.binarizer.fingerprint == auto_fp  # retried with the auto class, which matches
+    with pytest.raises(StoreCorruptedError, match="another tokenizer"):
+        TokenIndex(tiny_model_path, fingerprint="0" * 64).binarizer  # noqa: B018
