@@ -182,6 +182,12 @@ def add_train_parser(subparsers: Any) -> None:
     )
     add_attention_dropout_argument(p)
     p.add_argument("--doc-negatives", type=int, default=d.doc_negatives, help="document level (default 1)")
+    p.add_argument(
+        "--doc-negative-text",
+        choices=("summary", "full_text", "alternate"),
+        default=d.doc_negative_text,
+        help=f"what document negatives are BM25-ranked on (default {d.doc_negative_text}: the paper's Table 3)",
+    )
     p.add_argument("--max-seq-length", type=int, default=None, help="override the model's sequence limit")
     p.add_argument("--max-steps", type=int, default=None, help="stop each iteration after N optimizer steps")
     p.add_argument("--max-minutes", type=float, default=None, help="stop training after this many minutes")
@@ -217,6 +223,7 @@ def _train(args: argparse.Namespace) -> int:
             in_doc_negatives=args.in_doc_negatives,
             in_sec_negatives=args.in_sec_negatives,
             doc_negatives=args.doc_negatives,
+            doc_negative_text=args.doc_negative_text,
             iterations=args.iterations,
             negatives_model=args.negatives_model,
             mined_negatives=args.mined_negatives,

@@ -4,7 +4,8 @@ Liu et al., "Dense Hierarchical Retrieval for Open-Domain Question Answering" (F
 train a document encoder (DHR-D) on question → document-summary pairs and a passage encoder (DHR-P) on
 question → passage pairs, each with an InfoNCE loss over in-batch and hard negatives:
 
-- document level: BM25 negatives over the summaries and over the documents' full text (alternating), never a
+- document level: BM25 negatives over the documents' summaries (``doc_negative_text``: or their full text, or
+  both in turn), never a
   document that contains an answer string of the question;
 - passage level: BM25 negatives (from other documents), **In-Doc** negatives (passages of the gold document
   without the answer; the default, as the paper's code) and optionally **In-Sec** negatives (passages of the
@@ -398,13 +399,16 @@ class _Scorer:
         model: SentenceTransformer | None,
         document_model: SentenceTransformer | None,
         batch: int = 64,
+        doc_text: str = "summary",
     ) -> None:
         self.corpus = corpus
         self.model = model
         if model is None:
             self._p = _Bm25([p.embedding_text for p in corpus.passages])
-            self._s = _Bm25(corpus.summaries)
-            self._t = _Bm25(corpus.full_texts)
+            self._doc_bm25 = [
+                _Bm25(corpus.summaries if kind == "summary" else corpus.full_texts)
+                for kind in (("summary", "full_text") if doc_text == "alternate" else (doc_text,))
+            ]
         else:
             doc_model = document_model or model
             kw: dict[str, Any] = {"batch_size": batch, "convert_to_numpy": True, "normalize_embeddings": True}
@@ -420,10 +424,7 @@ class _Scorer:
 
     def document_rankings(self, i: int, query: str) -> list[np.ndarray]:
         if self.model is None:
-            return [
-                np.argsort(-self._s.scores(query), kind="stable"),
-                np.argsort(-self._t.scores(query), kind="stable"),
-            ]
+            return [np.argsort(-bm25.scores(query), kind="stable") for bm25 in self._doc_bm25]
         return [np.argsort(-(self._sv @ self._dq[i]), kind="stable")]
 
 
@@ -437,7 +438,7 @@ def _columns(n_negatives: int) -> dict[str, list[str]]:
 def _document_negatives(
     corpus: _Corpus, ex: DHRExample, rankings: list[np.ndarray], n_neg: int, exclude: set[int]
 ) -> list[int]:
-    """Document negatives from ``rankings`` (alternating), never the gold document nor one containing an answer."""
+    """Document negatives from ``rankings`` (in turn), never the gold document nor one containing an answer."""
     gold = corpus.doc_index[ex.doc_id]
     exclude.add(gold)
     negs: list[int] = []
@@ -448,7 +449,7 @@ def _document_negatives(
         return not (ex.answers and _contains_answer(corpus.doc_texts[k], ex.answers))
 
     while len(negs) < n_neg and pos < n_docs:
-        for r in rankings:  # alternate summary-BM25 and full-text-BM25 (one ranking when mined)
+        for r in rankings:  # one ranking, or summary and full-text BM25 in turn ("alternate")
             negs.extend(_take(r[pos : pos + 1], exclude, n_neg - len(negs), usable))
         pos += 1
     return negs
@@ -516,9 +517,10 @@ def build_training_rows(
         if ex.doc_id not in corpus.doc_index:
             raise RagHierError(f"example {ex.query!r} names document {ex.doc_id!r}, which is not in the corpus")
     queries = [ex.query for ex in examples]
-    scorers = [_Scorer(corpus, queries, model, document_model)]
+    doc_text = config.doc_negative_text
+    scorers = [_Scorer(corpus, queries, model, document_model, doc_text=doc_text)]
     if model is not None and keep_bm25:
-        scorers.insert(0, _Scorer(corpus, queries, None, None))
+        scorers.insert(0, _Scorer(corpus, queries, None, None, doc_text=doc_text))
     out: dict[str, dict[str, list[str]]] = {}
     n_docs, n_pass = len(corpus.documents), len(corpus.passages)
     if "document" in config.levels and n_docs > 1:

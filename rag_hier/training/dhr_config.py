@@ -40,7 +40,10 @@ class DHRTrainingConfig:
             document in the public code) and its best negative type.
         in_sec_negatives: In-Sec negatives per question (passages of the gold passage's own section; In-Doc ones
             fill in when the section has none, e.g. in a corpus without sections).
-        doc_negatives: Document negatives per question (BM25 over summaries and over full text, alternating).
+        doc_negatives: Document negatives per question (BM25-ranked, see ``doc_negative_text``).
+        doc_negative_text: What the BM25 document negatives are ranked on: ``"summary"`` (the document's abstract
+            representation: title, abstract, table of contents; the paper's better choice, its Table 3),
+            ``"full_text"``, or ``"alternate"`` (summary, then full text, in turn).
         iterations: 1, or 2 to re-train from ``base_model`` with negatives mined by the first model added to
             the first iteration's (BM25) ones.
         negatives_model: Mine negatives with this trained model (a directory from an earlier run, with
@@ -78,6 +81,7 @@ class DHRTrainingConfig:
     in_doc_negatives: int = 1
     in_sec_negatives: int = 0
     doc_negatives: int = 1
+    doc_negative_text: Literal["summary", "full_text", "alternate"] = "summary"
     iterations: int = 1
     negatives_model: str | None = None
     mined_negatives: Literal["add", "replace"] = "add"
@@ -100,6 +104,11 @@ class DHRTrainingConfig:
             raise ValueError(f"DHRTrainingConfig.max_steps must be >= 1 or None, got {self.max_steps}")
         if self.max_minutes is not None and not self.max_minutes > 0:
             raise ValueError(f"DHRTrainingConfig.max_minutes must be > 0 or None, got {self.max_minutes}")
+        if self.doc_negative_text not in ("summary", "full_text", "alternate"):
+            raise ValueError(
+                "DHRTrainingConfig.doc_negative_text must be 'summary', 'full_text' or 'alternate', "
+                f"got {self.doc_negative_text!r}"
+            )
         if self.iterations > 2:
             raise ValueError(f"DHRTrainingConfig.iterations must be 1 or 2, got {self.iterations}")
         for name in ("bm25_negatives", "in_doc_negatives", "in_sec_negatives", "doc_negatives", "max_passage_words"):

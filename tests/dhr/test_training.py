@@ -75,6 +75,34 @@ def test_document_negatives_never_contain_the_answer() -> None:
     assert "document" not in build_training_rows(docs, [capital], cfg)
 
 
+def test_document_negatives_are_ranked_on_summaries_by_default_as_the_papers_table_3() -> None:
+    docs = [
+        Document("gold", "Fjords", ("Fjords are long sea inlets.",)),
+        # "glacier" in its abstract: the summary ranks it first
+        Document("alps", "Alps", ("The Alps hold a glacier above every valley.", "Cows graze in summer.")),
+        # "glacier" only deep in a section, three times: the full text ranks it first
+        Document(
+            "norway",
+            "Norway",
+            ("Norway lies in the north.",),
+            (Section("Ice", ("A glacier, then another glacier, then a third glacier.",)),),
+        ),
+    ]
+    ex = DHRExample("glacier", "gold", (), ())
+
+    def first_negative(text: str, n: int = 1) -> list[str]:
+        cfg = DHRTrainingConfig(max_passage_words=0, doc_negatives=n, doc_negative_text=text, levels=("document",))
+        d = build_training_rows(docs, [ex], cfg)["document"]
+        return [d[f"negative_{j + 1}"][0].split(",")[0] for j in range(n)]
+
+    assert DHRTrainingConfig().doc_negative_text == "summary"
+    assert first_negative("summary") == ["Alps"]
+    assert first_negative("full_text") == ["Norway"]
+    assert first_negative("alternate", 2) == ["Alps", "Norway"]  # summary, then full text, in turn
+    with pytest.raises(ValueError, match="doc_negative_text"):
+        DHRTrainingConfig(doc_negative_text="title")  # type: ignore[arg-type]
+
+
 def test_second_iteration_adds_mined_negatives_to_the_first(tiny_model_path: str) -> None:
     from sentence_transformers import SentenceTransformer
 
