@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, overload, runtime_checkable
 
 import numpy as np
 
@@ -21,7 +21,7 @@ from rag_hier.store.filters import Predicate
 if TYPE_CHECKING:
     from rag_hier.corpus.model import Document, Passage
     from rag_hier.encoders.dense import DenseEncoder
-    from rag_hier.store.records import PassageRecord, WritePolicy, WriteSummary
+    from rag_hier.store.records import Hit, PassageRecord, WritePolicy, WriteSummary
     from rag_hier.store.segments import Delta
 
 __all__ = [
@@ -87,6 +87,16 @@ class StoreBackend(Protocol):
         ...
 
     # -- reading ----------------------------------------------------------------------------------------
+    @overload
+    def search(  # type: ignore[overload-overlap]  # str is also a Sequence[str]; str wins
+        self, query: str, top_k: int = 10, filters: Filters = None
+    ) -> list[Hit]: ...
+    @overload
+    def search(self, query: Sequence[str], top_k: int = 10, filters: Filters = None) -> list[list[Hit]]: ...
+    def search(self, query: str | Sequence[str], top_k: int = 10, filters: Filters = None) -> Any:
+        """Dense search: one query gives a ranked ``list[Hit]``, a list of queries a list of those."""
+        ...
+
     def count_passages(self, filters: Filters = None) -> int:
         """Number of passages (matching ``filters``)."""
         ...

@@ -54,6 +54,7 @@ from rag_hier.store.records import (
     records_by_rowid,
 )
 from rag_hier.store.schema import SCHEMA, dumps, query_in, rows_in
+from rag_hier.store.search_hook import default_search, set_default_search
 from rag_hier.store.sql_filters import select_matching
 from rag_hier.store.state import DATABASE, DENSE_FILE, FORMAT_VERSION, MANIFEST
 from rag_hier.store.writes import Writer, check_ids
@@ -73,17 +74,6 @@ __all__ = [
     "set_default_search",
     "set_tuner",
 ]
-
-_DEFAULT_SEARCH: Callable[..., Any] | None = None
-SEARCH_MODULE = "rag_hier.retrieval.dense"
-"""The module that installs :meth:`HierStore.search` (:func:`set_default_search`) when imported."""
-
-
-def set_default_search(search: Callable[..., Any]) -> None:
-    """Install what :meth:`HierStore.search` runs (the retrieval layer's dense strategy registers itself)."""
-    global _DEFAULT_SEARCH
-    _DEFAULT_SEARCH = search
-
 
 _TUNER: Callable[..., Any] | None = None
 TUNER_MODULE = "rag_hier.tuning"
@@ -1249,8 +1239,4 @@ class HierStore:
         The ``dense`` strategy of :mod:`rag_hier.retrieval` (``DenseRetriever(store).search(...)``); other
         strategies are searched through their retrievers or :func:`rag_hier.retrieval.build_retriever`.
         """
-        if _DEFAULT_SEARCH is None:
-            importlib.import_module(SEARCH_MODULE)  # a plugin lookup: the retrieval layer installs its search
-        if _DEFAULT_SEARCH is None:  # pragma: no cover - rag_hier.retrieval.dense calls set_default_search
-            raise StoreError(f"searching is not available: {SEARCH_MODULE} did not install it")
-        return _DEFAULT_SEARCH(self, query, top_k, filters)
+        return default_search(self, query, top_k, filters)

@@ -43,12 +43,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rag_hier._compat import st_training
 from rag_hier.corpus.model import Document, Passage, split_document
 from rag_hier.corpus.readers import QAQuestion
 from rag_hier.corpus.summary import summarize_document
 from rag_hier.encoders._st_loading import quiet_trainer_setup
 from rag_hier.encoders.dense import resolve_model_path
-from rag_hier.errors import MissingDependencyError, RagHierError
+from rag_hier.errors import RagHierError
 from rag_hier.training._attention import attention_dropout
 from rag_hier.training._limits import TimeLimit
 from rag_hier.training.dhr_config import _LEVELS, DHRTrainingConfig, Level
@@ -579,27 +580,6 @@ def build_training_rows(
 # ----------------------------------------------------------------------------------------------------
 # the trainer
 # ----------------------------------------------------------------------------------------------------
-def _st_training() -> tuple[Any, Any, Any, Any]:
-    """sentence-transformers' trainer, its arguments, the InfoNCE loss module and the IR evaluator."""
-    try:
-        import datasets  # noqa: F401  # the trainer needs it
-        from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
-    except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise MissingDependencyError(
-            f"DHR training needs sentence-transformers' training stack ({exc.name} is missing): "
-            "pip install accelerate datasets (or: pip install 'rag-hier[train]')"
-        ) from exc
-    try:
-        from sentence_transformers.sentence_transformer import losses
-        from sentence_transformers.sentence_transformer.evaluation import InformationRetrievalEvaluator
-    except ImportError:  # sentence-transformers < 6
-        from sentence_transformers import losses  # type: ignore[no-redef,attr-defined,unused-ignore]
-        from sentence_transformers.evaluation import (  # type: ignore[no-redef,attr-defined,unused-ignore]
-            InformationRetrievalEvaluator,
-        )
-    return SentenceTransformerTrainer, SentenceTransformerTrainingArguments, losses, InformationRetrievalEvaluator
-
-
 class DHRTrainer:
     """Train DHR's document and passage encoders (one shared model by default).
 
@@ -728,7 +708,7 @@ class DHRTrainer:
 
     def _args(self, workdir: Path, **overrides: Any) -> Any:
         cfg = self.config
-        _, args_cls, _, _ = _st_training()
+        args_cls = st_training("DHR").arguments
         known = {f.name for f in dataclasses.fields(args_cls)}
         kwargs: dict[str, Any] = {
             "output_dir": str(workdir),
@@ -761,7 +741,8 @@ class DHRTrainer:
     def _fit(self, rows: Mapping[str, Mapping[str, list[str]]]) -> tuple[dict[str, SentenceTransformer], float | None]:
         from datasets import Dataset
 
-        trainer_cls, _, losses, _ = _st_training()
+        st = st_training("DHR")
+        trainer_cls, losses = st.trainer, st.losses
         data = {level: Dataset.from_dict(dict(cols)) for level, cols in rows.items()}
         groups: list[tuple[tuple[str, ...], dict[str, Any]]] = (
             [(tuple(data), data)] if self.config.shared_encoder else [((lv,), {lv: data[lv]}) for lv in data]
@@ -814,7 +795,7 @@ class DHRTrainer:
     def _evaluate(
         self, models: Mapping[str, SentenceTransformer], documents: Sequence[Document], examples: Sequence[DHRExample]
     ) -> dict[str, float]:
-        _, _, _, evaluator_cls = _st_training()
+        evaluator_cls = st_training("DHR").ir_evaluator
         corpus = _Corpus.build(documents, self.config)
         queries = {f"q{i}": ex.query for i, ex in enumerate(examples)}
         metrics: dict[str, float] = {}

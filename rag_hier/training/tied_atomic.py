@@ -43,12 +43,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from rag_hier.corpus.model import Document, Passage
+from rag_hier._compat import st_training
 from rag_hier.encoders._st_loading import quiet_trainer_setup
 from rag_hier.encoders.encdec import CITATION, build_warm_started_encoder_decoder, encoder_decoder_sentence_transformer
-from rag_hier.errors import MissingDependencyError, RagHierError
+from rag_hier.errors import RagHierError
 from rag_hier.training._limits import TimeLimit
-from rag_hier.training.hce.data import SupervisedPair, TrainingCorpus, resolve_pairs
+from rag_hier.training.corpus import CorpusInput, TrainingCorpus, as_training_corpus
+from rag_hier.training.hce.data import SupervisedPair, resolve_pairs
 from rag_hier.training.hce.distributed import is_distributed, rank, world_size
 from rag_hier.training.tied_atomic_config import DSIAtomicConfig, TiedAtomicConfig
 
@@ -72,20 +73,6 @@ __all__ = [
 
 TRAINING_REPORT = "tied_atomic_training.json"
 DSI_TRAINING_REPORT = "dsi_atomic_training.json"
-CorpusInput = TrainingCorpus | Sequence[Document] | Sequence[Passage] | Mapping[str, str]
-
-
-def _as_corpus(corpus: CorpusInput, max_passage_words: int) -> TrainingCorpus:
-    if isinstance(corpus, TrainingCorpus):
-        return corpus
-    if isinstance(corpus, Mapping):
-        return TrainingCorpus.from_texts(corpus)
-    items = list(corpus)
-    if items and all(isinstance(x, Document) for x in items):
-        return TrainingCorpus.from_documents(items, max_passage_words)  # type: ignore[arg-type]
-    if items and all(isinstance(x, Passage) for x in items):
-        return TrainingCorpus.from_passages(items)  # type: ignore[arg-type]
-    raise TypeError("corpus must be a TrainingCorpus, Documents, Passages or a mapping of id -> text")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -176,35 +163,6 @@ def bm25_negatives(
 # ----------------------------------------------------------------------------------------------------
 # shared trainer machinery
 # ----------------------------------------------------------------------------------------------------
-def _st_training() -> tuple[Any, Any, Any]:
-    """sentence-transformers' trainer, its arguments and batch samplers (clear error without the extras)."""
-    try:
-        import accelerate  # noqa: F401
-        import datasets  # noqa: F401
-    except ImportError as exc:
-        raise MissingDependencyError(
-            "Tied-Atomic training uses sentence-transformers' trainer, which needs the 'accelerate' and "
-            "'datasets' packages: pip install accelerate datasets (or: pip install 'rag-hier[train]')"
-        ) from exc
-    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
-
-    try:
-        from sentence_transformers.sentence_transformer.training_args import BatchSamplers
-    except ImportError:  # sentence-transformers < 6
-        from sentence_transformers.training_args import (  # type: ignore[no-redef,import-not-found,unused-ignore]
-            BatchSamplers,
-        )
-    return SentenceTransformerTrainer, SentenceTransformerTrainingArguments, BatchSamplers
-
-
-def _st_losses() -> Any:
-    try:
-        from sentence_transformers.sentence_transformer import losses
-    except ImportError:  # sentence-transformers < 6
-        from sentence_transformers import losses  # type: ignore[no-redef,attr-defined,unused-ignore]
-    return losses
-
-
 class _Base:
     """Model loading, trainer arguments and evaluation shared by both trainers."""
 
@@ -418,8 +376,9 @@ class TiedAtomicTrainer(_Base):
 
         cfg = self.config
         t0 = time.perf_counter()
-        trainer_cls, args_cls, samplers = _st_training()
-        items = _as_corpus(corpus, cfg.max_passage_words)
+        st = st_training("Tied-Atomic")
+        trainer_cls, args_cls, samplers = st.trainer, st.arguments, st.batch_samplers
+        items = as_training_corpus(corpus, cfg.max_passage_words)
         pairs = resolve_pairs(items, queries, qrels)
         out = Path(output_dir)
         torch.manual_seed(cfg.seed)
@@ -431,7 +390,7 @@ class TiedAtomicTrainer(_Base):
             cross = self._cross_encoder() if cfg.cross_encoder else None
             cols = self.build_rows(items, pairs, cross)
             del cross
-            losses = _st_losses()
+            losses = st.losses
             gathered = False
             if cfg.cross_encoder:
                 from sentence_transformers.util import pairwise_dot_score
@@ -559,8 +518,9 @@ class DSIAtomicTrainer(_Base):
         if is_distributed():
             raise RagHierError("DSI-atomic training runs in one process (its output rows are not synchronised)")
         t0 = time.perf_counter()
-        trainer_cls, args_cls, samplers = _st_training()
-        items = _as_corpus(corpus, cfg.max_passage_words)
+        st = st_training("DSI-atomic")
+        trainer_cls, args_cls, samplers = st.trainer, st.arguments, st.batch_samplers
+        items = as_training_corpus(corpus, cfg.max_passage_words)
         pairs = resolve_pairs(items, queries, qrels)
         torch.manual_seed(cfg.seed)
         texts: list[str] = [p.query for p in pairs] * cfg.retrieval_repeats

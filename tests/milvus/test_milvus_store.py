@@ -167,6 +167,20 @@ def test_filters_match_the_local_store_and_values_cannot_inject(shared, filters)
     _same(local, remote, filters)
 
 
+def test_search_is_the_local_stores_search(shared) -> None:
+    # the README's first call works on either backend: same hits, same order, filters pushed down alike
+    local, remote = shared
+    for query in ("how do bees store honey?", ["tides and the moon", "volcanoes"]):
+        want, got = local.search(query, top_k=4), remote.search(query, top_k=4)
+        rows = (want, got) if isinstance(query, str) else ([h for r in want for h in r], [h for r in got for h in r])
+        assert [(h.passage_id, h.rank) for h in rows[1]] == [(h.passage_id, h.rank) for h in rows[0]]
+        assert np.allclose([h.score for h in rows[1]], [h.score for h in rows[0]], atol=1e-5)
+    only = {"field": "meta.topic", "operator": "in", "value": ["animals", "sea"]}
+    want_ids = [h.passage_id for h in local.search("honey", 3, only)]
+    assert [h.passage_id for h in remote.search("honey", 3, only)] == want_ids
+    assert want_ids and all(not i.startswith("volcano") for i in want_ids)
+
+
 def test_translation_escapes_values_and_checks_field_names() -> None:
     expr = translate({"field": "meta.note", "operator": "==", "value": HOSTILE})
     assert expr is not None and 'x\\" or 1==1 or meta[\\"k\\"] == \\"' in expr

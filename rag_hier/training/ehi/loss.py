@@ -9,10 +9,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from rag_hier._compat import embed_columns
 from rag_hier.index.ehi import EHI_CITATION, EHIIndexer
 from rag_hier.training.ehi.config import MINED_NEGATIVE_TERMS, MinedNegativeTerms
 from rag_hier.training.hce.distributed import gather_with_local_grad, is_distributed
-from rag_hier.training.hce.loss import _embed
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -121,7 +121,7 @@ class EHILoss(nn.Module):
         """Embed every input column with the model, then :meth:`compute_loss_from_embeddings`."""
         if self.model is None:
             raise ValueError("EHILoss was built without a model; call compute_loss_from_embeddings()")
-        return self.compute_loss_from_embeddings(_embed(self.model, sentence_features), labels)
+        return self.compute_loss_from_embeddings(embed_columns(self.model, sentence_features), labels)
 
     def compute_loss_from_embeddings(self, embeddings: list[Tensor], labels: Tensor | None = None) -> dict[str, Tensor]:
         """The three weighted terms for ``[queries, positives]`` or ``[queries, positives, negatives]``."""

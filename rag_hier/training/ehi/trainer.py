@@ -31,18 +31,18 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import torch
 
-from rag_hier.corpus.model import Document, Passage
+from rag_hier._compat import st_training
 from rag_hier.encoders._st_loading import quiet_trainer_setup
 from rag_hier.errors import RagHierError
 from rag_hier.index.ehi import EHIIndexer, LeafAssignment
 from rag_hier.training._limits import TimeLimit
 from rag_hier.training._models import load_base_model
+from rag_hier.training.corpus import CorpusInput, TrainingCorpus, as_training_corpus
 from rag_hier.training.ehi.config import EHIConfig
 from rag_hier.training.ehi.data import TrainingQueries, exact_pools, leaf_pools, sample_negatives
 from rag_hier.training.ehi.loss import EHILoss
-from rag_hier.training.hce.data import TrainingCorpus, resolve_pairs
+from rag_hier.training.hce.data import resolve_pairs
 from rag_hier.training.hce.distributed import broadcast_arrays, is_distributed, rank, world_size
-from rag_hier.training.hce.trainer import _as_corpus, _st_training
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -51,7 +51,6 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["TRAINING_REPORT", "EHIPeriod", "EHITrainer", "EHITrainingResult", "train_ehi"]
 
-CorpusInput = TrainingCorpus | Sequence[Document] | Sequence[Passage] | Mapping[str, str]
 TRAINING_REPORT = "ehi_training.json"
 LOSS_TERMS = ("siamese", "indexing", "intra")
 
@@ -210,7 +209,7 @@ class EHITrainer:
             raise RagHierError("EHI training needs training queries and qrels")
         if self.config.freeze_encoder and self.config.lambda_indexing == 0 and self.config.lambda_intra == 0:
             raise RagHierError("with a frozen encoder and lambda_indexing = lambda_intra = 0 nothing would be trained")
-        items = _as_corpus(corpus, max_passage_words)
+        items = as_training_corpus(corpus, max_passage_words)
         cfg = self.config = self._requested.resolved(len(items))  # an automatic branching fixed for this corpus
         rng = np.random.default_rng(cfg.seed)
         torch.manual_seed(cfg.seed)
@@ -219,7 +218,7 @@ class EHITrainer:
             if cfg.freeze_encoder:
                 _init_distributed(self.device)
             else:
-                st = _st_training()
+                st = st_training("EHI")
                 probe = self._args(st, scratch, 1)
                 _ = probe.device  # initialises torch.distributed under torchrun, before anything is broadcast
             world = world_size()
@@ -481,7 +480,7 @@ class EHITrainer:
 
     def _args(self, st: Any, scratch: str, steps: int) -> Any:
         cfg = self.config
-        _, Args, BatchSamplers, _, _ = st
+        Args, BatchSamplers = st.arguments, st.batch_samplers
         return Args(
             output_dir=scratch,
             max_steps=steps,
@@ -520,7 +519,7 @@ class EHITrainer:
         """Encoder and indexer together through sentence-transformers' trainer, for ``budget`` steps."""
         from datasets import Dataset
 
-        Trainer = st[0]
+        Trainer = st.trainer
         anchors: list[str] = []
         positives: list[str] = []
         negatives: list[str] = []

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from rag_hier._compat import embed_columns
 from rag_hier.training.hce.distributed import gather_with_local_grad, is_distributed
 
 if TYPE_CHECKING:
@@ -38,16 +39,6 @@ HCE_CITATION = """@article{chen2025hce,
   journal={arXiv preprint arXiv:2502.18877},
   year={2025}
 }"""
-
-
-def _embed(model: nn.Module, features: Iterable[dict[str, Tensor]]) -> list[Tensor]:
-    """Sentence embeddings of every input column (one merged forward pass when sentence-transformers can)."""
-    feats = list(features)
-    try:
-        from sentence_transformers.base.losses.merged_forward import embed_columns
-    except ImportError:  # older sentence-transformers: one forward per column
-        return [model(f)["sentence_embedding"] for f in feats]
-    return list(embed_columns(model, feats))
 
 
 Components = Callable[[list[Tensor], "Tensor | None"], dict[str, Tensor]]
@@ -278,7 +269,7 @@ class HierarchicalContrastiveLoss(nn.Module):
             )
             if out is not None:
                 return out
-        return self.compute_loss_from_embeddings(_embed(self.model, feats), labels)
+        return self.compute_loss_from_embeddings(embed_columns(self.model, feats), labels)
 
     def compute_loss_from_embeddings(self, embeddings: list[Tensor], labels: Tensor | None = None) -> dict[str, Tensor]:
         """The loss components for ``[queries, positives, negatives_1, …]`` embeddings (each ``(batch, dim)``)."""
@@ -451,7 +442,7 @@ class JointLoss(nn.Module):
             )
             if out is not None:
                 return out
-        return self.compute_loss_from_embeddings(_embed(inner.model, feats), labels)
+        return self.compute_loss_from_embeddings(embed_columns(inner.model, feats), labels)
 
     def compute_loss_from_embeddings(self, embeddings: list[Tensor], labels: Tensor | None = None) -> dict[str, Tensor]:
         """Both halves' components from the embeddings of all ``2 x n_columns`` columns."""

@@ -23,13 +23,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from rag_hier.corpus.model import Document, Passage
+from rag_hier._compat import st_training
 from rag_hier.encoders._st_loading import quiet_trainer_setup
-from rag_hier.errors import MissingDependencyError, RagHierError
+from rag_hier.errors import RagHierError
 from rag_hier.index.tree import ClusterTree, TreeBuildConfig
 from rag_hier.training._attention import attention_dropout
 from rag_hier.training._limits import TimeLimit
 from rag_hier.training._models import load_base_model
+from rag_hier.training.corpus import CorpusInput, as_training_corpus
 from rag_hier.training.hce.config import HCEConfig
 from rag_hier.training.hce.data import (
     SupervisedPair,
@@ -50,7 +51,6 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["HCEEpoch", "HCETrainer", "HCETrainingResult", "train_hce"]
 
-CorpusInput = TrainingCorpus | Sequence[Document] | Sequence[Passage] | Mapping[str, str]
 DEV_METRIC = "ndcg@10"
 TRAINING_REPORT = "hce_training.json"
 
@@ -92,53 +92,6 @@ class HCETrainingResult:
             "config": self.config.to_dict(),
             "history": [asdict(e) for e in self.history],
         }
-
-
-def _st_training() -> tuple[Any, Any, Any, Any, Any]:
-    """sentence-transformers' trainer classes (and a clear error when its training extras are missing)."""
-    try:
-        import accelerate  # noqa: F401
-        import datasets  # noqa: F401
-    except ImportError as exc:
-        raise MissingDependencyError(
-            "HCE training uses sentence-transformers' trainer, which needs the 'accelerate' and 'datasets' "
-            "packages: pip install accelerate datasets (or: pip install 'rag-hier[train]')"
-        ) from exc
-    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
-
-    try:
-        from sentence_transformers.sentence_transformer.training_args import BatchSamplers, MultiDatasetBatchSamplers
-    except ImportError:  # sentence-transformers < 6
-        from sentence_transformers.training_args import (  # type: ignore[no-redef,import-not-found,unused-ignore]
-            BatchSamplers,
-            MultiDatasetBatchSamplers,
-        )
-    try:
-        from sentence_transformers.sentence_transformer.evaluation import InformationRetrievalEvaluator
-    except ImportError:  # sentence-transformers < 6
-        from sentence_transformers.evaluation import (  # type: ignore[no-redef,attr-defined,unused-ignore]
-            InformationRetrievalEvaluator,
-        )
-    return (
-        SentenceTransformerTrainer,
-        SentenceTransformerTrainingArguments,
-        BatchSamplers,
-        MultiDatasetBatchSamplers,
-        InformationRetrievalEvaluator,
-    )
-
-
-def _as_corpus(corpus: CorpusInput, max_passage_words: int) -> TrainingCorpus:
-    if isinstance(corpus, TrainingCorpus):
-        return corpus
-    if isinstance(corpus, Mapping):
-        return TrainingCorpus.from_texts(corpus)
-    items = list(corpus)
-    if items and all(isinstance(x, Document) for x in items):
-        return TrainingCorpus.from_documents(items, max_passage_words)  # type: ignore[arg-type]
-    if items and all(isinstance(x, Passage) for x in items):
-        return TrainingCorpus.from_passages(items)  # type: ignore[arg-type]
-    raise TypeError("corpus must be a TrainingCorpus, Documents, Passages or a mapping of id -> text")
 
 
 class HCETrainer:
@@ -247,8 +200,11 @@ class HCETrainer:
         """
         cfg = self.config
         t_start = time.perf_counter()
-        (Trainer, Args, BatchSamplers, MultiSamplers, IREvaluator) = _st_training()
-        items = _as_corpus(corpus, max_passage_words)
+        st = st_training("HCE")
+        Trainer, Args, BatchSamplers = st.trainer, st.arguments, st.batch_samplers
+        MultiSamplers = st.multi_dataset_batch_samplers
+        IREvaluator = st.ir_evaluator
+        items = as_training_corpus(corpus, max_passage_words)
         if cfg.mode in ("supervised", "joint") and (not queries or not qrels):
             raise RagHierError(f"mode {cfg.mode!r} needs training queries and qrels")
         out = Path(output_dir)
