@@ -108,7 +108,12 @@ def add_train_parser(subparsers: Any) -> None:
     p.add_argument("corpus", help="corpus file or directory (the documents to adapt to)")
     p.add_argument("--output", required=True, help="directory for the trained model")
     p.add_argument("--format", choices=CORPUS_FORMATS, default=None, help="corpus format (default: detect)")
-    p.add_argument("--mode", choices=HCE_MODES, default=d.mode, help=f"training signal (default {d.mode})")
+    p.add_argument(
+        "--mode",
+        choices=HCE_MODES,
+        default=None,
+        help="training signal (default: supervised when --queries are given, else unsupervised)",
+    )
     p.add_argument("--queries", default=None, help="training queries (supervised and joint modes)")
     p.add_argument("--qrels", default=None, help="training judgements (BEIR TSV or TREC)")
     p.add_argument("--base-model", default=None, help="model to start from (default: the offline all-MiniLM-L6-v2)")
@@ -251,6 +256,10 @@ def _train(args: argparse.Namespace) -> int:
 
     check_eval_arguments(args)
     corpus_path = existing_corpus(args.corpus)
+    if args.mode is None:  # the queries a user gives are what the model should learn from
+        args.mode = "supervised" if args.queries else "unsupervised"
+    elif args.mode == "unsupervised" and args.queries:
+        raise cli_error("--mode unsupervised trains on the corpus alone: leave out --queries, or use supervised/joint")
     if args.mode in ("supervised", "joint") and not args.queries:
         raise cli_error(f"--mode {args.mode} needs --queries (and --qrels, unless they are QA questions)")
     if bool(args.dev_queries) != bool(args.dev_qrels):

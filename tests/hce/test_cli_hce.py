@@ -74,6 +74,24 @@ def test_cli_errors(tmp_path, capsys, tiny_model_path, beir_dir):
     assert code == 2 and "--tree" in err
 
 
+def test_queries_given_without_a_mode_train_supervised(tmp_path, capsys, tiny_model_path, beir_dir):
+    model = tmp_path / "m"
+    code, out, err = _run(
+        capsys, "train", "hce", beir_dir, "--output", model,
+        "--queries", beir_dir / "queries.jsonl", "--qrels", beir_dir / "qrels" / "train.tsv",
+        "--base-model", tiny_model_path, "--epochs", "1", "--max-steps", "1", "--batch-size", "4",
+        "--branching", "4", "--max-seq-length", "24", "--no-progress",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "trained HCE (supervised)" in out
+    assert json.loads((model / "hce_training.json").read_text())["config"]["mode"] == "supervised"
+    code, _, err = _run(
+        capsys, "train", "hce", beir_dir, "--output", tmp_path / "u", "--mode", "unsupervised",
+        "--queries", beir_dir / "queries.jsonl", "--base-model", tiny_model_path,
+    )  # fmt: skip
+    assert code == 2 and "--mode unsupervised trains on the corpus alone" in err
+
+
 def test_joint_flags_reach_the_training_report(tmp_path, capsys, tiny_model_path, beir_dir):
     model = tmp_path / "joint-model"
     common = (
