@@ -42,6 +42,7 @@ DEFAULT_DATA = next(
 )
 OUT = HERE / "out" / "tied_atomic"
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+DEVICE = "cpu"  # --device
 METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
 
 
@@ -91,7 +92,7 @@ def eval_model(path: str, docs: list[Any], queries: dict, qrels: dict, max_seq_l
     """Encode corpus and queries with a model directory (its own normalization) and score exactly."""
     from rag_hier.encoders.dense import DenseEncoder
 
-    enc = DenseEncoder(path, device="cpu", batch_size=32, max_seq_length=max_seq_length)
+    enc = DenseEncoder(path, device=DEVICE, batch_size=32, max_seq_length=max_seq_length)
     ids, texts = doc_texts(docs)
     qids = [q for q in qrels if q in queries]
     t = time.perf_counter()
@@ -165,7 +166,7 @@ def _tied_config(args: argparse.Namespace, **over: Any) -> Any:
         "scale": args.scale,
         "bm25_negatives": args.negatives,
         "bm25_depth": args.depth,
-        "device": "cpu",
+        "device": DEVICE,
         "seed": args.seed,
         "logging_steps": 5,
     }
@@ -233,7 +234,7 @@ def stage_minilm_ft(args: argparse.Namespace) -> dict[str, Any]:
     t = time.perf_counter()
     corpus = TrainingCorpus.from_documents(docs, 0)
     rows = TiedAtomicTrainer(_tied_config(args)).build_rows(corpus, resolve_pairs(corpus, queries, train))
-    model = SentenceTransformer(resolve_model_path(MINILM), device="cpu")
+    model = SentenceTransformer(resolve_model_path(MINILM), device=DEVICE)
     model.max_seq_length = args.max_seq_length
     targs = SentenceTransformerTrainingArguments(
         output_dir=str(OUT / "scratch-minilm-ft"),
@@ -250,7 +251,7 @@ def stage_minilm_ft(args: argparse.Namespace) -> dict[str, Any]:
         logging_steps=5,
         report_to="none",
         disable_tqdm=True,
-        use_cpu=True,
+        use_cpu=DEVICE == "cpu",
     )
     loss = MultipleNegativesRankingLoss(model, scale=args.minilm_scale)
     trainer = SentenceTransformerTrainer(model=model, args=targs, train_dataset=Dataset.from_dict(rows), loss=loss)
@@ -278,7 +279,7 @@ def _dsi_config(args: argparse.Namespace) -> Any:
         docid_learning_rate=args.docid_lr,
         max_steps=args.steps,
         retrieval_repeats=args.retrieval_repeats,
-        device="cpu",
+        device=DEVICE,
         seed=args.seed,
         logging_steps=5,
     )
@@ -354,7 +355,7 @@ def stage_incremental(args: argparse.Namespace) -> dict[str, Any]:
     shutil.rmtree(store_dir, ignore_errors=True)
     from rag_hier.encoders.dense import DenseEncoder
 
-    store = HierStore.create(store_dir, encoder=DenseEncoder(str(tied_dir), device="cpu", batch_size=32))
+    store = HierStore.create(store_dir, encoder=DenseEncoder(str(tied_dir), device=DEVICE, batch_size=32))
     store.add_documents(old_docs)
     t = time.perf_counter()
     store.add_documents(new_docs)
@@ -430,8 +431,8 @@ def stage_throughput(args: argparse.Namespace) -> dict[str, Any]:
     _, texts = doc_texts(docs)
     texts = texts[: args.n_docs]
     models: dict[str, Any] = {}
-    models["minilm"] = DenseEncoder(MINILM, device="cpu", batch_size=32, max_seq_length=args.max_seq_length).model
-    models["tied-minilm-encdec"] = DenseEncoder(_warm_start(args), device="cpu", batch_size=32).model
+    models["minilm"] = DenseEncoder(MINILM, device=DEVICE, batch_size=32, max_seq_length=args.max_seq_length).model
+    models["tied-minilm-encdec"] = DenseEncoder(_warm_start(args), device=DEVICE, batch_size=32).model
     src = Path(resolve_model_path(MINILM))
     for name, cfg in (
         ("t5-small-arch", {"d_model": 512, "d_kv": 64, "d_ff": 2048, "num_layers": 6, "num_heads": 8}),
@@ -452,7 +453,7 @@ def stage_throughput(args: argparse.Namespace) -> dict[str, Any]:
                 if (src / f).exists():
                     shutil.copy(src / f, path / f)
         module = EncoderDecoderEmbedding(str(path), max_seq_length=args.max_seq_length)
-        models[name] = SentenceTransformer(modules=[module], device="cpu", similarity_fn_name="dot")
+        models[name] = SentenceTransformer(modules=[module], device=DEVICE, similarity_fn_name="dot")
     for m in models.values():
         m.max_seq_length = args.max_seq_length
         m.eval()
@@ -503,7 +504,8 @@ STAGES = {
 }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    global OUT, MINILM, DEVICE
     from rag_hier.training.tied_atomic_config import TiedAtomicConfig
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -534,7 +536,11 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--tag", default="", help="suffix of the output file name")
-    args = p.parse_args()
+    p.add_argument("--device", default="cpu", help="where models train and encode (cpu, cuda, ...)")
+    p.add_argument("--minilm", default=MINILM, help="the MiniLM every run starts from (directory or hub id)")
+    p.add_argument("--out", type=Path, default=OUT, help="where results and models go")
+    args = p.parse_args(argv)
+    OUT, MINILM, DEVICE = args.out, args.minilm, args.device
     import torch
 
     torch.set_num_threads(args.threads)

@@ -51,3 +51,6 @@ def test_the_device_runner_runs_every_script_in_smoke_mode(tmp_path: Path) -> No
     pairs = [(p["a"], p["b"]) for p in hce["compare"]["pairs"]]
     assert pairs[:3] == [("base", "ct-bm25"), ("base", "hce-s"), ("base", "hce-j")]
     assert (tmp_path / "corpus-hce-s.npy").exists() and (tmp_path / "queries-hce-j.npy").exists()
+    tied = json.loads((tmp_path / "tied_atomic.json").read_text())
+    assert list(tied["runs"]) == ["minilm-base", "minilm-ft", "tied", "dsi"]
+    assert all(0.0 <= run["metrics"]["ndcg@10"] <= 1.0 for run in tied["runs"].values())

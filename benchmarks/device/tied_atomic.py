@@ -1,0 +1,80 @@
+"""Tied-Atomic and DSI-atomic at ten times the CPU step budget of docs/tied_atomic.md, on one GPU.
+
+The protocol of docs/tied_atomic.md's SciFact test table (``benchmarks/bench_tied_atomic.py``: an encoder-decoder
+warm-started from all-MiniLM-L6-v2 with cross-attention copied from self-attention, 128 tokens, batch 32, lr 1e-4,
+one BM25 negative per query from the top 10, seed 42, 300 test queries), with ``--steps`` optimizer steps instead
+of 87 (default 870), in this order while the deadline allows: untrained MiniLM, MiniLM fine-tuned with the same
+rows and steps, Tied-Atomic, DSI-atomic (retrieval and indexing tasks, cross-entropy over every docid). The
+figures go into one ``tied_atomic.json`` (models stay in ``--work``).
+
+Run (repository root)::
+
+    python -m benchmarks.device.tied_atomic --data ../shared/data/scifact --out benchmarks/out/device
+    python -m benchmarks.device.tied_atomic --smoke --out /tmp/smoke      # CPU, tiny model, seconds
+
+Expected on one H100: not measured yet; from the CPU runs' step counts and the H100's 0.43 s per +CT step
+(`benchmarks/device/README.md`), about 6 minutes for MiniLM and Tied-Atomic at 870 steps each, DSI-atomic
+(5,183 + 919 rows a pass) about 3 minutes: one call holds ``--only minilm-ft tied`` or ``--only dsi``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.device.common import Deadline, add_common_arguments, machine, resolve, write_result
+
+logger = logging.getLogger("device.tied_atomic")
+
+RUNS = ("minilm-base", "minilm-ft", "tied", "dsi")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_arguments(p, default_out="device")
+    p.add_argument("--steps", type=int, default=870, help="optimizer steps per trained model (docs: 87)")
+    p.add_argument("--work", type=Path, default=None, help="models and stage files (default: a folder in /tmp)")
+    p.add_argument("--threads", type=int, default=8, help="CPU threads (BM25, evaluation)")
+    p.add_argument("--only", nargs="+", choices=RUNS, default=None, help="run these stages only")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    args = resolve(args)
+    if args.work is None:
+        args.work = args.out / "smoke-inputs" / "tied-work" if args.smoke else Path("/tmp/rag-hier-device-tied")
+    from benchmarks import bench_tied_atomic
+
+    steps, batch = (3, 4) if args.smoke else (args.steps, 32)
+    common = [
+        *("--data", str(args.data), "--device", args.device, "--minilm", str(args.model), "--out", str(args.work)),
+        *("--threads", str(args.threads), "--steps", str(steps), "--batch-size", str(batch)),
+    ]
+    if args.smoke:
+        common += ["--max-seq-length", "32", "--depth", "4"]
+    deadline = Deadline(args.seconds)
+    result: dict[str, Any] = {"machine": machine(), "device": args.device, "steps": steps, "batch_size": batch}
+    result["runs"] = {}
+    for stage in RUNS:
+        if args.only and stage not in args.only:
+            continue
+        if deadline.left() < (0 if args.smoke else 60):
+            result["runs"][stage] = "skipped: deadline"
+            continue
+        t = time.perf_counter()
+        try:
+            bench_tied_atomic.main([stage, *common])
+            result["runs"][stage] = json.loads((args.work / f"{stage}.json").read_text(encoding="utf-8"))
+        except Exception as exc:  # one failed stage must not lose the others' figures
+            logger.exception("stage %s failed", stage)
+            result["runs"][stage] = f"failed: {type(exc).__name__}: {exc}"
+        logger.info("%s done in %.0f s", stage, time.perf_counter() - t)
+        write_result(args.out, "tied_atomic", result)
+    print(write_result(args.out, "tied_atomic", result).read_text())
+    return 0 if all(isinstance(v, dict) for v in result["runs"].values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
