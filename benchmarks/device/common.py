@@ -11,10 +11,12 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import logging
 import os
 import platform
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +86,40 @@ class Deadline:
 
     def left(self) -> float:
         return self.end - time.monotonic()
+
+
+def run_stages(
+    result: dict[str, Any],
+    stages: list[tuple[str, Callable[[], dict[str, Any]]]],
+    deadline: Deadline,
+    *,
+    out: Path,
+    name: str,
+    needs: float = 60.0,
+) -> list[str]:
+    """Run each ``(stage, fn)`` while ``needs`` seconds are left; ``result["runs"][stage]`` gets what ``fn`` returns.
+
+    A stage that would not fit is recorded as skipped, one that raises as failed (the others still run); the
+    result file ``<out>/<name>.json`` is rewritten after every stage, so a call stopped midway keeps what ran.
+    Returns the stages that completed.
+    """
+    log = logging.getLogger(f"device.{name}")
+    runs = result.setdefault("runs", {})
+    done = []
+    for stage, fn in stages:
+        if deadline.left() < needs:
+            runs[stage] = "skipped: deadline"
+            continue
+        t = time.perf_counter()
+        try:
+            runs[stage] = fn()
+            done.append(stage)
+        except Exception as exc:  # one failed stage must not lose the others' figures
+            log.exception("stage %s failed", stage)
+            runs[stage] = f"failed: {type(exc).__name__}: {exc}"
+        log.info("%s done in %.0f s", stage, time.perf_counter() - t)
+        write_result(out, name, result)
+    return done
 
 
 def write_result(out: Path, name: str, result: dict[str, Any]) -> Path:

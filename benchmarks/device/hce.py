@@ -26,11 +26,11 @@ import argparse
 import json
 import logging
 import shutil
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.device.common import Deadline, add_common_arguments, machine, resolve, write_result
+from benchmarks.device.common import Deadline, add_common_arguments, machine, resolve, run_stages, write_result
 
 logger = logging.getLogger("device.hce")
 
@@ -65,35 +65,23 @@ def main(argv: list[str] | None = None) -> int:
     budget = [*("--batch-size", str(batch), "--steps", str(steps), "--negatives", "4")]
     if args.smoke:
         budget += ["--negative-depth", "8", "--mini-batch-size", "4"]
-    deadline = Deadline(args.seconds)
-    result: dict[str, Any] = {
-        "machine": machine(),
-        "device": args.device,
-        "steps": steps,
-        "batch_size": batch,
-        "runs": {},
-    }
-    done = []
-    for name, stage, extra in RUNS:
-        if args.only and name not in args.only:
-            continue
-        if deadline.left() < (0 if args.smoke else 20 if name == "base" else 60):
-            result["runs"][name] = "skipped: deadline"
-            continue
-        t = time.perf_counter()
-        opts = common if stage == "base" else [*common, *budget, *extra]
-        code = bench_hce.main([stage, *opts])
-        out_file = args.work / f"{name}.json"
-        if code == 0 and out_file.exists():
-            result["runs"][name] = json.loads(out_file.read_text(encoding="utf-8"))
-            done.append(name)
+    result: dict[str, Any] = {"machine": machine(), "device": args.device, "steps": steps, "batch_size": batch}
+
+    def stage(name: str, bench_stage: str, extra: list[str]) -> Callable[[], dict[str, Any]]:
+        def run() -> dict[str, Any]:
+            code = bench_hce.main([bench_stage, *(common if bench_stage == "base" else [*common, *budget, *extra])])
+            if code != 0:
+                raise RuntimeError(f"bench_hce.py {bench_stage} exited with {code}")
             vectors = ["base_corpus_len128.npy"] if name == "base" else [f"corpus-{name}.npy", f"queries-{name}.npy"]
             for file in vectors:
                 shutil.copyfile(args.work / file, args.out / file)
-        else:
-            result["runs"][name] = f"failed: exit {code}"
-        logger.info("%s done in %.0f s", name, time.perf_counter() - t)
-        write_result(args.out, "hce", result)
+            return json.loads((args.work / f"{name}.json").read_text(encoding="utf-8"))
+
+        return run
+
+    stages = [(name, stage(name, s, extra)) for name, s, extra in RUNS if not args.only or name in args.only]
+    needs = 0.0 if args.smoke else 60.0
+    done = run_stages(result, stages, Deadline(args.seconds), out=args.out, name="hce", needs=needs)
     if len(done) >= 2:
         bench_hce.main(["compare", *common, "--compare", *done])
         result["compare"] = json.loads((args.work / "compare.json").read_text(encoding="utf-8"))

@@ -22,11 +22,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.device.common import Deadline, add_common_arguments, machine, resolve, write_result
+from benchmarks.device.common import Deadline, add_common_arguments, machine, resolve, run_stages, write_result
 
 logger = logging.getLogger("device.tied_atomic")
 
@@ -54,24 +54,17 @@ def main(argv: list[str] | None = None) -> int:
     ]
     if args.smoke:
         common += ["--max-seq-length", "32", "--depth", "4"]
-    deadline = Deadline(args.seconds)
     result: dict[str, Any] = {"machine": machine(), "device": args.device, "steps": steps, "batch_size": batch}
-    result["runs"] = {}
-    for stage in RUNS:
-        if args.only and stage not in args.only:
-            continue
-        if deadline.left() < (0 if args.smoke else 60):
-            result["runs"][stage] = "skipped: deadline"
-            continue
-        t = time.perf_counter()
-        try:
-            bench_tied_atomic.main([stage, *common])
-            result["runs"][stage] = json.loads((args.work / f"{stage}.json").read_text(encoding="utf-8"))
-        except Exception as exc:  # one failed stage must not lose the others' figures
-            logger.exception("stage %s failed", stage)
-            result["runs"][stage] = f"failed: {type(exc).__name__}: {exc}"
-        logger.info("%s done in %.0f s", stage, time.perf_counter() - t)
-        write_result(args.out, "tied_atomic", result)
+
+    def stage(name: str) -> Callable[[], dict[str, Any]]:
+        def run() -> dict[str, Any]:
+            bench_tied_atomic.main([name, *common])
+            return json.loads((args.work / f"{name}.json").read_text(encoding="utf-8"))
+
+        return run
+
+    stages = [(name, stage(name)) for name in RUNS if not args.only or name in args.only]
+    run_stages(result, stages, Deadline(args.seconds), out=args.out, name="tied_atomic", needs=0 if args.smoke else 60)
     print(write_result(args.out, "tied_atomic", result).read_text())
     return 0 if all(isinstance(v, dict) for v in result["runs"].values()) else 1
 

@@ -44,7 +44,6 @@ from rag_hier.store.files import LOCK_FILE
 from rag_hier.store.filters import Refined, compile_filter
 from rag_hier.store.models import check_given_encoder, stored_model_dir
 from rag_hier.store.records import (
-    Hit,
     PassageRecord,
     WritePolicy,
     WriteSummary,
@@ -54,7 +53,7 @@ from rag_hier.store.records import (
     records_by_rowid,
 )
 from rag_hier.store.schema import SCHEMA, dumps, query_in, rows_in
-from rag_hier.store.search_hook import default_search, set_default_search
+from rag_hier.store.search_hook import DenseSearch, set_default_search
 from rag_hier.store.sql_filters import select_matching
 from rag_hier.store.state import DATABASE, DENSE_FILE, FORMAT_VERSION, MANIFEST
 from rag_hier.store.writes import Writer, check_ids
@@ -106,7 +105,7 @@ def _index_config(index: IndexConfig | str | Mapping[str, Any]) -> IndexConfig:
     raise ValueError(f"index must be 'flat', 'ivf', 'hnsw', an IndexConfig or a dict of options, got {index!r}")
 
 
-class HierStore:
+class HierStore(DenseSearch):
     """A persistent collection of documents and passages with a FAISS vector index.
 
     Create one with :meth:`create` (or :meth:`open_or_create`), reopen it with :meth:`open`. Every write
@@ -1224,19 +1223,3 @@ class HierStore:
                     raise StoreError(f"the store at {self.path} holds no vectors")
                 return np.zeros((0, self.dimension or 0), np.float32)
             return index.reconstruct(ids)
-
-    @overload
-    def search(  # type: ignore[overload-overlap]  # str is also a Sequence[str]; str wins
-        self, query: str, top_k: int = 10, filters: Filters = None
-    ) -> list[Hit]: ...
-    @overload
-    def search(self, query: Sequence[str], top_k: int = 10, filters: Filters = None) -> list[list[Hit]]: ...
-    def search(
-        self, query: str | Sequence[str], top_k: int = 10, filters: Filters = None
-    ) -> list[Hit] | list[list[Hit]]:
-        """Dense search: one query gives a ranked ``list[Hit]``, a list of queries a list of those.
-
-        The ``dense`` strategy of :mod:`rag_hier.retrieval` (``DenseRetriever(store).search(...)``); other
-        strategies are searched through their retrievers or :func:`rag_hier.retrieval.build_retriever`.
-        """
-        return default_search(self, query, top_k, filters)

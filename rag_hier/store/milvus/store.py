@@ -48,7 +48,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast, overload
+from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -74,9 +74,9 @@ from rag_hier.store.milvus.fields import (
 )
 from rag_hier.store.milvus.filters import translate
 from rag_hier.store.models import check_given_encoder
-from rag_hier.store.records import POLICIES, Hit, PassageRecord, WritePolicy, WriteSummary
+from rag_hier.store.records import POLICIES, PassageRecord, WritePolicy, WriteSummary
 from rag_hier.store.schema import dumps, hash_text
-from rag_hier.store.search_hook import default_search
+from rag_hier.store.search_hook import DenseSearch
 from rag_hier.store.writes import _check_id, _check_json, check_ids, check_passage_owners, normalize_embeddings
 
 logger = logging.getLogger(__name__)
@@ -227,7 +227,7 @@ class _Batch:
     depth: int = 0
 
 
-class MilvusStore:
+class MilvusStore(DenseSearch):
     """A rag-hier collection in Milvus (Milvus Lite file or server) implementing the store contract.
 
     Create one with :meth:`create`, reopen it with :meth:`open` (or :meth:`HierStore.create(uri=...)
@@ -1168,22 +1168,6 @@ class MilvusStore:
             else:
                 out.append(np.asarray(r["vector"], dtype=np.float32))
         return out
-
-    @overload
-    def search(  # type: ignore[overload-overlap]  # str is also a Sequence[str]; str wins
-        self, query: str, top_k: int = 10, filters: Filters = None
-    ) -> list[Hit]: ...
-    @overload
-    def search(self, query: Sequence[str], top_k: int = 10, filters: Filters = None) -> list[list[Hit]]: ...
-    def search(
-        self, query: str | Sequence[str], top_k: int = 10, filters: Filters = None
-    ) -> list[Hit] | list[list[Hit]]:
-        """Dense search: one query gives a ranked ``list[Hit]``, a list of queries a list of those.
-
-        As :meth:`HierStore.search <rag_hier.store.HierStore.search>`: the ``dense`` strategy; other strategies
-        are searched through their retrievers.
-        """
-        return default_search(self, query, top_k, filters)
 
     def count_passages(self, filters: Filters = None) -> int:
         """Number of passages (matching ``filters``)."""
