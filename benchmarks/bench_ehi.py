@@ -511,7 +511,7 @@ def best_at_most(rows: list[dict], method: str, x: float, key: str = "recall@100
 
 
 def _goal_lines(res: dict) -> list[str]:
-    """The issue's goals on one sweep: EHI at <= 10 % scored vs exact and vs IVF at the same measured fraction."""
+    """The goals on one sweep: EHI at <= 10 % scored vs exact and vs IVF at the same measured fraction."""
     rows = res["rows"]
     exact = next(r for r in rows if r["method"] == "exact")["recall@100"]
     out = []

@@ -14,8 +14,8 @@ Rows, per adapter, timed interleaved query by query (the same random query vecto
 
 * ``unfiltered``: the anchor of the ratios;
 * ``bucket == "b3"`` (10 % of the passages), **before**: the adapter's filter as a plain predicate (the coarse
-  translation switched off, as on ``main`` before this change: the predicate runs over every passage's
-  record);
+  translation switched off: the predicate runs over every passage's record, as for a filter without a
+  translation);
 * the same filter, **after**: the adapter's coarse translation pushed down to SQLite (``Refined``), the
   predicate run on the rows it selects;
 * ``count`` (Haystack ``count_documents_by_filter``) before and after, for a filter without a search.

@@ -1,4 +1,4 @@
-"""Hybrid search (issue 17, item 8): dense + lexical fusion on SciFact and XQuAD-en, weights chosen on dev.
+"""Hybrid search: dense + lexical fusion on SciFact and XQuAD-en, weights chosen on dev.
 
 Components (each ranks its ``--depth`` best passages per query):
 

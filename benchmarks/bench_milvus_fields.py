@@ -8,7 +8,7 @@ The first N SciFact abstracts (``--corpus``; default ``../shared/data/scifact``)
 (a Gaussian mixture: the tree needs vectors; their quality does not matter here), into
 
 - ``local``: a local store directory (the reference: token index and tree in memory);
-- ``milvus-files``: a Milvus Lite collection laid out as before issue 16 item 2 (token index and tree as files
+- ``milvus-files``: a Milvus Lite collection in the file layout (token index and tree as files
   in ``C__files``, no leaf fields: β runs in the client over the loaded token index, the tree's leaves reach
   Milvus as a ``rowid in [...]`` list) — made by switching the field layout off while attaching;
 - ``milvus-fields``: the same collection as this version lays it out (the token rows a sparse vector field
@@ -72,7 +72,7 @@ def build(kind: str, tmp: Path, passages: list[Any], vectors: np.ndarray, model:
     from rag_hier.store.milvus import store as milvus_store
 
     saved = (milvus_store.SPARSE_EXTENSIONS, milvus_store.LEAF_COLUMNS)
-    if kind == "milvus-files":  # the layout before this change: extensions as files, no leaf fields
+    if kind == "milvus-files":  # the file layout: extensions as files, no leaf fields
         milvus_store.SPARSE_EXTENSIONS, milvus_store.LEAF_COLUMNS = (), {}
     try:
         if kind == "local":

@@ -18,7 +18,7 @@ Usage::
     python benchmarks/bench_train_cost.py hce-u --data xquad --steps 40 --no-anchor   # memory over several epochs
 
 Trainers: ``hce-u``, ``hce-s``, ``hce-j``, ``dhr``, ``svdr``. ``--data scifact`` sets batch 32 and 128 tokens for
-every trainer (the issue's memory goal); ``--data xquad`` keeps each trainer's defaults (HCE and DHR: the model's
+every trainer (the setting of the memory goal); ``--data xquad`` keeps each trainer's defaults (HCE and DHR: the model's
 256 tokens; SVDR: 128-token queries, 256-token passages). Writes ``benchmarks/out/cost/<trainer>-<data>.json``.
 The first ``--warmup`` steps of each phase are left out of the seconds-per-step median.
 """

@@ -3,7 +3,7 @@
 Every script takes ``--out`` (where its JSON result goes; on the device machine ``$OUT``), ``--data`` (the
 SciFact folder; default ``../shared/data/scifact`` beside the repository) and ``--smoke`` (a CPU run on a
 tiny random model and a generated BEIR-shaped corpus, seconds long, so that the script is exercised by the
-test suite and cannot rot between the sessions that have a GPU).
+test suite and cannot rot between runs on a GPU).
 """
 
 from __future__ import annotations
