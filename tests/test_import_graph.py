@@ -7,6 +7,7 @@ Every import statement counts, wherever it stands: module level, under ``TYPE_CH
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,15 @@ def test_the_engine_imports_no_framework(framework: str) -> None:
             if isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module]
             assert not any(n == framework or n.startswith(framework + ".") for n in names), f"{f} imports {framework}"
+
+
+def test_framework_adapters_use_the_store_contract_not_backend_classes() -> None:
+    # capabilities (filter_pushdown, can_forget_dimension, path, connection_options) replace isinstance checks
+    # on a backend class and reads of a backend's private state
+    root = Path(__file__).resolve().parents[1] / "integrations"
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if re.search(r"isinstance\([^)]*\b(HierStore|MilvusStore)\b|\._conn\b", line):
+                found.append(f"{path.relative_to(root)}:{n}: {line.strip()}")
+    assert found == []

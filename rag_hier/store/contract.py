@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, overload, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, Protocol, overload, runtime_checkable
 
 import numpy as np
 
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SIMILARITIES",
     "EngineExtensions",
+    "FilterPushdown",
     "Filters",
     "Similarity",
     "StoreBackend",
@@ -44,6 +45,15 @@ Similarity = Literal["cosine", "dot_product"]
 SIMILARITIES: tuple[str, ...] = ("cosine", "dot_product")
 
 
+class FilterPushdown(NamedTuple):
+    """What of a framework filter a backend answers inside its engine (the rest is checked by the predicate)."""
+
+    numbers: bool
+    """Numeric comparisons (``<``, ``>=``, ...) run in the engine."""
+    max_members: int
+    """Longest id or value list (``in``, ``not in``) pushed down."""
+
+
 @runtime_checkable
 class StoreBackend(Protocol):
     """The public surface of a rag-hier store (see :class:`~rag_hier.store.HierStore` for the semantics)."""
@@ -51,7 +61,23 @@ class StoreBackend(Protocol):
     read_only: bool
     """Whether writes are refused."""
 
+    filter_pushdown: ClassVar[FilterPushdown]
+    """What of a filter the backend answers in its engine."""
+
+    can_forget_dimension: ClassVar[bool]
+    """Whether ``delete_all(forget_dimension=True)`` is possible (a Milvus collection's dimension is fixed)."""
+
     # -- identity ---------------------------------------------------------------------------------------
+    @property
+    def path(self) -> Path | None:
+        """The store's directory (``None`` for a backend that keeps none, such as Milvus)."""
+        ...
+
+    @property
+    def connection_options(self) -> dict[str, Any]:
+        """What reopens this store's connection besides its location (token, database, TLS...; empty if none)."""
+        ...
+
     @property
     def location(self) -> str:
         """Where the collection lives (a directory path, or a database URI), for messages."""

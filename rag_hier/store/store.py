@@ -26,7 +26,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast, overload
+from typing import TYPE_CHECKING, Any, ClassVar, cast, overload
 
 import numpy as np
 
@@ -36,7 +36,7 @@ from rag_hier.encoders.dense import DEFAULT_MODEL, DenseEncoder
 from rag_hier.errors import DimensionMismatchError, StoreCorruptedError, StoreError
 from rag_hier.index.dense import DenseIndex, IndexConfig
 from rag_hier.store import meta_index
-from rag_hier.store.contract import SIMILARITIES, Filters, Similarity, StoreExtension
+from rag_hier.store.contract import SIMILARITIES, FilterPushdown, Filters, Similarity, StoreExtension
 from rag_hier.store.core import StoreCore, connect, copy_committed
 from rag_hier.store.encoder_switch import EncodedPassages, check_extensions, encode_passages, switch_encoder
 from rag_hier.store.extensions.base import extension_class
@@ -120,6 +120,16 @@ class HierStore(DenseSearch):
         >>> store.search("how do tides work?", top_k=5)  # doctest: +SKIP
 
     """
+
+    filter_pushdown: ClassVar[FilterPushdown] = FilterPushdown(numbers=True, max_members=10_000)
+    """Filters become one SQLite query: numeric comparisons too, and id or value lists up to 10,000 members."""
+    can_forget_dimension: ClassVar[bool] = True
+    """A store without a model can be emptied and take vectors of another dimension."""
+
+    @property
+    def connection_options(self) -> dict[str, Any]:
+        """Nothing but the path reopens a local store: ``{}``."""
+        return {}
 
     _core: StoreCore
 

@@ -181,6 +181,19 @@ def test_search_is_the_local_stores_search(shared) -> None:
     assert want_ids and all(not i.startswith("volcano") for i in want_ids)
 
 
+def test_capabilities_are_properties_of_either_backend(shared) -> None:
+    from rag_hier.store.contract import StoreBackend
+
+    local, remote = shared
+    assert isinstance(local, StoreBackend) and isinstance(remote, StoreBackend)
+    assert local.filter_pushdown == (True, 10_000) and remote.filter_pushdown == (False, 1_000)
+    assert local.can_forget_dimension and not remote.can_forget_dimension
+    assert local.path is not None and local.path.is_dir() and local.connection_options == {}
+    assert remote.path is None and "timeout" in remote.connection_options
+    remote.connection_options["timeout"] = -1  # a copy: the handle's own options stay as they are
+    assert remote.connection_options["timeout"] != -1
+
+
 def test_translation_escapes_values_and_checks_field_names() -> None:
     expr = translate({"field": "meta.note", "operator": "==", "value": HOSTILE})
     assert expr is not None and 'x\\" or 1==1 or meta[\\"k\\"] == \\"' in expr

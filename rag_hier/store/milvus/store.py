@@ -48,7 +48,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -59,7 +59,7 @@ from rag_hier.encoders.dense import DEFAULT_MODEL, DenseEncoder
 from rag_hier.errors import DimensionMismatchError, DuplicateIdError, FilterError, StoreCorruptedError, StoreError
 from rag_hier.index.dense import IndexConfig
 from rag_hier.index.selection import select_top_k
-from rag_hier.store.contract import SIMILARITIES, Filters, Similarity, StoreExtension
+from rag_hier.store.contract import SIMILARITIES, FilterPushdown, Filters, Similarity, StoreExtension
 from rag_hier.store.extensions.base import extension_class
 from rag_hier.store.filters import Refined, compile_filter
 from rag_hier.store.milvus.client import Connection
@@ -236,6 +236,10 @@ class MilvusStore(DenseSearch):
     """
 
     read_only: bool
+    filter_pushdown: ClassVar[FilterPushdown] = FilterPushdown(numbers=False, max_members=1_000)
+    """Filters become Milvus expressions: equality and lists up to 1,000 members; numbers are checked in Python."""
+    can_forget_dimension: ClassVar[bool] = False
+    """A collection's dimension is fixed at creation."""
     remote_vectors = True
     """Vectors live in Milvus: strategies restrict a search (``search_dense(allowed=...)``) rather than gather
     vectors into the client (see :func:`rag_hier.store.contract.remote_vectors`)."""
@@ -922,6 +926,16 @@ class MilvusStore(DenseSearch):
     def uri(self) -> str:
         """The Milvus URI."""
         return self._conn.uri
+
+    @property
+    def path(self) -> None:
+        """A Milvus collection has no local directory: ``None``."""
+        return None
+
+    @property
+    def connection_options(self) -> dict[str, Any]:
+        """The connection's options (token, database, timeout, client options) that reopen this collection."""
+        return copy.deepcopy(self._conn.options)
 
     @property
     def generation(self) -> int:

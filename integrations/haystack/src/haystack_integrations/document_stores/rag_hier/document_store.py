@@ -82,11 +82,6 @@ and OpenSearch integrations, whose scores are Lucene's, as ours) do."""
 SPARSE_EMBEDDING_KEY = (EXTRA_KEY, "sparse_embedding")
 """Where a Document's ``sparse_embedding`` lives in ``Passage.extra`` (read by the ``sparse-embeddings`` extension)."""
 
-LOCAL_MEMBERS = 10_000
-"""Longest ``in`` list pushed down to the local store's SQL (the engine's own limit)."""
-MILVUS_MEMBERS = 1_000
-"""Longest ``in`` list pushed down as a Milvus expression (one ``==`` alternative per member)."""
-
 _TOKEN_INDEX_OPTIONS = frozenset({"model", "max_length"})
 _EMBEDDED_BY = "embedded_by"
 """The corpus fact naming the model that embedded a model-less store's documents (RagHierDocumentEmbedder's)."""
@@ -779,8 +774,8 @@ class RagHierDocumentStore:
             view = record_view(record, roots, embedding)
             return document_matches_filter(filters, cast(Document, view), strict_datetime_comparison=strict)
 
-        local = isinstance(store, HierStore)
-        coarse, exact = translate_filter(filters, numbers=local, max_members=LOCAL_MEMBERS if local else MILVUS_MEMBERS)
+        pushdown = store.filter_pushdown
+        coarse, exact = translate_filter(filters, numbers=pushdown.numbers, max_members=pushdown.max_members)
         return predicate if coarse is None else Refined(coarse, predicate, equivalent=exact)
 
     @staticmethod
@@ -954,7 +949,7 @@ class RagHierDocumentStore:
         """
         with _engine_errors():
             store = self._write_handle()
-            forget = recreate_index and store.encoder is None and isinstance(store, HierStore)
+            forget = recreate_index and store.encoder is None and store.can_forget_dimension
             store.delete_all(forget_dimension=forget)
 
     def delete_by_filter(self, filters: dict[str, Any]) -> int:

@@ -82,12 +82,6 @@ _MILVUS_POINTER = "rag_hier_milvus"
 Store = HierStore | MilvusStore
 """A handle on the store: a local directory (:class:`HierStore`) or a Milvus collection (:class:`MilvusStore`)."""
 
-LOCAL_MEMBERS = 10_000
-"""Longest id or value list pushed down to the local store's SQL (the engine's own limit)."""
-MILVUS_MEMBERS = 1_000
-"""Longest id or value list pushed down as a Milvus expression (one ``==`` alternative per member)."""
-
-
 def _store_filter(
     store: Store,
     filters: MetadataFilters | None,
@@ -96,13 +90,9 @@ def _store_filter(
     node_ids: list[str] | None = None,
 ) -> Predicate | None:
     """The engine filter of LlamaIndex filters on ``store``: the predicate, with the coarse part it can push down."""
-    local = isinstance(store, HierStore)
+    pushdown = store.filter_pushdown
     return build_filter(
-        filters,
-        doc_ids=doc_ids,
-        node_ids=node_ids,
-        numbers=local,
-        max_members=LOCAL_MEMBERS if local else MILVUS_MEMBERS,
+        filters, doc_ids=doc_ids, node_ids=node_ids, numbers=pushdown.numbers, max_members=pushdown.max_members
     )
 
 
@@ -389,9 +379,9 @@ class RagHierVectorStore(BasePydanticVectorStore):
         root: Path | None = None
         if store is not None:
             reader = writer = store  # the caller's handle, read-only or not, serves both
-            if isinstance(store, MilvusStore):
+            if store.path is None:  # a Milvus collection: reopened by its location and connection options
                 uri = store.location
-                milvus = dict(store._conn.options)  # the handle's own connection options (to reopen it)
+                milvus = store.connection_options
             else:
                 root = store.path
         else:
