@@ -21,6 +21,7 @@ from rag_hier.store.filters import Predicate
 if TYPE_CHECKING:
     from rag_hier.corpus.model import Document, Passage
     from rag_hier.encoders.dense import DenseEncoder
+    from rag_hier.index.dense import IndexConfig
     from rag_hier.store.records import Hit, PassageRecord, WritePolicy, WriteSummary
     from rag_hier.store.segments import Delta
 
@@ -112,6 +113,28 @@ class StoreBackend(Protocol):
         """Query vectors from the store's encoder (an error when it has none)."""
         ...
 
+    @property
+    def index_config(self) -> IndexConfig:
+        """The dense index's kind and parameters."""
+        ...
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        """The store's recorded configuration (model, index, corpus information, extensions, format)."""
+        ...
+
+    def info(self) -> dict[str, Any]:
+        """A JSON-ready summary: counts, model, index, extensions (what ``rag-hier info`` prints)."""
+        ...
+
+    def refresh(self) -> StoreBackend:
+        """See other processes' commits now (reads do so anyway); returns the store."""
+        ...
+
+    def update_corpus_info(self, **changes: Any) -> None:
+        """Record corpus information (format, splitting, ...) in the manifest."""
+        ...
+
     # -- reading ----------------------------------------------------------------------------------------
     @overload
     def search(  # type: ignore[overload-overlap]  # str is also a Sequence[str]; str wins
@@ -121,6 +144,14 @@ class StoreBackend(Protocol):
     def search(self, query: Sequence[str], top_k: int = 10, filters: Filters = None) -> list[list[Hit]]: ...
     def search(self, query: str | Sequence[str], top_k: int = 10, filters: Filters = None) -> Any:
         """Dense search: one query gives a ranked ``list[Hit]``, a list of queries a list of those."""
+        ...
+
+    def filter_passages(self, filters: Filters = None) -> list[Passage]:
+        """Every passage matching ``filters`` (all without one), in rowid order."""
+        ...
+
+    def iter_records(self) -> Iterator[PassageRecord]:
+        """Every passage record, in rowid order, read in blocks."""
         ...
 
     def count_passages(self, filters: Filters = None) -> int:
@@ -250,6 +281,19 @@ class StoreBackend(Protocol):
         ...
 
     # -- extensions -------------------------------------------------------------------------------------
+    @property
+    def extensions(self) -> dict[str, StoreExtension]:
+        """The attached extensions by name."""
+        ...
+
+    def extension_files(self, name: str) -> dict[str, bytes]:
+        """The committed files of extension ``name`` (file name → bytes)."""
+        ...
+
+    def remove_extension(self, name: str) -> None:
+        """Detach extension ``name`` and delete its files (one commit)."""
+        ...
+
     def extension(self, name: str) -> StoreExtension | None:
         """The extension registered as ``name``, or ``None``."""
         ...
