@@ -590,6 +590,13 @@ def _print_model_source(enc: dict[str, Any]) -> None:
     print(f"model      {where}; {check}")
 
 
+def _may_load_model(args: argparse.Namespace) -> bool:
+    """Whether the command may load a model (a token or BM25 index without vectors needs a tokenizer only)."""
+    if args.command == "index" and getattr(args, "no_dense", False):
+        return bool(getattr(args, "svdr_vectors", False))
+    return args.command in _MODEL_COMMANDS
+
+
 def _quiet_transformers() -> None:
     """Hide transformers' weight-loading progress bars (ours and sentence-transformers' stay)."""
     try:
@@ -657,7 +664,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if handler not in before:  # ours: also drop records of libraries that set their own logger to DEBUG (bm25s)
             handler.setLevel(level)
     if args.verbose < 2:
-        if args.command in _MODEL_COMMANDS:  # importing transformers costs a second; only where a model loads
+        if _may_load_model(args):  # importing transformers costs a second; only where a model loads
             _quiet_transformers()
         for noisy in ("sentence_transformers", "transformers", "huggingface_hub", "httpx", "faiss", "pymilvus"):
             logging.getLogger(noisy).setLevel(logging.ERROR)

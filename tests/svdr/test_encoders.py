@@ -212,7 +212,15 @@ def test_the_light_tokenizer_loads_the_same_tokenization_as_the_auto_class(tiny_
 
     light, auto = TokenBinarizer(tiny_model_path), TokenBinarizer(tiny_model_path, light=False)
     assert type(auto.tokenizer) is type(AutoTokenizer.from_pretrained(resolve_backbone_dir(tiny_model_path)))
-    assert type(light.tokenizer) is not type(auto.tokenizer)  # the generic fast class: no auto-class import
+    assert type(light.tokenizer) is not type(auto.tokenizer)  # tokenizer.json run by `tokenizers` alone
+    assert sorted(light.tokenizer.all_special_ids) == sorted(auto.tokenizer.all_special_ids)
+    lt, at = light.tokenizer, auto.tokenizer  # the id/token conversions agree too
+    words = ["honey", "the", "zzqqxx"]
+    assert lt.convert_tokens_to_ids(words) == at.convert_tokens_to_ids(words)
+    assert lt.convert_tokens_to_ids("honey") == at.convert_tokens_to_ids("honey")
+    assert lt.convert_ids_to_tokens([101, 2000, 102]) == at.convert_ids_to_tokens([101, 2000, 102])
+    ids = at("Bees store honey.")["input_ids"]
+    assert lt.decode(ids, skip_special_tokens=True) == at.decode(ids, skip_special_tokens=True)
     assert light.fingerprint == auto.fingerprint
     assert np.array_equal(light.dropped_ids, auto.dropped_ids) and light.vocab_size == auto.vocab_size
     texts = [*TEXTS, "UPPER case, accents: café naïve; numbers 3.14 and [brackets]", "x " * 400]
@@ -253,8 +261,7 @@ def test_a_token_index_built_with_the_auto_class_tokenizer_still_opens(
     real = module._tokenizer_fingerprint
 
     def by_loader(tokenizer, kept):  # make the two loaders' fingerprints differ, as they could for some tokenizer
-        light = type(tokenizer).__name__ in ("PreTrainedTokenizerFast", "TokenizersBackend")
-        return ("light-" if light else "auto-") + real(tokenizer, kept)
+        return ("light-" if isinstance(tokenizer, module._TokenizerFile) else "auto-") + real(tokenizer, kept)
 
     monkeypatch.setattr(module, "_tokenizer_fingerprint", by_loader)
     auto_fp = TokenBinarizer(tiny_model_path, light=False).fingerprint
