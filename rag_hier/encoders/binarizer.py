@@ -335,7 +335,9 @@ class _TokenizerFile:
             backend.no_truncation()
         if isinstance(texts, str):
             return {"input_ids": backend.encode(texts, add_special_tokens=add_special_tokens).ids}
-        encodings = backend.encode_batch(list(texts), add_special_tokens=add_special_tokens)
+        # ids only: the offsets that encode_batch also computes are not needed (tokenizers >= 0.20)
+        encode = getattr(backend, "encode_batch_fast", backend.encode_batch)
+        encodings = encode(list(texts), add_special_tokens=add_special_tokens)
         return {"input_ids": [e.ids for e in encodings]}
 
 
