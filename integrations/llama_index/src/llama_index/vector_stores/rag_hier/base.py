@@ -82,6 +82,7 @@ _MILVUS_POINTER = "rag_hier_milvus"
 Store = HierStore | MilvusStore
 """A handle on the store: a local directory (:class:`HierStore`) or a Milvus collection (:class:`MilvusStore`)."""
 
+
 def _store_filter(
     store: Store,
     filters: MetadataFilters | None,
