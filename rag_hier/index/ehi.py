@@ -276,6 +276,9 @@ class EHIIndexer(nn.Module):
             )
         if not torch.isfinite(x).all():
             raise ParameterError(f"{what} contain NaN or infinite values")
+        # routed as trained: the indexer learns on unit-normalised encoder vectors (EHILoss), so a dot-product
+        # model's stored and query vectors are normalised here too (zero vectors stay zero)
+        x = torch.nn.functional.normalize(x.float(), dim=-1)
         return x.to(device=self.device, dtype=self._w(1).dtype)
 
     @torch.no_grad()

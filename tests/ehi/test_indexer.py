@@ -274,3 +274,17 @@ def test_corrupted_files_are_reported(tmp_path: Path) -> None:
     bad["level.1.classifier"][0, 0] = float("nan")
     save_file(bad, str(tensors))
     expect("NaN")
+
+
+def test_vectors_are_routed_as_trained_unit_normalised() -> None:
+    # the indexer learns on unit vectors (EHILoss normalises); a dot-product model's longer or shorter vectors
+    # must reach the leaves their direction reaches, at search time and when items are assigned
+    indexer = EHIIndexer(dimension=8, branching=3, height=2, seed=1)
+    x = np.random.default_rng(2).normal(size=(200, 8)).astype(np.float32)
+    unit = x / np.linalg.norm(x, axis=1, keepdims=True)
+    scale = np.random.default_rng(3).uniform(0.05, 20.0, size=(200, 1)).astype(np.float32)
+    assert np.array_equal(indexer.assign(x * scale), indexer.assign(unit))
+    leaves, logps = indexer.route(x * scale, beam=4)
+    want_leaves, want_logps = indexer.route(unit, beam=4)
+    assert np.array_equal(leaves, want_leaves) and np.allclose(logps, want_logps, atol=1e-5)
+    assert indexer.assign(np.zeros((1, 8), np.float32)).shape == (1, 1)  # a zero vector stays routable
