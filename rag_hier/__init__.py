@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from rag_hier.errors import RagHierError
     from rag_hier.index import DenseIndex, IndexConfig
     from rag_hier.retrieval import DenseRetriever, Hit
-    from rag_hier.store import HierStore, WriteSummary
+    from rag_hier.store import HierStore, WriteSummary, create_store, open_store
     from rag_hier.tuning import TuneConfig, TuneReport
 
 # Everything loads on first use (PEP 562): `import rag_hier` stays light (no NumPy, FAISS or SQLite).
@@ -41,6 +41,8 @@ __getattr__ = lazy_getattr(
         "Hit": "retrieval",
         "HierStore": "store",
         "WriteSummary": "store",
+        "create_store": "store",
+        "open_store": "store",
         "TuneConfig": "tuning",
         "TuneReport": "tuning",
     },
@@ -64,5 +66,7 @@ __all__ = [
     "TuneReport",
     "WriteSummary",
     "__version__",
+    "create_store",
+    "open_store",
     "split_document",
 ]

@@ -156,3 +156,22 @@ def test_framework_adapters_use_the_store_contract_not_backend_classes() -> None
             if re.search(r"isinstance\([^)]*\b(HierStore|MilvusStore)\b|\._conn\b", line):
                 found.append(f"{path.relative_to(root)}:{n}: {line.strip()}")
     assert found == []
+
+
+def test_the_local_store_imports_no_other_backend_at_run_time() -> None:
+    # opening or creating another backend goes through rag_hier.store.factory (open_store / create_store)
+    tree = ast.parse((ROOT / "store" / "store.py").read_text(encoding="utf-8"))
+    found = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            return  # type annotations only
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rag_hier.store.milvus"):
+            found.append(f"line {node.lineno}: from {node.module} import ...")
+        if isinstance(node, ast.Import):
+            found.extend(f"line {node.lineno}: import {a.name}" for a in node.names if "milvus" in a.name)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    assert found == []

@@ -74,6 +74,9 @@ __all__ = [
     "set_tuner",
 ]
 
+FACTORY_MODULE = "rag_hier.store.factory"
+"""Where :func:`~rag_hier.store.factory.open_store` / ``create_store`` live (they know every backend)."""
+
 _TUNER: Callable[..., Any] | None = None
 TUNER_MODULE = "rag_hier.tuning"
 """The module whose ``store_tune`` :meth:`HierStore.tune` runs (unless :func:`set_tuner` installed another)."""
@@ -201,13 +204,11 @@ class HierStore(DenseSearch):
         """
         if uri is None and milvus_options:
             raise _unexpected("create", milvus_options)
-        if uri is not None:
-            if path is not None:
-                raise ValueError("pass either a directory path or uri= (a Milvus URI), not both")
-            from rag_hier.store.milvus.store import MilvusStore
-
-            return MilvusStore.create(
-                uri,
+        if uri is not None:  # another backend: the factory (a plugin lookup; this module imports no backend)
+            factory = importlib.import_module(FACTORY_MODULE)
+            return factory.create_store(
+                path,
+                uri=uri,
                 model=model,
                 encoder=encoder,
                 dimension=dimension,
@@ -328,16 +329,15 @@ class HierStore(DenseSearch):
         """
         if uri is None and milvus_options:
             raise _unexpected("open", milvus_options)
-        if uri is not None:
-            if path is not None:
-                raise ValueError("pass either a directory path or uri= (a Milvus URI), not both")
-            from rag_hier.store.milvus.store import MilvusStore
-
-            return MilvusStore.open(
-                uri,
+        if uri is not None:  # another backend: the factory (a plugin lookup; this module imports no backend)
+            factory = importlib.import_module(FACTORY_MODULE)
+            return factory.open_store(
+                path,
+                uri=uri,
                 encoder=encoder,
                 device=device,
                 read_only=read_only,
+                verify_checksums=verify_checksums,
                 allow_other_model=allow_other_model,
                 **milvus_options,
             )

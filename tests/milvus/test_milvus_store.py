@@ -326,3 +326,27 @@ def test_add_passages_never_moves_a_passage_to_another_document(both) -> None:
         assert (sorted(store.document_ids()), store.count_passages()) == before  # the owning document is still there
         store.add_passages([Passage("a#0", "a", 0, "alpha, edited")], v)  # its own document: an update
         assert store.get_passages(["a#0"])[0].text == "alpha, edited"
+
+
+def test_open_store_and_create_store_serve_both_backends(tmp_path: Path, db: Path, encoder: DenseEncoder) -> None:
+    from rag_hier import create_store, open_store
+
+    local = create_store(tmp_path / "local", encoder=encoder)
+    remote = create_store(uri=f"{db}#factory", encoder=encoder)
+    try:
+        assert isinstance(local, HierStore) and isinstance(remote, MilvusStore)
+        for s in (local, remote):
+            s.add_documents(_docs(), max_passage_words=0)
+        local.close()
+        again_local = open_store(tmp_path / "local", encoder=encoder)
+        again_remote = open_store(uri=f"{db}#factory", encoder=encoder)
+        want = [h.passage_id for h in again_local.search("honey", 3)]
+        assert [h.passage_id for h in again_remote.search("honey", 3)] == want and want
+        assert HierStore.open(uri=f"{db}#factory", encoder=encoder).count_passages() == 6  # the alias
+        with pytest.raises(ValueError, match="either a directory path or uri="):
+            open_store(tmp_path / "local", uri=f"{db}#factory")
+        with pytest.raises(TypeError):
+            open_store(tmp_path / "local", token="x")  # a Milvus option without uri=
+        again_local.close()
+    finally:
+        remote.drop()
