@@ -51,6 +51,8 @@ from rag_hier.training.dhr import DHRTrainer, DHRTrainingConfig, examples_from_q
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "xquad_en"
 OUT = ROOT / "benchmarks" / "out" / "dhr_xquad"
+DEVICE = "cpu"  # --device
+BASE_MODEL = DEFAULT_MODEL  # --base-model
 KS = (1, 5, 20)
 K1S = (1, 3, 5, 10, 20)
 LAMBDAS = (0.0, 0.5, 1.0)
@@ -93,6 +95,8 @@ VARIANTS: dict[str, dict] = {
     # (question -> summary) train a representation the default search never uses, in the shared encoder
     "p-e1-lr2e-5": {"levels": ("passage",), "epochs": 1, "learning_rate": 2e-5},
     "p-e3-lr2e-5": {"levels": ("passage",), "epochs": 3, "learning_rate": 2e-5},
+    # ten times the default budget (benchmarks/device/dhr.py, on a GPU)
+    "e10-lr2e-5": {"epochs": 10, "learning_rate": 2e-5},
 }
 
 
@@ -105,7 +109,7 @@ def train_models(out: Path, split: str, documents, questions, train_ids: set[str
         if (target / "dhr_training.json").exists():
             log.info("%s: already trained (%s)", name, target)
             continue
-        cfg = DHRTrainingConfig(max_passage_words=0, device="cpu", **VARIANTS[name])
+        cfg = DHRTrainingConfig(base_model=BASE_MODEL, max_passage_words=0, device=DEVICE, **VARIANTS[name])
         t0 = time.perf_counter()
         result = DHRTrainer(cfg).train(docs, examples, target)
         log.info("%s trained in %.0fs: rows %s, losses %s", name, time.perf_counter() - t0, result.rows, result.losses)
@@ -113,7 +117,7 @@ def train_models(out: Path, split: str, documents, questions, train_ids: set[str
 
 def encoders(out: Path, split: str) -> list[tuple[str, str, str | None]]:
     """(label, passage model, distinct document model or None): the untrained model and every trained variant."""
-    found = [("untrained", DEFAULT_MODEL, None)]
+    found = [("untrained", BASE_MODEL, None)]
     for name in VARIANTS:
         m = out / "models" / f"{split}-{name}"
         if (m / "passage" / "modules.json").exists():
@@ -131,10 +135,10 @@ def doc_accuracy(scores: np.ndarray, gold: np.ndarray, ks=(1, 3, 5, 10, 20)) -> 
 def evaluate_encoder(label: str, passage_model: str, doc_model: str | None, documents, questions, test_ids) -> dict:
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        enc = DenseEncoder(passage_model, device="cpu", batch_size=32)
+        enc = DenseEncoder(passage_model, device=DEVICE, batch_size=32)
         store = HierStore.create(Path(tmp) / "store", encoder=enc, corpus={"max_passage_words": 0})
         store.add_documents(documents, max_passage_words=0)
-        doc_enc = DenseEncoder(doc_model, device="cpu", batch_size=32) if doc_model else enc
+        doc_enc = DenseEncoder(doc_model, device=DEVICE, batch_size=32) if doc_model else enc
         all_q = [q.question for q in questions]
         pq = enc.encode_queries(all_q)
         dq = doc_enc.encode_queries(all_q) if doc_model else pq
@@ -294,14 +298,18 @@ def paired(results: list[dict], n_boot: int = 10_000, seed: int = 0) -> list[dic
     return out
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    global DEVICE, BASE_MODEL
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=DATA, help="the XQuAD-en folder (default ../shared/data/xquad_en)")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--split", choices=("dev", "test"), default="test")
     parser.add_argument("--train", default="", help=f"comma-separated variants to train first ({', '.join(VARIANTS)})")
     parser.add_argument("--only-untrained", action="store_true")
-    args = parser.parse_args()
+    parser.add_argument("--device", default="cpu", help="where models train and encode (cpu, cuda, ...)")
+    parser.add_argument("--base-model", default=DEFAULT_MODEL, help="the model training starts from")
+    args = parser.parse_args(argv)
+    DEVICE, BASE_MODEL = args.device, args.base_model
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     for noisy in ("sentence_transformers", "transformers", "httpx", "faiss", "bm25s", "rag_hier.corpus.readers"):
         logging.getLogger(noisy).setLevel(logging.ERROR)

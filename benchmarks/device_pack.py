@@ -9,7 +9,7 @@ comparison with vectors encoded from the unpacked model on both sides, never mix
 
 Usage::
 
-    python benchmarks/device_pack.py pack MODEL_DIR OUT_DIR --texts corpus.jsonl.gz queries.jsonl
+    python benchmarks/device_pack.py pack MODEL_DIR OUT_DIR --texts corpus.jsonl.gz queries.jsonl documents.jsonl
     python benchmarks/device_pack.py unpack OUT_DIR MODEL_DIR          # on the device machine
 """
 
@@ -34,9 +34,10 @@ def _texts(path: Path) -> list[str]:
     out = []
     with opener(path, "rt", encoding="utf-8") as fh:
         for line in fh:
-            if line.strip():
+            if line.strip():  # BEIR corpus/queries (title, text) or QA documents/questions (paragraphs, question)
                 rec = json.loads(line)
-                out.append(f"{rec.get('title', '')}, {rec.get('text', '')}")
+                parts = [rec.get("title", ""), rec.get("text", ""), rec.get("question", ""), *rec.get("paragraphs", [])]
+                out.append(", ".join(str(x) for x in parts if x))
     return out
 
 
@@ -97,7 +98,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("action", choices=["pack", "unpack"])
     p.add_argument("src", type=Path)
     p.add_argument("dst", type=Path)
-    p.add_argument("--texts", type=Path, nargs="*", default=[], help="pack: JSONL (.gz) files of title/text records")
+    p.add_argument(
+        "--texts",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="pack: JSONL (.gz) files of title/text or QA (paragraphs, question) records",
+    )
     args = p.parse_args(argv)
     if args.action == "pack":
         pack(args.src, args.dst, args.texts)

@@ -168,3 +168,34 @@ def smoke_beir(path: Path, n_docs: int = 60, n_queries: int = 40, seed: int = 0)
     for split, lines in rows.items():
         (path / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(lines) + "\n")
     return path
+
+
+def smoke_qa(path: Path, n_docs: int = 8, paragraphs: int = 3, seed: int = 0) -> Path:
+    """A small XQuAD-shaped folder (``documents.jsonl``, ``questions.jsonl``): documents → paragraphs → questions.
+
+    Each question repeats words of its paragraph and names one of them as its answer.
+    """
+    if (path / "questions.jsonl").exists():
+        return path
+    rng = random.Random(seed)
+    path.mkdir(parents=True, exist_ok=True)
+    docs, questions = [], []
+    for d in range(n_docs):
+        paras = [" ".join(rng.choices(_WORDS, k=30)) for _ in range(paragraphs)]
+        docs.append({"doc_id": f"doc{d}", "title": f"Topic {d}", "paragraphs": paras})
+        for i, text in enumerate(paras):
+            words = text.split()
+            answer = words[5]
+            questions.append(
+                {
+                    "qid": f"q{d}-{i}",
+                    "question": " ".join(rng.sample(words, 6)),
+                    "answers": [answer],
+                    "answer_starts": [text.index(answer)],
+                    "doc_id": f"doc{d}",
+                    "paragraph_index": i,
+                }
+            )
+    for name, rows in (("documents.jsonl", docs), ("questions.jsonl", questions)):
+        (path / name).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path

@@ -51,6 +51,9 @@ def test_the_device_runner_runs_every_script_in_smoke_mode(tmp_path: Path) -> No
     pairs = [(p["a"], p["b"]) for p in hce["compare"]["pairs"]]
     assert pairs[:3] == [("base", "ct-bm25"), ("base", "hce-s"), ("base", "hce-j")]
     assert (tmp_path / "corpus-hce-s.npy").exists() and (tmp_path / "queries-hce-j.npy").exists()
+    dhr = json.loads((tmp_path / "dhr.json").read_text())
+    (run,) = dhr["runs"].values()
+    assert [r["encoder"] for r in run["results"]][:1] == ["untrained"] and "| variant |" in run["paired"]
     tied = json.loads((tmp_path / "tied_atomic.json").read_text())
     assert list(tied["runs"]) == ["minilm-base", "minilm-ft", "tied", "dsi"]
     assert all(0.0 <= run["metrics"]["ndcg@10"] <= 1.0 for run in tied["runs"].values())
