@@ -49,10 +49,8 @@ def create_store(
         "similarity": similarity,
         "exist_ok": exist_ok,
     }
-    if uri is None:
-        if milvus_options:
-            return HierStore.create(path, **kwargs, **milvus_options)  # the local store names what is unexpected
-        return HierStore.create(path, **kwargs)
+    if uri is None:  # Milvus options without uri= are refused by the local store, named
+        return HierStore.create(path, **kwargs, **milvus_options)
     if path is not None:
         raise ValueError("pass either a directory path or uri= (a Milvus URI), not both")
     from rag_hier.store.milvus.store import MilvusStore
