@@ -15,9 +15,10 @@ whitespace-normalised, in document order.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from rag_hier.corpus.model import Document
+if TYPE_CHECKING:  # annotations only: the CLI's parsers read this module's constants without the model module
+    from rag_hier.corpus.model import Document
 
 __all__ = [
     "DEFAULT_ABSTRACT_WORDS",
