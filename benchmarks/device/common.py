@@ -33,6 +33,21 @@ def add_common_arguments(p: argparse.ArgumentParser, *, default_out: str) -> Non
     p.add_argument("--smoke", action="store_true", help="a seconds-long CPU run on a tiny model and generated data")
 
 
+def add_training_arguments(p: argparse.ArgumentParser, stages: tuple[str, ...]) -> None:
+    """``--steps``, ``--work``, ``--threads``, ``--only`` of a script that trains models at a 10x step budget."""
+    p.add_argument("--steps", type=int, default=870, help="optimizer steps per trained model (the docs: 87)")
+    p.add_argument("--work", type=Path, default=None, help="models and stage files (default: a folder in /tmp)")
+    p.add_argument("--threads", type=int, default=8, help="CPU threads (BM25, evaluation)")
+    p.add_argument("--only", nargs="+", choices=stages, default=None, help="run these stages only")
+
+
+def work_dir(args: argparse.Namespace, name: str) -> Path:
+    """``--work``, else ``<out>/smoke-inputs/<name>-work`` (smoke) or ``/tmp/rag-hier-device-<name>``."""
+    if args.work is not None:
+        return Path(args.work)
+    return args.out / "smoke-inputs" / f"{name}-work" if args.smoke else Path(f"/tmp/rag-hier-device-{name}")
+
+
 def resolve(args: argparse.Namespace) -> argparse.Namespace:
     """Fill ``--model``/``--device``/``--data`` for the run (the smoke mode builds its model and data)."""
     import torch

@@ -32,6 +32,7 @@ from benchmarks.device.common import (
     resolve,
     run_stages,
     smoke_qa,
+    work_dir,
     write_result,
 )
 
@@ -50,8 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         args.xquad = smoke_qa(args.out / "smoke-inputs" / "xquad_en")
     elif args.xquad is None:
         args.xquad = args.data.parent / "xquad_en"
-    if args.work is None:
-        args.work = args.out / "smoke-inputs" / "dhr-work" if args.smoke else Path("/tmp/rag-hier-device-dhr")
+    args.work = work_dir(args, "dhr")
     from benchmarks import bench_dhr_xquad
 
     common = ["--data", str(args.xquad), "--out", str(args.work), "--device", args.device, "--base-model", args.model]

@@ -27,10 +27,18 @@ import json
 import logging
 import shutil
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from benchmarks.device.common import Deadline, add_common_arguments, machine, resolve, run_stages, write_result
+from benchmarks.device.common import (
+    Deadline,
+    add_common_arguments,
+    add_training_arguments,
+    machine,
+    resolve,
+    run_stages,
+    work_dir,
+    write_result,
+)
 
 logger = logging.getLogger("device.hce")
 
@@ -46,15 +54,11 @@ RUNS = (
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_arguments(p, default_out="device")
-    p.add_argument("--steps", type=int, default=870, help="optimizer steps per trained model (docs/hce.md: 87)")
-    p.add_argument("--work", type=Path, default=None, help="models, vectors, stage files (default: a folder in /tmp)")
-    p.add_argument("--threads", type=int, default=8, help="CPU threads (BM25, evaluation)")
-    p.add_argument("--only", nargs="+", default=None, help="run these of base, ct-bm25, hce-s, hce-j")
+    add_training_arguments(p, tuple(name for name, _, _ in RUNS))
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = resolve(args)
-    if args.work is None:
-        args.work = args.out / "smoke-inputs" / "hce-work" if args.smoke else Path("/tmp/rag-hier-device-hce")
+    args.work = work_dir(args, "hce")
     from benchmarks import bench_hce
 
     steps, batch = (4, 8) if args.smoke else (args.steps, 32)

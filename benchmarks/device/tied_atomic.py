@@ -23,10 +23,18 @@ import argparse
 import json
 import logging
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from benchmarks.device.common import Deadline, add_common_arguments, machine, resolve, run_stages, write_result
+from benchmarks.device.common import (
+    Deadline,
+    add_common_arguments,
+    add_training_arguments,
+    machine,
+    resolve,
+    run_stages,
+    work_dir,
+    write_result,
+)
 
 logger = logging.getLogger("device.tied_atomic")
 
@@ -36,15 +44,11 @@ RUNS = ("minilm-base", "minilm-ft", "tied", "dsi")
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_arguments(p, default_out="device")
-    p.add_argument("--steps", type=int, default=870, help="optimizer steps per trained model (docs: 87)")
-    p.add_argument("--work", type=Path, default=None, help="models and stage files (default: a folder in /tmp)")
-    p.add_argument("--threads", type=int, default=8, help="CPU threads (BM25, evaluation)")
-    p.add_argument("--only", nargs="+", choices=RUNS, default=None, help="run these stages only")
+    add_training_arguments(p, RUNS)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = resolve(args)
-    if args.work is None:
-        args.work = args.out / "smoke-inputs" / "tied-work" if args.smoke else Path("/tmp/rag-hier-device-tied")
+    args.work = work_dir(args, "tied")
     from benchmarks import bench_tied_atomic
 
     steps, batch = (3, 4) if args.smoke else (args.steps, 32)
