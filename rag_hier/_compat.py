@@ -23,17 +23,6 @@ def st_modules() -> ModuleType:
         return models
 
 
-def st_trainer() -> tuple[Any, Any, Any]:
-    """sentence-transformers' ``(SentenceTransformerTrainer, SentenceTransformerTrainingArguments, BatchSamplers)``.
-
-    Raises:
-        MissingDependencyError: The training extras (``accelerate``, ``datasets``) are not installed.
-
-    """
-    st = st_training("Fine-tuning")
-    return st.trainer, st.arguments, st.batch_samplers
-
-
 def st_losses() -> ModuleType:
     """sentence-transformers' losses module (``sentence_transformer.losses`` from 6.0 on, ``losses`` before)."""
     try:

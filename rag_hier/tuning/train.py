@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from rag_hier._compat import st_losses, st_trainer
+from rag_hier._compat import st_training
 from rag_hier.encoders._st_loading import quiet_trainer_setup
 from rag_hier.errors import RagHierError
 from rag_hier.eval.judged import JudgedQueries
@@ -188,7 +188,8 @@ def _train_contrastive(
 
     from rag_hier.training._attention import attention_dropout
 
-    Trainer, Args, BatchSamplers = st_trainer()
+    st = st_training("Fine-tuning")
+    Trainer, Args, BatchSamplers = st.trainer, st.arguments, st.batch_samplers
     examples = mine_examples(
         store,
         train,
@@ -220,7 +221,7 @@ def _train_contrastive(
     card = getattr(model, "model_card_data", None)
     if card is not None and hasattr(card, "generate_widget_examples"):
         card.generate_widget_examples = False  # a model card nobody reads, and a progress bar on stderr
-    losses = st_losses()
+    losses = st.losses
     loss = losses.CachedMultipleNegativesRankingLoss(
         model,
         scale=1.0 / cfg.temperature,
