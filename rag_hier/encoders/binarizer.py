@@ -247,29 +247,22 @@ _LIGHT_TOKENIZER_CLASSES = frozenset(
 """Tokenizer classes whose ``tokenizer.json`` is the whole tokenizer: run without transformers."""
 
 
-def _light_tokenizer_file(where: str) -> Path | None:
-    """``tokenizer.json`` of a local BERT-family tokenizer that needs nothing from its model class, else ``None``.
+def _light_tokenizer_config(where: str) -> dict[str, Any] | None:
+    """``tokenizer_config.json`` of a local BERT-family tokenizer whose ``tokenizer.json`` is all it needs, else None.
 
     Such a tokenizer runs from the file with the ``tokenizers`` library alone, without transformers' auto classes
-    and their import of PyTorch (about 2 s): building a token index needs no model. A lowercasing setting in
-    ``tokenizer_config.json`` that disagrees with the file's normaliser sends it the ordinary way.
+    and their import of PyTorch (about 2 s): building a token index needs no model.
     """
     folder = Path(where)
-    file, config_file = folder / "tokenizer.json", folder / "tokenizer_config.json"
-    if not file.is_file() or not config_file.is_file():
+    if not (folder / "tokenizer.json").is_file():
         return None
     try:
-        config = json.loads(config_file.read_text(encoding="utf-8"))
-        spec = json.loads(file.read_text(encoding="utf-8"))
+        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None  # the ordinary loader reports what is wrong
+        return None  # no configuration, or a broken one: the ordinary loader decides or reports
     if not isinstance(config, dict) or config.get("tokenizer_class") not in _LIGHT_TOKENIZER_CLASSES:
         return None
-    normalizer = spec.get("normalizer") if isinstance(spec, dict) else None
-    lowercase = normalizer.get("lowercase") if isinstance(normalizer, dict) else None
-    if "do_lower_case" in config and lowercase is not None and bool(config["do_lower_case"]) != bool(lowercase):
-        return None
-    return file
+    return config
 
 
 _SPECIAL_KEYS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
@@ -341,21 +334,28 @@ class _TokenizerFile:
         return {"input_ids": [e.ids for e in encodings]}
 
 
+def _json_or_none(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+
+
 def _light_tokenizer(where: str) -> _TokenizerFile | None:
     """The tokenizer of ``where`` run from its ``tokenizer.json`` alone, when that is the whole tokenizer."""
-    file = _light_tokenizer_file(where)
-    if file is None:
+    config = _light_tokenizer_config(where)
+    if config is None:
         return None
+    folder = Path(where)
+    tokenizer = _TokenizerFile(folder, [])
+    lowercase = getattr(tokenizer.backend_tokenizer.normalizer, "lowercase", None)
+    if "do_lower_case" in config and lowercase is not None and bool(config["do_lower_case"]) != bool(lowercase):
+        return None  # the configuration overrides the file's normaliser: the ordinary loader applies it
     names: dict[str, Any] = {}
-    for config in ("tokenizer_config.json", "special_tokens_map.json"):  # the map wins, as in transformers
-        try:
-            loaded = json.loads((file.parent / config).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-            continue
+    for loaded in (config, _json_or_none(folder / "special_tokens_map.json")):  # the map wins, as in transformers
         if isinstance(loaded, dict):
             names.update({k: loaded[k] for k in (*_SPECIAL_KEYS, "additional_special_tokens") if k in loaded})
     tokens: list[Any] = [names.get(k) for k in _SPECIAL_KEYS] + list(names.get("additional_special_tokens") or [])
-    tokenizer = _TokenizerFile(file.parent, [])
     vocab = tokenizer.get_vocab()
     ids = []
     for token in tokens:

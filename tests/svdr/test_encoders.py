@@ -238,17 +238,17 @@ def test_a_tokenizer_config_that_disagrees_with_its_file_loads_the_ordinary_way(
 ) -> None:
     import shutil
 
-    from rag_hier.encoders.binarizer import _light_tokenizer_file
+    from rag_hier.encoders.binarizer import _light_tokenizer
 
     folder = Path(resolve_backbone_dir(tiny_model_path))
-    assert _light_tokenizer_file(str(folder)) == folder / "tokenizer.json"
+    assert _light_tokenizer(str(folder)) is not None
     copy = tmp_path / "tok"
     shutil.copytree(folder, copy)
     config = json.loads((copy / "tokenizer_config.json").read_text())
     (copy / "tokenizer_config.json").write_text(json.dumps({**config, "do_lower_case": False}))
-    assert _light_tokenizer_file(str(copy)) is None  # the file lowercases; the config says not to
+    assert _light_tokenizer(str(copy)) is None  # the file lowercases; the config says not to
     (copy / "tokenizer_config.json").write_text(json.dumps({**config, "tokenizer_class": "RobertaTokenizer"}))
-    assert _light_tokenizer_file(str(copy)) is None  # not a BERT-family class: the auto class decides
+    assert _light_tokenizer(str(copy)) is None  # not a BERT-family class: the auto class decides
 
 
 def test_a_token_index_built_with_the_auto_class_tokenizer_still_opens(
