@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.xquad is None:
         args.xquad = args.data.parent / "xquad_en"
     args.work = work_dir(args, "dhr")
-    from benchmarks import bench_dhr_xquad
+    from benchmarks.retrieval import bench_dhr_xquad
 
     common = ["--data", str(args.xquad), "--out", str(args.work), "--device", args.device, "--base-model", args.model]
     variant = "e1-lr2e-5" if args.smoke else VARIANT

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = resolve(args)
     args.work = work_dir(args, "hce")
-    from benchmarks import bench_hce
+    from benchmarks.retrieval import bench_hce
 
     steps, batch = (4, 8) if args.smoke else (args.steps, 32)
     common = [

@@ -19,7 +19,7 @@ else
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .dev/whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site:$PWD
   nvidia-smi -L
-  $PY benchmarks/device_pack.py unpack .dev/model /tmp/minilm || exit 1
+  $PY -m benchmarks.device.device_pack unpack .dev/model /tmp/minilm || exit 1
   opts=(--data .dev/scifact --model /tmp/minilm)
 fi
 echo "setup $(( $(date +%s) - start )) s"

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = resolve(args)
     args.work = work_dir(args, "tied")
-    from benchmarks import bench_tied_atomic
+    from benchmarks.retrieval import bench_tied_atomic
 
     steps, batch = (3, 4) if args.smoke else (args.steps, 32)
     common = [

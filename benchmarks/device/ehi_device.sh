@@ -2,10 +2,10 @@
 # EHI joint training at the paper's schedule (100 epochs, refresh every 5) on a lent GPU machine, in one call of
 # the device tool; the sweeps (pytrec_eval) then run here on the vectors it brings back. docs/ehi.md has the
 # protocol and the results. Needs .dev/ (git-ignored, carried): whl/ (faiss-cpu, datasets, dill, multiprocess,
-# sentencex wheels for Python 3.12: what the GPU image lacks), model/ (benchmarks/device_pack.py pack of the
+# sentencex wheels for Python 3.12: what the GPU image lacks), model/ (benchmarks/device/device_pack.py pack of the
 # offline MiniLM, SciFact's tokens), scifact/ (the BEIR data).
-#   run: bash benchmarks/ehi_device.sh     (env: BUDGET seconds for the trainings, DEVICE, EPOCHS, NO_INSTALL;
-#        EXTRA: more bench_ehi.py train options for every run, e.g. EXTRA="--branching 40" or a new loss term;
+#   run: bash benchmarks/device/ehi_device.sh     (env: BUDGET seconds for the trainings, DEVICE, EPOCHS, NO_INSTALL;
+#        EXTRA: more bench_ehi train options for every run, e.g. EXTRA="--branching 40" or a new loss term;
 #        TAG: a suffix for the run names, so results of several calls do not overwrite each other)
 set -uo pipefail
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
@@ -24,8 +24,8 @@ if [ -z "${NO_INSTALL:-}" ]; then
 fi
 PY=${PY:-python3}
 $PY -c "import torch, sentence_transformers as s, transformers as t, datasets as d, faiss; print(torch.__version__, s.__version__, t.__version__, d.__version__, faiss.__version__, torch.cuda.is_available())"
-$PY benchmarks/device_pack.py unpack .dev/model /tmp/minilm || exit 1
-B="$PY benchmarks/bench_ehi.py --data $DATA --device $DEVICE --base-model /tmp/minilm --threads 4"
+$PY -m benchmarks.device.device_pack unpack .dev/model /tmp/minilm || exit 1
+B="$PY -m benchmarks.retrieval.bench_ehi --data $DATA --device $DEVICE --base-model /tmp/minilm --threads 4"
 $B encode --model /tmp/minilm > $L/encode.log 2>&1 || { cat $L/encode.log; exit 1; }
 C="--branching 160 --init kmeans --batch-size 32 --epochs $EPOCHS --refresh-every ${REFRESH:-5} --encoder-lr 2e-5 --checkpoint ${EXTRA:-} --tag=${TAG:-}"
 left=$(( BUDGET - ($(date +%s) - start) ))

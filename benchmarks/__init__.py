@@ -1,0 +1,1 @@
+"""Benchmarks of rag-hier, run from the repository root as ``python -m benchmarks.<folder>.<script>``."""

@@ -1,0 +1,1 @@
+"""Retrieval benchmarks: quality and speed of the indexes, retrievers and methods (SciFact, XQuAD-en, synthetic)."""

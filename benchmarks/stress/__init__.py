@@ -1,0 +1,1 @@
+"""Stress benchmarks: the store under kill -9, concurrent readers and writers."""
