@@ -165,6 +165,19 @@ def add_train_parser(subparsers: Any) -> None:
         help=f"r: re-encode, reassign leaves and re-mine negatives every r epochs (default {d.refresh_every})",
     )
     p.add_argument(
+        "--remine-every",
+        type=int,
+        default=d.remine_every,
+        help="between refreshes, re-route documents and queries through the current indexer and re-mine "
+        "negatives every this many steps (default: only at each refresh)",
+    )
+    p.add_argument(
+        "--lambda-balance",
+        type=float,
+        default=d.lambda_balance,
+        help=f"weight of a leaf load-balancing term (not in the paper; default {d.lambda_balance})",
+    )
+    p.add_argument(
         "--batch-size", type=int, default=d.batch_size, help=f"pairs per step and device (default {d.batch_size})"
     )
     p.add_argument("--max-steps", type=int, default=None, help="stop after this many optimizer steps")
@@ -235,6 +248,8 @@ def _train(args: argparse.Namespace) -> int:
             epochs=args.epochs,
             refit_epochs=args.refit_epochs,
             refresh_every=args.refresh_every,
+            remine_every=args.remine_every,
+            lambda_balance=args.lambda_balance,
             init=args.init,
             init_steps=args.init_steps,
             freeze_encoder=args.freeze_encoder,

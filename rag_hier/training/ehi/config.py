@@ -43,6 +43,8 @@ class EHIConfig:
         mined_negative_terms: Which terms the mined hard negative enters: ``"all"`` (Eq. 6) or
             ``"siamese"`` (one reading of Alg. 1); in-batch negatives enter all three.
         in_batch_negatives: Other rows' positives (not relevant to the query) are negatives too.
+        lambda_balance: ``λ_b``, weight of a load-balancing term on the leaves of each batch's documents (not in the
+            paper; :func:`~rag_hier.training.ehi.loss.leaf_balance`). 0 trains the paper's loss.
         encoder_lr: AdamW learning rate of the encoder (2e-5, chosen on a SciFact dev split for MiniLM: 1e-4
             unbalanced the tree and lowered exact recall; the paper's 4e-4 is for DistilBERT; docs/ehi.md).
         indexer_lr: AdamW learning rate of the indexer (paper, SciFact: 0.016).
@@ -57,6 +59,9 @@ class EHIConfig:
             scored 0.812 jointly trained vs 0.924 refit after 1,760 GPU steps; 0.876 vs 0.905 after 44; docs/ehi.md).
         refresh_every: ``r``: every ``r`` epochs re-encode the corpus (not with a frozen encoder), reassign
             documents to leaves and re-mine hard negatives (paper: 5).
+        remine_every: Between refreshes, every this many optimizer steps route the documents and the training
+            queries through the *current* indexer (with the vectors of the last re-encode) and re-mine the hard
+            negatives, so that negatives come from a fresh indexer as Alg. 1 has it (``None``: only at each refresh).
         mine_from: ``"leaves"`` (paper: hard negatives drawn from the documents in the query's top leaves)
             or ``"exact"`` (from the query's exact nearest documents: the dual-encoder baseline's negatives).
         mine_leaves: Top leaves (by beam search) of each query the hard negatives are drawn from; with
@@ -89,6 +94,7 @@ class EHIConfig:
     intra_threshold: float = 0.9
     mined_negative_terms: MinedNegativeTerms = "all"
     in_batch_negatives: bool = True
+    lambda_balance: float = 0.0
     encoder_lr: float = 2e-5
     indexer_lr: float = 0.016
     weight_decay: float = 0.01
@@ -97,6 +103,7 @@ class EHIConfig:
     epochs: int = 100
     refit_epochs: int = 20
     refresh_every: int = 5
+    remine_every: int | None = None
     mine_from: MineFrom = "leaves"
     mine_leaves: int = 1
     init: Init = "kmeans"
@@ -122,7 +129,7 @@ class EHIConfig:
         need(self.height >= 1, "height", ">= 1")
         leaves = self.branching**self.height if self.branching is not None else 1 << 24
         need(leaves <= 1 << 24, "branching", "such that branching ** height <= 2^24")
-        for name in ("lambda_siamese", "lambda_indexing", "lambda_intra", "margin"):
+        for name in ("lambda_siamese", "lambda_indexing", "lambda_intra", "lambda_balance", "margin"):
             need(getattr(self, name) >= 0, name, ">= 0")
         need(-1 <= self.intra_threshold <= 1, "intra_threshold", "in [-1, 1]")
         need(
@@ -136,6 +143,7 @@ class EHIConfig:
         need(self.epochs >= 1, "epochs", ">= 1")
         need(self.refit_epochs >= 0, "refit_epochs", ">= 0")
         need(self.refresh_every >= 1, "refresh_every", ">= 1")
+        need(self.remine_every is None or self.remine_every >= 1, "remine_every", ">= 1 or None")
         need(self.mine_from in MINE_SOURCES, "mine_from", " or ".join(MINE_SOURCES))
         need(1 <= self.mine_leaves <= leaves, "mine_leaves", "in 1..branching ** height")
         need(self.init in INIT_METHODS, "init", " or ".join(INIT_METHODS))

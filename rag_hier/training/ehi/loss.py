@@ -17,12 +17,46 @@ from rag_hier.training.hce.distributed import gather_with_local_grad, is_distrib
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-__all__ = ["MINED_NEGATIVE_TERMS", "EHILoss", "MinedNegativeTerms", "triplet"]
+__all__ = ["MINED_NEGATIVE_TERMS", "EHILoss", "MinedNegativeTerms", "leaf_balance", "triplet"]
 
 
 def triplet(anchor_positive: Tensor, anchor_negative: Tensor, margin: float) -> Tensor:
     """EHI's triplet loss (Eq. 2) from the two inner products: ``[a·n − a·p + γ]₊``."""
     return F.relu(anchor_negative - anchor_positive + margin)
+
+
+def leaf_balance(paths: Tensor, branching: int, height: int) -> Tensor:
+    """Load-balancing term on path embeddings ``T`` of a batch of documents: ``Σ_h N_h Σ_v f_v P_v / H``.
+
+    At every level ``h`` the nodes ``v`` are the ``N_h = B^h`` prefixes of length ``h``; ``f_v`` is the fraction of
+    the rows whose argmax path passes through ``v`` (not differentiable) and ``P_v`` the mean over the rows of the
+    path probability they give ``v`` (``T``'s level-``h`` block: the probability of the row's own argmax prefix
+    times that of each child; nodes under another prefix count 0). This is the Switch Transformer's auxiliary
+    loss (Fedus et al., 2021) read level by level: its value is 1 when the rows spread evenly over the nodes with
+    confident probabilities, and up to ``N_h`` when they all go to one node; its gradient lowers the probability
+    of the nodes the batch over-uses.
+    """
+    n = paths.size(0)
+    if n == 0:
+        return paths.new_zeros(())
+    blocks = paths.float().reshape(n, height, branching)
+    choice = blocks.detach().argmax(dim=2)  # (n, H): the argmax child at every level
+    total = paths.new_zeros((), dtype=torch.float32)
+    node = torch.zeros(n, dtype=torch.long, device=paths.device)
+    for h in range(height):
+        parent = node * branching  # first child of the row's own prefix at this level
+        node = parent + choice[:, h]
+        n_nodes = branching ** (h + 1)
+        f = torch.bincount(node, minlength=n_nodes).float() / n
+        idx = parent[:, None] + torch.arange(branching, device=paths.device)[None, :]
+        p = (
+            torch.zeros(n_nodes, dtype=torch.float32, device=paths.device).index_add(
+                0, idx.reshape(-1), blocks[:, h, :].reshape(-1)
+            )
+            / n
+        )
+        total = total + n_nodes * (f * p).sum()
+    return total / height
 
 
 class EHILoss(nn.Module):
@@ -36,10 +70,12 @@ class EHILoss(nn.Module):
     * ``L_intra = 1{cos(E(d⁺), E(d⁻)) < τ_intra} · L(T(d⁺), T(d⁺), T(d⁻))`` (Eq. 5, Alg. 1's form): documents
       that are not near-duplicates are pushed apart in the tree;
 
-    total ``λ₁ L_siamese + λ₂ L_indexing + λ₃ L_intra`` (Eq. 6). The negatives of row ``i`` are its mined hard
-    negative (third input column; ``-1`` label = none) and, with ``in_batch_negatives``, the positives of
-    the other rows that are not relevant to ``q_i`` (:meth:`set_relevance`; without it only rows with the
-    same positive are excluded). Each term is the **mean** over the (query, negative) pairs it applies to.
+    total ``λ₁ L_siamese + λ₂ L_indexing + λ₃ L_intra`` (Eq. 6), plus, with ``lambda_balance > 0`` (not in the
+    paper), ``λ_b L_balance``: :func:`leaf_balance` over the batch's documents (positives and mined negatives),
+    which keeps the leaves from collapsing into a few large ones as the encoder moves. The negatives of row ``i``
+    are its mined hard negative (third input column; ``-1`` label = none) and, with ``in_batch_negatives``, the
+    positives of the other rows that are not relevant to ``q_i`` (:meth:`set_relevance`; without it only rows
+    with the same positive are excluded). Each term is the **mean** over the (query, negative) pairs it applies to.
 
     Which terms the mined negative enters is not settled by the paper (Eq. 6 sums every term over every
     negative; Alg. 1 can be read as using the mined negative in the siamese term only):
@@ -60,6 +96,7 @@ class EHILoss(nn.Module):
         mined_negative_terms: ``"all"`` or ``"siamese"`` (see above).
         in_batch_negatives: Use the other rows' positives as negatives.
         gather_across_devices: Gather across processes when torch.distributed is initialised.
+        lambda_balance: Weight of the load-balancing term (0: the paper's loss, no ``"balance"`` key).
 
     Inputs:
         +-------------------------------------+--------------------------------------------------------+
@@ -72,7 +109,8 @@ class EHILoss(nn.Module):
         +-------------------------------------+--------------------------------------------------------+
 
     Returns:
-        ``{"siamese", "indexing", "intra"}``, each already multiplied by its λ (the trainer sums them).
+        ``{"siamese", "indexing", "intra"}`` (and ``"balance"`` when ``lambda_balance > 0``), each already
+        multiplied by its λ (the trainer sums them).
 
     """
 
@@ -87,8 +125,11 @@ class EHILoss(nn.Module):
         mined_negative_terms: MinedNegativeTerms = "all",
         in_batch_negatives: bool = True,
         gather_across_devices: bool = True,
+        lambda_balance: float = 0.0,
     ) -> None:
         super().__init__()
+        if lambda_balance < 0:
+            raise ValueError(f"lambda_balance must be >= 0, got {lambda_balance}")
         if len(lambdas) != 3 or any(w < 0 for w in lambdas):
             raise ValueError(f"lambdas must be three weights >= 0, got {lambdas!r}")
         if margin < 0:
@@ -105,6 +146,7 @@ class EHILoss(nn.Module):
         self.mined_negative_terms = mined_negative_terms
         self.in_batch_negatives = in_batch_negatives
         self.gather_across_devices = gather_across_devices
+        self.lambda_balance = float(lambda_balance)
         self._n_items = 0
         self._relevant = torch.zeros(0, dtype=torch.long)
 
@@ -194,6 +236,9 @@ class EHILoss(nn.Module):
             gate = (cos_pp < self.intra_threshold, cos_pn < self.intra_threshold)
         # L(T(d+), T(d+), T(d-)): anchor and positive are both T(d+)
         out["intra"] = lam_t * term(tp, tp, tn, all_terms, gate)
+        if self.lambda_balance > 0:
+            docs = tp if tn is None else torch.cat([tp, tn[mined]], dim=0)
+            out["balance"] = self.lambda_balance * leaf_balance(docs, self.indexer.branching, self.indexer.height)
         return out
 
     # -- sentence-transformers conventions --------------------------------------------------------
@@ -205,6 +250,7 @@ class EHILoss(nn.Module):
             "intra_threshold": self.intra_threshold,
             "mined_negative_terms": self.mined_negative_terms,
             "in_batch_negatives": self.in_batch_negatives,
+            "lambda_balance": self.lambda_balance,
             "indexer": self.indexer.describe(),
         }
 

@@ -3,9 +3,11 @@
 Training (Kumar et al., 2023, Alg. 1) runs in *periods* of ``r`` (``refresh_every``) epochs. At the start of
 every period the corpus is encoded with the current encoder (skipped when it is frozen), every document is
 assigned to its top leaf (or its ``leaves_per_document`` top leaves), and each training query's hard-negative
-pool is mined: the documents of its ``mine_leaves`` top leaves that are not relevant to it. Then every epoch
-draws one hard negative per (query, positive) pair from that pool and trains on :class:`EHILoss` (mined +
-in-batch negatives) with AdamW, the encoder and the indexer at their own learning rates, one linear
+pool is mined: the documents of its ``mine_leaves`` top leaves that are not relevant to it. With
+``remine_every`` the assignment and the pools are mined again every that many steps with the current indexer
+(on the vectors of the last re-encode), so that negatives come from a fresh indexer. Each pair draws one hard
+negative from its query's pool and trains on :class:`EHILoss` (mined + in-batch negatives, optionally a leaf
+load-balancing term) with AdamW, the encoder and the indexer at their own learning rates, one linear
 warm-up/decay schedule over all steps. The encoder trains through sentence-transformers'
 ``SentenceTransformerTrainer`` (DDP under ``torchrun``, mixed precision, gradient clipping); with a frozen
 encoder a plain loop trains the indexer on the cached vectors.
@@ -52,7 +54,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["TRAINING_REPORT", "EHIPeriod", "EHITrainer", "EHITrainingResult", "train_ehi"]
 
 TRAINING_REPORT = "ehi_training.json"
-LOSS_TERMS = ("siamese", "indexing", "intra")
+LOSS_TERMS = ("siamese", "indexing", "intra", "balance")
 
 
 @dataclass(frozen=True)
@@ -251,6 +253,7 @@ class EHITrainer:
                 mined_negative_terms=cfg.mined_negative_terms,
                 in_batch_negatives=cfg.in_batch_negatives,
                 gather_across_devices=cfg.gather_across_devices,
+                lambda_balance=cfg.lambda_balance,
             )
             loss.set_relevance(len(items), tq.relevance_pairs())
             n_pairs = len(pairs)
@@ -271,13 +274,17 @@ class EHITrainer:
                     emb = self.encode_corpus(items)
                     q_emb = self._encode(tq.texts, query=True)
                 assignment, pools = self._refresh(indexer, emb, q_emb, tq)
+
+                def remine(e: np.ndarray = emb, qe: np.ndarray = q_emb) -> list[np.ndarray]:
+                    return self._refresh(indexer, e, qe, tq)[1]
+
                 if cfg.freeze_encoder:
                     done, terms, fallback = self._train_frozen(
-                        loss, optimizer, scheduler, emb, q_emb, tq, pools, n_ep, budget, rng
+                        loss, optimizer, scheduler, emb, q_emb, tq, pools, n_ep, budget, rng, remine
                     )
                 else:
                     done, terms, fallback = self._train_encoder(
-                        st, scratch, loss, optimizer, scheduler, items, tq, pools, n_ep, budget, rng
+                        st, scratch, loss, optimizer, scheduler, items, tq, pools, n_ep, budget, rng, remine
                     )
                 steps += done
                 period = EHIPeriod(
@@ -437,6 +444,7 @@ class EHITrainer:
         epochs: int,
         budget: int,
         rng: np.random.Generator,
+        remine: Callable[[], list[np.ndarray]] | None = None,
     ) -> tuple[int, dict[str, float], int]:
         """The indexer alone on fixed vectors: plain AdamW steps over (query, positive, mined negative) batches."""
         cfg = self.config
@@ -446,16 +454,28 @@ class EHITrainer:
         q_t = torch.from_numpy(np.ascontiguousarray(q_emb, dtype=np.float32)).to(device)
         global_batch = cfg.batch_size * world
         n_pairs = len(tq.positives)
-        done, fallback = 0, 0
-        sums = dict.fromkeys(LOSS_TERMS, 0.0)
+        every = cfg.remine_every if remine is not None else None
+        done, fallback, since = 0, 0, 0
+        sums: dict[str, float] = {}
         loss.indexer.train()
         for _ in range(epochs):
             order = rng.permutation(n_pairs)
-            negatives, fb = sample_negatives(pools, tq.query_of_pair[order], tq.relevant, emb.shape[0], rng)
-            fallback += fb
+            negatives = np.zeros(n_pairs, np.int64)
+            sampled_to = 0
             for start in range(0, n_pairs, global_batch):
                 if done >= budget or (done and self._limit.passed()):
                     break
+                if every is not None and since >= every:  # Alg. 1: negatives from the current indexer
+                    pools = cast(Callable[[], list[np.ndarray]], remine)()
+                    loss.indexer.train()
+                    since, sampled_to = 0, start
+                if start >= sampled_to:  # draw the negatives of the rows up to the next re-mining
+                    end = n_pairs if every is None else min(n_pairs, start + global_batch * (every - since))
+                    negatives[start:end], fb = sample_negatives(
+                        pools, tq.query_of_pair[order[start:end]], tq.relevant, emb.shape[0], rng
+                    )
+                    fallback += fb
+                    sampled_to = end
                 rows = np.arange(start, min(start + global_batch, n_pairs))
                 if world > 1:
                     if rows.size < global_batch:
@@ -474,8 +494,9 @@ class EHITrainer:
                 optimizer.step()
                 scheduler.step()
                 done += 1
-                for k in LOSS_TERMS:
-                    sums[k] += float(out[k].detach())
+                since += 1
+                for k, v in out.items():
+                    sums[k] = sums.get(k, 0.0) + float(v.detach())
         return done, {k: v / max(done, 1) for k, v in sums.items()}, fallback
 
     def _args(self, st: Any, scratch: str, steps: int) -> Any:
@@ -515,42 +536,89 @@ class EHITrainer:
         epochs: int,
         budget: int,
         rng: np.random.Generator,
+        remine: Callable[[], list[np.ndarray]] | None = None,
     ) -> tuple[int, dict[str, float], int]:
-        """Encoder and indexer together through sentence-transformers' trainer, for ``budget`` steps."""
+        """Encoder and indexer together through sentence-transformers' trainer, for ``budget`` steps.
+
+        Without ``remine_every`` one trainer runs the whole period on rows whose negatives were drawn at its
+        start; with it, the period runs in segments of ``remine_every`` steps (one trainer each, sharing the
+        optimizer and the schedule), the pools mined again with the current indexer between segments.
+        """
+        cfg = self.config
+        n_pairs = len(tq.positives)
+        every = cfg.remine_every if remine is not None else None
+        done, fallback = 0, 0
+        logged: list[dict[str, float]] = []
+        if every is None:  # one trainer for the period, every epoch's negatives drawn now
+            orders, negs = [], []
+            for _ in range(epochs):
+                order = rng.permutation(n_pairs)
+                neg, fb = sample_negatives(pools, tq.query_of_pair[order], tq.relevant, len(items), rng)
+                orders.append(order)
+                negs.append(neg)
+                fallback += fb
+            part, neg = np.concatenate(orders), np.concatenate(negs)
+            done, logged = self._run_trainer(st, scratch, loss, optimizer, scheduler, items, tq, part, neg, budget)
+        else:
+            # the period's pairs in training order (``epochs`` permutations), in segments of ``every`` steps
+            order = np.concatenate([rng.permutation(n_pairs) for _ in range(epochs)])
+            per_segment = every * cfg.batch_size * world_size()
+            for start in range(0, len(order), per_segment):
+                if done >= budget or (done and self._limit.passed()):
+                    break
+                if start:
+                    pools = cast(Callable[[], list[np.ndarray]], remine)()  # Alg. 1: a fresh indexer's negatives
+                part = order[start : start + per_segment]
+                neg, fb = sample_negatives(pools, tq.query_of_pair[part], tq.relevant, len(items), rng)
+                fallback += fb
+                steps = min(every, budget - done)
+                got, log = self._run_trainer(st, scratch, loss, optimizer, scheduler, items, tq, part, neg, steps)
+                done += got
+                logged += log
+        terms = {k: float(np.mean([e[k] for e in logged if k in e])) for k in LOSS_TERMS if any(k in e for e in logged)}
+        return done, terms, fallback
+
+    def _run_trainer(
+        self,
+        st: Any,
+        scratch: str,
+        loss: EHILoss,
+        optimizer: torch.optim.Optimizer,
+        scheduler: Any,
+        items: TrainingCorpus,
+        tq: TrainingQueries,
+        pairs: np.ndarray,
+        negatives: np.ndarray,
+        steps: int,
+    ) -> tuple[int, list[dict[str, float]]]:
+        """One sentence-transformers trainer over the given (query, positive, negative) rows for ``steps`` steps."""
         from datasets import Dataset
 
-        Trainer = st.trainer
         anchors: list[str] = []
         positives: list[str] = []
-        negatives: list[str] = []
+        negative_texts: list[str] = []
         labels: list[list[int]] = []
-        fallback = 0
-        n_pairs = len(tq.positives)
-        for _ in range(epochs):
-            order = rng.permutation(n_pairs)
-            neg, fb = sample_negatives(pools, tq.query_of_pair[order], tq.relevant, len(items), rng)
-            fallback += fb
-            for j, n in zip(order, neg, strict=True):
-                q = int(tq.query_of_pair[j])
-                anchors.append(tq.texts[q])
-                positives.append(items.texts[int(tq.positives[j])])
-                negatives.append(items.texts[int(n)])
-                labels.append([q, int(tq.positives[j]), int(n)])
-        dataset = Dataset.from_dict({"anchor": anchors, "positive": positives, "negative": negatives, "label": labels})
+        for j, n in zip(pairs, negatives, strict=True):
+            q = int(tq.query_of_pair[j])
+            anchors.append(tq.texts[q])
+            positives.append(items.texts[int(tq.positives[j])])
+            negative_texts.append(items.texts[int(n)])
+            labels.append([q, int(tq.positives[j]), int(n)])
+        dataset = Dataset.from_dict(
+            {"anchor": anchors, "positive": positives, "negative": negative_texts, "label": labels}
+        )
         with quiet_trainer_setup():
-            trainer = Trainer(
+            trainer = st.trainer(
                 model=self.model,
-                args=self._args(st, scratch, budget),
+                args=self._args(st, scratch, steps),
                 train_dataset=dataset,
                 loss=loss,
                 optimizers=(optimizer, scheduler),
                 callbacks=[self._limit.callback()],
             )
         trainer.train()
-        done = int(trainer.state.global_step)
         logged = [e for e in trainer.state.log_history if any(k in e for k in LOSS_TERMS)]
-        terms = {k: float(np.mean([e[k] for e in logged if k in e])) for k in LOSS_TERMS if any(k in e for e in logged)}
-        return done, terms, fallback
+        return int(trainer.state.global_step), logged
 
 
 def train_ehi(
