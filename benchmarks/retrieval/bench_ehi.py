@@ -245,6 +245,8 @@ def ehi_config(args: argparse.Namespace, seed: int, **overrides: Any) -> Any:
         "epochs": args.epochs,
         "refit_epochs": args.refit_epochs,
         "refresh_every": args.refresh_every,
+        "remine_every": getattr(args, "remine_every", None),
+        "lambda_balance": getattr(args, "lambda_balance", 0.0),
         "init": args.init,
         "mined_negative_terms": args.mined_negative_terms,
         "mine_leaves": args.mine_leaves,
@@ -701,6 +703,8 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="train: refit the indexer on the final vectors (0: keep the joint one; the sweep refits)",
     )
+    p.add_argument("--remine-every", type=int, default=None, help="re-mine with the current indexer every N steps")
+    p.add_argument("--lambda-balance", type=float, default=0.0, help="weight of the leaf load-balancing term")
     p.add_argument("--init", choices=["random", "kmeans"], default="random")
     p.add_argument("--mined-negative-terms", choices=["all", "siamese"], default="all")
     p.add_argument("--mine-leaves", type=int, default=1)
