@@ -1,32 +1,45 @@
 """Shared parts of the device scripts: the machine's description, result files, a deadline, smoke data.
 
-Every script takes ``--out`` (where its JSON result goes; on the device machine ``$OUT``), ``--data`` (the
-SciFact folder; default ``../shared/data/scifact`` beside the repository) and ``--smoke`` (a CPU run on a
-tiny random model and a generated BEIR-shaped corpus, seconds long, so that the script is exercised by the
-test suite and cannot rot between runs on a GPU).
+Every script takes ``--out`` (where its JSON result goes; on the device machine ``$OUT``), ``--data`` (the data
+folder holding ``scifact/`` and ``xquad_en/``, resolved by :func:`benchmarks.common.data_dir`; ``.dev`` on the
+device machine) and ``--smoke`` (a CPU run on a tiny random model and generated data, seconds long, so that the
+script is exercised by the test suite and cannot rot between runs on a GPU). The smoke inputs and the result
+file come from :mod:`benchmarks.common`.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import logging
 import os
 import platform
-import random
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "scifact"
+from benchmarks.common.data import add_data_argument, data_dir
+from benchmarks.common.report import OUT, write_json
+from benchmarks.common.smoke import smoke_beir, smoke_data, smoke_qa, tiny_model
+
+__all__ = [
+    "Deadline",
+    "add_common_arguments",
+    "add_training_arguments",
+    "machine",
+    "resolve",
+    "run_stages",
+    "smoke_beir",
+    "smoke_qa",
+    "tiny_model",
+    "work_dir",
+    "write_result",
+]
 
 
 def add_common_arguments(p: argparse.ArgumentParser, *, default_out: str) -> None:
-    p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or REPO / "benchmarks" / "out" / default_out))
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the BEIR SciFact folder")
+    p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or OUT / default_out))
+    add_data_argument(p)
     p.add_argument("--model", default=None, help="the base model (a directory or hub id; default: the offline MiniLM)")
     p.add_argument("--device", default=None, help="cuda, cpu, ... (default: CUDA when available)")
     p.add_argument("--seconds", type=float, default=480.0, help="deadline for the whole script")
@@ -55,8 +68,9 @@ def resolve(args: argparse.Namespace) -> argparse.Namespace:
     if args.smoke:
         smoke = args.out / "smoke-inputs"
         args.model = tiny_model(smoke / "model")
-        args.data = smoke_beir(smoke / "scifact")
+        args.data = smoke_data(smoke)
         args.device = "cpu"
+    args.data = data_dir(args.data)
     if args.device is None:
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     if args.model is None:
@@ -139,78 +153,4 @@ def run_stages(
 
 def write_result(out: Path, name: str, result: dict[str, Any]) -> Path:
     """Write ``<out>/<name>.json`` (indented, sorted as built) and return its path."""
-    path = out / f"{name}.json"
-    path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    return path
-
-
-def tiny_model(path: Path) -> str:
-    """The test suite's tiny random BERT (built once per folder)."""
-    from rag_hier.testing import build_tiny_model
-
-    if not (path / "modules.json").exists():
-        build_tiny_model(path)
-    return str(path)
-
-
-_WORDS = [
-    *("cell", "protein", "gene", "tumor", "immune", "virus", "brain", "heart", "blood", "insulin", "muscle"),
-    *("bone", "liver", "lung", "kidney", "neuron", "enzyme", "receptor", "antibody", "vaccine", "mutation"),
-    *("therapy", "dose", "trial", "risk", "mortality", "infection", "cancer", "diabetes"),
-]
-
-
-def smoke_beir(path: Path, n_docs: int = 60, n_queries: int = 40, seed: int = 0) -> Path:
-    """A small BEIR-shaped folder (``corpus.jsonl.gz``, ``queries.jsonl``, ``qrels/{train,test}.tsv``).
-
-    Each query repeats words of its one relevant document, so a trained model has something to learn.
-    """
-    if (path / "qrels" / "test.tsv").exists():
-        return path
-    rng = random.Random(seed)
-    (path / "qrels").mkdir(parents=True, exist_ok=True)
-    docs = {f"d{i}": " ".join(rng.choices(_WORDS, k=40)) for i in range(n_docs)}
-    with gzip.open(path / "corpus.jsonl.gz", "wt", encoding="utf-8") as fh:
-        for i, (doc_id, text) in enumerate(docs.items()):
-            fh.write(json.dumps({"_id": doc_id, "title": f"Study {i}", "text": text}) + "\n")
-    rows: dict[str, list[str]] = {"train": [], "test": []}
-    with (path / "queries.jsonl").open("w", encoding="utf-8") as fh:
-        for q in range(n_queries):
-            doc_id = f"d{rng.randrange(n_docs)}"
-            words = docs[doc_id].split()
-            fh.write(json.dumps({"_id": f"q{q}", "text": " ".join(rng.sample(words, 6))}) + "\n")
-            rows["train" if q % 4 else "test"].append(f"q{q}\t{doc_id}\t1")
-    for split, lines in rows.items():
-        (path / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(lines) + "\n")
-    return path
-
-
-def smoke_qa(path: Path, n_docs: int = 8, paragraphs: int = 3, seed: int = 0) -> Path:
-    """A small XQuAD-shaped folder (``documents.jsonl``, ``questions.jsonl``): documents → paragraphs → questions.
-
-    Each question repeats words of its paragraph and names one of them as its answer.
-    """
-    if (path / "questions.jsonl").exists():
-        return path
-    rng = random.Random(seed)
-    path.mkdir(parents=True, exist_ok=True)
-    docs, questions = [], []
-    for d in range(n_docs):
-        paras = [" ".join(rng.choices(_WORDS, k=30)) for _ in range(paragraphs)]
-        docs.append({"doc_id": f"doc{d}", "title": f"Topic {d}", "paragraphs": paras})
-        for i, text in enumerate(paras):
-            words = text.split()
-            answer = words[5]
-            questions.append(
-                {
-                    "qid": f"q{d}-{i}",
-                    "question": " ".join(rng.sample(words, 6)),
-                    "answers": [answer],
-                    "answer_starts": [text.index(answer)],
-                    "doc_id": f"doc{d}",
-                    "paragraph_index": i,
-                }
-            )
-    for name, rows in (("documents.jsonl", docs), ("questions.jsonl", questions)):
-        (path / name).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
+    return write_json(out / f"{name}.json", result)

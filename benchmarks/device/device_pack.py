@@ -9,8 +9,8 @@ comparison with vectors encoded from the unpacked model on both sides, never mix
 
 Usage::
 
-    python benchmarks/device_pack.py pack MODEL_DIR OUT_DIR --texts corpus.jsonl.gz queries.jsonl documents.jsonl
-    python benchmarks/device_pack.py unpack OUT_DIR MODEL_DIR          # on the device machine
+    python -m benchmarks.device.device_pack pack MODEL_DIR OUT_DIR --texts corpus.jsonl.gz queries.jsonl documents.jsonl
+    python -m benchmarks.device.device_pack unpack OUT_DIR MODEL_DIR          # on the device machine
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """DHR trained at ten times the default budget on XQuAD-en, tested on documents unseen in training, on one GPU.
 
-The protocol of docs/dhr.md (``benchmarks/bench_dhr_xquad.py``: the 48 documents halved by document with
+The protocol of docs/dhr.md (``benchmarks/retrieval/bench_dhr_xquad.py``: the 48 documents halved by document with
 ``random.Random(0)``; DHR trains on the questions of one half over those documents only and is scored on the
 600 questions of the other half, retrieving from all 48): the untrained model, then the ``e10-lr2e-5`` variant
 (10 epochs at the default learning rate 2e-5; the default is 1 epoch), document- and passage-level top-k, flat
@@ -8,7 +8,7 @@ and hierarchical, and the paired difference against the untrained model. The res
 
 Run (repository root)::
 
-    python -m benchmarks.device.dhr --xquad ../shared/data/xquad_en --out benchmarks/out/device
+    python -m benchmarks.device.dhr --data ../shared/data --out benchmarks/out/device
     python -m benchmarks.device.dhr --smoke --out /tmp/smoke      # CPU, tiny model, seconds
 
 Expected on one H100: not measured yet; 590 questions a pass, 10 passes of batch 16 ≈ 370 steps at the H100's
@@ -31,7 +31,6 @@ from benchmarks.device.common import (
     machine,
     resolve,
     run_stages,
-    smoke_qa,
     work_dir,
     write_result,
 )
@@ -42,19 +41,14 @@ VARIANT = "e10-lr2e-5"
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_arguments(p, default_out="device")
-    p.add_argument("--xquad", type=Path, default=None, help="the XQuAD-en folder (default: beside --data)")
     p.add_argument("--work", type=Path, default=None, help="models and stage files (default: a folder in /tmp)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = resolve(args)
-    if args.smoke:
-        args.xquad = smoke_qa(args.out / "smoke-inputs" / "xquad_en")
-    elif args.xquad is None:
-        args.xquad = args.data.parent / "xquad_en"
     args.work = work_dir(args, "dhr")
     from benchmarks.retrieval import bench_dhr_xquad
 
-    common = ["--data", str(args.xquad), "--out", str(args.work), "--device", args.device, "--base-model", args.model]
+    common = ["--data", str(args.data), "--out", str(args.work), "--device", args.device, "--base-model", args.model]
     variant = "e1-lr2e-5" if args.smoke else VARIANT
     result: dict[str, Any] = {"machine": machine(), "device": args.device, "variant": variant}
 

@@ -12,7 +12,7 @@ export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 BUDGET=${BUDGET:-460}
 DEVICE=${DEVICE:-cuda}
 EPOCHS=${EPOCHS:-100}
-DATA=${DATA:-.dev/scifact}
+DATA=${DATA:-.dev}
 OUTDIR=${OUT:-/tmp/ehi-out}
 L=benchmarks/out/ehi/logs
 mkdir -p "$OUTDIR" $L

@@ -16,7 +16,7 @@ Sections (each writes into one ``gpu_check.json``, with the machine's name and v
 
 Run (repository root)::
 
-    python -m benchmarks.device.gpu_check --data ../shared/data/scifact --out benchmarks/out/device
+    python -m benchmarks.device.gpu_check --data ../shared/data --out benchmarks/out/device
     python -m benchmarks.device.gpu_check --smoke --out /tmp/smoke      # CPU, tiny model, seconds
 
 Expected: about 3 minutes on one H100 (SciFact, 1M vectors), after the setup of ``benchmarks/device/run.sh``.
@@ -34,20 +34,16 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.common.data import load_scifact
 from benchmarks.device.common import Deadline, add_common_arguments, machine, resolve, write_result
 
 logger = logging.getLogger("gpu_check")
 
 
 def _scifact(data: Path) -> tuple[list[Any], list[str], list[str], dict[str, str], dict, dict]:
-    from rag_hier.corpus import read_beir_corpus, read_qrels, read_queries
-
-    docs = read_beir_corpus(data)
-    texts = [f"{d.title}, {' '.join(p for s in d.sections for p in s.paragraphs)}" for d in docs]
-    queries = read_queries(data / "queries.jsonl")
-    test = read_qrels(data / "qrels" / "test.tsv")
-    train = read_qrels(data / "qrels" / "train.tsv")
-    return docs, [d.doc_id for d in docs], texts, queries, test, train
+    d = load_scifact(data)
+    texts = [f"{doc.title}, {' '.join(p for s in doc.sections for p in s.paragraphs)}" for doc in d.documents]
+    return d.documents, [doc.doc_id for doc in d.documents], texts, d.queries, d.qrels, d.train_qrels
 
 
 def _ndcg(q: np.ndarray, qids: list[str], c: np.ndarray, ids: list[str], qrels: dict) -> float:

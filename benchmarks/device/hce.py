@@ -1,17 +1,17 @@
 """HCE-S and HCE-J against hard-negative +CT at ten times the CPU step budget of docs/hce.md, on one GPU.
 
-The protocol of docs/hce.md's SciFact table (``benchmarks/bench_hce.py``: all-MiniLM-L6-v2, 128 tokens, batch
+The protocol of docs/hce.md's SciFact table (``benchmarks/retrieval/bench_hce.py``: all-MiniLM-L6-v2, 128 tokens, batch
 32, lr 1e-4, τ 0.01, 4 negatives per query, GradCache mini-batches of 32, seed 42, 300 test queries), with
 ``--steps`` optimizer steps instead of 87 (default 870), in this order while the deadline allows: base, +CT with
 4 BM25 hard negatives, HCE-S and HCE-J (3 EM epochs), then the paired per-query comparison of what ran. The
 figures go into one ``hce.json``; each trained model's test vectors (``corpus-<name>.npy``, ``queries-<name>.npy``,
 float32, 8 MB for SciFact) are copied beside it, so runs made in separate calls are compared afterwards on any
-machine with ``python benchmarks/bench_hce.py compare --out DIR --compare base ct-bm25 hce-s hce-j``
+machine with ``python -m benchmarks.retrieval.bench_hce compare --out DIR --compare base ct-bm25 hce-s hce-j``
 (models stay in ``--work``).
 
 Run (repository root)::
 
-    python -m benchmarks.device.hce --data ../shared/data/scifact --out benchmarks/out/device
+    python -m benchmarks.device.hce --data ../shared/data --out benchmarks/out/device
     python -m benchmarks.device.hce --smoke --out /tmp/smoke      # CPU, tiny model, seconds
 
 Expected on one H100 (measured: 0.43 s per +CT step, 0.44 s per HCE-S step at batch 32; HCE-J about twice):

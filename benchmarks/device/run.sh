@@ -20,7 +20,7 @@ else
   export PYTHONPATH=/tmp/site:$PWD
   nvidia-smi -L
   $PY -m benchmarks.device.device_pack unpack .dev/model /tmp/minilm || exit 1
-  opts=(--data .dev/scifact --model /tmp/minilm)
+  opts=(--data .dev --model /tmp/minilm)
 fi
 echo "setup $(( $(date +%s) - start )) s"
 status=0

@@ -1,15 +1,15 @@
 """Tied-Atomic and DSI-atomic at ten times the CPU step budget of docs/tied_atomic.md, on one GPU.
 
-The protocol of docs/tied_atomic.md's SciFact test table (``benchmarks/bench_tied_atomic.py``: an encoder-decoder
-warm-started from all-MiniLM-L6-v2 with cross-attention copied from self-attention, 128 tokens, batch 32, lr 1e-4,
-one BM25 negative per query from the top 10, seed 42, 300 test queries), with ``--steps`` optimizer steps instead
-of 87 (default 870), in this order while the deadline allows: untrained MiniLM, MiniLM fine-tuned with the same
-rows and steps, Tied-Atomic, DSI-atomic (retrieval and indexing tasks, cross-entropy over every docid). The
-figures go into one ``tied_atomic.json`` (models stay in ``--work``).
+The protocol of docs/tied_atomic.md's SciFact test table (``benchmarks/retrieval/bench_tied_atomic.py``: an
+encoder-decoder warm-started from all-MiniLM-L6-v2 with cross-attention copied from self-attention, 128 tokens,
+batch 32, lr 1e-4, one BM25 negative per query from the top 10, seed 42, 300 test queries), with ``--steps``
+optimizer steps instead of 87 (default 870), in this order while the deadline allows: untrained MiniLM, MiniLM
+fine-tuned with the same rows and steps, Tied-Atomic, DSI-atomic (retrieval and indexing tasks, cross-entropy over
+every docid). The figures go into one ``tied_atomic.json`` (models stay in ``--work``).
 
 Run (repository root)::
 
-    python -m benchmarks.device.tied_atomic --data ../shared/data/scifact --out benchmarks/out/device
+    python -m benchmarks.device.tied_atomic --data ../shared/data --out benchmarks/out/device
     python -m benchmarks.device.tied_atomic --smoke --out /tmp/smoke      # CPU, tiny model, seconds
 
 Expected on one H100: not measured yet; from the CPU runs' step counts and the H100's 0.43 s per +CT step

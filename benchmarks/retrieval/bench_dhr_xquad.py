@@ -17,12 +17,15 @@ Dev split (choosing defaults without the test documents): the 24 training docume
 (``random.Random(1)``) into 16 dev-train and 8 dev documents; a variant is trained on the questions of the 16
 and scored on the questions of the 8, retrieving from the 24 training documents only.
 
-Usage:
-    python benchmarks/bench_dhr_xquad.py --split dev --train e1-lr2e-5,e1-lr1e-4,e3-lr5e-5   # dev study
-    python benchmarks/bench_dhr_xquad.py --split test --train defaults,it2,separate            # test, once
-    python benchmarks/bench_dhr_xquad.py --split test                                         # evaluate what is there
-Results: benchmarks/out/dhr_xquad/<split>-results.json and .md, per-question top-1 in <split>-perquery.json,
-paired bootstrap differences against the untrained model in <split>-paired.md (git-ignored).
+Usage (XQuAD-en from the data folder, see ``benchmarks/README.md``)::
+
+    D="python -m benchmarks.retrieval.bench_dhr_xquad"
+    $D --split dev --train e1-lr2e-5,e1-lr1e-4,e3-lr5e-5   # dev study
+    $D --split test --train defaults,it2,separate            # test, once
+    $D --split test                                         # evaluate what is there
+
+Results (``--out``, default ``benchmarks/out/dhr_xquad``, git-ignored): <split>-results.json and .md, per-question
+top-1 in <split>-perquery.json, paired bootstrap differences against the untrained model in <split>-paired.md.
 """
 
 from __future__ import annotations
@@ -30,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import random
 import sys
 import tempfile
 import time
@@ -38,9 +40,11 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.common.data import add_data_argument, halves, load_xquad, xquad_dir
+from benchmarks.common.report import out_path
 from rag_hier import DenseRetriever, HierStore
 from rag_hier.corpus.model import Document
-from rag_hier.corpus.readers import QAQuestion, read_qa_documents, read_qa_questions
+from rag_hier.corpus.readers import QAQuestion
 from rag_hier.corpus.summary import summarize_document
 from rag_hier.encoders.dense import DEFAULT_MODEL, DenseEncoder
 from rag_hier.eval.qa import top_k_accuracy
@@ -48,9 +52,7 @@ from rag_hier.retrieval.hierarchical import HierarchicalRetriever
 from rag_hier.store.extensions.doc_index import DocumentIndex
 from rag_hier.training.dhr import DHRTrainer, DHRTrainingConfig, examples_from_questions
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "xquad_en"
-OUT = ROOT / "benchmarks" / "out" / "dhr_xquad"
+OUT = out_path("dhr_xquad")
 DEVICE = "cpu"  # --device
 BASE_MODEL = DEFAULT_MODEL  # --base-model
 KS = (1, 5, 20)
@@ -58,13 +60,6 @@ K1S = (1, 3, 5, 10, 20)
 LAMBDAS = (0.0, 0.5, 1.0)
 
 log = logging.getLogger("bench_dhr_xquad")
-
-
-def split(documents: list[Document], seed: int = 0, fraction: float = 0.5) -> tuple[set[str], set[str]]:
-    ids = sorted(d.doc_id for d in documents)
-    random.Random(seed).shuffle(ids)
-    cut = round(len(ids) * fraction)
-    return set(ids[:cut]), set(ids[cut:])
 
 
 def write_split(out: Path, documents: list[Document], questions: list[QAQuestion], train_ids: set[str]) -> None:
@@ -301,7 +296,7 @@ def paired(results: list[dict], n_boot: int = 10_000, seed: int = 0) -> list[dic
 def main(argv: list[str] | None = None) -> int:
     global DEVICE, BASE_MODEL
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=DATA, help="the XQuAD-en folder (default ../shared/data/xquad_en)")
+    add_data_argument(parser)
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--split", choices=("dev", "test"), default="test")
     parser.add_argument("--train", default="", help=f"comma-separated variants to train first ({', '.join(VARIANTS)})")
@@ -313,15 +308,15 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     for noisy in ("sentence_transformers", "transformers", "httpx", "faiss", "bm25s", "rag_hier.corpus.readers"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
-    if not args.data.is_dir():
-        print(f"no XQuAD data at {args.data}", file=sys.stderr)
+    if not xquad_dir(args.data).is_dir():
+        print(f"no XQuAD data at {xquad_dir(args.data)}", file=sys.stderr)
         return 1
-    documents = read_qa_documents(args.data)
-    questions = read_qa_questions(args.data)
-    train_ids, test_ids = split(documents)
+    xquad = load_xquad(args.data)
+    documents, questions = xquad.documents, xquad.questions
+    train_ids, test_ids = halves(documents)
     write_split(args.out, documents, questions, train_ids)
     if args.split == "dev":  # never touches the test documents
-        fit_ids, eval_ids = split([d for d in documents if d.doc_id in train_ids], seed=1, fraction=2 / 3)
+        fit_ids, eval_ids = halves([d for d in documents if d.doc_id in train_ids], seed=1, fraction=2 / 3)
         documents = [d for d in documents if d.doc_id in train_ids]
         questions = [q for q in questions if q.doc_id in train_ids]
     else:

@@ -1,14 +1,16 @@
 """EHI on SciFact (BEIR): recall against the *measured* fraction of the corpus scored, vs exact / IVF / HCE tree.
 
-Usage (every stage writes JSON under ``benchmarks/out/ehi/``; run long stages in the background with nice)::
+Usage (every stage writes JSON under ``--out``, default ``benchmarks/out/ehi/``; SciFact from the data folder, see
+``benchmarks/README.md``; run long stages in the background with nice)::
 
-    python benchmarks/bench_ehi.py encode                     # base MiniLM vectors (128 tokens), cached
-    python benchmarks/bench_ehi.py sweep --split dev  --branching 40 --height 1 --seeds 0 1 2 [EHI options]
-    python benchmarks/bench_ehi.py train --kind joint --split test --branching 40 --height 1 --seed 0 --steps 60
-    python benchmarks/bench_ehi.py train --kind de    --split test --seed 0 --steps 60   # dual-encoder baseline
-    python benchmarks/bench_ehi.py sweep --split test --vectors joint-test-B40H1-s0 --indexer-of joint-test-B40H1-s0
-    python benchmarks/bench_ehi.py incremental --split test --branching 40 --height 1 --seeds 0 1 2
-    python benchmarks/bench_ehi.py report                     # markdown tables + docs/img/ehi_recall_vs_scored.png
+    E="python -m benchmarks.retrieval.bench_ehi"
+    $E encode                     # base MiniLM vectors (128 tokens), cached
+    $E sweep --split dev  --branching 40 --height 1 --seeds 0 1 2 [EHI options]
+    $E train --kind joint --split test --branching 40 --height 1 --seed 0 --steps 60
+    $E train --kind de    --split test --seed 0 --steps 60   # dual-encoder baseline
+    $E sweep --split test --vectors joint-test-B40H1-s0 --indexer-of joint-test-B40H1-s0
+    $E incremental --split test --branching 40 --height 1 --seeds 0 1 2
+    $E report                     # markdown tables + docs/img/ehi_recall_vs_scored.png
 
 Protocol. Corpus = SciFact ``corpus.jsonl.gz`` (5,183 documents kept whole, ``"<title>, <text>"`` as the store
 encodes them), max_seq_length 128. ``--split dev``: 25 % of the *training* queries (``qrels/train.tsv``, seed 0)
@@ -38,39 +40,26 @@ from typing import Any
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-DEFAULT_DATA = HERE.parent.parent / "shared" / "data" / "scifact"
-"""SciFact in ../shared/data next to the repository (``--data`` for another place)."""
-OUT = HERE / "out" / "ehi"
-IMG = HERE.parent / "docs" / "img"
+from benchmarks.common.data import REPO, add_data_argument, load_scifact, scifact_dir
+from benchmarks.common.report import out_path, write_json
+
+OUT = out_path("ehi")
+"""Where results, vectors and models go (``--out``)."""
+IMG = REPO / "docs" / "img"
 BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 MAX_LEN = 128
 METRICS = ("recall@100", "recall@10", "ndcg@10")
 
 
 # -- data ---------------------------------------------------------------------------------------------
-def load(split: str, data: Path) -> tuple[list[Any], dict[str, str], dict, dict]:
-    """Passages, queries, evaluation qrels, training qrels (``dev``: 25 % of the training queries held out)."""
-    from rag_hier.corpus import read_beir_corpus, read_qrels, read_queries, split_documents
-
-    passages = split_documents(read_beir_corpus(data), 0)
-    queries = read_queries(data / "queries.jsonl")
-    train = read_qrels(data / "qrels" / "train.tsv")
-    if split == "dev":
-        qids = sorted(train)
-        rng = np.random.default_rng(0)
-        held = set(rng.choice(qids, size=round(0.25 * len(qids)), replace=False).tolist())
-        return (
-            passages,
-            queries,
-            {q: r for q, r in train.items() if q in held},
-            {q: r for q, r in train.items() if q not in held},
-        )
-    return passages, queries, read_qrels(data / "qrels" / "test.tsv"), train
+def load(split: str, data: Path | None) -> tuple[list[Any], dict[str, str], dict, dict]:
+    """Passages, queries, evaluation qrels, training qrels (``dev``: 25 % of the training queries held out, seed 0)."""
+    d = load_scifact(data, dev=0.25 if split == "dev" else 0.0, seed=0)
+    return d.passages(), d.queries, d.qrels, d.train_qrels
 
 
 def encode_with(
-    model_path: str, name: str, data: Path, corpus: np.ndarray | None = None, device: str = "cpu"
+    model_path: str, name: str, data: Path | None, corpus: np.ndarray | None = None, device: str = "cpu"
 ) -> dict[str, Any]:
     """Encode the corpus and every query with a model; cache as ``<name>_corpus.npy`` / ``<name>_queries.npy``.
 
@@ -81,8 +70,9 @@ def encode_with(
     from rag_hier.corpus import read_beir_corpus, read_queries, split_documents
     from rag_hier.encoders.dense import resolve_model_path
 
-    passages = split_documents(read_beir_corpus(data), 0)
-    queries = read_queries(data / "queries.jsonl")
+    root = scifact_dir(data)
+    passages = split_documents(read_beir_corpus(root), 0)
+    queries = read_queries(root / "queries.jsonl")
     model = SentenceTransformer(resolve_model_path(model_path), device=device)
     model.max_seq_length = MAX_LEN
     t = time.perf_counter()
@@ -264,7 +254,7 @@ def train_frozen(args: argparse.Namespace, seed: int, passages: list[Any], queri
     from rag_hier.training.ehi import EHITrainer
 
     cfg = ehi_config(args, seed, freeze_encoder=True)
-    trainer = EHITrainer(BASE_MODEL, cfg, device="cpu", show_progress_bar=False)
+    trainer = EHITrainer(args.base_model, cfg, device="cpu", show_progress_bar=False)
     return trainer.train(passages, None, queries=queries, qrels=train_qrels, corpus_embeddings=c, query_embeddings=qv)
 
 
@@ -678,11 +668,13 @@ def plot(specs: list[str]) -> None:
 
 # -- main ---------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
+    global OUT  # --out: every stage reads and writes there
     from rag_hier.training.ehi.config import EHIConfig
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("stage", choices=["encode", "sweep", "train", "incremental", "report"])
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    add_data_argument(p)
+    p.add_argument("--out", type=Path, default=OUT, help="results, cached vectors and models (default %(default)s)")
     p.add_argument("--split", choices=["dev", "test"], default="dev")
     p.add_argument("--model", default=None, help="encode: model path")
     p.add_argument("--name", default=None, help="encode: cache name")
@@ -724,6 +716,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--plot", nargs="*", default=None, help="report: sweep stems (stem=title) to plot")
     args = p.parse_args(argv)
+    OUT = args.out
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     import faiss
     import torch
@@ -754,8 +747,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "result": result,
     }
-    (OUT / f"{stem}.json").write_text(json.dumps(record, indent=1) + "\n")
-    logging.info("wrote %s", OUT / f"{stem}.json")
+    logging.info("wrote %s", write_json(OUT / f"{stem}.json", record))
     return 0
 
 

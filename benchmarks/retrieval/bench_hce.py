@@ -1,17 +1,19 @@
 """HCE on SciFact (BEIR): base vs +CT vs HCE-U/S/J at one step budget; the tree index vs FAISS IVF; tree build time.
 
-Usage (each stage writes ``benchmarks/out/hce/<stage>.json``; run them in the background with nohup)::
+Usage (each stage writes ``<out>/<stage>.json``, ``--out`` default ``benchmarks/out/hce``; the data folder as in
+``benchmarks/README.md``; run them in the background with nohup)::
 
-    python benchmarks/bench_hce.py base            # encode the corpus with the base model (cached) + test metrics
-    python benchmarks/bench_hce.py ct              # +CT: MultipleNegativesRankingLoss (symmetric, scale 1/tau)
-    python benchmarks/bench_hce.py ct --ct-negatives bm25 --negatives 4 --tag=-bm25   # +CT with BM25 hard negatives
-    python benchmarks/bench_hce.py hce-u           # HCE unsupervised (ICT)
-    python benchmarks/bench_hce.py hce-s           # HCE supervised
-    python benchmarks/bench_hce.py hce-j           # HCE joint (supervised + alpha * ICT)
-    python benchmarks/bench_hce.py tree            # tree beam search vs FAISS IVF: Recall@100 by fraction scored
-    python benchmarks/bench_hce.py build --n 1000000 --compare-flat  # tree build: two-level vs flat k-means
-    python benchmarks/bench_hce.py compare --compare base ct hce-s hce-j   # paired per-query differences
-    python benchmarks/bench_hce.py compare --compare ct hce-s --per-query-dir DIR   # + files for rag-hier compare
+    H="python -m benchmarks.retrieval.bench_hce"
+    $H base            # encode the corpus with the base model (cached) + test metrics
+    $H ct              # +CT: MultipleNegativesRankingLoss (symmetric, scale 1/tau)
+    $H ct --ct-negatives bm25 --negatives 4 --tag=-bm25   # +CT with BM25 hard negatives
+    $H hce-u           # HCE unsupervised (ICT)
+    $H hce-s           # HCE supervised
+    $H hce-j           # HCE joint (supervised + alpha * ICT)
+    $H tree            # tree beam search vs FAISS IVF: Recall@100 by fraction scored
+    $H build --n 1000000 --compare-flat  # tree build: two-level vs flat k-means
+    $H compare --compare base ct hce-s hce-j   # paired per-query differences
+    $H compare --compare ct hce-s --per-query-dir DIR   # + files for rag-hier compare
 
 Protocol: corpus = SciFact ``corpus.jsonl.gz`` (5,183 documents kept whole, encoded as ``"<title>, <text>"``
 like the store), training pairs = ``qrels/train.tsv``, evaluation = the 300 queries of ``qrels/test.tsv``,
@@ -32,63 +34,46 @@ from typing import Any
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-DEFAULT_DATA = HERE.parent.parent / "shared" / "data" / "scifact"
-OUT = HERE / "out" / "hce"
+from benchmarks.common import data as common_data
+from benchmarks.common.data import add_data_argument
+from benchmarks.common.report import out_path, write_json
+
+OUT = out_path("hce")  # --out
 BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 METRICS = ("ndcg@10", "recall@100", "recall@10", "mrr@10")
 
 
-def dev_split(train_qrels: dict, fraction: float, seed: int) -> tuple[dict, dict]:
-    """(train part, dev part) of the training judgements, split by query (seeded)."""
-    qids = sorted(train_qrels)
-    rng = np.random.default_rng(seed)
-    held = set(rng.choice(qids, size=round(fraction * len(qids)), replace=False).tolist())
-    return {q: r for q, r in train_qrels.items() if q not in held}, {q: r for q, r in train_qrels.items() if q in held}
-
-
-def load_scifact(data: Path, dev: float = 0.0, seed: int = 0) -> tuple[list[Any], dict[str, str], dict, dict]:
+def load_scifact(data: Path | None, dev: float = 0.0, seed: int = 0) -> tuple[list[Any], dict[str, str], dict, dict]:
     """Passages, queries, evaluation qrels, training qrels.
 
     With ``dev > 0`` the evaluation qrels are that share of the *training* queries (held out, seeded) and
     the training qrels are the rest: hyper-parameters are chosen there, never on the test queries.
     """
-    from rag_hier.corpus import read_beir_corpus, read_qrels, read_queries, split_documents
-
-    passages = split_documents(read_beir_corpus(data), 0)
-    train = read_qrels(data / "qrels" / "train.tsv")
-    if dev > 0:
-        train, held = dev_split(train, dev, seed)
-        return passages, read_queries(data / "queries.jsonl"), held, train
-    return passages, read_queries(data / "queries.jsonl"), read_qrels(data / "qrels" / "test.tsv"), train
+    d = common_data.load_scifact(data, dev=dev, seed=seed)
+    return d.passages(), d.queries, d.qrels, d.train_qrels
 
 
-def load_xquad(dev: float, data: Path) -> tuple[list[Any], dict[str, str], dict, dict]:
+def load_xquad(dev: float, data: Path | None) -> tuple[list[Any], dict[str, str], dict, dict]:
     """XQuAD-en for HCE-U (``--dataset xquad``): the 240 paragraphs, and the questions of one half of the documents.
 
-    The 48 documents are halved with ``random.Random(0)`` (as ``bench_dhr_xquad.py`` and ``bench_fusion.py``):
-    with ``--dev`` the questions of the first 24 documents are evaluated, otherwise those of the other 24. The
-    unsupervised model trains on all paragraphs and sees no question; evaluation is at paragraph level.
+    The 48 documents are halved with :func:`benchmarks.common.halves` (as ``bench_dhr_xquad.py`` and
+    ``bench_fusion.py``): with ``--dev`` the questions of the first 24 documents are evaluated, otherwise those of
+    the other 24. The unsupervised model trains on all paragraphs and sees no question; evaluation is at paragraph
+    level.
     """
-    import random
-
     from rag_hier.corpus import split_documents
-    from rag_hier.corpus.readers import read_qa_documents, read_qa_questions
 
-    docs = read_qa_documents(data / "documents.jsonl")
-    questions = read_qa_questions(data / "questions.jsonl")
-    ids = sorted(d.doc_id for d in docs)
-    random.Random(0).shuffle(ids)
-    first = set(ids[: round(len(ids) / 2)])
-    keep = [q for q in questions if (q.doc_id in first) == bool(dev) and q.paragraph_index is not None]
+    xquad = common_data.load_xquad(data)
+    first, _ = common_data.halves(xquad.documents)
+    keep = [q for q in xquad.questions if (q.doc_id in first) == bool(dev) and q.paragraph_index is not None]
     qrels = {q.qid: {f"{q.doc_id}#{q.paragraph_index}": 1} for q in keep}
-    return split_documents(docs, 0), {q.qid: q.question for q in keep}, qrels, {}
+    return split_documents(xquad.documents, 0), {q.qid: q.question for q in keep}, qrels, {}
 
 
 def load_data(args: argparse.Namespace) -> tuple[list[Any], dict[str, str], dict, dict]:
     """Passages, queries, evaluation qrels, training qrels of ``--dataset``."""
     if args.dataset == "xquad":
-        return load_xquad(args.dev, args.data.parent / "xquad_en")
+        return load_xquad(args.dev, args.data)
     return load_scifact(args.data, args.dev, args.dev_seed)
 
 
@@ -640,9 +625,7 @@ def main(argv: list[str] | None = None) -> int:
     global OUT, BASE_MODEL
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("stage", choices=("base", "ct", "hce-u", "hce-s", "hce-j", "tree", "build", "compare", "report"))
-    p.add_argument(
-        "--data", type=Path, default=DEFAULT_DATA, help="the SciFact folder; XQuAD-en is read from its sibling xquad_en"
-    )
+    add_data_argument(p)
     p.add_argument(
         "--dataset",
         choices=("scifact", "xquad"),
@@ -710,8 +693,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.dataset == "xquad":
         if args.stage not in ("base", "hce-u", "compare", "report"):
             p.error("--dataset xquad runs the base, hce-u, compare and report stages (no training queries are used)")
-        if args.out == HERE / "out" / "hce":
-            OUT = HERE / "out" / "hce-xquad"
+        if args.out == out_path("hce"):
+            OUT = out_path("hce-xquad")
     OUT.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
     if args.stage == "base":
@@ -736,7 +719,7 @@ def main(argv: list[str] | None = None) -> int:
     name = (args.stage if args.stage != "build" else f"build-{args.kind}-{args.n}") + args.tag
     if args.dev and args.stage != "build":
         name = f"dev-{name}"
-    (OUT / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    write_json(OUT / f"{name}.json", result)
     print(json.dumps(result, indent=1))
     return 0
 

@@ -1,15 +1,17 @@
 """Tied-Atomic on SciFact (BEIR): BM25, MiniLM (base and fine-tuned), DSI-atomic, Tied-Atomic; incremental; throughput.
 
-Usage (each stage writes ``benchmarks/out/tied_atomic/<stage><tag>.json``; run them in the background)::
+Usage (each stage writes ``<out>/<stage><tag>.json``, ``--out`` default ``benchmarks/out/tied_atomic``; SciFact from
+the data folder, see ``benchmarks/README.md``; run them in the background)::
 
-    python benchmarks/bench_tied_atomic.py bm25                 # bm25s baseline
-    python benchmarks/bench_tied_atomic.py minilm-base          # all-MiniLM-L6-v2 as is (cosine)
-    python benchmarks/bench_tied_atomic.py minilm-ft --steps 87 # MiniLM fine-tuned: same rows, steps, batch, lr
-    python benchmarks/bench_tied_atomic.py tied --steps 87      # Tied-Atomic (MiniLM-warm-started encoder-decoder)
-    python benchmarks/bench_tied_atomic.py dsi --steps 87       # DSI-atomic (untied), same encoder-decoder start
-    python benchmarks/bench_tied_atomic.py incremental --steps 87   # train on 90 % of the documents, add 10 %
-    python benchmarks/bench_tied_atomic.py throughput           # encoding docs/s: encoder-decoders vs MiniLM
-    python benchmarks/bench_tied_atomic.py report               # tables from the JSON files
+    T="python -m benchmarks.retrieval.bench_tied_atomic"
+    $T bm25                 # bm25s baseline
+    $T minilm-base          # all-MiniLM-L6-v2 as is (cosine)
+    $T minilm-ft --steps 87 # MiniLM fine-tuned: same rows, steps, batch, lr
+    $T tied --steps 87      # Tied-Atomic (MiniLM-warm-started encoder-decoder)
+    $T dsi --steps 87       # DSI-atomic (untied), same encoder-decoder start
+    $T incremental --steps 87   # train on 90 % of the documents, add 10 %
+    $T throughput           # encoding docs/s: encoder-decoders vs MiniLM
+    $T report               # tables from the JSON files
 
 Protocol: corpus = SciFact ``corpus.jsonl.gz`` (5,183 documents kept whole, ``"<title>, <text>"`` as the store
 encodes them), training pairs = ``qrels/train.tsv``, evaluation = the 300 queries of ``qrels/test.tsv`` (or,
@@ -30,17 +32,10 @@ from typing import Any
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-# ../shared/data next to the repository (a worktree one level deeper looks one level further up)
-DEFAULT_DATA = next(
-    (
-        p / "shared" / "data" / "scifact"
-        for p in (HERE.parent.parent, HERE.parent.parent.parent)
-        if (p / "shared" / "data" / "scifact").is_dir()
-    ),
-    HERE.parent.parent / "shared" / "data" / "scifact",
-)
-OUT = HERE / "out" / "tied_atomic"
+from benchmarks.common.data import add_data_argument, load_scifact
+from benchmarks.common.report import out_path, write_json
+
+OUT = out_path("tied_atomic")  # --out
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 DEVICE = "cpu"  # --device
 METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
@@ -49,25 +44,10 @@ METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
 # ----------------------------------------------------------------------------------------------------
 # data
 # ----------------------------------------------------------------------------------------------------
-def dev_split(train_qrels: dict, fraction: float, seed: int) -> tuple[dict, dict]:
-    """(train part, dev part) of the training judgements, split by query (seeded; as bench_hce.py)."""
-    qids = sorted(train_qrels)
-    rng = np.random.default_rng(seed)
-    held = set(rng.choice(qids, size=round(fraction * len(qids)), replace=False).tolist())
-    return {q: r for q, r in train_qrels.items() if q not in held}, {q: r for q, r in train_qrels.items() if q in held}
-
-
 def load(args: argparse.Namespace) -> tuple[list[Any], dict[str, str], dict, dict]:
     """Documents, queries, evaluation qrels, training qrels (dev split when ``--dev``)."""
-    from rag_hier.corpus import read_beir_corpus, read_qrels, read_queries
-
-    docs = read_beir_corpus(args.data)
-    queries = read_queries(args.data / "queries.jsonl")
-    train = read_qrels(args.data / "qrels" / "train.tsv")
-    if args.dev > 0:
-        train, held = dev_split(train, args.dev, args.dev_seed)
-        return docs, queries, held, train
-    return docs, queries, read_qrels(args.data / "qrels" / "test.tsv"), train
+    d = load_scifact(args.data, dev=args.dev, seed=args.dev_seed)
+    return d.documents, d.queries, d.qrels, d.train_qrels
 
 
 def doc_texts(docs: list[Any]) -> tuple[list[str], list[str]]:
@@ -510,7 +490,7 @@ def main(argv: list[str] | None = None) -> None:
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("stage", choices=sorted(STAGES))
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    add_data_argument(p)
     p.add_argument("--dev", type=float, default=0.0, help="evaluate on this share of the training queries")
     p.add_argument("--dev-seed", type=int, default=0)
     p.add_argument("--steps", type=int, default=87)
@@ -555,7 +535,7 @@ def main(argv: list[str] | None = None) -> None:
     result["wall_seconds"] = round(time.perf_counter() - t, 1)
     result["host"] = {"python": platform.python_version(), "load_avg_end": os.getloadavg()}
     name = f"{args.stage}{'-dev' if args.dev else ''}{args.tag}.json"
-    (OUT / name).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    write_json(OUT / name, result)
     print(json.dumps(result, indent=1))
 
 

@@ -1,0 +1,51 @@
+"""Result files: JSON under ``benchmarks/out/`` (git-ignored), with the machine that produced them."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common.data import REPO
+from benchmarks.common.timing import loadavg
+
+OUT = REPO / "benchmarks" / "out"
+"""Where results go by default (git-ignored)."""
+
+_VERSIONS = ("numpy", "faiss-cpu", "torch", "transformers", "sentence-transformers", "rag-hier")
+
+
+def out_path(*parts: str) -> Path:
+    """``benchmarks/out/<parts...>`` (not created)."""
+    return OUT.joinpath(*parts)
+
+
+def write_json(path: str | Path, result: Any, *, indent: int = 1) -> Path:
+    """Write ``result`` as JSON to ``path`` (folders created, a newline at the end) and return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=indent, default=str) + "\n", encoding="utf-8")
+    return path
+
+
+def machine(**extra: Any) -> dict[str, Any]:
+    """The machine and versions behind a figure: host, CPUs, load averages, Python and the installed packages."""
+    versions = {}
+    for name in _VERSIONS:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return {
+        "host": platform.node(),
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "loadavg": loadavg(),
+        "python": sys.version.split()[0],
+        "versions": versions,
+        **extra,
+    }
