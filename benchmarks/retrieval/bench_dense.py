@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/bench_dense.py --sizes 100000,1000000 --kinds flat,ivf,hnsw
+    python -m benchmarks.retrieval.bench_dense --sizes 100000,1000000 --kinds flat,ivf,hnsw
 
 For each size N and index kind (flat, ivf, hnsw) it builds
 
@@ -24,7 +24,7 @@ nlist = 4*sqrt(N) and the smallest nprobe whose recall@10 on the raw index is >=
 M=32, efConstruction ``--ef-construction`` (the engine default, 80, on both sides) and the smallest
 efSearch reaching the target. FAISS threads are set with ``faiss.omp_set_num_threads`` for both sides.
 
-Results go to ``benchmarks/out/dense-<N>.json`` (merged across re-runs of single kinds). Store
+Results go to ``<out-dir>/dense-<N>.json`` (default ``benchmarks/out``) (merged across re-runs of single kinds). Store
 directories live in a temporary directory removed at the end.
 """
 
@@ -48,8 +48,11 @@ from typing import Any
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-OUT = HERE / "out"
+from benchmarks.common.data import REPO
+from benchmarks.common.report import OUT
+from benchmarks.common.timing import interleaved, loadavg, percentile, summary
+from benchmarks.common.vectors import mixture, normalize
+
 NPROBES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 EF_SEARCHES = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 
@@ -57,25 +60,6 @@ EF_SEARCHES = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 # ---------------------------------------------------------------------------------------------------
 # data
 # ---------------------------------------------------------------------------------------------------
-def _normalize(x: np.ndarray) -> np.ndarray:
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    return x
-
-
-def mixture(n: int, dim: int, centers: int, noise: float, seed: int, center_seed: int = 7) -> np.ndarray:
-    """``n`` unit vectors: a random centre of the mixture plus Gaussian noise, normalised."""
-    crng = np.random.default_rng(center_seed)
-    c = _normalize(crng.standard_normal((centers, dim), dtype=np.float32))
-    rng = np.random.default_rng(seed)
-    out = np.empty((n, dim), dtype=np.float32)
-    for start in range(0, n, 100_000):
-        m = min(100_000, n - start)
-        labels = rng.integers(centers, size=m)
-        block = c[labels] + noise * rng.standard_normal((m, dim), dtype=np.float32)
-        out[start : start + m] = _normalize(block)
-    return out
-
-
 def recall_at(found: np.ndarray, truth: np.ndarray, k: int = 10) -> float:
     hits = 0
     for f, t in zip(found[:, :k], truth[:, :k], strict=True):
@@ -94,10 +78,6 @@ def rss_bytes() -> int:
                 if line.startswith("VmRSS:"):
                     return int(line.split()[1]) * 1024
     raise RuntimeError("cannot read RSS")
-
-
-def pct(values: list[float], q: float) -> float:
-    return float(np.percentile(np.asarray(values), q))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -240,28 +220,21 @@ def latency(raw, store, kind: str, q: np.ndarray, n_single: int, k: int = 10) ->
     for i in range(min(20, q.shape[0])):  # warm-up
         raw.search(q[i : i + 1], k)
         retriever.search_vectors(q[i : i + 1], top_k=k)
-    t_raw, t_idx, t_store = [], [], []
-    pc = time.perf_counter
-    for i in range(n_single):
-        qi = q[i : i + 1]
-        order = (0, 1, 2) if i % 2 == 0 else (2, 1, 0)
-        for which in order:
-            if which == 0:
-                t0 = pc()
-                raw.search(qi, k)
-                t_raw.append(pc() - t0)
-            elif which == 1:
-                t0 = pc()
-                dindex.search(qi, k)
-                t_idx.append(pc() - t0)
-            else:
-                t0 = pc()
-                hits = retriever.search_vectors(qi, top_k=k)
-                t_store.append(pc() - t0)
-                assert hits[0] and hits[0][0].text.startswith("passage "), hits
+    timed = interleaved(
+        {
+            "raw": lambda i: raw.search(q[i : i + 1], k),
+            "index": lambda i: dindex.search(q[i : i + 1], k),
+            "store": lambda i: retriever.search_vectors(q[i : i + 1], top_k=k),
+        },
+        n_single,
+    )
+    for hits in timed.results["store"]:
+        assert hits[0] and hits[0][0].text.startswith("passage "), hits
+    t_raw, t_idx, t_store = (timed.seconds[name] for name in ("raw", "index", "store"))
     # batched: all queries in one call, best of 3, interleaved
     b_raw, b_store = [], []
     store_ids = None
+    pc = time.perf_counter
     for _ in range(3):
         t0 = pc()
         _, raw_ids = raw.search(q, k)
@@ -274,13 +247,13 @@ def latency(raw, store, kind: str, q: np.ndarray, n_single: int, k: int = 10) ->
     out = {
         "single_queries": n_single,
         "raw_median_ms": ms * float(np.median(t_raw)),
-        "raw_p95_ms": ms * pct(t_raw, 95),
+        "raw_p95_ms": ms * percentile(t_raw, 95),
         "store_index_median_ms": ms * float(np.median(t_idx)),
-        "store_index_p95_ms": ms * pct(t_idx, 95),
+        "store_index_p95_ms": ms * percentile(t_idx, 95),
         "store_median_ms": ms * float(np.median(t_store)),
-        "store_p95_ms": ms * pct(t_store, 95),
+        "store_p95_ms": ms * percentile(t_store, 95),
         "ratio_median": float(np.median(t_store) / np.median(t_raw)),
-        "ratio_p95": float(pct(t_store, 95) / pct(t_raw, 95)),
+        "ratio_p95": float(percentile(t_store, 95) / percentile(t_raw, 95)),
         "batch_queries": int(q.shape[0]),
         "raw_batch_qps": q.shape[0] / min(b_raw),
         "store_batch_qps": q.shape[0] / min(b_store),
@@ -320,7 +293,7 @@ def memory_child(mode: str, path: str, n: int, dim: int, threads: int) -> None:
     from rag_hier.retrieval import DenseRetriever
     from rag_hier.store import HierStore
 
-    q = mixture(200, dim, 1000, 0.05, seed=99)
+    q = mixture(200, dim, seed=99)
     gc.collect()
     before = rss_bytes()
     t0 = time.perf_counter()
@@ -348,8 +321,8 @@ def haystack_child(n: int, dim: int) -> None:
     from haystack import Document
     from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-    x = mixture(n, dim, 1000, 0.05, seed=1)
-    q = mixture(5, dim, 1000, 0.05, seed=99)
+    x = mixture(n, dim, seed=1)
+    q = mixture(5, dim, seed=99)
     gc.collect()
     before = rss_bytes()
     t0 = time.perf_counter()
@@ -372,8 +345,8 @@ def haystack_child(n: int, dim: int) -> None:
 
 
 def run_child(args: list[str]) -> dict[str, Any]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    cmd = [sys.executable, "-m", "benchmarks.retrieval.bench_dense", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=REPO)
     if proc.returncode != 0:
         raise RuntimeError(f"child {args} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -382,19 +355,6 @@ def run_child(args: list[str]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------------
 # writes, filtered search, bulk build
 # ---------------------------------------------------------------------------------------------------
-def loadavg() -> list[float]:
-    """The machine's 1/5/15-minute load averages (the machine is shared: report them with every figure)."""
-    try:
-        return [float(v) for v in Path("/proc/loadavg").read_text().split()[:3]]
-    except OSError:  # pragma: no cover - not Linux
-        return [float("nan")] * 3
-
-
-def summary(values: list[float]) -> dict[str, float]:
-    """Median and p95 in milliseconds."""
-    return {"median_ms": 1000 * float(np.median(values)), "p95_ms": 1000 * pct(values, 95), "n": len(values)}
-
-
 def store_config(kind: str, n: int, nprobe: int = 8, ef_search: int = 64, hnsw_m: int = 32, ef_c: int = 80):
     from rag_hier.index import IndexConfig
 
@@ -441,7 +401,7 @@ def run_writes(a, sizes: list[int], kind: str, tmp_root: Path) -> None:
     stores = {}
     for n in sizes:
         print(f"-- writes {kind}: building a {n}-vector store", flush=True)
-        x = mixture(n, a.dim, a.centers, a.noise, seed=1)
+        x = mixture(n, a.dim, centers=a.centers, noise=a.noise, seed=1)
         passages = make_passages(n)
         t0 = time.perf_counter()
         stores[n] = bulk_store(tmp_root / f"writes-{kind}-{n}", kind, x, passages)
@@ -454,7 +414,7 @@ def run_writes(a, sizes: list[int], kind: str, tmp_root: Path) -> None:
             print(f"   {name} built in {time.perf_counter() - t0:.1f}s", flush=True)
         del x, passages
         gc.collect()
-    new = mixture(a.writes * 5, a.dim, a.centers, a.noise, seed=5)
+    new = mixture(a.writes * 5, a.dim, centers=a.centers, noise=a.noise, seed=5)
     times: dict[str, dict[int, list[float]]] = {"add": {n: [] for n in sizes}, "delete": {n: [] for n in sizes}}
     rec["load_during"] = loadavg()
     for w in range(a.writes):
@@ -529,7 +489,7 @@ def run_filtered(a, n: int, kind: str, tmp_root: Path) -> None:
     suffix = "-indexed" if a.meta_index else ""
     out_file = a.out_dir / f"dense-filtered-{kind}-{n}{suffix}.json"
     print(f"-- filtered {kind} N={n}: building", flush=True)
-    x = mixture(n, a.dim, a.centers, a.noise, seed=1)
+    x = mixture(n, a.dim, centers=a.centers, noise=a.noise, seed=1)
     passages = [
         Passage(
             id=f"doc{i // 10}#{i % 10}",
@@ -551,7 +511,7 @@ def run_filtered(a, n: int, kind: str, tmp_root: Path) -> None:
         print(f"   index_meta_field('bucket'): {t_index:.2f} s", flush=True)
     del passages
     buckets = (np.arange(n) * 37) % 100
-    q = mixture(a.queries, a.dim, a.centers, a.noise, seed=2)
+    q = mixture(a.queries, a.dim, centers=a.centers, noise=a.noise, seed=2)
     filters = dict(FILTERS)
     filters["10% (doc_id in)"] = {
         "field": "doc_id",
@@ -614,7 +574,7 @@ def run_filtered(a, n: int, kind: str, tmp_root: Path) -> None:
     for w in range(min(20, a.queries)):
         store.add_passages(
             [Passage(f"fw{w}", f"fw{w}", 0, "written", meta={"bucket": 5})],
-            _normalize(rng.standard_normal((1, a.dim), dtype=np.float32)),
+            normalize(rng.standard_normal((1, a.dim), dtype=np.float32)),
         )
         for bucket in (first, second):
             t0 = time.perf_counter()
@@ -682,7 +642,7 @@ def run_build(a, n: int, tmp_root: Path) -> None:
     import faiss
 
     out_file = a.out_dir / f"dense-build-{n}.json"
-    x = mixture(n, a.dim, a.centers, a.noise, seed=1)
+    x = mixture(n, a.dim, centers=a.centers, noise=a.noise, seed=1)
     passages = make_passages(n)  # the caller's objects: made once, outside every timing
     rounds = []
     load_before = loadavg()
@@ -851,8 +811,8 @@ def run_size(a, n: int, kinds: list[str], tmp_root: Path) -> None:
     raw_bytes = n * a.dim * 4
     print(f"== N={n}: generating data", flush=True)
     t0 = time.perf_counter()
-    x = mixture(n, a.dim, a.centers, a.noise, seed=1)
-    q = mixture(a.queries, a.dim, a.centers, a.noise, seed=2)
+    x = mixture(n, a.dim, centers=a.centers, noise=a.noise, seed=1)
+    q = mixture(a.queries, a.dim, centers=a.centers, noise=a.noise, seed=2)
     print(f"   data {time.perf_counter() - t0:.1f}s; exact ground truth", flush=True)
     t0 = time.perf_counter()
     _, truth = faiss.knn(q, x, 10, metric=faiss.METRIC_INNER_PRODUCT)

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/profile_search_path.py [--n 100000] [--queries 2000] [--threads 2]
+    python -m benchmarks.retrieval.profile_search_path [--n 100000] [--queries 2000] [--threads 2]
 
 Builds (in a temporary directory) a store of N synthetic 384-d vectors with an IVF index (nlist
 4*sqrt(N), nprobe 4) and a small HNSW store, then times, per single query and interleaved so machine noise
@@ -28,13 +28,15 @@ import math
 import shutil
 import sys
 import tempfile
-import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_dense import make_passages, mixture
+from benchmarks.common.timing import interleaved
+from benchmarks.common.vectors import mixture
+from benchmarks.retrieval.bench_dense import make_passages
 
 
 def _us(ts: list[float]) -> str:
@@ -42,26 +44,19 @@ def _us(ts: list[float]) -> str:
     return f"median {np.median(a):8.1f} us   p95 {np.percentile(a, 95):8.1f} us"
 
 
-def interleaved(fns: dict, q: np.ndarray, n: int) -> dict[str, list[float]]:
-    times = {k: [] for k in fns}
-    names = list(fns)
-    pc = time.perf_counter
-    for i in range(n):
-        qi = q[i % q.shape[0] : i % q.shape[0] + 1]
-        order = names if i % 2 == 0 else names[::-1]
-        for name in order:
-            t0 = pc()
-            fns[name](qi)
-            times[name].append(pc() - t0)
-    return times
+def timed(fns: dict[str, Callable[[np.ndarray], Any]], q: np.ndarray, n: int) -> dict[str, list[float]]:
+    """Seconds of ``n`` single queries (the rows of ``q`` in turn, sliced beforehand) on every function, interleaved."""
+    rows = [q[j : j + 1] for j in range(q.shape[0])]
+    m = len(rows)
+    return interleaved({name: (lambda i, fn=fn: fn(rows[i % m])) for name, fn in fns.items()}, n).seconds
 
 
-def main() -> int:
-    p = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, default=100_000)
     p.add_argument("--queries", type=int, default=2000)
     p.add_argument("--threads", type=int, default=2)
-    a = p.parse_args()
+    a = p.parse_args(argv)
 
     import faiss
 
@@ -71,8 +66,8 @@ def main() -> int:
     from rag_hier.store import HierStore
 
     faiss.omp_set_num_threads(a.threads)
-    x = mixture(a.n, 384, 1000, 0.05, seed=1)
-    q = mixture(1000, 384, 1000, 0.05, seed=2)
+    x = mixture(a.n, 384, seed=1)
+    q = mixture(1000, 384, seed=2)
     tmp = Path(tempfile.mkdtemp(prefix="bench-profile-"))
     try:
         nlist = int(4 * math.sqrt(a.n))
@@ -93,8 +88,8 @@ def main() -> int:
             "full": lambda qi: retriever.search_vectors(qi, top_k=10),
         }
         for _ in range(2):  # warm-up
-            interleaved(fns, q, 100)
-        times = interleaved(fns, q, a.queries)
+            timed(fns, q, 100)
+        times = timed(fns, q, a.queries)
         print(f"N={a.n} IVF nlist={nlist} nprobe=4, {a.queries} single queries, FAISS threads={a.threads}")
         for name, ts in times.items():
             print(f"  {name:13s} {_us(ts)}")
@@ -122,8 +117,8 @@ def main() -> int:
         assert (a_ids == b_ids).all()
         for threads in (1, a.threads):
             faiss.omp_set_num_threads(threads)
-            interleaved(fns2, q, 100)
-            t2 = interleaved(fns2, q, a.queries)
+            timed(fns2, q, 100)
+            t2 = timed(fns2, q, a.queries)
             print(f"HNSW N={n_h} efSearch=32 inside IndexIDMap2, FAISS threads={threads}")
             for name, ts in t2.items():
                 print(f"  {name:16s} {_us(ts)}")

@@ -2,18 +2,19 @@
 
 Usage::
 
-    python benchmarks/report.py [benchmarks/out/scifact.json] [benchmarks/out/dense-*.json ...]
+    python -m benchmarks.retrieval.report [benchmarks/out/scifact.json] [benchmarks/out/dense-*.json ...]
 
 Numbers are printed as measured (3-4 significant decimals), never rounded to a goal.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parent / "out"
+from benchmarks.common.report import OUT
 
 
 def scifact(path: Path) -> None:
@@ -87,8 +88,13 @@ def dense(path: Path) -> None:
     print()
 
 
-def main(argv: list[str]) -> int:
-    paths = [Path(p) for p in argv] or [OUT / "scifact.json", *sorted(OUT.glob("dense-*.json"))]
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("files", nargs="*", type=Path, help="JSON files (default: scifact.json, dense-*.json in --out)")
+    parser.add_argument("--out", type=Path, default=OUT, help="where the JSON files are (default %(default)s)")
+    args = parser.parse_args(argv)
+    out = args.out
+    paths = args.files or [out / "scifact.json", *sorted(out.glob("dense-*.json"))]
     for p in paths:
         if not p.exists():
             print(f"(missing {p})\n")
@@ -99,4 +105,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())
