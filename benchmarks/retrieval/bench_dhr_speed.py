@@ -15,9 +15,9 @@ compared per query. Memory: one float32 copy of the passage vectors lives in FAI
 they are generated and written in chunks.
 
 Usage (1M passages in 50k documents; run in the background):
-    nohup python benchmarks/bench_dhr_speed.py --docs 50000 --passages-per-doc 20 \\
+    nohup python -m benchmarks.retrieval.bench_dhr_speed --docs 50000 --passages-per-doc 20 \\
         > benchmarks/out/dhr_speed_1m.log 2>&1 &
-Results: benchmarks/out/dhr_speed_<passages>.json and .md
+Results: ``<out>/dhr_speed_<passages>.json`` and ``.md`` (``--out``, default ``benchmarks/out``)
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, _THREADS)
 
 import argparse  # noqa: E402 - after the thread settings above
-import json  # noqa: E402 - after the thread settings above
 import logging  # noqa: E402 - after the thread settings above
 import resource  # noqa: E402 - after the thread settings above
 import sys  # noqa: E402 - after the thread settings above
@@ -42,16 +41,14 @@ from pathlib import Path  # noqa: E402 - after the thread settings above
 
 import numpy as np  # noqa: E402 - after the thread settings above
 
+from benchmarks.common.report import out_path, write_json  # noqa: E402 - after the thread settings above
+from benchmarks.common.vectors import normalize, unit_vectors  # noqa: E402 - after the thread settings above
 from rag_hier import DenseRetriever, HierStore, Passage  # noqa: E402 - after the thread settings above
-from rag_hier.retrieval.hierarchical import HierarchicalRetriever  # noqa: E402 - after the thread settings above
+from rag_hier.retrieval.hierarchical import DualQueries, HierarchicalRetriever  # noqa: E402 - after the thread settings above
 from rag_hier.store.extensions.doc_index import DocumentIndex  # noqa: E402 - after the thread settings above
 
-OUT = Path(__file__).resolve().parents[1] / "benchmarks" / "out"
+OUT = out_path()
 log = logging.getLogger("bench_dhr_speed")
-
-
-def unit(x: np.ndarray) -> np.ndarray:
-    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
 
 
 def rss_gb() -> float:
@@ -71,9 +68,9 @@ def build(args, root: Path) -> tuple[HierStore, np.ndarray, np.ndarray]:
     with store.batch():
         for start in range(0, args.docs, chunk_docs):
             stop = min(args.docs, start + chunk_docs)
-            centres = unit(rng.standard_normal((stop - start, d), dtype=np.float32))
-            noise = unit(rng.standard_normal(((stop - start) * per, d), dtype=np.float32))
-            vecs = unit(np.repeat(centres, per, axis=0) + args.passage_noise * noise)
+            centres = unit_vectors(rng, stop - start, d)
+            noise = unit_vectors(rng, (stop - start) * per, d)
+            vecs = normalize(np.repeat(centres, per, axis=0) + args.passage_noise * noise)
             first = start * per
             sel = (targets >= first) & (targets < first + len(vecs))
             target_vecs[sel] = vecs[targets[sel] - first]
@@ -91,7 +88,7 @@ def build(args, root: Path) -> tuple[HierStore, np.ndarray, np.ndarray]:
         store.add_extension(DocumentIndex("mean", index=doc_index))
         log.info("document index built in %.1fs", time.perf_counter() - t1)
     log.info("store committed: %d passages, %d documents (%.0fs total)", n, args.docs, time.perf_counter() - t0)
-    queries = unit(target_vecs + args.query_noise * unit(rng.standard_normal(target_vecs.shape, dtype=np.float32)))
+    queries = normalize(target_vecs + args.query_noise * unit_vectors(rng, *target_vecs.shape))
     # passage rowids are assigned in insertion order from 1
     return store, queries, targets.astype(np.int64) + 1
 
@@ -123,7 +120,7 @@ def timed_batched(fn, queries: np.ndarray, batch: int = 32) -> float:
     return (time.perf_counter() - t0) / queries.shape[0] * 1000
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--docs", type=int, default=50_000)
     parser.add_argument("--passages-per-doc", type=int, default=20)
@@ -139,7 +136,7 @@ def main() -> int:
     parser.add_argument("--doc-index", choices=("flat", "hnsw"), default="flat", help="document index kind")
     parser.add_argument("--doc-ef-search", type=int, default=64, help="HNSW search beam of the document index")
     parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("faiss").setLevel(logging.ERROR)
     import faiss
@@ -167,11 +164,15 @@ def main() -> int:
             for lam in (float(x) for x in args.lambdas.split(","))
         ]
         retrievers = {c: HierarchicalRetriever(store, k1=c[0], lambda_=c[1]) for c in configs}
+
         # warm-up, then every query through every method in turn, so that load changes on a shared machine
         # hit all methods alike; median and mean of the per-query latencies are reported
+        def rank(r: HierarchicalRetriever, q: np.ndarray) -> list:
+            return r.rank(DualQueries(q, q), k, None)  # one encoder: the same vectors at both levels
+
         index.search(queries[:2], k)
         for r in retrievers.values():
-            r.rank(queries[:2], k)
+            rank(r, queries[:2])
         names = ["flat", *configs]
         lat: dict = {c: [] for c in names}
         ids: dict = {c: [] for c in names}
@@ -183,15 +184,15 @@ def main() -> int:
             lat["flat"].append(time.perf_counter() - t0)
             for c, r in retrievers.items():
                 t0 = time.perf_counter()
-                (res,) = r.rank(q, k)
+                (res,) = rank(r, q)
                 lat[c].append(time.perf_counter() - t0)
                 ids[c].append(res.rowids)
-                scored[c].append(res.passages_scored)
+                scored[c].append(res.stats["passages_scored"])
             if (i + 1) % 50 == 0:
                 log.info("%d/%d queries timed", i + 1, queries.shape[0])
         batch = {"flat": timed_batched(lambda q: index.search(q, k), queries)}
         for c, r in retrievers.items():
-            batch[c] = timed_batched(lambda q, r=r: r.rank(q, k), queries)
+            batch[c] = timed_batched(lambda q, r=r: rank(r, q), queries)
         hits = {"flat": timed_single(lambda q: [None for _ in dense.search_vectors(q, top_k=k)], queries[:50])[1]}
         for c, r in retrievers.items():
             hits[c] = timed_single(lambda q, r=r: [None for _ in r.search_vectors(q, top_k=k)], queries[:50])[1]
@@ -231,7 +232,7 @@ def main() -> int:
     flat_ms = rows[0]["ms_per_query"]
     kind = args.doc_index if args.doc_index == "flat" else f"hnsw_ef{args.doc_ef_search}"
     stem = args.out / f"dhr_speed_{n}_{kind}"
-    stem.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+    write_json(stem.with_suffix(".json"), result)
     lines = [
         f"{n} passages / {args.docs} documents ({kind} document index), dim {args.dim}, "
         f"{args.queries} queries, passage noise "

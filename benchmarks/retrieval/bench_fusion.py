@@ -17,9 +17,9 @@ Splits (nothing is trained, so dev is only where the weights are chosen):
 
 * SciFact: dev = the 809 queries of ``qrels/train.tsv``; test = the 300 of ``qrels/test.tsv``; documents
   kept whole; primary metric nDCG@10 (then Recall@100).
-* XQuAD-en: the 48 documents halved with ``random.Random(0)`` (as ``bench_dhr_xquad.py``); dev = the
-  questions of the first 24, test = those of the other 24; retrieval from all 240 paragraphs; primary metric
-  top-1 paragraph accuracy (then top-5).
+* XQuAD-en: the 48 documents halved with ``random.Random(0)`` (:func:`benchmarks.common.halves`, as
+  ``bench_dhr_xquad.py``); dev = the questions of the first 24, test = those of the other 24; retrieval from all 240
+  paragraphs; primary metric top-1 paragraph accuracy (then top-5).
 
 One default for both: among the configurations that do not depend on the components' score scales (RRF,
 relative score, DBSF: not the convex combination of raw scores, whose weight is only valid for the corpus, model
@@ -30,10 +30,11 @@ paired bootstrap intervals against plain RRF and the better single component.
 
 Usage::
 
-    python benchmarks/bench_fusion.py            # both data sets; stores cached in benchmarks/out/fusion/
-    python benchmarks/bench_fusion.py --datasets xquad --threads 1
+    python -m benchmarks.retrieval.bench_fusion            # both data sets; stores cached in benchmarks/out/fusion/
+    python -m benchmarks.retrieval.bench_fusion --datasets xquad --threads 1
 
-Results: ``benchmarks/out/fusion/results.json`` and ``results.md`` (git-ignored).
+Data from the data folder (``--data``, see ``benchmarks/README.md``). Results: ``<out>/results.json`` and
+``results.md`` (``--out``, default ``benchmarks/out/fusion``, git-ignored).
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import random
 import shutil
 import time
 from collections.abc import Sequence
@@ -50,10 +50,16 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
-"""The shared data folder (``--data``; default ``../shared/data`` next to the repository)."""
-OUT = ROOT / "benchmarks" / "out" / "fusion"
+from benchmarks.common import data as common_data
+from benchmarks.common.data import add_data_argument, data_dir
+from benchmarks.common.report import out_path, write_json
+
+DATA: Path | None = None
+"""The data folder (``--data``; resolved by :func:`benchmarks.common.data_dir`)."""
+OUT = out_path("fusion")
+"""Stores and results (``--out``)."""
+MODEL: str | None = None
+"""The dense model (``--model``; default: the store's default, the offline all-MiniLM-L6-v2)."""
 RRF_WEIGHTS = tuple(round(0.1 * i, 1) for i in range(1, 10))
 ALPHAS = tuple(round(0.1 * i, 1) for i in range(0, 11))
 CONVEX = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
@@ -70,35 +76,24 @@ class Split:
 
 
 def load_scifact() -> tuple[list[Any], dict[str, Split], str]:
-    from rag_hier.corpus.readers import read_beir_corpus, read_qrels, read_queries
-
-    data = SHARED / "scifact"
-    docs = read_beir_corpus(data)
-    queries = read_queries(data)
+    d = common_data.load_scifact(DATA)
     splits = {}
-    for name, file in (("dev", "train.tsv"), ("test", "test.tsv")):
-        qrels = read_qrels(data / "qrels" / file)
-        qids = [q for q in qrels if q in queries]
-        splits[name] = Split(qids, [queries[q] for q in qids], {q: qrels[q] for q in qids})
-    return docs, splits, "doc"
+    for name, qrels in (("dev", d.train_qrels), ("test", d.qrels)):
+        qids = [q for q in qrels if q in d.queries]
+        splits[name] = Split(qids, [d.queries[q] for q in qids], {q: qrels[q] for q in qids})
+    return d.documents, splits, "doc"
 
 
 def load_xquad() -> tuple[list[Any], dict[str, Split], str]:
-    from rag_hier.corpus.readers import read_qa_documents, read_qa_questions
-
-    data = SHARED / "xquad_en"
-    docs = read_qa_documents(data / "documents.jsonl")
-    questions = read_qa_questions(data / "questions.jsonl")
-    ids = sorted(d.doc_id for d in docs)
-    random.Random(0).shuffle(ids)
-    first = set(ids[: round(len(ids) / 2)])
+    xquad = common_data.load_xquad(DATA)
+    first, _ = common_data.halves(xquad.documents)
     splits = {}
     for name, keep in (("dev", True), ("test", False)):
-        qs = [q for q in questions if (q.doc_id in first) == keep and q.paragraph_index is not None]
+        qs = [q for q in xquad.questions if (q.doc_id in first) == keep and q.paragraph_index is not None]
         splits[name] = Split(
             [q.qid for q in qs], [q.question for q in qs], {q.qid: {f"{q.doc_id}#{q.paragraph_index}": 1} for q in qs}
         )
-    return docs, splits, "passage"
+    return xquad.documents, splits, "passage"
 
 
 DATASETS = {"scifact": load_scifact, "xquad": load_xquad}
@@ -115,7 +110,8 @@ def open_store(name: str, docs: list[Any]) -> Any:
         partial = OUT / f"{name}-store.partial"
         if partial.exists():
             shutil.rmtree(partial)
-        store = HierStore.create(partial, corpus={"max_passage_words": 0})
+        options = {} if MODEL is None else {"model": MODEL}
+        store = HierStore.create(partial, corpus={"max_passage_words": 0}, **options)
         store.add_documents(docs, max_passage_words=0)
         store.ensure_extension("token-index")
         store.close()
@@ -364,15 +360,16 @@ def report(results: dict[str, Any], chosen: dict[str, Any]) -> tuple[dict[str, A
 
 
 def main(argv: list[str] | None = None) -> int:
+    global DATA, OUT, MODEL  # the data folder, --out and --model, read by the loaders and open_store
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--datasets", default="scifact,xquad")
-    p.add_argument("--data", type=Path, default=None, help="the shared data folder (default ../shared/data)")
+    add_data_argument(p)
+    p.add_argument("--out", type=Path, default=OUT, help="stores (built once, then kept) and results")
+    p.add_argument("--model", default=None, help="the dense model (default: the offline all-MiniLM-L6-v2)")
     p.add_argument("--depth", type=int, default=100, help="candidates per component (the strategy's default)")
     p.add_argument("--threads", type=int, default=2)
     a = p.parse_args(argv)
-    if a.data is not None:
-        global SHARED
-        SHARED = a.data
+    DATA, OUT, MODEL = data_dir(a.data), a.out, a.model
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     import faiss
     import torch
@@ -381,9 +378,9 @@ def main(argv: list[str] | None = None) -> int:
     faiss.omp_set_num_threads(a.threads)
     OUT.mkdir(parents=True, exist_ok=True)
     names = [n for n in a.datasets.split(",") if n]
-    missing = [n for n in names if not (SHARED / ("scifact" if n == "scifact" else "xquad_en")).is_dir()]
+    missing = [n for n in names if not (DATA / ("scifact" if n == "scifact" else "xquad_en")).is_dir()]
     if missing:
-        print(f"SKIP: data for {missing} not found under {SHARED}")
+        print(f"SKIP: data for {missing} not found under {DATA}")
         return 0
     results = {n: run_dataset(n, a.depth, check_strategy=True) for n in names}
     chosen = choose(results)
@@ -391,9 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     for res in results.values():
         for s in res["splits"].values():
             s.pop("_values", None)
-    (OUT / "results.json").write_text(
-        json.dumps({"results": results, "chosen": chosen, "tables": tables}, indent=1) + "\n", encoding="utf-8"
-    )
+    write_json(OUT / "results.json", {"results": results, "chosen": chosen, "tables": tables})
     (OUT / "results.md").write_text(md + "\n", encoding="utf-8")
     print(md)
     return 0
