@@ -67,13 +67,12 @@ def percentile(values: Sequence[float], q: float) -> float:
     return float(np.percentile(np.asarray(values, dtype=np.float64), q))
 
 
-def summary(seconds: Sequence[float]) -> dict[str, float]:
-    """Median and p95 of durations given in seconds, in milliseconds (3 decimals), and their number."""
-    return {
-        "median_ms": round(1000 * percentile(seconds, 50), 3),
-        "p95_ms": round(1000 * percentile(seconds, 95), 3),
-        "n": len(seconds),
-    }
+def summary(seconds: Sequence[float], *, digits: int | None = None) -> dict[str, float]:
+    """Median and p95 of durations in seconds, in milliseconds (rounded to ``digits`` if given), and their count."""
+    median, p95 = 1000 * percentile(seconds, 50), 1000 * percentile(seconds, 95)
+    if digits is not None:
+        median, p95 = round(median, digits), round(p95, digits)
+    return {"median_ms": median, "p95_ms": p95, "n": len(seconds)}
 
 
 def loadavg() -> list[float]:

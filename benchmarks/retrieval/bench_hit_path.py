@@ -2,8 +2,8 @@
 
 Usage::
 
-    python benchmarks/bench_hit_path.py --anchor HEAD --n 100000 --kinds flat,ivf,hnsw --queries 600
-    python benchmarks/bench_hit_path.py --anchor HEAD --n 1000000 --kinds "" --stores ivf=DIR,hnsw=DIR --raw
+    python -m benchmarks.retrieval.bench_hit_path --anchor HEAD --n 100000 --kinds flat,ivf,hnsw --queries 600
+    python -m benchmarks.retrieval.bench_hit_path --anchor HEAD --n 1000000 --kinds "" --stores ivf=DIR,hnsw=DIR --raw
 
 The coordinator builds one store per index kind (N synthetic 384-d vectors, short passage texts; built by
 the working tree's engine, the store format being the same at both versions), then starts two worker
@@ -18,13 +18,14 @@ beforehand (a 1M store takes minutes to build); ``--raw`` also times, in blocks 
 others, each store's own FAISS index searched directly (what raw FAISS with the same index returns: ids
 and scores only) and reports store / raw for both sides.
 
-Results go to ``benchmarks/out/hit-path-<N>.json``.
+Results go to ``<out>/hit-path-<N>.json`` (``--out``, default ``benchmarks/out``).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import inspect
 import json
 import math
 import os
@@ -39,14 +40,17 @@ from typing import Any
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-OUT = HERE / "out"
-sys.path.insert(0, str(HERE))
+from benchmarks.common.data import REPO
+from benchmarks.common.report import OUT, write_json
+from benchmarks.common.timing import loadavg, summary
+from benchmarks.common.vectors import mixture
+
+ROOT = REPO
 
 
 # ---------------------------------------------------------------------------------------------------
-# worker: one engine version, commands on stdin, one JSON line per answer on stdout
+# worker: one engine version, commands on stdin, one JSON line per answer on stdout; it runs as the source of
+# this function (``python -c``), importing nothing but NumPy, FAISS and the rag_hier on its PYTHONPATH
 # ---------------------------------------------------------------------------------------------------
 def worker(threads: int) -> None:
     import faiss
@@ -109,8 +113,9 @@ class Worker:
     def __init__(self, name: str, pythonpath: str, threads: int) -> None:
         env = {**os.environ, "PYTHONPATH": pythonpath, "OMP_NUM_THREADS": str(threads)}
         self.name = name
+        code = f"import json, sys, time\nimport numpy as np\n\n{inspect.getsource(worker)}\nworker({threads})\n"
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--worker", "--threads", str(threads)],
+            [sys.executable, "-c", code],
             env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -140,15 +145,6 @@ class Worker:
         self.proc.wait(timeout=60)
 
 
-def summary(values: list[float]) -> dict[str, float]:
-    a = np.asarray(values) * 1e3
-    return {"median_ms": float(np.median(a)), "p95_ms": float(np.percentile(a, 95)), "n": len(values)}
-
-
-def loadavg() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--anchor", default="HEAD", help="git revision of the anchor engine")
@@ -168,17 +164,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also time raw FAISS: each store's own index searched directly (ids only), interleaved",
     )
-    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--out", type=Path, default=OUT, help="where hit-path-<N>.json goes (default %(default)s)")
     a = p.parse_args(argv)
-    if a.worker:
-        worker(a.threads)
-        return 0
 
-    from bench_dense import make_passages, mixture, store_config
-
+    from benchmarks.retrieval.bench_dense import make_passages, store_config
     from rag_hier.store import HierStore
 
-    OUT.mkdir(exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="bench-hit-path-"))
     workers: list[Worker] = []
     try:
@@ -198,14 +189,14 @@ def main(argv: list[str] | None = None) -> int:
             ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True
         ).stdout.strip()
 
-        q = mixture(max(a.batch, 1000), 384, 1000, 0.05, seed=2)
+        q = mixture(max(a.batch, 1000), 384, seed=2)
         qpath = tmp / "queries.npy"
         np.save(qpath, q, allow_pickle=False)
         given = dict(item.split("=", 1) for item in a.stores.split(",") if item)
         paths: dict[str, Path] = {kind: Path(path) for kind, path in given.items()}
         kinds = [k for k in a.kinds.split(",") if k and k not in given] + list(given)
         to_build = [k for k in kinds if k not in given]
-        x = mixture(a.n, 384, 1000, 0.05, seed=1) if to_build else None
+        x = mixture(a.n, 384, seed=1) if to_build else None
         passages = make_passages(a.n) if to_build else []
         for kind in to_build:
             t0 = time.perf_counter()
@@ -288,8 +279,7 @@ def main(argv: list[str] | None = None) -> int:
             "loadavg_after": loadavg(),
             "results": results,
         }
-        out = OUT / f"hit-path-{a.n}.json"
-        out.write_text(json.dumps(report, indent=2) + "\n")
+        out = write_json(a.out / f"hit-path-{a.n}.json", report, indent=2)
         print(f"load average before {load_before}, after {report['loadavg_after']}; wrote {out}")
     finally:
         for w in workers:
