@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/bench_scifact.py [--data ../shared/data/scifact] [--out benchmarks/out/scifact.json]
+    python -m benchmarks.retrieval.bench_scifact [--data ../shared/data] [--out benchmarks/out/scifact.json]
 
 What it measures (document level, 300 test queries of ``qrels/test.tsv``):
 
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
 import os
 import platform
 import sys
@@ -34,8 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-DEFAULT_DATA = HERE.parent.parent / "shared" / "data" / "scifact"
+from benchmarks.common.data import add_data_argument, load_scifact, scifact_dir
+from benchmarks.common.report import out_path, write_json
+
 METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
 PUBLISHED_NDCG10 = 0.645
 
@@ -53,8 +53,9 @@ def _run_from_scores(qids: list[str], doc_ids: list[str], scores: np.ndarray, id
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="BEIR SciFact directory")
-    parser.add_argument("--out", type=Path, default=HERE / "out" / "scifact.json", help="JSON results file")
+    add_data_argument(parser)
+    parser.add_argument("--out", type=Path, default=out_path("scifact.json"), help="JSON results file")
+    parser.add_argument("--model", default=None, help="the dense model (default: the offline all-MiniLM-L6-v2)")
     parser.add_argument("--top-k", type=int, default=100)
     parser.add_argument("--threads", type=int, default=2, help="torch and FAISS threads")
     parser.add_argument("--skip-dense", action="store_true", help="BM25 only")
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    data: Path = args.data
+    data = scifact_dir(args.data)
     if not (data / "qrels" / "test.tsv").is_file() or not any(
         (data / n).is_file() for n in ("corpus.jsonl", "corpus.jsonl.gz")
     ):
@@ -78,7 +79,6 @@ def main(argv: list[str] | None = None) -> int:
     import faiss
     import torch
 
-    from rag_hier.corpus.readers import read_beir_corpus, read_qrels, read_queries
     from rag_hier.encoders import DEFAULT_MODEL, DenseEncoder
     from rag_hier.eval import evaluate, hits_to_run
     from rag_hier.retrieval import DenseRetriever
@@ -87,9 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     faiss.omp_set_num_threads(args.threads)
 
-    docs = read_beir_corpus(data)
-    queries_all = read_queries(data)
-    qrels = read_qrels(data / "qrels" / "test.tsv")
+    scifact = load_scifact(args.data)
+    docs, queries_all, qrels = scifact.documents, scifact.queries, scifact.qrels
+    model_name = args.model or DEFAULT_MODEL
     qids = [q for q in qrels if q in queries_all]
     qtexts = [queries_all[q] for q in qids]
     doc_ids = [d.doc_id for d in docs]
@@ -114,9 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     }
 
     if args.timing_only:
-        results["timing_subset"] = _timing_subset(docs[: args.timing_only], args.out.parent)
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        results["timing_subset"] = _timing_subset(docs[: args.timing_only], model_name)
+        write_json(args.out, results, indent=2)
         print(f"wrote {args.out}")
         return 0
 
@@ -124,10 +123,10 @@ def main(argv: list[str] | None = None) -> int:
         import sentence_transformers
 
         results["machine"]["sentence_transformers"] = sentence_transformers.__version__
-        encoder = DenseEncoder(DEFAULT_MODEL, device="cpu")
+        encoder = DenseEncoder(model_name, device="cpu")
         model = encoder.model  # load once, outside every timing
         results["model"] = {
-            "name": DEFAULT_MODEL,
+            "name": model_name,
             "max_seq_length": int(model.max_seq_length),
             "normalize": encoder.normalize_embeddings,
         }
@@ -229,19 +228,18 @@ def main(argv: list[str] | None = None) -> int:
     results["timings_s"]["bm25_search_300"] = t_bm25_search
     print(f"bm25s ({stemmer_name}) index {t_bm25_index:.2f}s  {_fmt(m_bm25)}")
 
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    write_json(args.out, results, indent=2)
     print(f"wrote {args.out}")
     return 0
 
 
-def _timing_subset(docs, out_dir: Path, rounds: int = 2) -> dict:
+def _timing_subset(docs, model: str, rounds: int = 2) -> dict:
     """Store indexing (encode + SQLite + FAISS + commit) vs raw encoding of the same texts, interleaved."""
     from rag_hier.corpus.model import split_document
-    from rag_hier.encoders import DEFAULT_MODEL, DenseEncoder
+    from rag_hier.encoders import DenseEncoder
     from rag_hier.store import HierStore
 
-    encoder = DenseEncoder(DEFAULT_MODEL, device="cpu")
+    encoder = DenseEncoder(model, device="cpu")
     encoder.encode_documents(["warm up"] * 8)
     texts = [split_document(d, 0)[0].embedding_text for d in docs]
     raw_t, store_t = [], []
