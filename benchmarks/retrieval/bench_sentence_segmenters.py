@@ -3,7 +3,7 @@
 Usage (each segmenter that is not installed is skipped; only ``sentencex`` is a rag-hier dependency)::
 
     pip install pysbd blingfire syntok       # to compare; all install offline from PyPI, no model downloads
-    python benchmarks/bench_sentence_segmenters.py [--data ../shared/data/scifact] [--docs 2000]
+    python -m benchmarks.retrieval.bench_sentence_segmenters [--data ../shared/data] [--docs 2000]
 
 For each segmenter: how many of 10 hand-written cases (abbreviations, decimals, "et al.", "e.g.", quotes,
 "i.v.") it segments right; words per second on the first ``--docs`` SciFact abstracts (median of 3);
@@ -21,10 +21,8 @@ import json
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-DEFAULT_DATA = HERE.parent.parent / "shared" / "data" / "scifact"
+from benchmarks.common.data import add_data_argument, scifact_dir
 
 CASES = [
     ("Dr. Smith went to Washington. He arrived on Jan. 5 at 3 p.m. and left.", 2),
@@ -85,10 +83,10 @@ def segmenters() -> dict[str, Callable[[str], list[str]]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    add_data_argument(parser)
     parser.add_argument("--docs", type=int, default=2000)
     args = parser.parse_args(argv)
-    with gzip.open(args.data / "corpus.jsonl.gz", "rt", encoding="utf-8") as handle:
+    with gzip.open(scifact_dir(args.data) / "corpus.jsonl.gz", "rt", encoding="utf-8") as handle:
         docs = [json.loads(line)["text"] for _, line in zip(range(args.docs), handle, strict=False)]
     words = sum(len(d.split()) for d in docs)
     print(f"{len(docs)} SciFact abstracts, {words} words\n")

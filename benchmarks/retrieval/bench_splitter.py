@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/bench_splitter.py [--data ../shared/data] [--max-words 100] [--eval]
+    python -m benchmarks.retrieval.bench_splitter [--data ../shared/data] [--max-words 100] [--eval]
         [--out benchmarks/out/splitter.json]
 
 What it measures, on BEIR SciFact (5,183 abstracts) and XQuAD-en (48 documents, 240 paragraphs):
@@ -27,11 +27,11 @@ import statistics
 import time
 from pathlib import Path
 
+from benchmarks.common.data import add_data_argument, scifact_dir, xquad_dir
+from benchmarks.common.report import out_path, write_json
 from rag_hier.corpus import Document, read_corpus, read_qrels, read_queries, split_document
 from rag_hier.corpus.model import _balanced_blocks
 
-HERE = Path(__file__).resolve().parent
-DEFAULT_DATA = HERE.parent.parent / "shared" / "data"
 SENTENCE_END = re.compile(r"[.!?][\"')\]]*$")
 
 
@@ -80,7 +80,9 @@ def timed(fn, documents: list[Document]) -> tuple[list[list[str]], float]:
     return result, statistics.median(times)
 
 
-def evaluate_scifact(data: Path, variants: dict[str, list[list[str]]], documents: list[Document]) -> dict:
+def evaluate_scifact(
+    data: Path, variants: dict[str, list[list[str]]], documents: list[Document], model: str | None = None
+) -> dict:
     import numpy as np
     import torch
 
@@ -88,7 +90,7 @@ def evaluate_scifact(data: Path, variants: dict[str, list[list[str]]], documents
     from rag_hier.eval.metrics import evaluate
 
     torch.set_num_threads(1)
-    encoder = DenseEncoder(DEFAULT_MODEL, device="cpu", batch_size=64, show_progress_bar=False)
+    encoder = DenseEncoder(model or DEFAULT_MODEL, device="cpu", batch_size=64, show_progress_bar=False)
     cache: dict[str, np.ndarray] = {}
     results: dict[str, dict] = {}
     queries = read_queries(data / "queries.jsonl")
@@ -129,7 +131,7 @@ def evaluate_scifact(data: Path, variants: dict[str, list[list[str]]], documents
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    add_data_argument(parser)
     parser.add_argument("--max-words", type=int, default=100)
     parser.add_argument("--overlap", type=int, default=20)
     parser.add_argument("--eval", action="store_true", help="also run SciFact retrieval for each splitter")
@@ -138,10 +140,11 @@ def main(argv: list[str] | None = None) -> int:
         default="word_blocks,sentences,overlap",
         help="comma-separated splitters to evaluate with --eval (word_blocks, sentences, overlap)",
     )
-    parser.add_argument("--out", type=Path, default=HERE / "out" / "splitter.json")
+    parser.add_argument("--out", type=Path, default=out_path("splitter.json"))
+    parser.add_argument("--model", default=None, help="--eval: the model (default: the offline all-MiniLM-L6-v2)")
     args = parser.parse_args(argv)
     report: dict = {"max_words": args.max_words, "overlap": args.overlap, "corpora": {}}
-    corpora = {"scifact": args.data / "scifact", "xquad_en": args.data / "xquad_en"}
+    corpora = {"scifact": scifact_dir(args.data), "xquad_en": xquad_dir(args.data)}
     scifact_variants: dict[str, list[list[str]]] = {}
     scifact_docs: list[Document] = []
     for name, path in corpora.items():
@@ -167,9 +170,8 @@ def main(argv: list[str] | None = None) -> int:
                 if k in wanted
             }
     if args.eval:
-        report["scifact_retrieval"] = evaluate_scifact(corpora["scifact"], scifact_variants, scifact_docs)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        report["scifact_retrieval"] = evaluate_scifact(corpora["scifact"], scifact_variants, scifact_docs, args.model)
+    write_json(args.out, report, indent=2)
     print(f"wrote {args.out}")
     return 0
 
