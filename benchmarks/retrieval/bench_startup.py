@@ -4,7 +4,7 @@ Every command runs in a fresh interpreter, the commands interleaved round after 
 and each is reported as its median wall time and the ratio to the median of `python -c pass` of the same run,
 with the number of modules it imported and whether NumPy was among them.
 
-    python benchmarks/bench_startup.py [--rounds 15] [--anchor-tree DIR]
+    python -m benchmarks.retrieval.bench_startup [--rounds 15] [--anchor-tree DIR]
 
 ``--anchor-tree``: also time a checkout of another version (its ``rag_hier`` first on ``PYTHONPATH``), the
 two versions' commands interleaved in the same rounds.
@@ -61,11 +61,19 @@ def _modules(argv: list[str], tree: str | None) -> tuple[int, bool]:
     return int(count), bool(numpy)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--anchor-tree", default=None, help="a checkout of another version to time beside this one")
-    args = ap.parse_args()
+    ap.add_argument(
+        "--commands",
+        default=",".join(COMMANDS),
+        help="the commands timed, comma-separated (e.g. --commands=--version; default: all)",
+    )
+    args = ap.parse_args(argv)
+    commands = [c for c in args.commands.split(",") if c]
+    if unknown := [c for c in commands if c not in COMMANDS]:
+        ap.error(f"--commands: unknown {unknown}; known: {', '.join(COMMANDS)}")
     trees: list[tuple[str, str | None]] = [("this", None)]
     if args.anchor_tree:
         trees.append(("anchor", str(Path(args.anchor_tree).resolve())))
@@ -73,8 +81,8 @@ def main() -> None:
         ("", "python -c pass"): ([sys.executable, "-c", "pass"], None)
     }
     for label, tree in trees:
-        for name, argv in COMMANDS.items():
-            runs[(label, name)] = ([sys.executable, "-m", "rag_hier", *argv], tree)
+        for name in commands:
+            runs[(label, name)] = ([sys.executable, "-m", "rag_hier", *COMMANDS[name]], tree)
     times: dict[tuple[str, str], list[float]] = {key: [] for key in runs}
     for _ in range(args.rounds):
         for key, (cmd, tree) in runs.items():
