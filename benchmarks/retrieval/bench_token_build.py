@@ -12,7 +12,7 @@ Each round runs, in fresh interpreters and in this order (so every round sees th
 
 Usage::
 
-    python benchmarks/bench_token_build.py --data ../shared/data/scifact --rounds 3 [--dense]
+    python -m benchmarks.retrieval.bench_token_build --data ../shared/data --rounds 3 [--dense]
 
 Prints one row per round and the medians; ``--out FILE`` also writes them as JSON.
 """
@@ -20,7 +20,6 @@ Prints one row per round and the medians; ``--out FILE`` also writes them as JSO
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -30,8 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "scifact"
+from benchmarks.common.data import REPO, add_data_argument, scifact_dir
+from benchmarks.common.report import write_json
 
 # the floor imports nothing of rag-hier (which would bring NumPy and SciPy, about 0.35 s): the offline MiniLM's folder
 FLOOR = """
@@ -56,14 +55,15 @@ def _timed(cmd: list[str], tree: Path = REPO) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="a BEIR folder (corpus.jsonl.gz)")
+    add_data_argument(p)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--dense", action="store_true", help="also build the dense index each round (minutes)")
     p.add_argument("--anchor-tree", type=Path, default=None, help="also time the token command from this checkout")
     p.add_argument("--out", type=Path, default=None, help="write the rows and medians as JSON")
     args = p.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    cli = [sys.executable, "-m", "rag_hier", "index", str(args.data.resolve()), "--no-progress"]
+    scifact = scifact_dir(args.data).resolve()
+    cli = [sys.executable, "-m", "rag_hier", "index", str(scifact), "--no-progress"]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.anchor_tree:
                 row["anchor"] = _timed([*cli, "--store", str(store), "--token-index", "--no-dense"], args.anchor_tree)
                 shutil.rmtree(store)
-            row["floor"] = _timed([sys.executable, "-c", FLOOR, str(args.data / "corpus.jsonl.gz")])
+            row["floor"] = _timed([sys.executable, "-c", FLOOR, str(scifact / "corpus.jsonl.gz")])
             if args.dense:
                 store = Path(tmp) / "dense"
                 row["dense"] = _timed([*cli, "--store", str(store)])
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     medians = {k: statistics.median(r[k] for r in rows) for k in rows[0] if k != "round"}
     print("median  " + "  ".join(f"{k} {v:.2f}" for k, v in medians.items()))
     if args.out:
-        args.out.write_text(json.dumps({"rounds": rows, "median": medians}, indent=1) + "\n", encoding="utf-8")
+        write_json(args.out, {"rounds": rows, "median": medians})
     return 0
 
 
