@@ -2,14 +2,16 @@
 
 Usage::
 
-    python benchmarks/bench_svdr.py --phase build       # index build time and bytes: token index vs MiniLM/FAISS
-    python benchmarks/bench_svdr.py --phase untrained   # alpha, beta, beta+rerank(20/100), full, lexical, BM25
-    python benchmarks/bench_svdr.py --phase train       # train on SciFact train (qrels/train.tsv) within a budget
-    python benchmarks/bench_svdr.py --phase trained     # the same evaluation with the trained encoder
-    python benchmarks/bench_svdr.py --phase latency     # beta+rerank with on-the-fly encoding (no cache)
+    S="python -m benchmarks.retrieval.bench_svdr"
+    $S --phase build       # index build time and bytes: token index vs MiniLM/FAISS
+    $S --phase untrained   # alpha, beta, beta+rerank(20/100), full, lexical, BM25
+    $S --phase train       # train on SciFact train (qrels/train.tsv) within a budget
+    $S --phase trained     # the same evaluation with the trained encoder
+    $S --phase latency     # beta+rerank with on-the-fly encoding (no cache)
 
-Results are merged into ``benchmarks/out/svdr.json``; encodings are cached under
-``benchmarks/out/svdr-cache/`` (delete it to recompute). Documents are kept whole and indexed as
+SciFact comes from the data folder (``--data``, see ``benchmarks/README.md``). Results are merged into ``--out``
+(default ``benchmarks/out/svdr.json``); encodings are cached under ``--cache`` (default ``benchmarks/out/svdr-cache/``;
+delete it to recompute). Documents are kept whole and indexed as
 ``Passage.embedding_text`` (``"<title>, <text>"``), the store's convention; every run is document level.
 
 Evaluation goes through the library's own path: a store with no dense vectors, a ``token-index``
@@ -25,7 +27,6 @@ import argparse
 import datetime as _dt
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -33,10 +34,11 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-DEFAULT_DATA = HERE.parent.parent / "shared" / "data" / "scifact"
-OUT = HERE / "out"
-CACHE = OUT / "svdr-cache"
+from benchmarks.common.data import add_data_argument, load_scifact, scifact_dir
+from benchmarks.common.report import machine as common_machine
+from benchmarks.common.report import out_path, write_json
+
+CACHE = out_path("svdr-cache")
 METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
 
 
@@ -51,30 +53,18 @@ def load_results(path: Path) -> dict:
 
 
 def save_results(path: Path, results: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    write_json(path, results, indent=2)
 
 
 def machine(threads: int) -> dict:
-    import torch
-
-    return {
-        "cpus": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-        "torch": torch.__version__,
-        "torch_threads": threads,
-        "load_average_at_start": os.getloadavg(),
-    }
+    return common_machine(torch_threads=threads)
 
 
-def data_files(data: Path):
+def data_files(data: Path | None):
     from rag_hier.corpus.model import split_document
-    from rag_hier.corpus.readers import read_beir_corpus, read_qrels, read_queries
 
-    docs = read_beir_corpus(data)
-    queries = read_queries(data)
-    qrels = read_qrels(data / "qrels" / "test.tsv")
+    scifact = load_scifact(data)
+    docs, queries, qrels = scifact.documents, scifact.queries, scifact.qrels
     qids = [q for q in qrels if q in queries]
     texts = [split_document(d, 0)[0].embedding_text for d in docs]
     return docs, texts, queries, qrels, qids
@@ -87,7 +77,7 @@ def phase_build(args, results: dict) -> None:
     import faiss
     import scipy.sparse as sp
 
-    from rag_hier.encoders import DEFAULT_MODEL, DenseEncoder
+    from rag_hier.encoders import DenseEncoder
     from rag_hier.encoders.binarizer import TokenBinarizer
     from rag_hier.index.token import TokenIndex
 
@@ -97,7 +87,7 @@ def phase_build(args, results: dict) -> None:
 
     # token index: tokenizer load, tokenization + CSR, write
     t0 = time.perf_counter()
-    binarizer = TokenBinarizer(DEFAULT_MODEL, max_length=256)
+    binarizer = TokenBinarizer(args.model, max_length=256)
     t_load = time.perf_counter() - t0
     t0 = time.perf_counter()
     index = TokenIndex(binarizer)
@@ -131,7 +121,7 @@ def phase_build(args, results: dict) -> None:
     import multiprocessing as mp
 
     half = len(texts) // 2
-    with mp.get_context("spawn").Pool(2, initializer=_init_worker) as pool:
+    with mp.get_context("spawn").Pool(2, initializer=_init_worker, initargs=(args.model,)) as pool:
         pool.map(_transform_chunk, [texts[:8], texts[8:16]])
         t0 = time.perf_counter()
         parts = pool.map(_transform_chunk, [texts[:half], texts[half:]])
@@ -146,7 +136,7 @@ def phase_build(args, results: dict) -> None:
     # dense index: model load, encode, FAISS add, write
     cache_vecs = CACHE / "dense-minilm.npy"
     t0 = time.perf_counter()
-    encoder = DenseEncoder(DEFAULT_MODEL, device="cpu", batch_size=32)
+    encoder = DenseEncoder(args.model, device="cpu", batch_size=32)
     encoder.encode_documents(["warm up"])
     t_mload = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -161,7 +151,7 @@ def phase_build(args, results: dict) -> None:
     CACHE.mkdir(parents=True, exist_ok=True)
     np.save(cache_vecs, vecs, allow_pickle=False)
     out["dense_index"] = {
-        "model": DEFAULT_MODEL,
+        "model": args.model,
         "model_load_s": t_mload,
         "encode_s": t_enc,
         "faiss_add_write_s": t_fw,
@@ -187,7 +177,7 @@ def phase_build(args, results: dict) -> None:
 
     t0 = time.perf_counter()
     store = HierStore.create(tmp / "store", model=None, corpus={"format": "beir", "max_passage_words": 0})
-    store.add_extension(TokenIndexExtension(DEFAULT_MODEL))
+    store.add_extension(TokenIndexExtension(args.model))
     store.add_documents(docs, max_passage_words=0, encode=False)
     t_store = time.perf_counter() - t0
     files = {p.name: p.stat().st_size for p in (tmp / "store").iterdir()}
@@ -200,12 +190,11 @@ def phase_build(args, results: dict) -> None:
 _WORKER: dict = {}
 
 
-def _init_worker() -> None:
+def _init_worker(model: str) -> None:
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    from rag_hier.encoders import DEFAULT_MODEL
     from rag_hier.encoders.binarizer import TokenBinarizer
 
-    _WORKER["binarizer"] = TokenBinarizer(DEFAULT_MODEL, max_length=256)
+    _WORKER["binarizer"] = TokenBinarizer(model, max_length=256)
 
 
 def _transform_chunk(texts: list[str]):
@@ -248,7 +237,7 @@ def _bm25(docs, qids, queries, qrels, top_k=100) -> dict:
     retriever.index(bm25s.tokenize(corpus, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
     res, sc = retriever.retrieve(
         bm25s.tokenize([queries[q] for q in qids], stopwords="en", stemmer=stemmer, show_progress=False),
-        k=top_k,
+        k=min(top_k, len(corpus)),
         show_progress=False,
         n_threads=1,
     )
@@ -355,10 +344,10 @@ def phase_eval(args, results: dict, tag: str, model: str) -> None:
     if dense_cache.is_file() and "dense MiniLM (reference)" not in results:
         import faiss
 
-        from rag_hier.encoders import DEFAULT_MODEL, DenseEncoder
+        from rag_hier.encoders import DenseEncoder
 
         vecs = np.load(dense_cache, allow_pickle=False)
-        qv = DenseEncoder(DEFAULT_MODEL, device="cpu").encode_queries(qtexts)
+        qv = DenseEncoder(args.model, device="cpu").encode_queries(qtexts)
         flat = faiss.IndexFlatIP(vecs.shape[1])
         flat.add(vecs)
         s, i = flat.search(qv, 100)
@@ -426,16 +415,13 @@ def phase_latency(args, results: dict, tag: str, model: str) -> None:
 def phase_train(args, results: dict) -> None:
     import logging
 
-    from rag_hier.corpus.readers import read_beir_corpus, read_qrels, read_queries
-    from rag_hier.encoders import DEFAULT_MODEL
     from rag_hier.encoders.vocab import VocabEncoder
     from rag_hier.training.svdr import SvdrTrainer, SvdrTrainingConfig
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    docs = read_beir_corpus(args.data)
-    queries = read_queries(args.data)
-    qrels = read_qrels(args.data / "qrels" / "train.tsv")
-    encoder = VocabEncoder(DEFAULT_MODEL, device="cpu", selection_precision=args.train_selection_precision)
+    scifact = load_scifact(args.data)
+    docs, queries, qrels = scifact.documents, scifact.queries, scifact.train_qrels
+    encoder = VocabEncoder(args.model, device="cpu", selection_precision=args.train_selection_precision)
     config = SvdrTrainingConfig(
         epochs=args.train_epochs,
         batch_size=args.train_batch_size,
@@ -472,10 +458,13 @@ def phase_train(args, results: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     global CACHE
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--out", type=Path, default=OUT / "svdr.json")
+    add_data_argument(parser)
+    parser.add_argument("--out", type=Path, default=out_path("svdr.json"))
     parser.add_argument("--cache", type=Path, default=CACHE, help="encodings cache directory")
-    parser.add_argument("--model-dir", type=Path, default=OUT / "svdr-scifact-model", help="trained model directory")
+    parser.add_argument("--model", default=None, help="the base model (default: the offline all-MiniLM-L6-v2)")
+    parser.add_argument(
+        "--model-dir", type=Path, default=out_path("svdr-scifact-model"), help="trained model directory"
+    )
     parser.add_argument("--phase", choices=("build", "untrained", "train", "trained", "latency", "all"), default="all")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32)
@@ -500,8 +489,8 @@ def main(argv: list[str] | None = None) -> int:
         "--trained-tag", default="trained", help="label (and E(d) cache name) of the trained model's evaluation"
     )
     args = parser.parse_args(argv)
-    if not (args.data / "qrels" / "test.tsv").is_file():
-        print(f"SKIP: SciFact not found at {args.data}")
+    if not (scifact_dir(args.data) / "qrels" / "test.tsv").is_file():
+        print(f"SKIP: SciFact not found at {scifact_dir(args.data)}")
         return 0
     import torch
 
@@ -511,6 +500,7 @@ def main(argv: list[str] | None = None) -> int:
     results["date"] = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
     from rag_hier.encoders import DEFAULT_MODEL
 
+    args.model = args.model or DEFAULT_MODEL
     trained = str(args.model_dir)
     phases = ["build", "untrained", "train", "trained"] if args.phase == "all" else [args.phase]
     for phase in phases:
@@ -518,13 +508,13 @@ def main(argv: list[str] | None = None) -> int:
         if phase == "build":
             phase_build(args, results)
         elif phase == "untrained":
-            phase_eval(args, results, "untrained", DEFAULT_MODEL)
+            phase_eval(args, results, "untrained", args.model)
         elif phase == "train":
             phase_train(args, results)
         elif phase == "trained":
             phase_eval(args, results, args.trained_tag, trained)
         elif phase == "latency":
-            phase_latency(args, results, "untrained", DEFAULT_MODEL)
+            phase_latency(args, results, "untrained", args.model)
         save_results(args.out, results)
     log(f"wrote {args.out}")
     return 0
