@@ -7,28 +7,34 @@ and prints the median seconds per forward + backward and the peak growth of the 
 
 Usage::
 
-    python benchmarks/bench_attention_dropout.py 32 256 3     # N texts, L tokens, repetitions
+    python -m benchmarks.training.bench_attention_dropout 32 256 3     # N texts, L tokens, repetitions
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
-import sys
 import threading
 import time
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("n", type=int, help="texts per pass")
+    parser.add_argument("length", type=int, help="tokens per text")
+    parser.add_argument("reps", type=int, help="repetitions (each: one pass with dropout 0.1, one with 0)")
+    parser.add_argument("--model", default=None, help="the model (default: the offline all-MiniLM-L6-v2)")
+    args = parser.parse_args(argv)
     import psutil
     import torch
     from sentence_transformers import SentenceTransformer
 
     from rag_hier.encoders.dense import DEFAULT_MODEL, resolve_model_path
 
-    n, length, reps = (int(x) for x in sys.argv[1:4])
+    n, length, reps = args.n, args.length, args.reps
     torch.set_num_threads(2)
-    model = SentenceTransformer(resolve_model_path(DEFAULT_MODEL), device="cpu")
+    model = SentenceTransformer(resolve_model_path(args.model or DEFAULT_MODEL), device="cpu")
     model.max_seq_length = length
     attention = [mod for name, mod in model.named_modules() if name.endswith("attention.self")]
     proc = psutil.Process()
