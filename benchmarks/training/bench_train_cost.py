@@ -13,13 +13,15 @@ loaded).
 
 Usage::
 
-    python benchmarks/bench_train_cost.py hce-u --data scifact            # batch 32, 128 tokens (the goal's setting)
-    python benchmarks/bench_train_cost.py hce-u --data xquad              # the trainer's own defaults (256 tokens)
-    python benchmarks/bench_train_cost.py hce-u --data xquad --steps 40 --no-anchor   # memory over several epochs
+    C="python -m benchmarks.training.bench_train_cost"
+    $C hce-u --dataset scifact            # batch 32, 128 tokens (the goal's setting)
+    $C hce-u --dataset xquad              # the trainer's own defaults (256 tokens)
+    $C hce-u --dataset xquad --steps 40 --no-anchor   # memory over several epochs
 
-Trainers: ``hce-u``, ``hce-s``, ``hce-j``, ``dhr``, ``svdr``. ``--data scifact`` sets batch 32 and 128 tokens for
-every trainer (the setting of the memory goal); ``--data xquad`` keeps each trainer's defaults (HCE and DHR: the model's
-256 tokens; SVDR: 128-token queries, 256-token passages). Writes ``benchmarks/out/cost/<trainer>-<data>.json``.
+Trainers: ``hce-u``, ``hce-s``, ``hce-j``, ``dhr``, ``svdr``. ``--dataset scifact`` sets batch 32 and 128 tokens for
+every trainer (the setting of the memory goal); ``--dataset xquad`` keeps each trainer's defaults (HCE and DHR: the
+model's 256 tokens; SVDR: 128-token queries, 256-token passages). The data sets come from the data folder (``--data``,
+see ``benchmarks/README.md``). Writes ``<out>/<trainer>-<dataset>.json`` (``--out``, default ``benchmarks/out/cost``).
 The first ``--warmup`` steps of each phase are left out of the seconds-per-step median.
 """
 
@@ -38,10 +40,9 @@ from typing import Any
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-DATA = Path(os.environ.get("RAG_HIER_DATA", HERE.parent.parent / "shared" / "data"))
-"""The shared data folder: ``$RAG_HIER_DATA``, else ``../shared/data`` next to the repository."""
-OUT = HERE / "out" / "cost"
+from benchmarks.common.data import REPO, add_data_argument, data_dir, load_scifact, load_xquad
+from benchmarks.common.report import out_path, write_json
+
 log = logging.getLogger("bench_train_cost")
 
 
@@ -82,6 +83,13 @@ class RssSampler:
         self._thread.join()
 
 
+def base_model(args: argparse.Namespace) -> str:
+    """``--model``, else the offline all-MiniLM-L6-v2 (every trainer's default)."""
+    from rag_hier.encoders import DEFAULT_MODEL
+
+    return args.model or DEFAULT_MODEL
+
+
 def gb(x: int) -> float:
     return round(x / 2**30, 3)
 
@@ -89,29 +97,18 @@ def gb(x: int) -> float:
 # ----------------------------------------------------------------------------------------------------
 # data
 # ----------------------------------------------------------------------------------------------------
-def scifact() -> dict[str, Any]:
-    from rag_hier.corpus import read_beir_corpus, read_qrels, read_queries
+def scifact(data: Path | None) -> dict[str, Any]:
+    d = load_scifact(data)
+    return {"documents": d.documents, "queries": d.queries, "qrels": d.train_qrels, "max_passage_words": 0}
 
-    d = DATA / "scifact"
+
+def xquad(data: Path | None) -> dict[str, Any]:
+    d = load_xquad(data)
     return {
-        "documents": read_beir_corpus(d),
-        "queries": read_queries(d / "queries.jsonl"),
-        "qrels": read_qrels(d / "qrels" / "train.tsv"),
-        "max_passage_words": 0,
-    }
-
-
-def xquad() -> dict[str, Any]:
-    from rag_hier.corpus.readers import read_qa_documents, read_qa_questions
-
-    d = DATA / "xquad_en"
-    docs = read_qa_documents(d)
-    questions = read_qa_questions(d)
-    return {
-        "documents": docs,
-        "questions": questions,
-        "queries": {q.qid: q.question for q in questions},
-        "qrels": {q.qid: {f"{q.doc_id}#{q.paragraph_index}": 1} for q in questions},
+        "documents": d.documents,
+        "questions": d.questions,
+        "queries": {q.qid: q.question for q in d.questions},
+        "qrels": {q.qid: {f"{q.doc_id}#{q.paragraph_index}": 1} for q in d.questions},
         "max_passage_words": 0,
     }
 
@@ -176,7 +173,7 @@ def run_hce(args: argparse.Namespace, data: dict[str, Any], steps: StepLog) -> d
 
     mode = {"hce-u": "unsupervised", "hce-s": "supervised", "hce-j": "joint"}[args.trainer]
     overrides: dict[str, Any] = {"mode": mode, "dev_size": 0, "dev_fraction": 0.0, "recluster": "always"}
-    if args.data == "scifact":
+    if args.dataset == "scifact":
         overrides.update(batch_size=32, max_seq_length=128)
     if args.steps_per_epoch:
         overrides["steps_per_epoch"] = args.steps_per_epoch
@@ -184,28 +181,26 @@ def run_hce(args: argparse.Namespace, data: dict[str, Any], steps: StepLog) -> d
     if args.mini_batch_size is not None:
         overrides["mini_batch_size"] = args.mini_batch_size or None
     cfg = HCEConfig(**overrides)
-    trainer = HCETrainer(config=cfg, device="cpu", show_progress_bar=False)
+    trainer = HCETrainer(base_model(args), config=cfg, device="cpu", show_progress_bar=False)
     embeddings = None
     if args.corpus_embeddings:  # the base model's corpus vectors, e.g. bench_hce.py's cached ones (same texts)
         embeddings = np.load(args.corpus_embeddings, allow_pickle=False)
     holder = {"decode": lambda feats: _decode(trainer.model, feats)}
     target = JointLoss if mode == "joint" else HierarchicalContrastiveLoss
     original = _record_features(target, steps, holder)
-    make = hce_trainer._st_training
+    make = hce_trainer.st_training
 
-    def patched() -> Any:
-        parts = list(make())
-        base = parts[0]
+    def patched(method: str) -> Any:
+        st = make(method)
 
-        class Recording(base):  # type: ignore[misc,valid-type]
+        class Recording(st.trainer):  # type: ignore[misc,name-defined]
             def __init__(self, *a: Any, **k: Any) -> None:
                 super().__init__(*a, **k)
                 self.add_callback(_st_callback(steps))
 
-        parts[0] = Recording
-        return tuple(parts)
+        return st._replace(trainer=Recording)
 
-    hce_trainer._st_training = patched  # type: ignore[assignment]
+    hce_trainer.st_training = patched  # type: ignore[assignment]
     import tempfile
 
     try:
@@ -220,7 +215,7 @@ def run_hce(args: argparse.Namespace, data: dict[str, Any], steps: StepLog) -> d
             )
     finally:
         target.forward = original
-        hce_trainer._st_training = make  # type: ignore[assignment]
+        hce_trainer.st_training = make  # type: ignore[assignment]
     return {
         "config": cfg.to_dict(),
         "epochs": [{"epoch": e.epoch, "steps": e.steps, "seconds": e.seconds} for e in result.history],
@@ -241,34 +236,34 @@ def run_dhr(args: argparse.Namespace, data: dict[str, Any], steps: StepLog) -> d
             for d, g in rel.items()
             if g > 0 and q in data["queries"]
         ]
-    overrides: dict[str, Any] = {"max_passage_words": 0, "device": "cpu"}
-    if args.data == "scifact":
+    overrides: dict[str, Any] = {"max_passage_words": 0, "device": "cpu", "base_model": base_model(args)}
+    if args.dataset == "scifact":
         overrides.update(batch_size=32, max_seq_length=128)
     if args.mini_batch_size is not None:
         overrides["mini_batch_size"] = args.mini_batch_size or None
     cfg = DHRTrainingConfig(**overrides)
     trainer = DHRTrainer(cfg)
-    make = dhr._st_training
+    make = dhr.st_training
     originals: list[tuple[Any, Any]] = []
 
-    def patched() -> Any:
-        trainer_cls, args_cls, losses, evaluator = make()
+    def patched(method: str) -> Any:
+        st = make(method)
 
-        class Recording(trainer_cls):  # type: ignore[misc,valid-type]
+        class Recording(st.trainer):  # type: ignore[misc,name-defined]
             def __init__(self, *a: Any, **k: Any) -> None:
                 super().__init__(*a, **k)
                 self.add_callback(_st_callback(steps))
                 model = k["model"]
                 holder["decode"] = lambda feats: _decode(model, feats)
 
-        return Recording, args_cls, losses, evaluator
+        return st._replace(trainer=Recording)
 
     holder: dict[str, Any] = {}
     from sentence_transformers.sentence_transformer import losses as st_losses
 
     for cls in (st_losses.MultipleNegativesRankingLoss, st_losses.CachedMultipleNegativesRankingLoss):
         originals.append((cls, _record_features(cls, steps, holder)))
-    dhr._st_training = patched  # type: ignore[assignment]
+    dhr.st_training = patched  # type: ignore[assignment]
     # stop after --steps optimizer steps
     orig_args = DHRTrainer._args
 
@@ -284,7 +279,7 @@ def run_dhr(args: argparse.Namespace, data: dict[str, Any], steps: StepLog) -> d
     finally:
         for cls, orig in originals:
             cls.forward = orig
-        dhr._st_training = make  # type: ignore[assignment]
+        dhr.st_training = make  # type: ignore[assignment]
         DHRTrainer._args = orig_args  # type: ignore[method-assign]
     # the cached loss calls the plain one inside: keep one record per micro-batch
     return {"config": cfg.to_dict(), "rows": dict(result.rows), "seconds_total": round(result.seconds, 1)}
@@ -294,17 +289,17 @@ def run_svdr(args: argparse.Namespace, data: dict[str, Any], steps: StepLog) -> 
     from rag_hier.training.svdr import SvdrTrainer, SvdrTrainingConfig
 
     overrides: dict[str, Any] = {"max_steps": args.steps, "log_every": 1}
-    if args.data == "scifact":
+    if args.dataset == "scifact":
         overrides.update(batch_size=32)
     if args.mini_batch_size is not None and hasattr(SvdrTrainingConfig, "mini_batch_size"):
         overrides["mini_batch_size"] = args.mini_batch_size or None
     cfg = SvdrTrainingConfig(**overrides)
     kwargs: dict[str, Any] = {}
-    if args.data == "scifact":
+    if args.dataset == "scifact":
         kwargs = {"query_max_length": 128, "document_max_length": 128}
     from rag_hier.encoders.vocab import VocabEncoder
 
-    encoder = VocabEncoder(**kwargs) if kwargs else VocabEncoder()
+    encoder = VocabEncoder(base_model(args), **kwargs)
     answers = {q.qid: q.answers for q in data.get("questions", ()) if q.answers}  # QA data: the paper's filter
     trainer = SvdrTrainer.from_documents(
         encoder,
@@ -354,10 +349,10 @@ def run_mnrl(args: argparse.Namespace, batches: list[list[list[str]]], lr: float
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-    from rag_hier.encoders.dense import DEFAULT_MODEL, resolve_model_path
+    from rag_hier.encoders.dense import resolve_model_path
 
-    model = SentenceTransformer(resolve_model_path(DEFAULT_MODEL), device="cpu")
-    if args.data == "scifact":
+    model = SentenceTransformer(resolve_model_path(base_model(args)), device="cpu")
+    if args.dataset == "scifact":
         model.max_seq_length = 128
     model.train()
     loss = MultipleNegativesRankingLoss(model)
@@ -409,9 +404,10 @@ def run_anchor(args: argparse.Namespace, batches: list[list[list[str]]], lr: flo
     with tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp) / "anchor.json"
         spec.write_text(json.dumps({"batches": batches, "lr": lr}), encoding="utf-8")
-        cmd = [sys.executable, __file__, args.trainer, "--data", args.data, "--threads", str(args.threads)]
-        cmd += ["--warmup", str(args.warmup), "--anchor-from", str(spec)]
-        child = subprocess.Popen(cmd)
+        cmd = [sys.executable, "-m", "benchmarks.training.bench_train_cost", args.trainer, "--dataset", args.dataset]
+        cmd += ["--data", str(data_dir(args.data)), "--threads", str(args.threads), "--warmup", str(args.warmup)]
+        cmd += ["--anchor-from", str(spec), *(["--model", args.model] if args.model else [])]
+        child = subprocess.Popen(cmd, cwd=REPO)
         proc = psutil.Process(child.pid)
         peak = 0
         limit = args.anchor_limit_gb * 2**30
@@ -444,7 +440,10 @@ def summarize(steps: StepLog, warmup: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("trainer", choices=("hce-u", "hce-s", "hce-j", "dhr", "svdr"))
-    p.add_argument("--data", choices=("scifact", "xquad"), default="scifact")
+    p.add_argument("--dataset", choices=("scifact", "xquad"), default="scifact")
+    add_data_argument(p)
+    p.add_argument("--model", default=None, help="the base model (default: the offline all-MiniLM-L6-v2)")
+    p.add_argument("--out", type=Path, default=out_path("cost"), help="where <trainer>-<dataset>.json goes")
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--steps-per-epoch", type=int, default=None, help="HCE: EM epoch length (default: the trainer's)")
     p.add_argument("--warmup", type=int, default=1)
@@ -466,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     sampler = RssSampler()
-    data = scifact() if args.data == "scifact" else xquad()
+    data = scifact(args.data) if args.dataset == "scifact" else xquad(args.data)
     load = [os.getloadavg()]
     sampler.phase("trainer")
     steps = StepLog(sampler)
@@ -480,10 +479,9 @@ def main(argv: list[str] | None = None) -> int:
         **info,
     }
     load.append(os.getloadavg())
-    result: dict[str, Any] = {"trainer": args.trainer, "data": args.data, "phase_trainer": trainer_summary}
-    OUT.mkdir(parents=True, exist_ok=True)
-    name = f"{args.trainer}-{args.data}{args.tag}.json"
-    (OUT / name).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")  # kept if phase 2 fails
+    result: dict[str, Any] = {"trainer": args.trainer, "data": args.dataset, "phase_trainer": trainer_summary}
+    path = args.out / f"{args.trainer}-{args.dataset}{args.tag}.json"
+    write_json(path, result)  # kept if phase 2 fails
     if not args.no_anchor and steps.batches:
         lr = float(info.get("config", {}).get("learning_rate", 2e-5))
         result["phase_mnrl"] = run_anchor(args, steps.batches[: len(steps.seconds)], lr)
@@ -494,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
     sampler.stop()
     result["load_average"] = [list(np.round(x, 2)) for x in load]
     result["machine"] = f"{platform.processor() or platform.machine()}, {args.threads} torch threads, shared host"
-    (OUT / name).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    write_json(path, result)
     print(json.dumps({k: v for k, v in result.items()}, indent=1)[:4000])
     return 0
 
