@@ -13,10 +13,16 @@ Every step is a subprocess of the ``rag-hier`` command line; wall time and peak 
 measured around it. ``--steps`` caps training (``--max-steps``) for a quick check; the figures in
 docs/benchmarks.md use the defaults.
 
-Usage:
-    python benchmarks/bench_tune.py scifact --data ../shared/data [--out benchmarks/out/tune]
-    python benchmarks/bench_tune.py xquad --data ../shared/data
-Results: OUT/<case>/result.json (and the tune report, eval JSONs, per-query files).
+The XQuAD-en halves here shuffle the documents in file order (``documents.jsonl``), not sorted by id as
+:func:`benchmarks.common.halves` does, so they differ from the other benchmarks' halves; the figures in
+docs/benchmarks.md were measured with these.
+
+Usage (the data folder as in ``benchmarks/README.md``)::
+
+    python -m benchmarks.training.bench_tune scifact [--data ../shared/data] [--out benchmarks/out/tune]
+    python -m benchmarks.training.bench_tune xquad [--data ../shared/data]
+
+Results: ``<out>/<case>/result.json`` (and the tune report, eval JSONs, per-query files).
 """
 
 from __future__ import annotations
@@ -31,7 +37,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.common.data import add_data_argument, data_dir
+from benchmarks.common.report import out_path, write_json
+
 CLI = [sys.executable, "-m", "rag_hier"]
 
 
@@ -48,23 +56,22 @@ def run(cmd: list[str], log: Path) -> tuple[float, float]:
     return elapsed, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
-def build_scifact(data: Path, store: Path, max_seq_length: int) -> None:
+def build_scifact(data: Path, store: Path, max_seq_length: int, model: str | None = None) -> None:
     """The SciFact store: documents kept whole, MiniLM at ``max_seq_length`` tokens (recorded in the store)."""
-    sys.path.insert(0, str(ROOT))
     from rag_hier import DenseEncoder, HierStore
     from rag_hier.corpus import read_corpus
 
     docs = read_corpus(data / "scifact", "beir")
     s = HierStore.create(
         store,
-        encoder=DenseEncoder(max_seq_length=max_seq_length, show_progress_bar=True),
+        encoder=DenseEncoder(*([model] if model else []), max_seq_length=max_seq_length, show_progress_bar=True),
         corpus={"format": "beir", "max_passage_words": 0},
     )
     s.add_documents(docs, max_passage_words=0, show_progress_bar=True)
     s.close()
 
 
-def build_xquad(data: Path, work: Path, store: Path) -> tuple[Path, Path]:
+def build_xquad(data: Path, work: Path, store: Path, model: str | None = None) -> tuple[Path, Path]:
     """The XQuAD-en store (all 48 documents) and the train / test question files (split by document)."""
     docs = [json.loads(line) for line in (data / "xquad_en" / "documents.jsonl").read_text().splitlines() if line]
     ids = [d["doc_id"] for d in docs]
@@ -75,13 +82,13 @@ def build_xquad(data: Path, work: Path, store: Path) -> tuple[Path, Path]:
     train.write_text("".join(x + "\n" for x in lines if json.loads(x)["doc_id"] in train_docs))
     test.write_text("".join(x + "\n" for x in lines if json.loads(x)["doc_id"] not in train_docs))
     if not store.exists():
-        run([*CLI, "index", str(data / "xquad_en" / "documents.jsonl"), "--store", str(store)], work / "log.txt")
+        index = [*CLI, "index", str(data / "xquad_en" / "documents.jsonl"), "--store", str(store)]
+        run([*index, *(["--model", model] if model else [])], work / "log.txt")
     return train, test
 
 
 def test_subsets(args: argparse.Namespace, before: Path, after: Path) -> dict[str, dict[str, float]]:
     """Test nDCG@10 before and after, for test queries about documents some training query is about, and the rest."""
-    sys.path.insert(0, str(ROOT))
     from rag_hier.eval.compare import paired_difference
     from rag_hier.eval.perquery import read_per_query
 
@@ -120,8 +127,9 @@ def test_subsets(args: argparse.Namespace, before: Path, after: Path) -> dict[st
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("case", choices=("scifact", "xquad"))
-    parser.add_argument("--data", type=Path, required=True, help="the shared data folder (scifact/, xquad_en/)")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "tune")
+    add_data_argument(parser)
+    parser.add_argument("--out", type=Path, default=out_path("tune"))
+    parser.add_argument("--model", default=None, help="the store's model (default: the offline all-MiniLM-L6-v2)")
     parser.add_argument("--steps", type=int, default=None, help="cap training steps (quick check)")
     parser.add_argument("--max-seq-length", type=int, default=128, help="SciFact store's token limit (128)")
     parser.add_argument("--fresh", action="store_true", help="rebuild the store")
@@ -138,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--tag", default="", help="suffix of the results folder (several settings side by side)")
     args = parser.parse_args(argv)
+    args.data = data_dir(args.data)
     work = args.out / f"{args.case}{args.tag}"
     work.mkdir(parents=True, exist_ok=True)
     log = work / "log.txt"
@@ -148,11 +157,11 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     if args.case == "scifact":
         if not pristine.exists():
-            build_scifact(args.data, pristine, args.max_seq_length)
+            build_scifact(args.data, pristine, args.max_seq_length, args.model)
         tune_inputs = ["--beir", str(args.data / "scifact"), "--split", "train"]
         test_inputs = ["--beir", str(args.data / "scifact"), "--split", "test"]
     else:
-        train_q, test_q = build_xquad(args.data, work, pristine)
+        train_q, test_q = build_xquad(args.data, work, pristine, args.model)
         tune_inputs = ["--queries", str(train_q)]
         test_inputs = ["--queries", str(test_q)]
     build_seconds = time.perf_counter() - t0
@@ -188,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         keep = ("method", "adopted", "reason", "dev_queries", "difference", "dev_subsets", "seconds", "details")
         summary = {"case": args.case, "tune_args": args.tune_arg, "tune_seconds": t_tune, "peak_mb": peak}
         summary.update({k: report.get(k) for k in keep})
-        (work / "dev.json").write_text(json.dumps(summary, indent=2) + "\n")
+        write_json(work / "dev.json", summary, indent=2)
         print(json.dumps(summary, indent=2))
         return 0
     t_eval_after, _ = run(
@@ -253,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         "test_compare": json.loads((work / "compare.json").read_text()),
         "test_subsets": subsets,
     }
-    (work / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_json(work / "result.json", result, indent=2)
     print(json.dumps({k: result[k] for k in ("tune_seconds", "tune_peak_rss_mb", "test_before", "test_after")}))
     print(result["tune"]["reason"])
     return 0
