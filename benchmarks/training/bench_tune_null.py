@@ -8,7 +8,7 @@ are noise too: base and candidate are equally (un)able to find the judged docume
 adoption. Each seed reshuffles the judgements and reseeds the split, the sampling and the bootstrap.
 
 Usage:
-    python benchmarks/bench_tune_null.py [--seeds 40] [--out benchmarks/out/tune/null.json]
+    python -m benchmarks.training.bench_tune_null [--seeds 40] [--out benchmarks/out/tune/null.json]
 """
 
 from __future__ import annotations
@@ -16,20 +16,21 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.common.report import out_path, write_json
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=40)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "tune" / "null.json")
+    parser.add_argument("--epochs", type=float, default=3.0, help="tune's training epochs")
+    parser.add_argument("--out", type=Path, default=out_path("tune", "null.json"))
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(ROOT))
     import logging
 
     logging.disable(logging.WARNING)
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     model = str(build_tiny_model(work / "model"))
     corpus, queries, qrels = translation_collection()
     settings = {
-        "epochs": 3.0,
+        "epochs": args.epochs,
         "learning_rate": 5e-3,
         "batch_size": 16,
         "num_negatives": 1,
@@ -78,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         for case in ("true", "shuffled")
     }
     out = {"summary": summary, "rows": rows, "seconds": round(time.perf_counter() - t0, 1)}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=2) + "\n")
+    write_json(args.out, out, indent=2)
+    shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(summary))
     return 0
 
