@@ -2,12 +2,12 @@
 
 Usage::
 
-    python benchmarks/svdr_dev_pilot.py LR TEMPERATURE MINUTES BATCH_SIZE [--untrained]
+    python -m benchmarks.training.svdr_dev_pilot LR TEMPERATURE MINUTES BATCH_SIZE [--untrained]
 
-Holds out 100 of the 809 judged SciFact train queries (shuffled with seed 0), trains the offline MiniLM
-as an SVDR encoder on the rest for MINUTES, and prints β search nDCG@10 / Recall@100 on the held-out
-queries (with ``--untrained`` also before training). β needs only the binary token index and the
-queries' E(q), so each evaluation takes seconds.
+Holds out 100 (``--dev-queries``) of the 809 judged SciFact train queries (shuffled with seed 0; the data folder as
+in ``benchmarks/README.md``), trains the offline MiniLM (``--model``) as an SVDR encoder on the rest for MINUTES,
+and prints β search nDCG@10 / Recall@100 on the held-out queries (with ``--untrained`` also before training). β
+needs only the binary token index and the queries' E(q), so each evaluation takes seconds.
 """
 
 from __future__ import annotations
@@ -15,40 +15,40 @@ from __future__ import annotations
 import argparse
 import logging
 import random
-from pathlib import Path
 
-import numpy as np
-import torch
-
-from rag_hier.corpus.model import split_document
-from rag_hier.corpus.readers import read_beir_corpus, read_qrels, read_queries
-from rag_hier.encoders import DEFAULT_MODEL
-from rag_hier.encoders.vocab import VocabEncoder
-from rag_hier.eval import evaluate
-from rag_hier.index.token import TokenIndex
-from rag_hier.training.svdr import SvdrTrainer, SvdrTrainingConfig
-
-DATA = str(Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact")
+from benchmarks.common.data import add_data_argument, load_scifact
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("lr", type=float)
     parser.add_argument("temperature", type=float)
     parser.add_argument("minutes", type=float)
     parser.add_argument("batch_size", type=int)
     parser.add_argument("--untrained", action="store_true")
-    parser.add_argument("--data", default=DATA, help="the SciFact folder (default ../shared/data/scifact)")
-    args = parser.parse_args()
+    add_data_argument(parser)
+    parser.add_argument("--model", default=None, help="the starting model (default: the offline all-MiniLM-L6-v2)")
+    parser.add_argument("--dev-queries", type=int, default=100, help="training queries held out as the dev split")
+    parser.add_argument("--max-steps", type=int, default=None, help="also stop after this many steps")
+    args = parser.parse_args(argv)
+    import numpy as np
+    import torch
+
+    from rag_hier.corpus.model import split_document
+    from rag_hier.encoders import DEFAULT_MODEL
+    from rag_hier.encoders.vocab import VocabEncoder
+    from rag_hier.eval import evaluate
+    from rag_hier.index.token import TokenIndex
+    from rag_hier.training.svdr import SvdrTrainer, SvdrTrainingConfig
+
     torch.set_num_threads(2)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    docs = read_beir_corpus(args.data)
-    queries = read_queries(args.data)
-    qrels = read_qrels(f"{args.data}/qrels/train.tsv")
+    scifact = load_scifact(args.data)
+    docs, queries, qrels = scifact.documents, scifact.queries, scifact.train_qrels
     qids = sorted(qrels)
     random.Random(0).shuffle(qids)
-    dev, train = qids[:100], qids[100:]
-    encoder = VocabEncoder(DEFAULT_MODEL, selection_precision="bfloat16")
+    dev, train = qids[: args.dev_queries], qids[args.dev_queries :]
+    encoder = VocabEncoder(args.model or DEFAULT_MODEL, selection_precision="bfloat16")
     texts = [split_document(d, 0)[0].embedding_text for d in docs]
     index = TokenIndex(encoder.binarizer)
     index.add_texts(np.arange(len(texts)), texts)
@@ -69,6 +69,7 @@ def main() -> None:
         learning_rate=args.lr,
         temperature=args.temperature,
         max_seconds=args.minutes * 60,
+        max_steps=args.max_steps,
         log_every=5,
     )
     trainer = SvdrTrainer.from_documents(encoder, docs, queries, {q: qrels[q] for q in train}, config=config)
