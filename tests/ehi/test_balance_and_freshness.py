@@ -70,6 +70,33 @@ def test_balance_gradient_lowers_the_over_used_leaf() -> None:
     assert (after.argmax(1) == top).sum() < (before.argmax(1) == top).sum()
 
 
+def test_corpus_shares_leave_an_even_tree_alone_and_push_on_full_leaves() -> None:
+    indexer = EHIIndexer(8, branching=4, height=1, seed=0)
+    x = torch.nn.functional.normalize(torch.randn(40, 8), dim=-1)
+    even = leaf_balance(indexer(x), 4, 1, torch.full((4,), 0.25))
+    assert even.item() == pytest.approx(1.0)
+    even.backward()
+    assert all(p.grad is None or p.grad.abs().max() < 1e-6 for p in indexer.parameters())
+    indexer.zero_grad()
+    # leaf 2 holds most of the corpus: the term lowers its probability for every row
+    before = indexer(x).detach()
+    opt = torch.optim.SGD(indexer.parameters(), lr=0.5)
+    for _ in range(10):
+        opt.zero_grad()
+        leaf_balance(indexer(x), 4, 1, torch.tensor([0.1, 0.1, 0.7, 0.1])).backward()
+        opt.step()
+    assert indexer(x).detach()[:, 2].mean() < before[:, 2].mean()
+    # a two-level tree sums the leaves' shares to the first level's nodes
+    deep = EHIIndexer(8, branching=2, height=2, seed=0)
+    y = deep(x)
+    share = torch.tensor([0.4, 0.1, 0.3, 0.2])
+    first = 2 * (torch.tensor([0.5, 0.5]) * y[:, :2].mean(0)).sum()
+    second_nodes = y[:, :2].argmax(1) * 2
+    p2 = torch.zeros(4).index_add(0, (second_nodes[:, None] + torch.arange(2)).reshape(-1), y[:, 2:].reshape(-1)) / 40
+    expected = (first + 4 * (share * p2).sum()) / 2
+    assert leaf_balance(y, 2, 2, share).item() == pytest.approx(expected.item(), rel=1e-5)
+
+
 def test_loss_adds_the_balance_term_only_when_weighted() -> None:
     indexer = EHIIndexer(8, branching=4, height=1, seed=0)
     q, p, n = (torch.nn.functional.normalize(torch.randn(6, 8), dim=-1) for _ in range(3))
@@ -81,6 +108,12 @@ def test_loss_adds_the_balance_term_only_when_weighted() -> None:
     assert weighted["balance"].item() == pytest.approx(0.5 * leaf_balance(docs, 4, 1).item(), rel=1e-5)
     for k in plain:
         torch.testing.assert_close(plain[k], weighted[k])
+    shared = EHILoss(None, indexer, lambda_balance=0.5)
+    shared.set_leaf_share(torch.tensor([10.0, 0.0, 30.0, 0.0]))
+    got = shared.compute_loss_from_embeddings([q, p, n], labels)["balance"]
+    assert got.item() == pytest.approx(0.5 * leaf_balance(docs, 4, 1, torch.tensor([0.25, 0, 0.75, 0])).item())
+    with pytest.raises(ValueError, match="documents_per_leaf"):
+        shared.set_leaf_share(torch.ones(3))
     with pytest.raises(ValueError, match="lambda_balance"):
         EHILoss(None, indexer, lambda_balance=-1)
     with pytest.raises(ValueError, match=r"EHIConfig\.lambda_balance"):
@@ -108,7 +141,7 @@ def test_balance_term_spreads_a_randomly_initialised_tree() -> None:
     def largest_leaf(lambda_balance: float) -> tuple[int, int]:
         cfg = EHIConfig(
             branching=8, epochs=40, refresh_every=5, batch_size=16, freeze_encoder=True, init="random", seed=0,
-            lambda_balance=lambda_balance,
+            lambda_balance=lambda_balance, remine_every=1,
         )  # fmt: skip
         res = EHITrainer("unused", cfg, device="cpu", show_progress_bar=False).train(
             corpus, None, queries=queries, qrels=qrels, corpus_embeddings=docs, query_embeddings=qv
@@ -117,7 +150,7 @@ def test_balance_term_spreads_a_randomly_initialised_tree() -> None:
         return int(sizes.max()), int((sizes > 0).sum())
 
     # 8 leaves for 6 clusters: the paper's loss keeps one leaf per cluster and leaves two empty (8 x 6);
-    # the balance term splits clusters to use every leaf
+    # the balance term (leaf shares updated at every step) splits clusters to use every leaf
     plain_max, plain_nonempty = largest_leaf(0.0)
     balanced_max, balanced_nonempty = largest_leaf(1.0)
     assert (plain_max, plain_nonempty) == (8, 6)
@@ -141,8 +174,8 @@ def test_remine_every_mines_with_the_current_indexer(monkeypatch: pytest.MonkeyP
     )
     assert res.steps == 6 and len(calls) == 1 + 2
     calls.clear()
-    plain = EHITrainer("unused", EHIConfig(branching=4, epochs=2, refresh_every=2, batch_size=16,
-                                           freeze_encoder=True, seed=0), device="cpu", show_progress_bar=False)  # fmt: skip
+    cfg = EHIConfig(branching=4, epochs=2, refresh_every=2, batch_size=16, freeze_encoder=True, seed=0)
+    plain = EHITrainer("unused", cfg, device="cpu", show_progress_bar=False)
     assert (
         plain.train(corpus, None, queries=queries, qrels=qrels, corpus_embeddings=docs, query_embeddings=qv).steps == 6
     )

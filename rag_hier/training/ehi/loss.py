@@ -25,36 +25,38 @@ def triplet(anchor_positive: Tensor, anchor_negative: Tensor, margin: float) -> 
     return F.relu(anchor_negative - anchor_positive + margin)
 
 
-def leaf_balance(paths: Tensor, branching: int, height: int) -> Tensor:
+def leaf_balance(paths: Tensor, branching: int, height: int, leaf_share: Tensor | None = None) -> Tensor:
     """Load-balancing term on path embeddings ``T`` of a batch of documents: ``Σ_h N_h Σ_v f_v P_v / H``.
 
-    At every level ``h`` the nodes ``v`` are the ``N_h = B^h`` prefixes of length ``h``; ``f_v`` is the fraction of
-    the rows whose argmax path passes through ``v`` (not differentiable) and ``P_v`` the mean over the rows of the
-    path probability they give ``v`` (``T``'s level-``h`` block: the probability of the row's own argmax prefix
-    times that of each child; nodes under another prefix count 0). This is the Switch Transformer's auxiliary
-    loss (Fedus et al., 2021) read level by level: its value is 1 when the rows spread evenly over the nodes with
-    confident probabilities, and up to ``N_h`` when they all go to one node; its gradient lowers the probability
-    of the nodes the batch over-uses.
+    At every level ``h`` the nodes ``v`` are the ``N_h = B^h`` prefixes of length ``h``; ``P_v`` is the mean over
+    the rows of the path probability they give ``v`` (``T``'s level-``h`` block: the probability of the row's own
+    argmax prefix times that of each child; nodes under another prefix count 0) and ``f_v`` the share of the
+    documents under ``v`` (not differentiable): from ``leaf_share`` (the corpus's documents per leaf, as a fraction,
+    from the last assignment) when given, else the fraction of the batch's rows whose argmax path passes through
+    ``v``. This is the Switch Transformer's auxiliary loss (Fedus et al., 2021) read level by level; with the
+    corpus's shares its gradient lowers the probability of the leaves that hold more than their share of the
+    corpus and leaves an evenly filled tree alone (a batch of a few hundred rows is too small an estimate of how
+    hundreds of leaves are filled). Its value is 1 when the documents spread evenly.
     """
     n = paths.size(0)
     if n == 0:
         return paths.new_zeros(())
     blocks = paths.float().reshape(n, height, branching)
     choice = blocks.detach().argmax(dim=2)  # (n, H): the argmax child at every level
+    share = None if leaf_share is None else leaf_share.to(device=paths.device, dtype=torch.float32)
     total = paths.new_zeros((), dtype=torch.float32)
     node = torch.zeros(n, dtype=torch.long, device=paths.device)
     for h in range(height):
         parent = node * branching  # first child of the row's own prefix at this level
         node = parent + choice[:, h]
         n_nodes = branching ** (h + 1)
-        f = torch.bincount(node, minlength=n_nodes).float() / n
+        if share is None:
+            f = torch.bincount(node, minlength=n_nodes).float() / n
+        else:  # the leaves' shares summed up to this level's nodes
+            f = share.reshape(n_nodes, -1).sum(dim=1)
         idx = parent[:, None] + torch.arange(branching, device=paths.device)[None, :]
-        p = (
-            torch.zeros(n_nodes, dtype=torch.float32, device=paths.device).index_add(
-                0, idx.reshape(-1), blocks[:, h, :].reshape(-1)
-            )
-            / n
-        )
+        p = torch.zeros(n_nodes, dtype=torch.float32, device=paths.device)
+        p = p.index_add(0, idx.reshape(-1), blocks[:, h, :].reshape(-1)) / n
         total = total + n_nodes * (f * p).sum()
     return total / height
 
@@ -71,9 +73,10 @@ class EHILoss(nn.Module):
       that are not near-duplicates are pushed apart in the tree;
 
     total ``λ₁ L_siamese + λ₂ L_indexing + λ₃ L_intra`` (Eq. 6), plus, with ``lambda_balance > 0`` (not in the
-    paper), ``λ_b L_balance``: :func:`leaf_balance` over the batch's documents (positives and mined negatives),
-    which keeps the leaves from collapsing into a few large ones as the encoder moves. The negatives of row ``i``
-    are its mined hard negative (third input column; ``-1`` label = none) and, with ``in_batch_negatives``, the
+    paper), ``λ_b L_balance``: :func:`leaf_balance` over the batch's documents (positives and mined negatives)
+    with the corpus's leaf shares of :meth:`set_leaf_share` (the trainer sets them at every re-mining), which
+    keeps the leaves from collapsing into a few large ones as the encoder moves. The negatives of row ``i`` are
+    its mined hard negative (third input column; ``-1`` label = none) and, with ``in_batch_negatives``, the
     positives of the other rows that are not relevant to ``q_i`` (:meth:`set_relevance`; without it only rows
     with the same positive are excluded). Each term is the **mean** over the (query, negative) pairs it applies to.
 
@@ -149,6 +152,17 @@ class EHILoss(nn.Module):
         self.lambda_balance = float(lambda_balance)
         self._n_items = 0
         self._relevant = torch.zeros(0, dtype=torch.long)
+        self._leaf_share: Tensor | None = None
+
+    def set_leaf_share(self, documents_per_leaf: Tensor | None) -> None:
+        """Documents per leaf of the corpus (counts or shares, ``(B^H,)``) for the balance term (``None``: batch's)."""
+        if documents_per_leaf is None:
+            self._leaf_share = None
+            return
+        counts = torch.as_tensor(documents_per_leaf, dtype=torch.float32).reshape(-1)
+        if counts.numel() != self.indexer.n_leaves or bool((counts < 0).any()) or float(counts.sum()) <= 0:
+            raise ValueError(f"documents_per_leaf must be {self.indexer.n_leaves} counts >= 0 with a positive sum")
+        self._leaf_share = counts / counts.sum()
 
     def set_relevance(self, n_items: int, pairs: Iterable[tuple[int, int]]) -> None:
         """Judgements ``(query index, corpus position)``: a row's in-batch negatives exclude its relevant items."""
@@ -238,7 +252,9 @@ class EHILoss(nn.Module):
         out["intra"] = lam_t * term(tp, tp, tn, all_terms, gate)
         if self.lambda_balance > 0:
             docs = tp if tn is None else torch.cat([tp, tn[mined]], dim=0)
-            out["balance"] = self.lambda_balance * leaf_balance(docs, self.indexer.branching, self.indexer.height)
+            out["balance"] = self.lambda_balance * leaf_balance(
+                docs, self.indexer.branching, self.indexer.height, self._leaf_share
+            )
         return out
 
     # -- sentence-transformers conventions --------------------------------------------------------

@@ -273,10 +273,10 @@ class EHITrainer:
                 if first > 0 and not cfg.freeze_encoder:  # the encoder moved: re-encode (Alg. 1's refresh)
                     emb = self.encode_corpus(items)
                     q_emb = self._encode(tq.texts, query=True)
-                assignment, pools = self._refresh(indexer, emb, q_emb, tq)
+                assignment, pools = self._refresh(indexer, emb, q_emb, tq, loss)
 
                 def remine(e: np.ndarray = emb, qe: np.ndarray = q_emb) -> list[np.ndarray]:
-                    return self._refresh(indexer, e, qe, tq)[1]
+                    return self._refresh(indexer, e, qe, tq, loss)[1]
 
                 if cfg.freeze_encoder:
                     done, terms, fallback = self._train_frozen(
@@ -396,13 +396,20 @@ class EHITrainer:
         return got
 
     def _refresh(
-        self, indexer: EHIIndexer, emb: np.ndarray, q_emb: np.ndarray, tq: TrainingQueries
+        self,
+        indexer: EHIIndexer,
+        emb: np.ndarray,
+        q_emb: np.ndarray,
+        tq: TrainingQueries,
+        loss: EHILoss | None = None,
     ) -> tuple[LeafAssignment, list[np.ndarray]]:
         """Assign the documents to leaves and mine each training query's hard-negative pool."""
         cfg = self.config
         indexer.eval()
         leaves = self._broadcast_leaves(indexer.assign(emb, top_k=cfg.leaves_per_document))
         assignment = LeafAssignment(leaves, indexer.n_leaves)
+        if loss is not None:  # the balance term weighs the leaves by how full this assignment makes them
+            loss.set_leaf_share(torch.from_numpy(assignment.sizes().astype(np.float32)))
         if cfg.mine_from == "exact":
             size = max(1, round(cfg.mine_leaves * emb.shape[0] / indexer.n_leaves))
             pools = exact_pools(q_emb, emb, tq.relevant, size)
