@@ -2,7 +2,7 @@
 
 Usage::
 
-    OMP_NUM_THREADS=1 nice -n 10 python benchmarks/bench_framework_filters.py [--n 100000] [--dim 128] \\
+    OMP_NUM_THREADS=1 nice -n 10 python -m benchmarks.frameworks.bench_framework_filters [--n 100000] [--dim 128] \\
         [--queries 20] [--threads 1]
 
 Setup (one run, one process): one local store of ``n`` passages written by the engine (random unit vectors of
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
 import os
 import platform
 import statistics
@@ -44,7 +43,9 @@ from unittest import mock
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
+from benchmarks.common.report import out_path, write_json
+from benchmarks.common.timing import interleaved
+from benchmarks.common.vectors import unit_vectors
 
 
 def _build(path: Path | str, n: int, dim: int, seed: int) -> None:
@@ -59,8 +60,7 @@ def _build(path: Path | str, n: int, dim: int, seed: int) -> None:
     batch = 10_000
     for start in range(0, n, batch):
         stop = min(n, start + batch)
-        vecs = rng.standard_normal((stop - start, dim)).astype(np.float32)
-        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        vecs = unit_vectors(rng, stop - start, dim)
         passages = [
             Passage(f"p{i}", f"d{i // 10}", i % 10, f"passage {i}", meta={"bucket": f"b{i % 10}", "n": i})
             for i in range(start, stop)
@@ -75,24 +75,18 @@ def _interleaved(
     warmup: int = 2,
     prepare: Callable[[], None] | None = None,
 ) -> dict:
-    """Each variant on each query, interleaved; ``prepare`` runs (untimed) before every call."""
-    for fn in variants.values():
-        for q in queries[:warmup]:
-            if prepare:
-                prepare()
-            fn(q.tolist())
-    times: dict[str, list[float]] = {name: [] for name in variants}
-    answers: dict[str, list[Any]] = {name: [] for name in variants}
-    for q in queries:
-        vec = q.tolist()
-        for name, fn in variants.items():
-            if prepare:
-                prepare()
-            t0 = time.perf_counter()
-            out = fn(vec)
-            times[name].append((time.perf_counter() - t0) * 1000.0)
-            answers[name].append(out)
-    return {"times": times, "answers": answers}
+    """Each variant on each query, interleaved (the order rotating); ``prepare`` runs (untimed) before every call.
+
+    Returns the milliseconds of every call and every answer, per variant.
+    """
+    vecs = [q.tolist() for q in queries]
+    run = interleaved(
+        {name: (lambda i, fn=fn: fn(vecs[i])) for name, fn in variants.items()},
+        len(vecs),
+        warmup=min(warmup, len(vecs)),
+        prepare=prepare,
+    )
+    return {"times": {k: [1000.0 * t for t in v] for k, v in run.seconds.items()}, "answers": run.results}
 
 
 def _no_pushdown(target: Any, name: str) -> Any:
@@ -111,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--milvus", action="store_true", help="a Milvus Lite collection (in a temporary file) instead of a directory"
     )
-    parser.add_argument("--out", type=Path, default=HERE / "out" / "framework_filters.json", help="JSON results")
+    parser.add_argument("--out", type=Path, default=out_path("framework_filters.json"), help="JSON results")
     args = parser.parse_args(argv)
 
     import faiss
@@ -136,8 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"built {args.n} passages in {build_s:.1f} s at {path}", flush=True)
 
     rng = np.random.default_rng(args.seed + 1)
-    queries = rng.standard_normal((args.queries, args.dim)).astype(np.float32)
-    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    queries = unit_vectors(rng, args.queries, args.dim)
 
     haystack = RagHierDocumentStore(uri=path) if args.milvus else RagHierDocumentStore(path=str(path))
     llama = RagHierVectorStore(uri=path) if args.milvus else RagHierVectorStore(path)
@@ -241,8 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         "load": os.getloadavg(),
     }
     print(f"\n{meta}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"meta": meta, "results": results}, indent=2))
+    write_json(args.out, {"meta": meta, "results": results}, indent=2)
     return 0
 
 
