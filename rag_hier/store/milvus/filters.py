@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rag_hier.errors import FilterError
 from rag_hier.store.filters import compile_filter
 
-__all__ = ["FIELD_NAME", "escape_string", "literal", "translate"]
+__all__ = ["FIELD_NAME", "escape_string", "ids_expr", "literal", "str_list", "translate"]
 
 FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 """A metadata key usable in a Milvus JSON path (letters, digits, ``_``, ``-``; not starting with a digit)."""
@@ -57,6 +57,16 @@ def escape_string(value: str) -> str:
     if any(ord(c) < 32 or ord(c) == 127 for c in out):
         raise _Untranslatable  # other control characters have no escape in Milvus' grammar
     return f'"{out}"'
+
+
+def str_list(values: Sequence[str]) -> str:
+    """A Milvus list literal of strings (``["a","b"]``), each escaped by :func:`escape_string`."""
+    return "[" + ",".join(escape_string(v) for v in values) + "]"
+
+
+def ids_expr(field_name: str, ids: Sequence[int]) -> str:
+    """``field in [1,2,...]`` over integer ids (no id: ``(false)``)."""
+    return f"{field_name} in [{','.join(str(int(i)) for i in ids)}]" if len(ids) else "(false)"
 
 
 def literal(value: Any) -> str:

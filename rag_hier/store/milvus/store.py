@@ -42,7 +42,6 @@ import copy
 import hashlib
 import json
 import logging
-import math
 import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -72,7 +71,24 @@ from rag_hier.store.milvus.fields import (
     leaf_values,
     sparse_dicts,
 )
-from rag_hier.store.milvus.filters import translate
+from rag_hier.store.milvus.filters import ids_expr, str_list, translate
+from rag_hier.store.milvus.schema import (
+    DUMMY_DIM,
+    GPU_INDEXES,
+    IN_CHUNK,
+    INSERT_ROWS,
+    MAX_LIMIT,
+    PASSAGE_FIELDS,
+    VARCHAR,
+    Collections,
+    check_passage_schema,
+    create_collections,
+    create_sparse_collection,
+    index_config,
+    milvus_index_params,
+    search_params,
+    valid_name,
+)
 from rag_hier.store.models import check_given_encoder
 from rag_hier.store.records import POLICIES, PassageRecord, WritePolicy, WriteSummary
 from rag_hier.store.schema import dumps, hash_text
@@ -85,34 +101,9 @@ __all__ = ["FORMAT", "GPU_INDEXES", "MilvusRowids", "MilvusStore", "milvus_index
 
 FORMAT = "rag-hier-milvus"
 FORMAT_VERSION = 1
-MAX_LIMIT = 16_384
-"""Milvus' largest ``limit`` of one search or query."""
-_IN_CHUNK = 4_096
-_INSERT_ROWS = 512
 _BLOB_CHUNK = 48_000  # bytes per file chunk (64,000 characters of base64, under VARCHAR's 65,535)
-_VARCHAR = 65_535
-_DUMMY_DIM = 2  # Milvus needs a vector field in every collection
 HIT_ROWS_MAX = 256
 """A search inside ``reading()`` fetching at most this many rows per query returns the hit fields with them."""
-
-_PASSAGE_FIELDS = [
-    "vid",
-    "rowid",
-    "gen",
-    "passage_id",
-    "doc_id",
-    "position",
-    "section",
-    "title_path",
-    "text",
-    "meta",
-    "extra",
-    "content_hash",
-    "has_vector",
-    "exact",
-]
-GPU_INDEXES = {"flat": "GPU_BRUTE_FORCE", "ivf": "GPU_IVF_FLAT", "hnsw": "GPU_CAGRA"}
-"""The Milvus index used for each kind when ``IndexConfig.use_gpu`` is true (servers built with GPU support)."""
 
 
 def _step(name: str) -> None:
@@ -141,27 +132,6 @@ class MilvusRowids(np.ndarray):
         self.expr = None
 
 
-def milvus_index_params(config: IndexConfig, *, count: int | None = None) -> dict[str, Any]:
-    """The Milvus index of a rag-hier :class:`IndexConfig` (``index_type``, ``metric_type``, ``params``)."""
-    kind = config.kind
-    index_type = GPU_INDEXES[kind] if config.use_gpu else {"flat": "FLAT", "ivf": "IVF_FLAT", "hnsw": "HNSW"}[kind]
-    params: dict[str, Any] = {}
-    if kind == "ivf":
-        nlist = config.nlist or (max(1, min(int(4 * math.sqrt(count)), count // 39)) if count else 1024)
-        params["nlist"] = int(nlist)
-    elif kind == "hnsw":
-        params = {"M": config.hnsw_m, "efConstruction": config.ef_construction}
-    return {"index_type": index_type, "metric_type": "IP", "params": params}
-
-
-def _search_params(config: IndexConfig, k: int) -> dict[str, Any]:
-    if config.kind == "ivf":
-        return {"metric_type": "IP", "params": {"nprobe": config.nprobe}}
-    if config.kind == "hnsw":
-        return {"metric_type": "IP", "params": {"ef": max(config.ef_search, k)}}
-    return {"metric_type": "IP", "params": {}}
-
-
 def _fill_top_k(scores: np.ndarray, ids_out: np.ndarray, results: Iterable[tuple[int, Any]], k: int) -> None:
     """Write each ``(row, hits)`` of a Milvus search into ``scores`` / ``ids_out``: top ``k``, ties by rowid."""
     for i, hits in results:
@@ -172,24 +142,6 @@ def _fill_top_k(scores: np.ndarray, ids_out: np.ndarray, results: Iterable[tuple
         order = select_top_k(dist, rows, k)
         scores[i, : order.size] = dist[order]
         ids_out[i, : order.size] = rows[order]
-
-
-def _valid_name(name: str) -> str:
-    import re
-
-    if not re.match(r"^[A-Za-z_][A-Za-z0-9_]{0,200}$", name):
-        raise StoreError(f"{name!r} is not a valid Milvus collection name (letters, digits and '_', 1-200 long)")
-    return name
-
-
-def _ids_expr(field_name: str, ids: Sequence[int]) -> str:
-    return f"{field_name} in [{','.join(str(int(i)) for i in ids)}]" if len(ids) else "(false)"
-
-
-def _str_list(values: Sequence[str]) -> str:
-    from rag_hier.store.milvus.filters import escape_string
-
-    return "[" + ",".join(escape_string(v) for v in values) + "]"
 
 
 @dataclass
@@ -204,7 +156,7 @@ class _View:
         out = f"(gen > {self.floor} and gen <= {self.gen_max})"
         ex = self.excluded.get(kind)
         if ex:
-            out += f" and not ({_ids_expr('vid', sorted(ex))})"
+            out += f" and not ({ids_expr('vid', sorted(ex))})"
         return out
 
 
@@ -254,7 +206,8 @@ class MilvusStore(DenseSearch):
         device: str | None = None,
     ) -> None:
         self._conn = conn
-        self.name = _valid_name(name)
+        self.name = valid_name(name)
+        self._collections = Collections.named(self.name)
         self.read_only = read_only
         self._encoder_arg = encoder
         self._device = device
@@ -280,30 +233,6 @@ class MilvusStore(DenseSearch):
     # ------------------------------------------------------------------------------------------------
     # names and low-level calls
     # ------------------------------------------------------------------------------------------------
-    @property
-    def _p(self) -> str:
-        return self.name
-
-    @property
-    def _d(self) -> str:
-        return f"{self.name}__docs"
-
-    @property
-    def _s(self) -> str:
-        return f"{self.name}__state"
-
-    @property
-    def _f(self) -> str:
-        return f"{self.name}__files"
-
-    @property
-    def _r(self) -> str:
-        return f"{self.name}__retired"
-
-    @property
-    def _sp(self) -> str:
-        return f"{self.name}__sparse"
-
     def _call(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
         if self._closed:
             raise StoreError(f"the store {self.location} is closed")
@@ -342,12 +271,10 @@ class MilvusStore(DenseSearch):
         """Rows whose ``field_name`` is among ``ids`` (chunked) and matching ``expr``."""
         out: list[dict[str, Any]] = []
         ids = list(ids)
-        for i in range(0, len(ids), _IN_CHUNK):
-            part = ids[i : i + _IN_CHUNK]
+        for i in range(0, len(ids), IN_CHUNK):
+            part = ids[i : i + IN_CHUNK]
             cond = (
-                _str_list(part)
-                if part and isinstance(part[0], str)
-                else "[" + ",".join(str(int(x)) for x in part) + "]"
+                str_list(part) if part and isinstance(part[0], str) else "[" + ",".join(str(int(x)) for x in part) + "]"
             )
             where = f"{field_name} in {cond} and {expr}"
             rows = self._call(
@@ -369,8 +296,8 @@ class MilvusStore(DenseSearch):
         return int(rows[0]["count(*)"]) if rows else 0
 
     def _insert(self, collection: str, rows: list[dict[str, Any]]) -> None:
-        for i in range(0, len(rows), _INSERT_ROWS):
-            self._call("an insert", "insert", collection, rows[i : i + _INSERT_ROWS])
+        for i in range(0, len(rows), INSERT_ROWS):
+            self._call("an insert", "insert", collection, rows[i : i + INSERT_ROWS])
 
     def _delete(self, collection: str, expr: str) -> None:
         self._call("a delete", "delete", collection, filter=expr)
@@ -418,7 +345,7 @@ class MilvusStore(DenseSearch):
             raise ValueError(f"similarity must be one of {', '.join(SIMILARITIES)}; got {similarity!r}")
         if dimension is not None and (isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1):
             raise ValueError(f"dimension must be a positive integer, got {dimension!r}")
-        config = _index_config(index)
+        config = index_config(index)
         if encoder is None and model is not None:
             encoder = DenseEncoder(model)
         encoder_cfg = None
@@ -438,7 +365,7 @@ class MilvusStore(DenseSearch):
         conn = Connection(uri, token=token, db_name=db_name, timeout=timeout, client_options=dict(client_options or {}))
         store = cls(conn, name, encoder=encoder)
         try:
-            if store._call("listing collections", "has_collection", store._s):
+            if store._call("listing collections", "has_collection", store._collections.state):
                 if exist_ok:
                     store.close()
                     store = cls.open(
@@ -453,7 +380,7 @@ class MilvusStore(DenseSearch):
                     store._check_dimension(dimension)
                     return store
                 raise StoreError(f"{store.location} already holds a rag-hier collection; open it with open()")
-            if store._call("listing collections", "has_collection", store._p):
+            if store._call("listing collections", "has_collection", store._collections.passages):
                 raise StoreError(
                     f"{store.location}: a Milvus collection {name!r} exists and is not a rag-hier collection; "
                     "choose another name"
@@ -475,7 +402,7 @@ class MilvusStore(DenseSearch):
                 "next_vid": 1,
                 "next_seq": 1,
             }
-            store._create_collections(dimension, config)
+            create_collections(store._call, conn.client, store._collections, dimension, config)
             store._leaf_columns = tuple(LEAF_COLUMNS.values())
             store._put_state(state)
             store._state = state
@@ -510,14 +437,14 @@ class MilvusStore(DenseSearch):
         conn = Connection(uri, token=token, db_name=db_name, timeout=timeout, client_options=dict(client_options or {}))
         store = cls(conn, name, encoder=encoder, read_only=read_only, device=device)
         try:
-            if not store._call("listing collections", "has_collection", store._s):
-                if store._call("listing collections", "has_collection", store._p):
+            if not store._call("listing collections", "has_collection", store._collections.state):
+                if store._call("listing collections", "has_collection", store._collections.passages):
                     raise StoreError(
                         f"{store.location}: the Milvus collection {name!r} was not created by rag-hier "
                         "(no state collection); choose another name"
                     )
                 raise StoreError(f"{store.location}: no rag-hier collection {name!r} there")
-            for coll in (store._s, store._p, store._d, store._f, store._r):
+            for coll in store._collections.always:
                 store._call("loading the collection", "load_collection", coll)
             store._sparse_collection_present()
             store._load_state()
@@ -566,7 +493,7 @@ class MilvusStore(DenseSearch):
             return False
         conn = Connection(uri, token=token, db_name=db_name, timeout=timeout, client_options=dict(client_options or {}))
         try:
-            return bool(conn.call("listing collections", conn.client.has_collection, f"{_valid_name(name)}__state"))
+            return bool(conn.call("listing collections", conn.client.has_collection, f"{valid_name(name)}__state"))
         finally:
             conn.close()
 
@@ -575,121 +502,10 @@ class MilvusStore(DenseSearch):
         """:meth:`open` the collection if it exists, else :meth:`create` it."""
         return cls.create(uri, exist_ok=True, **kwargs)
 
-    def _create_collections(self, dimension: int, config: IndexConfig) -> None:
-        from pymilvus import DataType
-
-        client = self._conn.client
-
-        def dummy_schema() -> Any:
-            s = client.create_schema(auto_id=False, enable_dynamic_field=False)
-            return s
-
-        def dummy_index() -> Any:
-            ip = client.prepare_index_params()
-            ip.add_index("dummy", index_type="FLAT", metric_type="IP")
-            return ip
-
-        # passages
-        s = client.create_schema(auto_id=False, enable_dynamic_field=False)
-        s.add_field("vid", DataType.INT64, is_primary=True)
-        s.add_field("rowid", DataType.INT64)
-        s.add_field("gen", DataType.INT64)
-        s.add_field("passage_id", DataType.VARCHAR, max_length=_VARCHAR)
-        s.add_field("doc_id", DataType.VARCHAR, max_length=_VARCHAR)
-        s.add_field("position", DataType.INT64)
-        s.add_field("section", DataType.INT64)
-        s.add_field("title_path", DataType.VARCHAR, max_length=_VARCHAR)
-        s.add_field("text", DataType.VARCHAR, max_length=_VARCHAR)
-        s.add_field("meta", DataType.JSON)
-        s.add_field("extra", DataType.JSON)
-        s.add_field("content_hash", DataType.VARCHAR, max_length=64)
-        s.add_field("has_vector", DataType.BOOL)
-        s.add_field("exact", DataType.VARCHAR, max_length=_VARCHAR)
-        s.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
-        s.add_field("tree_leaf", DataType.INT64, nullable=True)
-        s.add_field("ehi_leaves", DataType.ARRAY, element_type=DataType.INT64, max_capacity=MAX_ARRAY, nullable=True)
-        ip = client.prepare_index_params()
-        params = milvus_index_params(config)
-        ip.add_index("vector", index_type=params["index_type"], metric_type="IP", params=params["params"])
-        for f in ("rowid", "gen", "passage_id", "doc_id", "tree_leaf"):
-            ip.add_index(f, index_type="INVERTED")  # (Milvus Lite has no scalar index on ARRAY fields)
-        self._call(
-            "creating the passage collection",
-            "create_collection",
-            self._p,
-            schema=s,
-            index_params=ip,
-            consistency_level="Strong",
-        )
-        # documents
-        s = dummy_schema()
-        s.add_field("vid", DataType.INT64, is_primary=True)
-        s.add_field("gen", DataType.INT64)
-        s.add_field("doc_id", DataType.VARCHAR, max_length=_VARCHAR)
-        s.add_field("seq", DataType.INT64)
-        s.add_field("title", DataType.VARCHAR, max_length=_VARCHAR)
-        s.add_field("meta", DataType.VARCHAR, max_length=_VARCHAR)
-        s.add_field("toc", DataType.VARCHAR, max_length=_VARCHAR)
-        s.add_field("dummy", DataType.FLOAT_VECTOR, dim=_DUMMY_DIM)
-        ip = dummy_index()
-        ip.add_index("doc_id", index_type="INVERTED")
-        self._call(
-            "creating the document collection",
-            "create_collection",
-            self._d,
-            schema=s,
-            index_params=ip,
-            consistency_level="Strong",
-        )
-        # extension files
-        s = dummy_schema()
-        s.add_field("key", DataType.VARCHAR, is_primary=True, max_length=512)
-        s.add_field("file", DataType.VARCHAR, max_length=256)
-        s.add_field("gen", DataType.INT64)
-        s.add_field("chunk", DataType.INT64)
-        s.add_field("data", DataType.VARCHAR, max_length=_VARCHAR)
-        s.add_field("dummy", DataType.FLOAT_VECTOR, dim=_DUMMY_DIM)
-        self._call(
-            "creating the file collection",
-            "create_collection",
-            self._f,
-            schema=s,
-            index_params=dummy_index(),
-            consistency_level="Strong",
-        )
-        # retired row versions
-        s = dummy_schema()
-        s.add_field("key", DataType.VARCHAR, is_primary=True, max_length=64)
-        s.add_field("kind", DataType.VARCHAR, max_length=4)
-        s.add_field("target", DataType.INT64)
-        s.add_field("gen", DataType.INT64)
-        s.add_field("dummy", DataType.FLOAT_VECTOR, dim=_DUMMY_DIM)
-        self._call(
-            "creating the retired collection",
-            "create_collection",
-            self._r,
-            schema=s,
-            index_params=dummy_index(),
-            consistency_level="Strong",
-        )
-        # the state, created last: its existence marks a complete rag-hier collection
-        s = dummy_schema()
-        s.add_field("key", DataType.VARCHAR, is_primary=True, max_length=64)
-        s.add_field("value", DataType.VARCHAR, max_length=_VARCHAR)
-        s.add_field("dummy", DataType.FLOAT_VECTOR, dim=_DUMMY_DIM)
-        self._call(
-            "creating the state collection",
-            "create_collection",
-            self._s,
-            schema=s,
-            index_params=dummy_index(),
-            consistency_level="Strong",
-        )
-
     def _sparse_collection_present(self) -> bool:
         """Whether ``C__sparse`` exists (loaded when it does; another process may have created it since)."""
-        if not self._has_sparse and self._call("listing collections", "has_collection", self._sp):
-            self._call("loading the collection", "load_collection", self._sp)
+        if not self._has_sparse and self._call("listing collections", "has_collection", self._collections.sparse):
+            self._call("loading the collection", "load_collection", self._collections.sparse)
             self._has_sparse = True
         return self._has_sparse
 
@@ -697,46 +513,18 @@ class MilvusStore(DenseSearch):
         """``C__sparse``: the sparse extensions' rows (created when the first one is attached)."""
         if self._sparse_collection_present():
             return
-        from pymilvus import DataType
-
-        client = self._conn.client
-        s = client.create_schema(auto_id=False, enable_dynamic_field=False)
-        s.add_field("vid", DataType.INT64, is_primary=True)
-        s.add_field("tag", DataType.VARCHAR, max_length=256)
-        s.add_field("rowid", DataType.INT64)
-        s.add_field("gen", DataType.INT64)
-        s.add_field("vec", DataType.SPARSE_FLOAT_VECTOR)
-        ip = client.prepare_index_params()
-        ip.add_index("vec", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
-        for f in ("tag", "rowid", "gen"):
-            ip.add_index(f, index_type="INVERTED")
-        self._call(
-            "creating the sparse collection",
-            "create_collection",
-            self._sp,
-            schema=s,
-            index_params=ip,
-            consistency_level="Strong",
-        )
+        create_sparse_collection(self._call, self._conn.client, self._collections)
         self._has_sparse = True
 
     def _check_schema(self) -> None:
-        """The passage collection must have our fields and the recorded dimension."""
-        desc = self._call("describing the passage collection", "describe_collection", self._p)
-        fields = {f["name"]: f for f in desc.get("fields", [])}
-        missing = [f for f in ["vector", *_PASSAGE_FIELDS] if f not in fields]
-        if missing:
-            raise StoreError(
-                f"{self.location}: the Milvus collection {self.name!r} has another schema (no field "
-                f"{', '.join(missing)}); it was not created by this rag-hier"
-            )
-        self._leaf_columns = tuple(c for c in LEAF_COLUMNS.values() if c in fields)
-        dim = int((fields["vector"].get("params") or {}).get("dim", -1))
-        if dim != self._state.get("dimension"):
-            raise DimensionMismatchError(
-                f"{self.location}: the Milvus collection holds {dim}-d vectors, its state says "
-                f"{self._state.get('dimension')}-d"
-            )
+        """The passage collection must have our fields and the recorded dimension (notes its leaf fields)."""
+        self._leaf_columns = check_passage_schema(
+            self._call,
+            self._collections,
+            location=self.location,
+            dimension=self._state.get("dimension"),
+            leaf_columns=LEAF_COLUMNS.values(),
+        )
 
     def _check_dimension(self, dimension: int) -> None:
         if self._state.get("dimension") != dimension:
@@ -749,20 +537,20 @@ class MilvusStore(DenseSearch):
     # ------------------------------------------------------------------------------------------------
     def _put_state(self, state: Mapping[str, Any]) -> None:
         value = dumps(dict(state))
-        if len(value.encode("utf-8")) > _VARCHAR:
+        if len(value.encode("utf-8")) > VARCHAR:
             raise StoreError(f"{self.location}: the collection state outgrew one Milvus row ({len(value)} bytes)")
         self._call(
             "writing the collection state",
             "upsert",
-            self._s,
-            [{"key": "state", "value": value, "dummy": [0.0] * _DUMMY_DIM}],
+            self._collections.state,
+            [{"key": "state", "value": value, "dummy": [0.0] * DUMMY_DIM}],
         )
 
     def _get_state(self) -> dict[str, Any]:
         rows = self._call(
             "reading the collection state",
             "query",
-            self._s,
+            self._collections.state,
             filter='key == "state"',
             output_fields=["value"],
             consistency_level="Strong",
@@ -785,7 +573,9 @@ class MilvusStore(DenseSearch):
         self._state = self._get_state()
 
     def _retired_rows(self, expr: str) -> list[dict[str, Any]]:
-        return self._query(self._r, expr, ["key", "kind", "target", "gen"], what="reading retired versions")
+        return self._query(
+            self._collections.retired, expr, ["key", "kind", "target", "gen"], what="reading retired versions"
+        )
 
     def _sync(self, *, force: bool = False) -> None:
         """Bring the handle to the committed generation (reload extensions whose files changed)."""
@@ -849,7 +639,10 @@ class MilvusStore(DenseSearch):
     def _read_file(self, fname: str, info: Mapping[str, Any]) -> bytes:
         gen, chunks = int(info["gen"]), int(info["chunks"])
         rows = self._query(
-            self._f, f'file == "{fname}" and gen == {gen}', ["chunk", "data"], what=f"reading the file {fname}"
+            self._collections.files,
+            f'file == "{fname}" and gen == {gen}',
+            ["chunk", "data"],
+            what=f"reading the file {fname}",
         )
         by_chunk = {int(r["chunk"]): r["data"] for r in rows}
         if sorted(by_chunk) != list(range(chunks)):
@@ -870,13 +663,13 @@ class MilvusStore(DenseSearch):
                 "gen": gen,
                 "chunk": i,
                 "data": base64.b64encode(c).decode("ascii"),
-                "dummy": [0.0] * _DUMMY_DIM,
+                "dummy": [0.0] * DUMMY_DIM,
             }
             for i, c in enumerate(chunks)
         ]
-        self._delete(self._f, f'file == "{fname}" and gen == {gen}')
+        self._delete(self._collections.files, f'file == "{fname}" and gen == {gen}')
         for i in range(0, len(rows), 16):
-            self._call(f"writing the file {fname}", "insert", self._f, rows[i : i + 16])
+            self._call(f"writing the file {fname}", "insert", self._collections.files, rows[i : i + 16])
         return {"gen": gen, "chunks": len(chunks), "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
 
     def _view(self) -> _View:
@@ -1014,9 +807,11 @@ class MilvusStore(DenseSearch):
             for n in self._extensions:
                 if self._is_sparse(n):
                     tag = self._field(n, "sparse")
-                    where = f"tag == {_str_list([tag])[1:-1]} and {self._view().expr('s')}"
-                    held = self._count(self._sp, where) if self._sparse_collection_present() else 0
-                    out["extensions_state"][n] = {"milvus": {"collection": self._sp, "tag": tag, "rows": held}}
+                    where = f"tag == {str_list([tag])[1:-1]} and {self._view().expr('s')}"
+                    held = self._count(self._collections.sparse, where) if self._sparse_collection_present() else 0
+                    out["extensions_state"][n] = {
+                        "milvus": {"collection": self._collections.sparse, "tag": tag, "rows": held}
+                    }
             return out
 
     def _is_sparse(self, name: str) -> bool:
@@ -1086,7 +881,7 @@ class MilvusStore(DenseSearch):
         )
 
     def _passage_rows(self, expr: str, view: _View, fields: list[str] | None = None) -> list[dict[str, Any]]:
-        return self._query(self._p, f"({expr}) and {view.expr('p')}", fields or _PASSAGE_FIELDS)
+        return self._query(self._collections.passages, f"({expr}) and {view.expr('p')}", fields or PASSAGE_FIELDS)
 
     def records(self, rowids: Iterable[int]) -> dict[int, PassageRecord]:
         """Stored passages by rowid (unknown rowids left out)."""
@@ -1095,7 +890,7 @@ class MilvusStore(DenseSearch):
             gen, cached = self._hit_rows
             if self._pinned and self._batch is None and gen == view.gen_max and all(i in cached for i in ids):
                 return {i: self._record(cached[i]) for i in ids}  # fetched by the search of this reading() block
-            rows = self._query_in(self._p, "rowid", ids, view.expr("p"), _PASSAGE_FIELDS)
+            rows = self._query_in(self._collections.passages, "rowid", ids, view.expr("p"), PASSAGE_FIELDS)
         return {int(r["rowid"]): self._record(r) for r in rows}
 
     def iter_records(self) -> Iterator[PassageRecord]:
@@ -1139,17 +934,21 @@ class MilvusStore(DenseSearch):
         """Passages by id, in the order asked."""
         ids = check_ids(passage_ids, "passage_ids")
         with self._reading() as view:
-            rows = self._query_in(self._p, "passage_id", ids, view.expr("p"), _PASSAGE_FIELDS)
+            rows = self._query_in(self._collections.passages, "passage_id", ids, view.expr("p"), PASSAGE_FIELDS)
         found = {r["passage_id"]: self._record(r).to_passage() for r in rows}
         return [found[i] for i in ids if i in found]
 
     def get_document(self, doc_id: str) -> dict[str, Any] | None:
         """A document's title, metadata, table of contents and passage ids."""
         with self._reading() as view:
-            docs = self._query_in(self._d, "doc_id", [doc_id], view.expr("d"), ["doc_id", "title", "meta", "toc"])
+            docs = self._query_in(
+                self._collections.documents, "doc_id", [doc_id], view.expr("d"), ["doc_id", "title", "meta", "toc"]
+            )
             if not docs:
                 return None
-            rows = self._query_in(self._p, "doc_id", [doc_id], view.expr("p"), ["passage_id", "position", "rowid"])
+            rows = self._query_in(
+                self._collections.passages, "doc_id", [doc_id], view.expr("p"), ["passage_id", "position", "rowid"]
+            )
         d = docs[0]
         rows.sort(key=lambda r: (int(r["position"]), int(r["rowid"])))
         return {
@@ -1165,7 +964,7 @@ class MilvusStore(DenseSearch):
         ids = list(passage_ids)
         with self._reading() as view:
             rows = self._query_in(
-                self._p,
+                self._collections.passages,
                 "passage_id",
                 list(dict.fromkeys(ids)),
                 view.expr("p"),
@@ -1187,23 +986,25 @@ class MilvusStore(DenseSearch):
         """Number of passages (matching ``filters``)."""
         with self._reading() as view:
             if filters is None:
-                return self._committed_count("passages", self._p, view.expr("p"))
+                return self._committed_count("passages", self._collections.passages, view.expr("p"))
             expr = translate(filters)
             if isinstance(filters, Refined) and filters.equivalent:
                 expr = self._coarse_expr(filters)
             if expr is None:
                 return len(self._filtered_records(filters, view))
-            return self._count(self._p, f"({expr}) and {view.expr('p')}")
+            return self._count(self._collections.passages, f"({expr}) and {view.expr('p')}")
 
     def count_vectors(self) -> int:
         """Number of passages with a dense vector."""
         with self._reading() as view:
-            return self._committed_count("vectors", self._p, f"has_vector == true and {view.expr('p')}")
+            return self._committed_count(
+                "vectors", self._collections.passages, f"has_vector == true and {view.expr('p')}"
+            )
 
     def count_documents(self) -> int:
         """Number of documents."""
         with self._reading() as view:
-            return self._committed_count("documents", self._d, view.expr("d"))
+            return self._committed_count("documents", self._collections.documents, view.expr("d"))
 
     def _committed_count(self, key: str, collection: str, expr: str) -> int:
         """The count the last commit recorded in the state row (no round trip); counted in Milvus inside a batch."""
@@ -1215,7 +1016,7 @@ class MilvusStore(DenseSearch):
     def document_ids(self) -> list[str]:
         """Document ids in insertion order."""
         with self._reading() as view:
-            rows = self._query(self._d, view.expr("d"), ["doc_id", "seq"])
+            rows = self._query(self._collections.documents, view.expr("d"), ["doc_id", "seq"])
         return [r["doc_id"] for r in sorted(rows, key=lambda r: int(r["seq"]))]
 
     def passage_rowids(self) -> np.ndarray:
@@ -1233,7 +1034,9 @@ class MilvusStore(DenseSearch):
             sides: list[set[int]] = []
             for column, values in (("passage_id", passage_ids), ("doc_id", doc_ids)):
                 if values is not None:
-                    rows = self._query_in(self._p, column, list(dict.fromkeys(values)), base, ["rowid"])
+                    rows = self._query_in(
+                        self._collections.passages, column, list(dict.fromkeys(values)), base, ["rowid"]
+                    )
                     sides.append({int(r["rowid"]) for r in rows})
             if not sides:
                 rows = self._passage_rows("has_vector == true", view, ["rowid"])
@@ -1244,7 +1047,7 @@ class MilvusStore(DenseSearch):
         """Document id of each rowid."""
         ids = sorted({int(r) for r in rowids if r >= 0})
         with self._reading() as view:
-            rows = self._query_in(self._p, "rowid", ids, view.expr("p"), ["rowid", "doc_id"])
+            rows = self._query_in(self._collections.passages, "rowid", ids, view.expr("p"), ["rowid", "doc_id"])
         return {int(r["rowid"]): r["doc_id"] for r in rows}
 
     def matching_rowids(self, filters: Filters, *, with_vector: bool = True) -> np.ndarray | None:
@@ -1283,7 +1086,7 @@ class MilvusStore(DenseSearch):
         ids = np.unique(np.asarray(allowed, dtype=np.int64))
         if ids.size == 0:
             return None
-        return f"has_vector == true and {_ids_expr('rowid', ids.tolist())}"
+        return f"has_vector == true and {ids_expr('rowid', ids.tolist())}"
 
     def search_dense(
         self, queries: np.ndarray, top_k: int, allowed: np.ndarray | None = None, *, where: str | None = None
@@ -1299,7 +1102,9 @@ class MilvusStore(DenseSearch):
             q = q[None, :]
         n = q.shape[0]
         with self._reading() as view:
-            live = self._committed_count("vectors", self._p, f"has_vector == true and {view.expr('p')}")
+            live = self._committed_count(
+                "vectors", self._collections.passages, f"has_vector == true and {view.expr('p')}"
+            )
             k = min(int(top_k), live, MAX_LIMIT)
             if k <= 0 or n == 0:
                 return np.zeros((n, 0), np.float32), np.zeros((n, 0), np.int64)
@@ -1315,13 +1120,13 @@ class MilvusStore(DenseSearch):
             res = self._call(
                 "a vector search",
                 "search",
-                self._p,
+                self._collections.passages,
                 data=q.tolist(),
                 anns_field="vector",
                 limit=fetch,
                 filter=f"({cond}) and {view.expr('p')}",
-                output_fields=_PASSAGE_FIELDS if with_rows else ["rowid"],
-                search_params=_search_params(self.index_config, fetch),
+                output_fields=PASSAGE_FIELDS if with_rows else ["rowid"],
+                search_params=search_params(self.index_config, fetch),
                 consistency_level="Strong",
             )
             if with_rows:
@@ -1379,12 +1184,12 @@ class MilvusStore(DenseSearch):
             tag = self._field(name, "sparse")
             if not self._sparse_collection_present():
                 return scores, ids_out
-            cond = f"tag == {_str_list([tag])[1:-1]}"
+            cond = f"tag == {str_list([tag])[1:-1]}"
             if allowed is not None:
                 ids = np.unique(np.asarray(allowed, dtype=np.int64))
                 if ids.size == 0:
                     return scores, ids_out
-                cond += f" and {_ids_expr('rowid', ids.tolist())}"
+                cond += f" and {ids_expr('rowid', ids.tolist())}"
             todo = [i for i, d in enumerate(data) if d]
             if not todo:
                 return scores, ids_out
@@ -1392,7 +1197,7 @@ class MilvusStore(DenseSearch):
             res = self._call(
                 "a sparse search",
                 "search",
-                self._sp,
+                self._collections.sparse,
                 data=[data[i] for i in todo],
                 anns_field="vec",
                 limit=fetch,
@@ -1410,8 +1215,8 @@ class MilvusStore(DenseSearch):
         tag = self._field(name, "sparse")
         if not self._sparse_collection_present():
             return []
-        where = f"tag == {_str_list([tag])[1:-1]} and ({expr}) and {view.expr('s')}"
-        return self._query(self._sp, where, fields or ["rowid", "vec"], what=f"reading the {name} rows")
+        where = f"tag == {str_list([tag])[1:-1]} and ({expr}) and {view.expr('s')}"
+        return self._query(self._collections.sparse, where, fields or ["rowid", "vec"], what=f"reading the {name} rows")
 
     def sparse_rows_of(self, name: str, rowids: np.ndarray, columns: int) -> tuple[np.ndarray, sp.csr_matrix]:
         """The rows extension ``name`` holds in Milvus for ``rowids`` (a query by rowid, never the whole field).
@@ -1424,8 +1229,8 @@ class MilvusStore(DenseSearch):
             tag = self._field(name, "sparse")
             rows: list[dict[str, Any]] = []
             if ids.size and self._sparse_collection_present():
-                cond = f"tag == {_str_list([tag])[1:-1]} and {view.expr('s')}"
-                rows = self._query_in(self._sp, "rowid", ids.tolist(), cond, ["rowid", "vec"])
+                cond = f"tag == {str_list([tag])[1:-1]} and {view.expr('s')}"
+                rows = self._query_in(self._collections.sparse, "rowid", ids.tolist(), cond, ["rowid", "vec"])
         rows.sort(key=lambda r: int(r["rowid"]))
         indptr = np.zeros(len(rows) + 1, np.int64)
         np.cumsum([len(r["vec"]) for r in rows], out=indptr[1:])
@@ -1500,8 +1305,8 @@ class MilvusStore(DenseSearch):
         if not full:
             gone = sorted(b.removed | set(ids.tolist()))
             if gone and self._sparse_collection_present():
-                cond = f"tag == {_str_list([tag])[1:-1]} and {self._view().expr('s')}"
-                old = self._query_in(self._sp, "rowid", gone, cond, ["vid"])
+                cond = f"tag == {str_list([tag])[1:-1]} and {self._view().expr('s')}"
+                old = self._query_in(self._collections.sparse, "rowid", gone, cond, ["vid"])
                 b.retired["s"].update(int(r["vid"]) for r in old)
         if ids.size == 0:
             if full:
@@ -1522,8 +1327,8 @@ class MilvusStore(DenseSearch):
             {"vid": vid0 + n, "tag": tag, "rowid": int(ids[j]), "gen": b.gen, "vec": dicts[j]}
             for n, j in enumerate(keep)
         ]
-        for i in range(0, len(out), _INSERT_ROWS):
-            self._call("writing sparse rows", "insert", self._sp, out[i : i + _INSERT_ROWS])
+        for i in range(0, len(out), INSERT_ROWS):
+            self._call("writing sparse rows", "insert", self._collections.sparse, out[i : i + INSERT_ROWS])
         return len(out)
 
     def _sync_leaves(self, plans: Mapping[str, tuple[StoreExtension, bool]]) -> None:
@@ -1535,11 +1340,11 @@ class MilvusStore(DenseSearch):
         b = self._require_batch()
         wanted = {column: leaf_values(column, *cast(LeafRows, ext).leaf_rows()) for column, (ext, _) in plans.items()}
         view = self._view()
-        fields = [*_PASSAGE_FIELDS, "vector", *self._leaf_columns]
+        fields = [*PASSAGE_FIELDS, "vector", *self._leaf_columns]
         if any(full for _, full in plans.values()):
             rows = self._passage_rows("true", view, fields)
         elif b.added:
-            rows = self._query_in(self._p, "rowid", sorted(b.added), view.expr("p"), fields)
+            rows = self._query_in(self._collections.passages, "rowid", sorted(b.added), view.expr("p"), fields)
         else:
             return
         in_place: list[dict[str, Any]] = []
@@ -1561,9 +1366,9 @@ class MilvusStore(DenseSearch):
                 b.retired["p"].add(int(r["vid"]))
                 row["vid"], row["gen"] = self._alloc("next_vid", 1), b.gen
                 versions.append(row)
-        for i in range(0, len(in_place), _INSERT_ROWS):
-            self._call("writing leaves", "upsert", self._p, in_place[i : i + _INSERT_ROWS])
-        self._insert(self._p, versions)
+        for i in range(0, len(in_place), INSERT_ROWS):
+            self._call("writing leaves", "upsert", self._collections.passages, in_place[i : i + INSERT_ROWS])
+        self._insert(self._collections.passages, versions)
 
     def _sparse_extension_files(self, name: str, info: Mapping[str, Any]) -> dict[str, bytes]:
         """The files extension ``name`` would write, rebuilt from its rows in Milvus (for ``migrate``)."""
@@ -1588,7 +1393,7 @@ class MilvusStore(DenseSearch):
             return np.zeros((0, self.dimension or 0), np.float32)
         with self._reading() as view:
             rows = self._query_in(
-                self._p,
+                self._collections.passages,
                 "rowid",
                 np.unique(ids).tolist(),
                 f"has_vector == true and {view.expr('p')}",
@@ -1630,41 +1435,45 @@ class MilvusStore(DenseSearch):
     def _recover(self) -> None:
         """Delete what no committed generation owns; finish the deletions of committed ones."""
         gen, floor = int(self._state["generation"]), int(self._state.get("floor", 0))
-        self._delete(self._p, f"gen > {gen}")
-        self._delete(self._d, f"gen > {gen}")
-        self._delete(self._r, f"gen > {gen}")
-        self._delete(self._f, f"gen > {gen}")
+        self._delete(self._collections.passages, f"gen > {gen}")
+        self._delete(self._collections.documents, f"gen > {gen}")
+        self._delete(self._collections.retired, f"gen > {gen}")
+        self._delete(self._collections.files, f"gen > {gen}")
         if floor > 0:
-            self._delete(self._p, f"gen <= {floor}")
-            self._delete(self._d, f"gen <= {floor}")
+            self._delete(self._collections.passages, f"gen <= {floor}")
+            self._delete(self._collections.documents, f"gen <= {floor}")
         sparse = self._sparse_collection_present()
         if sparse:
-            self._delete(self._sp, f"gen > {gen}")
+            self._delete(self._collections.sparse, f"gen > {gen}")
             if floor > 0:
-                self._delete(self._sp, f"gen <= {floor}")
+                self._delete(self._collections.sparse, f"gen <= {floor}")
             tags = [
                 i["fields"]["sparse"]
                 for i in self._state.get("extensions", {}).values()
                 if "sparse" in (i.get("fields") or {})
             ]
-            self._delete(self._sp, f"not (tag in {_str_list(tags)})" if tags else "vid >= 0")
+            self._delete(self._collections.sparse, f"not (tag in {str_list(tags)})" if tags else "vid >= 0")
         retired = self._retired_rows(f"gen <= {gen}")
         if retired:
-            for kind, coll in (("p", self._p), ("d", self._d), ("s", self._sp)):
+            for kind, coll in (
+                ("p", self._collections.passages),
+                ("d", self._collections.documents),
+                ("s", self._collections.sparse),
+            ):
                 if kind == "s" and not sparse:
                     continue
                 targets = [int(r["target"]) for r in retired if r["kind"] == kind]
-                for i in range(0, len(targets), _IN_CHUNK):
-                    self._delete(coll, _ids_expr("vid", targets[i : i + _IN_CHUNK]))
+                for i in range(0, len(targets), IN_CHUNK):
+                    self._delete(coll, ids_expr("vid", targets[i : i + IN_CHUNK]))
             keys = [r["key"] for r in retired]
-            for i in range(0, len(keys), _IN_CHUNK):
-                self._delete(self._r, f"key in {_str_list(keys[i : i + _IN_CHUNK])}")
+            for i in range(0, len(keys), IN_CHUNK):
+                self._delete(self._collections.retired, f"key in {str_list(keys[i : i + IN_CHUNK])}")
             self._excluded = {"p": set(), "d": set(), "s": set()}
         current = {f: int(i["gen"]) for e in self._state.get("extensions", {}).values() for f, i in e["files"].items()}
-        stale = self._query(self._f, "gen >= 0", ["key", "file", "gen"], what="listing files")
+        stale = self._query(self._collections.files, "gen >= 0", ["key", "file", "gen"], what="listing files")
         drop = [r["key"] for r in stale if current.get(r["file"]) != int(r["gen"])]
-        for i in range(0, len(drop), _IN_CHUNK):
-            self._delete(self._f, f"key in {_str_list(drop[i : i + _IN_CHUNK])}")
+        for i in range(0, len(drop), IN_CHUNK):
+            self._delete(self._collections.files, f"key in {str_list(drop[i : i + IN_CHUNK])}")
         self._settled_gen = gen
 
     def _commit(self) -> None:
@@ -1711,11 +1520,11 @@ class MilvusStore(DenseSearch):
             self._sync_leaves(leaf_plans)
         _step("files_written")
         markers = [
-            {"key": f"{kind}:{vid}", "kind": kind, "target": int(vid), "gen": b.gen, "dummy": [0.0] * _DUMMY_DIM}
+            {"key": f"{kind}:{vid}", "kind": kind, "target": int(vid), "gen": b.gen, "dummy": [0.0] * DUMMY_DIM}
             for kind, vids in b.retired.items()
             for vid in sorted(vids)
         ]
-        self._insert(self._r, markers)
+        self._insert(self._collections.retired, markers)
         _step("before_commit")
         state = dict(self._state)
         state["generation"] = b.gen
@@ -1724,9 +1533,9 @@ class MilvusStore(DenseSearch):
         state["extensions"] = extensions_state
         view = self._view()
         state["counts"] = {
-            "documents": self._count(self._d, view.expr("d")),
-            "passages": self._count(self._p, view.expr("p")),
-            "vectors": self._count(self._p, f"has_vector == true and {view.expr('p')}"),
+            "documents": self._count(self._collections.documents, view.expr("d")),
+            "passages": self._count(self._collections.passages, view.expr("p")),
+            "vectors": self._count(self._collections.passages, f"has_vector == true and {view.expr('p')}"),
         }
         self._put_state(state)  # the commit point
         self._state = state
@@ -1742,10 +1551,13 @@ class MilvusStore(DenseSearch):
             # sealing them once here lets it build a segment's index once and cache it (a β query on 1,000
             # passages: 400-800 ms -> about 12 ms). A server indexes growing segments itself: no flush there.
             try:
-                self._call("sealing the sparse rows", "flush", self._sp)
+                self._call("sealing the sparse rows", "flush", self._collections.sparse)
             except StoreError as exc:
                 logger.warning(
-                    "%s: could not flush %s (%s); searches stay correct, only slower", self.location, self._sp, exc
+                    "%s: could not flush %s (%s); searches stay correct, only slower",
+                    self.location,
+                    self._collections.sparse,
+                    exc,
                 )
         try:
             _step("after_commit")
@@ -1807,7 +1619,7 @@ class MilvusStore(DenseSearch):
         dim = int(self._state["dimension"])
         text = p.text
         for what, value in (("text", text), ("passage id", p.id), ("document id", p.doc_id)):
-            if len(value.encode("utf-8")) > _VARCHAR:
+            if len(value.encode("utf-8")) > VARCHAR:
                 raise StoreError(f"the {what} of passage {p.id[:80]!r} is longer than Milvus' 65,535 bytes")
         return {
             "vid": vid,
@@ -1859,7 +1671,7 @@ class MilvusStore(DenseSearch):
                 if not np.array_equal(as64.astype(np.float32).astype(np.float64), as64):
                     exact = base64.b64encode(as64.astype("<f8").tobytes()).decode("ascii")
             rows.append(self._passage_row(r, vid0 + j, b.gen, p, v, exact))
-        self._insert(self._p, rows)
+        self._insert(self._collections.passages, rows)
         b.changed_docs.update(p.doc_id for p in passages)
         if hooks:
             b.added.update(ids.tolist())
@@ -1887,7 +1699,11 @@ class MilvusStore(DenseSearch):
     def _doc_rows(self, doc_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         view = self._view()
         rows = self._query_in(
-            self._d, "doc_id", list(doc_ids), view.expr("d"), ["vid", "doc_id", "seq", "title", "meta", "toc"]
+            self._collections.documents,
+            "doc_id",
+            list(doc_ids),
+            view.expr("d"),
+            ["vid", "doc_id", "seq", "title", "meta", "toc"],
         )
         return {r["doc_id"]: r for r in rows}
 
@@ -1901,7 +1717,7 @@ class MilvusStore(DenseSearch):
         else:
             seq = self._alloc("next_seq", 1)
         for what, value in (("title", title), ("metadata", meta), ("table of contents", toc)):
-            if len(value.encode("utf-8")) > _VARCHAR:
+            if len(value.encode("utf-8")) > VARCHAR:
                 raise StoreError(f"the {what} of document {doc_id[:80]!r} is longer than Milvus' 65,535 bytes")
         row = {
             "vid": self._alloc("next_vid", 1),
@@ -1911,9 +1727,9 @@ class MilvusStore(DenseSearch):
             "title": title,
             "meta": meta,
             "toc": toc,
-            "dummy": [0.0] * _DUMMY_DIM,
+            "dummy": [0.0] * DUMMY_DIM,
         }
-        self._insert(self._d, [row])
+        self._insert(self._collections.documents, [row])
 
     def _drop_empty_documents(self, doc_ids: Iterable[str]) -> None:
         b = self._require_batch()
@@ -1921,7 +1737,9 @@ class MilvusStore(DenseSearch):
         if not ids:
             return
         view = self._view()
-        live = {r["doc_id"] for r in self._query_in(self._p, "doc_id", ids, view.expr("p"), ["doc_id"])}
+        live = {
+            r["doc_id"] for r in self._query_in(self._collections.passages, "doc_id", ids, view.expr("p"), ["doc_id"])
+        }
         for d, row in self._doc_rows([d for d in ids if d not in live]).items():
             b.retired["d"].add(int(row["vid"]))
             b.changed_docs.add(d)
@@ -1959,11 +1777,11 @@ class MilvusStore(DenseSearch):
             view = self._view()
             stored_rows: dict[str, list[dict[str, Any]]] = {}
             for r in self._query_in(
-                self._p,
+                self._collections.passages,
                 "doc_id",
                 [d.doc_id for d in docs],
                 view.expr("p"),
-                [*_PASSAGE_FIELDS, "vector", *self._leaf_columns],
+                [*PASSAGE_FIELDS, "vector", *self._leaf_columns],
             ):
                 stored_rows.setdefault(r["doc_id"], []).append(r)
             added = updated = unchanged = skipped = empty = removed = kept = 0
@@ -2044,17 +1862,17 @@ class MilvusStore(DenseSearch):
             rows.append(
                 self._passage_row(int(old["rowid"]), self._alloc("next_vid", 1), b.gen, p, vec, old["exact"], carry=old)
             )
-        self._insert(self._p, rows)
+        self._insert(self._collections.passages, rows)
 
     def _check_collisions(self, doc_id: str, passages: Sequence[Passage]) -> None:
         if not passages:
             return
         view = self._view()
         taken = self._query_in(
-            self._p,
+            self._collections.passages,
             "passage_id",
             [p.id for p in passages],
-            f"doc_id != {_str_list([doc_id])[1:-1]} and {view.expr('p')}",
+            f"doc_id != {str_list([doc_id])[1:-1]} and {view.expr('p')}",
             ["passage_id", "doc_id"],
         )
         if taken:
@@ -2099,7 +1917,11 @@ class MilvusStore(DenseSearch):
         with self.batch():
             view = self._view()
             stored = self._query_in(
-                self._p, "passage_id", [p.id for p in items], view.expr("p"), ["vid", "rowid", "passage_id", "doc_id"]
+                self._collections.passages,
+                "passage_id",
+                [p.id for p in items],
+                view.expr("p"),
+                ["vid", "rowid", "passage_id", "doc_id"],
             )
             if policy == "upsert" and not allow_moves:
                 check_passage_owners(items, {r["passage_id"]: r["doc_id"] for r in stored})
@@ -2139,7 +1961,9 @@ class MilvusStore(DenseSearch):
         """Delete passages by id; returns how many."""
         ids = check_ids(passage_ids, "passage_ids")
         with self.batch():
-            rows = self._query_in(self._p, "passage_id", ids, self._view().expr("p"), ["vid", "rowid", "doc_id"])
+            rows = self._query_in(
+                self._collections.passages, "passage_id", ids, self._view().expr("p"), ["vid", "rowid", "doc_id"]
+            )
             n = self._retire_rows(rows)
             self._drop_empty_documents(r["doc_id"] for r in rows)
             return n
@@ -2149,7 +1973,9 @@ class MilvusStore(DenseSearch):
         ids = check_ids(doc_ids, "doc_ids")
         with self.batch():
             b = self._require_batch()
-            rows = self._query_in(self._p, "doc_id", ids, self._view().expr("p"), ["vid", "rowid", "doc_id"])
+            rows = self._query_in(
+                self._collections.passages, "doc_id", ids, self._view().expr("p"), ["vid", "rowid", "doc_id"]
+            )
             n = self._retire_rows(rows)
             for row in self._doc_rows(ids).values():
                 b.retired["d"].add(int(row["vid"]))
@@ -2186,8 +2012,8 @@ class MilvusStore(DenseSearch):
             b.changed_docs.update(r["doc_id"] for r in rows)
             b.changed_docs.update(self.document_ids())
             # every row written so far becomes invisible at once: the floor rises to this generation
-            self._delete(self._p, f"gen == {b.gen}")
-            self._delete(self._d, f"gen == {b.gen}")
+            self._delete(self._collections.passages, f"gen == {b.gen}")
+            self._delete(self._collections.documents, f"gen == {b.gen}")
             b.floor = b.gen
             b.gen += 1
             b.added.clear()
@@ -2206,7 +2032,11 @@ class MilvusStore(DenseSearch):
         _check_json(payload, "meta")
         with self.batch():
             rows = self._query_in(
-                self._p, "passage_id", ids, self._view().expr("p"), [*_PASSAGE_FIELDS, "vector", *self._leaf_columns]
+                self._collections.passages,
+                "passage_id",
+                ids,
+                self._view().expr("p"),
+                [*PASSAGE_FIELDS, "vector", *self._leaf_columns],
             )
             self._update_rows(rows, payload, merge=merge)
             return len(rows)
@@ -2223,7 +2053,7 @@ class MilvusStore(DenseSearch):
             new_rows.append(
                 self._passage_row(int(r["rowid"]), self._alloc("next_vid", 1), b.gen, p, vec, r["exact"], carry=r)
             )
-        self._insert(self._p, new_rows)
+        self._insert(self._collections.passages, new_rows)
 
     def update_by_filter(self, filters: Filters, meta: Mapping[str, Any]) -> int:
         """Merge ``meta`` into every matching passage; returns how many."""
@@ -2317,7 +2147,7 @@ class MilvusStore(DenseSearch):
             rows.append(self._passage_row(rec.rowid, vid0 + j, b.gen, rec.to_passage(), v, ex))
         if records:
             self._state["next_rowid"] = max(int(self._state["next_rowid"]), max(r.rowid for r in records) + 1)
-        self._insert(self._p, rows)
+        self._insert(self._collections.passages, rows)
 
     def import_document(self, doc_id: str, title: str, meta: Any, toc: Any) -> None:
         """Insert a document row (inside a batch)."""
@@ -2352,7 +2182,7 @@ class MilvusStore(DenseSearch):
             rows = self._passage_rows(
                 f"rowid >= {start} and rowid < {start + chunk}",
                 _View(view.gen_max, view.floor, view.excluded),
-                [*_PASSAGE_FIELDS, "vector"],
+                [*PASSAGE_FIELDS, "vector"],
             )
             for r in sorted(rows, key=lambda r: int(r["rowid"])):
                 yield self._record(r), (np.asarray(r["vector"], np.float32) if r["has_vector"] else None), r["exact"]
@@ -2360,7 +2190,7 @@ class MilvusStore(DenseSearch):
     def raw_documents(self) -> list[dict[str, Any]]:
         """Every committed document row (``doc_id``, ``title``, ``meta``, ``toc``), in insertion order."""
         with self._reading() as view:
-            rows = self._query(self._d, view.expr("d"), ["doc_id", "seq", "title", "meta", "toc"])
+            rows = self._query(self._collections.documents, view.expr("d"), ["doc_id", "seq", "title", "meta", "toc"])
         return [
             {"doc_id": r["doc_id"], "title": r["title"], "meta": json.loads(r["meta"]), "toc": json.loads(r["toc"])}
             for r in sorted(rows, key=lambda r: int(r["seq"]))
@@ -2380,16 +2210,6 @@ class MilvusStore(DenseSearch):
         """Drop every Milvus collection of this rag-hier collection (irreversible)."""
         if self.read_only:
             raise StoreError(f"{self.location} was opened read-only")
-        for coll in (self._s, self._p, self._d, self._f, self._r, self._sp):
+        for coll in self._collections.every:
             if self._call("listing collections", "has_collection", coll):
                 self._call("dropping a collection", "drop_collection", coll)
-
-
-def _index_config(index: IndexConfig | str | Mapping[str, Any]) -> IndexConfig:
-    if isinstance(index, IndexConfig):
-        return index
-    if isinstance(index, str):
-        return IndexConfig(kind=index)  # type: ignore[arg-type]
-    if isinstance(index, Mapping):
-        return IndexConfig.from_dict(dict(index))
-    raise ValueError(f"index must be 'flat', 'ivf', 'hnsw', an IndexConfig or a dict of options, got {index!r}")

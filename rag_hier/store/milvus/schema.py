@@ -1,0 +1,311 @@
+"""The Milvus collections of one rag-hier collection: their names, schemas and indexes, and the check on open.
+
+One rag-hier collection named ``C`` is five Milvus collections (:class:`Collections`), plus ``C__sparse`` once a
+sparse extension is attached; :mod:`rag_hier.store.milvus.store` says what each holds. Everything here is
+stateless: the functions take the client, the call path (``call(what, method, *args, **kwargs)``, the handle's
+one way to Milvus) and the collection names explicitly.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rag_hier.errors import DimensionMismatchError, StoreError
+from rag_hier.index.dense import IndexConfig
+from rag_hier.store.milvus.fields import MAX_ARRAY
+
+__all__ = [
+    "DUMMY_DIM",
+    "GPU_INDEXES",
+    "INSERT_ROWS",
+    "IN_CHUNK",
+    "MAX_LIMIT",
+    "PASSAGE_FIELDS",
+    "VARCHAR",
+    "Collections",
+    "check_passage_schema",
+    "create_collections",
+    "create_sparse_collection",
+    "index_config",
+    "milvus_index_params",
+    "search_params",
+    "valid_name",
+]
+
+Call = Callable[..., Any]
+"""The handle's call path: ``call(what, method, *args, **kwargs)`` runs ``client.<method>`` with one-line errors."""
+
+MAX_LIMIT = 16_384
+"""Milvus' largest ``limit`` of one search or query."""
+IN_CHUNK = 4_096
+"""Ids per ``field in [...]`` expression."""
+INSERT_ROWS = 512
+"""Rows per insert call."""
+VARCHAR = 65_535
+"""Milvus' longest VARCHAR, in bytes."""
+DUMMY_DIM = 2
+"""Milvus needs a vector field in every collection: the bookkeeping collections carry a 2-d one."""
+
+PASSAGE_FIELDS = [
+    "vid",
+    "rowid",
+    "gen",
+    "passage_id",
+    "doc_id",
+    "position",
+    "section",
+    "title_path",
+    "text",
+    "meta",
+    "extra",
+    "content_hash",
+    "has_vector",
+    "exact",
+]
+"""The passage fields a record is read from (``vector`` and the leaf fields are asked for by name)."""
+GPU_INDEXES = {"flat": "GPU_BRUTE_FORCE", "ivf": "GPU_IVF_FLAT", "hnsw": "GPU_CAGRA"}
+"""The Milvus index used for each kind when ``IndexConfig.use_gpu`` is true (servers built with GPU support)."""
+
+
+@dataclass(frozen=True)
+class Collections:
+    """The names of the Milvus collections that make up the rag-hier collection ``passages``."""
+
+    passages: str
+    """``C``: one row per passage version, with its vector."""
+    documents: str
+    """``C__docs``: one row per document version."""
+    state: str
+    """``C__state``: the one row holding the committed state (its existence marks a rag-hier collection)."""
+    files: str
+    """``C__files``: extension files in base64 chunks, by generation."""
+    retired: str
+    """``C__retired``: row versions a commit replaced or deleted, until they are physically deleted."""
+    sparse: str
+    """``C__sparse``: the sparse extensions' rows (created when the first one is attached)."""
+
+    @classmethod
+    def named(cls, name: str) -> Collections:
+        """The collections of the rag-hier collection ``name``."""
+        return cls(name, f"{name}__docs", f"{name}__state", f"{name}__files", f"{name}__retired", f"{name}__sparse")
+
+    @property
+    def always(self) -> tuple[str, ...]:
+        """The collections every rag-hier collection has (loaded on open), the state first."""
+        return (self.state, self.passages, self.documents, self.files, self.retired)
+
+    @property
+    def every(self) -> tuple[str, ...]:
+        """Every collection this one may own (the state first)."""
+        return (*self.always, self.sparse)
+
+
+def valid_name(name: str) -> str:
+    """``name`` if it can name a Milvus collection.
+
+    Raises:
+        StoreError: It cannot (letters, digits and ``_``, 1-200 long, not starting with a digit).
+
+    """
+    if not re.match(r"^[A-Za-z_][A-Za-z0-9_]{0,200}$", name):
+        raise StoreError(f"{name!r} is not a valid Milvus collection name (letters, digits and '_', 1-200 long)")
+    return name
+
+
+def index_config(index: IndexConfig | str | Mapping[str, Any]) -> IndexConfig:
+    """The :class:`IndexConfig` of ``index`` (a kind name, a dict of options, or one already built)."""
+    if isinstance(index, IndexConfig):
+        return index
+    if isinstance(index, str):
+        return IndexConfig(kind=index)  # type: ignore[arg-type]
+    if isinstance(index, Mapping):
+        return IndexConfig.from_dict(dict(index))
+    raise ValueError(f"index must be 'flat', 'ivf', 'hnsw', an IndexConfig or a dict of options, got {index!r}")
+
+
+def milvus_index_params(config: IndexConfig, *, count: int | None = None) -> dict[str, Any]:
+    """The Milvus index of a rag-hier :class:`IndexConfig` (``index_type``, ``metric_type``, ``params``)."""
+    kind = config.kind
+    index_type = GPU_INDEXES[kind] if config.use_gpu else {"flat": "FLAT", "ivf": "IVF_FLAT", "hnsw": "HNSW"}[kind]
+    params: dict[str, Any] = {}
+    if kind == "ivf":
+        nlist = config.nlist or (max(1, min(int(4 * math.sqrt(count)), count // 39)) if count else 1024)
+        params["nlist"] = int(nlist)
+    elif kind == "hnsw":
+        params = {"M": config.hnsw_m, "efConstruction": config.ef_construction}
+    return {"index_type": index_type, "metric_type": "IP", "params": params}
+
+
+def search_params(config: IndexConfig, k: int) -> dict[str, Any]:
+    """The search parameters of a dense search fetching ``k`` rows (``nprobe`` / ``ef`` from the configuration)."""
+    if config.kind == "ivf":
+        return {"metric_type": "IP", "params": {"nprobe": config.nprobe}}
+    if config.kind == "hnsw":
+        return {"metric_type": "IP", "params": {"ef": max(config.ef_search, k)}}
+    return {"metric_type": "IP", "params": {}}
+
+
+def create_collections(call: Call, client: Any, names: Collections, dimension: int, config: IndexConfig) -> None:
+    """Create the passage, document, file, retired and state collections (the state last: it marks them complete)."""
+    from pymilvus import DataType
+
+    def dummy_schema() -> Any:
+        s = client.create_schema(auto_id=False, enable_dynamic_field=False)
+        return s
+
+    def dummy_index() -> Any:
+        ip = client.prepare_index_params()
+        ip.add_index("dummy", index_type="FLAT", metric_type="IP")
+        return ip
+
+    # passages
+    s = client.create_schema(auto_id=False, enable_dynamic_field=False)
+    s.add_field("vid", DataType.INT64, is_primary=True)
+    s.add_field("rowid", DataType.INT64)
+    s.add_field("gen", DataType.INT64)
+    s.add_field("passage_id", DataType.VARCHAR, max_length=VARCHAR)
+    s.add_field("doc_id", DataType.VARCHAR, max_length=VARCHAR)
+    s.add_field("position", DataType.INT64)
+    s.add_field("section", DataType.INT64)
+    s.add_field("title_path", DataType.VARCHAR, max_length=VARCHAR)
+    s.add_field("text", DataType.VARCHAR, max_length=VARCHAR)
+    s.add_field("meta", DataType.JSON)
+    s.add_field("extra", DataType.JSON)
+    s.add_field("content_hash", DataType.VARCHAR, max_length=64)
+    s.add_field("has_vector", DataType.BOOL)
+    s.add_field("exact", DataType.VARCHAR, max_length=VARCHAR)
+    s.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
+    s.add_field("tree_leaf", DataType.INT64, nullable=True)
+    s.add_field("ehi_leaves", DataType.ARRAY, element_type=DataType.INT64, max_capacity=MAX_ARRAY, nullable=True)
+    ip = client.prepare_index_params()
+    params = milvus_index_params(config)
+    ip.add_index("vector", index_type=params["index_type"], metric_type="IP", params=params["params"])
+    for f in ("rowid", "gen", "passage_id", "doc_id", "tree_leaf"):
+        ip.add_index(f, index_type="INVERTED")  # (Milvus Lite has no scalar index on ARRAY fields)
+    call(
+        "creating the passage collection",
+        "create_collection",
+        names.passages,
+        schema=s,
+        index_params=ip,
+        consistency_level="Strong",
+    )
+    # documents
+    s = dummy_schema()
+    s.add_field("vid", DataType.INT64, is_primary=True)
+    s.add_field("gen", DataType.INT64)
+    s.add_field("doc_id", DataType.VARCHAR, max_length=VARCHAR)
+    s.add_field("seq", DataType.INT64)
+    s.add_field("title", DataType.VARCHAR, max_length=VARCHAR)
+    s.add_field("meta", DataType.VARCHAR, max_length=VARCHAR)
+    s.add_field("toc", DataType.VARCHAR, max_length=VARCHAR)
+    s.add_field("dummy", DataType.FLOAT_VECTOR, dim=DUMMY_DIM)
+    ip = dummy_index()
+    ip.add_index("doc_id", index_type="INVERTED")
+    call(
+        "creating the document collection",
+        "create_collection",
+        names.documents,
+        schema=s,
+        index_params=ip,
+        consistency_level="Strong",
+    )
+    # extension files
+    s = dummy_schema()
+    s.add_field("key", DataType.VARCHAR, is_primary=True, max_length=512)
+    s.add_field("file", DataType.VARCHAR, max_length=256)
+    s.add_field("gen", DataType.INT64)
+    s.add_field("chunk", DataType.INT64)
+    s.add_field("data", DataType.VARCHAR, max_length=VARCHAR)
+    s.add_field("dummy", DataType.FLOAT_VECTOR, dim=DUMMY_DIM)
+    call(
+        "creating the file collection",
+        "create_collection",
+        names.files,
+        schema=s,
+        index_params=dummy_index(),
+        consistency_level="Strong",
+    )
+    # retired row versions
+    s = dummy_schema()
+    s.add_field("key", DataType.VARCHAR, is_primary=True, max_length=64)
+    s.add_field("kind", DataType.VARCHAR, max_length=4)
+    s.add_field("target", DataType.INT64)
+    s.add_field("gen", DataType.INT64)
+    s.add_field("dummy", DataType.FLOAT_VECTOR, dim=DUMMY_DIM)
+    call(
+        "creating the retired collection",
+        "create_collection",
+        names.retired,
+        schema=s,
+        index_params=dummy_index(),
+        consistency_level="Strong",
+    )
+    # the state, created last: its existence marks a complete rag-hier collection
+    s = dummy_schema()
+    s.add_field("key", DataType.VARCHAR, is_primary=True, max_length=64)
+    s.add_field("value", DataType.VARCHAR, max_length=VARCHAR)
+    s.add_field("dummy", DataType.FLOAT_VECTOR, dim=DUMMY_DIM)
+    call(
+        "creating the state collection",
+        "create_collection",
+        names.state,
+        schema=s,
+        index_params=dummy_index(),
+        consistency_level="Strong",
+    )
+
+
+def create_sparse_collection(call: Call, client: Any, names: Collections) -> None:
+    """Create ``C__sparse``: the sparse extensions' rows (see :mod:`rag_hier.store.milvus.fields`)."""
+    from pymilvus import DataType
+
+    s = client.create_schema(auto_id=False, enable_dynamic_field=False)
+    s.add_field("vid", DataType.INT64, is_primary=True)
+    s.add_field("tag", DataType.VARCHAR, max_length=256)
+    s.add_field("rowid", DataType.INT64)
+    s.add_field("gen", DataType.INT64)
+    s.add_field("vec", DataType.SPARSE_FLOAT_VECTOR)
+    ip = client.prepare_index_params()
+    ip.add_index("vec", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
+    for f in ("tag", "rowid", "gen"):
+        ip.add_index(f, index_type="INVERTED")
+    call(
+        "creating the sparse collection",
+        "create_collection",
+        names.sparse,
+        schema=s,
+        index_params=ip,
+        consistency_level="Strong",
+    )
+
+
+def check_passage_schema(
+    call: Call, names: Collections, *, location: str, dimension: Any, leaf_columns: Iterable[str]
+) -> tuple[str, ...]:
+    """Check that the passage collection has our fields and ``dimension``; returns the ``leaf_columns`` it has.
+
+    Raises:
+        StoreError: A field is missing (the collection was not created by this rag-hier).
+        DimensionMismatchError: The vector field's dimension is not ``dimension``.
+
+    """
+    desc = call("describing the passage collection", "describe_collection", names.passages)
+    fields = {f["name"]: f for f in desc.get("fields", [])}
+    missing = [f for f in ["vector", *PASSAGE_FIELDS] if f not in fields]
+    if missing:
+        raise StoreError(
+            f"{location}: the Milvus collection {names.passages!r} has another schema (no field "
+            f"{', '.join(missing)}); it was not created by this rag-hier"
+        )
+    present = tuple(c for c in leaf_columns if c in fields)
+    dim = int((fields["vector"].get("params") or {}).get("dim", -1))
+    if dim != dimension:
+        raise DimensionMismatchError(
+            f"{location}: the Milvus collection holds {dim}-d vectors, its state says {dimension}-d"
+        )
+    return present
