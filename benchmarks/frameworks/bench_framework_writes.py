@@ -6,32 +6,23 @@ each store gets one 5-passage document written and one stored document deleted, 
 operation, the ratio of the largest N to the smallest for each store, and ours against the framework's own
 in-memory store at the same N.
 
-    OMP_NUM_THREADS=1 nice -n 10 python benchmarks/bench_framework_writes.py --sizes 10000,100000 --writes 30
+    OMP_NUM_THREADS=1 nice -n 10 python -m benchmarks.frameworks.bench_framework_writes --sizes 10000,100000 --writes 30
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-OUT = Path(__file__).resolve().parent / "out"
-
-
-def unit_vectors(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
-    x = rng.standard_normal((n, dim)).astype(np.float32)
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
-
-
-def summary(values: list[float]) -> dict[str, float]:
-    return {"median_ms": 1000 * float(np.median(values)), "p95_ms": 1000 * float(np.percentile(values, 95))}
+from benchmarks.common.report import OUT, write_json
+from benchmarks.common.timing import interleaved, summary
+from benchmarks.common.vectors import unit_vectors
 
 
 def haystack_stores(n: int, dim: int, root: Path, rng: np.random.Generator) -> dict[str, tuple[Callable, Callable]]:
@@ -102,13 +93,13 @@ def llama_stores(n: int, dim: int, root: Path, rng: np.random.Generator) -> dict
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--writes", type=int, default=30)
     parser.add_argument("--out-dir", type=Path, default=OUT)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     rng = np.random.default_rng(0)
     tmp = tempfile.TemporaryDirectory()
@@ -119,22 +110,15 @@ def main() -> None:
         for name, pair in {**haystack_stores(n, args.dim, root, rng), **llama_stores(n, args.dim, root, rng)}.items():
             ops[name, n] = pair
     new = unit_vectors(rng, 5 * args.writes, args.dim)
-    times: dict[str, dict[tuple[str, int], list[float]]] = {
-        "write": {k: [] for k in ops},
-        "delete": {k: [] for k in ops},
-    }
     keys = list(ops)
+    calls: dict[str, Callable[[int], Any]] = {}  # round w: each store writes one document, then deletes one
+    for key in keys:
+        write, delete = ops[key]
+        calls[f"write {key}"] = lambda w, write=write: write(w, new[5 * w : 5 * w + 5])
+        calls[f"delete {key}"] = lambda w, delete=delete: delete(w)
     load_before = os.getloadavg()
-    for w in range(args.writes):
-        order = keys[w % len(keys) :] + keys[: w % len(keys)]
-        for key in order:
-            write, delete = ops[key]
-            t0 = time.perf_counter()
-            write(w, new[5 * w : 5 * w + 5])
-            times["write"][key].append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            delete(w)
-            times["delete"][key].append(time.perf_counter() - t0)
+    run = interleaved(calls, args.writes)  # the stores' order rotates every round
+    times = {op: {key: run.seconds[f"{op} {key}"] for key in keys} for op in ("write", "delete")}
     rec: dict[str, Any] = {"sizes": sizes, "writes": args.writes, "load": [load_before, os.getloadavg()], "results": {}}
     names = sorted({name for name, _ in keys})
     for op in ("write", "delete"):
@@ -148,9 +132,7 @@ def main() -> None:
                 + f"  ({row['largest_over_smallest']:.2f}x)",
                 flush=True,
             )
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    out = args.out_dir / "framework-writes.json"
-    out.write_text(json.dumps(rec, indent=2) + "\n")
+    out = write_json(args.out_dir / "framework-writes.json", rec, indent=2)
     print(f"wrote {out} (load {rec['load']})", flush=True)
     tmp.cleanup()
 
