@@ -2,11 +2,11 @@
 
 Usage::
 
-    python benchmarks/bench_haystack.py                       # 100k documents, 384-d, 30 queries
-    python benchmarks/bench_haystack.py --n 20000 --queries 50
-    python benchmarks/bench_haystack.py --faiss-haystack DIR  # also faiss-haystack, importable from DIR
-    python benchmarks/bench_haystack.py --no-in-memory        # without InMemory (about 18 s per query at 100k)
-    python benchmarks/bench_haystack.py --index '{"kind": "hnsw", "ef_search": 128}'   # our store on HNSW
+    python -m benchmarks.frameworks.bench_haystack                       # 100k documents, 384-d, 30 queries
+    python -m benchmarks.frameworks.bench_haystack --n 20000 --queries 50
+    PYTHONPATH=DIR python -m benchmarks.frameworks.bench_haystack   # also faiss-haystack, installed in DIR
+    python -m benchmarks.frameworks.bench_haystack --no-in-memory   # without InMemory (about 18 s per query at 100k)
+    python -m benchmarks.frameworks.bench_haystack --index '{"kind": "hnsw", "ef_search": 128}'   # our store on HNSW
 
 Both stores receive the same N documents (short text, random unit vectors held as float32 values, as an
 embedder produces) in one ``write_documents`` call; every retriever then answers the same queries
@@ -18,10 +18,10 @@ loaded machine one thread avoids OpenMP spin-waiting, which can cost more than t
 Reported: write time, median and p95 latency per query, the ratio to rag-hier's median, and the overlap
 of each top-k with rag-hier's (exact search everywhere, so it should be 1.0).
 
-faiss-haystack pins numpy<2; to include it without touching your environment, install it without its
-dependencies into a separate folder (``pip install --no-deps --target DIR faiss-haystack``) and pass
-``--faiss-haystack DIR`` (its runtime works with numpy 2). It uses an L2 ``Flat`` index, which ranks unit
-vectors like inner product.
+faiss-haystack is timed when it is importable. It pins numpy<2; to include it without touching your environment,
+install it without its dependencies into a separate folder (``pip install --no-deps --target DIR faiss-haystack``)
+and put that folder on the interpreter's path for the run (``PYTHONPATH=DIR``; its runtime works with numpy 2). It
+uses an L2 ``Flat`` index, which ranks unit vectors like inner product.
 
 The markdown table goes to stdout; progress goes to stderr. The rag-hier store lives in a temporary
 directory removed at the end.
@@ -43,22 +43,15 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.common.timing import interleaved, percentile
+from benchmarks.common.vectors import mixture, unit_vectors
+
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def unit_vectors(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
-    x = rng.standard_normal((n, dim), dtype=np.float32)
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    return x
-
-
-def percentile(values: list[float], q: float) -> float:
-    return float(np.percentile(np.asarray(values), q))
-
-
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100_000, help="documents")
     parser.add_argument("--dim", type=int, default=384, help="embedding dimension")
@@ -66,9 +59,8 @@ def main() -> None:
     parser.add_argument("--top-k", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, help="FAISS OpenMP threads (default: FAISS's own choice)")
-    parser.add_argument("--faiss-haystack", metavar="DIR", help="folder holding faiss-haystack (installed --no-deps)")
     parser.add_argument(
-        "--data",
+        "--vectors",
         choices=["random", "mixture"],
         default="random",
         help="random unit vectors, or bench_dense.py's Gaussian mixture (1,000 centres, noise 0.05)",
@@ -84,10 +76,8 @@ def main() -> None:
         action="store_true",
         help="leave out InMemoryEmbeddingRetriever (a brute-force Python scan: about 18 s per query at 100k)",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
-    if args.faiss_haystack:
-        sys.path.append(str(Path(args.faiss_haystack).resolve()))
     import faiss
     import haystack
 
@@ -100,12 +90,9 @@ def main() -> None:
     from haystack_integrations.document_stores.rag_hier import RagHierDocumentStore
 
     rng = np.random.default_rng(args.seed)
-    if args.data == "mixture":  # bench_dense.py's clustered data, on which approximate indexes reach high recall
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from bench_dense import mixture
-
-        vectors = mixture(args.n, args.dim, 1000, 0.05, seed=args.seed + 1)
-        queries = mixture(args.queries + 1, args.dim, 1000, 0.05, seed=args.seed + 2)
+    if args.vectors == "mixture":  # bench_dense.py's clustered data, on which approximate indexes reach high recall
+        vectors = mixture(args.n, args.dim, seed=args.seed + 1)
+        queries = mixture(args.queries + 1, args.dim, seed=args.seed + 2)
     else:
         vectors = unit_vectors(rng, args.n, args.dim)
         queries = unit_vectors(rng, args.queries + 1, args.dim)
@@ -156,25 +143,20 @@ def main() -> None:
             "FAISSEmbeddingRetriever (faiss-haystack, Flat)", fh_store, FAISSEmbeddingRetriever(document_store=fh_store)
         )
     except ImportError:
-        log("faiss-haystack not importable; skipping it (see --faiss-haystack)")
+        log("faiss-haystack not importable; skipping it (install it into DIR and run with PYTHONPATH=DIR)")
 
     names = list(retrievers)
     query_lists = [q.tolist() for q in queries]
     for name in names:  # warm-up
         retrievers[name](query_lists[0])
-    times: dict[str, list[float]] = {name: [] for name in names}
+    timed = query_lists[1:]
+    run = interleaved({name: (lambda i, r=retrievers[name]: r(timed[i])) for name in names}, len(timed))
+    times = {name: [1000 * t for t in run.seconds[name]] for name in names}  # who goes first rotates per query
     overlap: dict[str, list[float]] = {name: [] for name in names}
-    for i, q in enumerate(query_lists[1:], start=1):
-        results: dict[str, list[Any]] = {}
-        for name in names[i % len(names) :] + names[: i % len(names)]:  # who goes first rotates per query
-            started = time.perf_counter()
-            results[name] = retrievers[name](q)
-            times[name].append((time.perf_counter() - started) * 1000)
-        reference = {d.id for d in results[names[0]]}
+    for i in range(len(timed)):
+        reference = {d.id for d in run.results[names[0]][i]}
         for name in names:
-            overlap[name].append(len(reference & {d.id for d in results[name]}) / args.top_k)
-        if i % 10 == 0:
-            log(f"{i}/{args.queries} queries")
+            overlap[name].append(len(reference & {d.id for d in run.results[name][i]}) / args.top_k)
 
     base = statistics.median(times[names[0]])
     print(
