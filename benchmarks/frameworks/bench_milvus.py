@@ -2,7 +2,7 @@
 
 Usage::
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_milvus.py --n 1000000 --kinds flat,ivf,hnsw --queries 50
+    OMP_NUM_THREADS=1 python -m benchmarks.frameworks.bench_milvus --n 1000000 --kinds flat,ivf,hnsw --queries 50
 
 For each index kind, N unit-normalised 384-d vectors (a Gaussian mixture, as in ``bench_dense.py``; 10
 passages per document) go into (a) a raw FAISS index with the store's parameters (the anchor: ids only),
@@ -22,8 +22,8 @@ that only imported the same modules; for Milvus, the server process' resident se
 resident set when idle. DHR (``--dhr``, Flat only): the ``hierarchical`` strategy (mean document vectors,
 k1 = 100) on the local store and on Milvus, latency and top-10 agreement between the two.
 
-Results go to ``benchmarks/out/milvus-<N>.json``; everything else lives in a temporary directory removed at
-the end.
+Results go to ``--out`` (default ``benchmarks/out/milvus-<N>.json``); everything else lives in a temporary
+directory removed at the end.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ import os
 import platform
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -46,24 +45,14 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.common.report import out_path, write_json
+from benchmarks.common.timing import interleaved, summary
+from benchmarks.common.vectors import mixture
+
 SELECTIVITY = {"1%": 1, "10%": 10, "50%": 50}
 """Filter ``meta.bucket < b`` with ``bucket = i % 100``."""
 
 PER_DOC = 10
-
-
-def mixture(n: int, dim: int, seed: int, centers: int = 1000, noise: float = 0.05) -> np.ndarray:
-    crng = np.random.default_rng(7)
-    c = crng.standard_normal((centers, dim)).astype(np.float32)
-    c /= np.linalg.norm(c, axis=1, keepdims=True)
-    rng = np.random.default_rng(seed)
-    out = np.empty((n, dim), dtype=np.float32)
-    for s in range(0, n, 100_000):  # in chunks: one float64 copy of 1M x 384 is 3 GB
-        m = min(100_000, n - s)
-        part = c[rng.integers(centers, size=m)] + noise * rng.standard_normal((m, dim), dtype=np.float32)
-        part /= np.linalg.norm(part, axis=1, keepdims=True)
-        out[s : s + m] = part
-    return out
 
 
 def passages(start: int, stop: int) -> list[Any]:
@@ -231,20 +220,6 @@ def memory_probe(what: str, path: Path, qpath: Path) -> dict[str, float]:
     return {"rss_mb": round(got["after_mb"] - got["base_mb"], 1)}
 
 
-def interleaved(searches: dict[str, Any], n: int) -> tuple[dict[str, list[float]], dict[str, list[list[int]]]]:
-    """Run query ``i`` on every backend (``name -> search(i) -> row numbers``) before query ``i + 1``, so machine
-    noise hits all alike: per backend, the seconds of each query and the rows it found."""
-    lat: dict[str, list[float]] = {name: [] for name in searches}
-    found: dict[str, list[list[int]]] = {name: [] for name in searches}
-    for i in range(n):
-        for name, search in searches.items():
-            t = time.perf_counter()
-            rows = search(i)
-            lat[name].append(time.perf_counter() - t)
-            found[name].append(rows)
-    return lat, found
-
-
 def raw_search(index: Any, q: np.ndarray) -> Any:
     """Query ``i`` on a raw FAISS index: the row numbers of its top 10."""
     return lambda i: index.search(q[i : i + 1], 10)[1][0].tolist()
@@ -258,14 +233,11 @@ def dense_search(retriever: Any, q: np.ndarray, row: Any, filters: Any = None) -
 
 
 def latency(seconds: list[float]) -> dict[str, float]:
-    """Median and p95 in milliseconds."""
-    return {
-        "median_ms": round(1000 * statistics.median(seconds), 3),
-        "p95_ms": round(1000 * float(np.percentile(seconds, 95)), 3),
-    }
+    """Median and p95 in milliseconds (3 decimals), and the count."""
+    return summary(seconds, digits=3)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=20_000)
     ap.add_argument("--dim", type=int, default=384)
@@ -282,8 +254,8 @@ def main() -> None:
         help="an already running Milvus server (http://host:port) instead of a Milvus Lite server process; "
         "its memory is measured when it listens on this machine",
     )
-    ap.add_argument("--out", default=None)
-    args = ap.parse_args()
+    ap.add_argument("--out", default=None, help="the JSON file (default benchmarks/out/milvus-<N>.json)")
+    args = ap.parse_args(argv)
 
     import faiss
 
@@ -349,7 +321,8 @@ def main() -> None:
                 searches = {"raw-faiss": raw_search(raw, q)} | {
                     n: dense_search(r, q, row) for n, r in retrievers.items()
                 }
-                lat, found = interleaved(searches, args.queries)
+                run = interleaved(searches, args.queries)
+                lat, found = run.seconds, run.results
                 for name in lat:
                     out[name]["single"] = latency(lat[name]) | {"recall@10": round(recall(found[name], truth), 4)}
                     print(f"{kind} {name}: {out[name]['single']}", flush=True)
@@ -363,9 +336,8 @@ def main() -> None:
                     print(f"{kind} {name}: batched {out[name]['batched_ms_per_query']} ms/query", flush=True)
                 for filt_name, b in SELECTIVITY.items():
                     filters = {"field": "meta.bucket", "operator": "<", "value": b}
-                    flat_ms, ffound = interleaved(
-                        {n: dense_search(r, q, row, filters) for n, r in retrievers.items()}, nf
-                    )
+                    frun = interleaved({n: dense_search(r, q, row, filters) for n, r in retrievers.items()}, nf)
+                    flat_ms, ffound = frun.seconds, frun.results
                     for name in stores:
                         entry = latency(flat_ms[name]) | {
                             "recall@10": round(recall(ffound[name], truth_f[filt_name]), 4),
@@ -394,11 +366,10 @@ def main() -> None:
                     idle = rss_mb(server_pid)
                 results["kinds"][kind] = out
                 results["vectors_mb"] = round(x.nbytes / 2**20, 1)
-                path = Path(args.out or Path(__file__).parent / "out" / f"milvus-{args.n}.json")
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(json.dumps(results, indent=2) + "\n")  # after every kind: a long run keeps its figures
+                path = Path(args.out or out_path(f"milvus-{args.n}.json"))
+                write_json(path, results, indent=2)  # after every kind: a long run keeps its figures
     results["load_avg_end"] = os.getloadavg()
-    path.write_text(json.dumps(results, indent=2) + "\n")
+    write_json(path, results, indent=2)
     print(f"wrote {path}")
 
 
@@ -412,7 +383,8 @@ def dhr(stores: dict[str, Any], q: np.ndarray, row: Any) -> dict[str, Any]:
         store.ensure_extension("doc-index")
         out[name] = {"doc_index_build_s": round(time.perf_counter() - t, 2)}
         retrievers[name] = build_retriever("hierarchical", store, k1=100)
-    lat, found = interleaved({name: dense_search(r, q, row) for name, r in retrievers.items()}, q.shape[0])
+    run = interleaved({name: dense_search(r, q, row) for name, r in retrievers.items()}, q.shape[0])
+    lat, found = run.seconds, run.results
     for name in stores:
         out[name] |= latency(lat[name])
     out["same_top10"] = float(np.mean([a == b for a, b in zip(found["local"], found["milvus"], strict=True)]))
