@@ -6,7 +6,7 @@ run interleaved: ``groups`` (the library: each read covers 64 queries) and ``who
 run in one read, as the reader would hold it without grouping). A third phase holds ``store.reading()``
 open for ``--hold`` seconds in another process: the commit waits for it and then succeeds.
 
-    python benchmarks/bench_writer_wait.py --data ../shared/data [--store STORE] [--rounds 3]
+    python -m benchmarks.stress.bench_writer_wait [--data ../shared/data] [--store STORE] [--rounds 3]
 
 ``--store``: an existing SciFact store (e.g. the base store ``bench_tune.py`` builds); without it one is
 built under ``benchmarks/out/writer-wait/`` with the default model (a few minutes).
@@ -27,6 +27,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks.common.data import add_data_argument, scifact_dir
+from benchmarks.common.report import out_path, write_json
+from benchmarks.common.vectors import unit_vectors
 
 READER = """
 import sys
@@ -57,13 +61,11 @@ with store.reading():
 """
 
 
-def _build(data: Path, out: Path) -> Path:
+def _build(scifact: Path, out: Path, model: str | None) -> Path:
     store = out / "store"
     if not (store / "manifest.json").exists():
-        corpus = data / "scifact" / "corpus.jsonl.gz"
-        subprocess.run(
-            [sys.executable, "-m", "rag_hier", "index", str(corpus), "--store", str(store), "--no-progress"], check=True
-        )
+        cmd = [sys.executable, "-m", "rag_hier", "index", str(scifact / "corpus.jsonl.gz"), "--store", str(store)]
+        subprocess.run([*cmd, "--no-progress", *(["--model", model] if model else [])], check=True)
     return store
 
 
@@ -78,8 +80,7 @@ def _commits(store_path: Path, seconds: float, stop: threading.Event | None = No
     end = time.monotonic() + seconds
     n = 0
     while time.monotonic() < end and not (stop is not None and stop.is_set()):
-        v = rng.standard_normal((1, dim)).astype(np.float32)
-        v /= np.linalg.norm(v)
+        v = unit_vectors(rng, 1, dim)
         t0 = time.perf_counter()
         store.add_passages([Passage(f"w{os.getpid()}-{n}", f"w{n}", 0, f"written {n}")], v)
         times.append(time.perf_counter() - t0)
@@ -89,20 +90,23 @@ def _commits(store_path: Path, seconds: float, stop: threading.Event | None = No
     return times
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, required=True, help="the shared data folder (holding scifact/)")
+    add_data_argument(ap)
     ap.add_argument("--store", type=Path, default=None, help="an existing SciFact store (copied, never written)")
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/out/writer-wait"))
+    ap.add_argument("--model", default=None, help="the model of the store built without --store (default: MiniLM)")
+    ap.add_argument("--out", type=Path, default=out_path("writer-wait"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=30.0, help="writing time per round and mode")
     ap.add_argument("--strategy", default="dense")
     ap.add_argument("--hold", type=float, default=20.0, help="seconds a reader holds store.reading() open")
-    args = ap.parse_args()
+    ap.add_argument("--settle", type=float, default=8.0, help="seconds the reader gets to load before the writes")
+    args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    source = args.store or _build(args.data, args.out)
-    queries = args.data / "scifact" / "queries.jsonl"
-    qrels = args.data / "scifact" / "qrels" / "test.tsv"
+    scifact = scifact_dir(args.data)
+    source = args.store or _build(scifact, args.out, args.model)
+    queries = scifact / "queries.jsonl"
+    qrels = scifact / "qrels" / "test.tsv"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     results: dict[str, list[float]] = {"groups": [], "whole": []}
     runs: dict[str, int] = {"groups": 0, "whole": 0}
@@ -121,7 +125,7 @@ def main() -> None:
                     stderr=subprocess.DEVNULL,
                     text=True,
                 )
-                time.sleep(8.0)  # the reader has loaded its model and is searching
+                time.sleep(args.settle)  # the reader has loaded its model and is searching
                 results[mode] += _commits(store, args.seconds)
                 stop.touch()
                 out, _ = reader.communicate(timeout=600)
@@ -159,7 +163,7 @@ def main() -> None:
         "commit_during_hold_ok": len(held) == 1,
     }
     print(json.dumps(report, indent=2))
-    (args.out / f"writer-wait-{args.strategy}.json").write_text(json.dumps(report, indent=2))
+    write_json(args.out / f"writer-wait-{args.strategy}.json", report, indent=2)
 
 
 if __name__ == "__main__":
