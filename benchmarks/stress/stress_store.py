@@ -11,13 +11,14 @@ write must be there, the write in flight all or nothing, the counts consistent a
 (dense, DHR, token index) the whole time; zero errors allowed on either side, every acknowledged write
 present afterwards (the workers are ``tests/store/_stress.py``).
 
-    python benchmarks/stress_store.py kill --trials 100 [--milvus]
-    python benchmarks/stress_store.py readers --writes 1000
+    python -m benchmarks.stress.stress_store kill --trials 100 [--milvus]
+    python -m benchmarks.stress.stress_store readers --writes 1000
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import random
@@ -32,8 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "store"))
+from benchmarks.common.data import REPO
+from benchmarks.common.report import write_json
+
+STRESS_WORKERS = REPO / "tests" / "store" / "_stress.py"
+"""The reader and writer processes of the ``readers`` experiment (shared with the test suite)."""
 
 WRITER = textwrap.dedent(
     """
@@ -86,7 +90,16 @@ CHECK = textwrap.dedent(
 
 
 def _make_in_process(path: Path) -> None:
-    subprocess.run([sys.executable, str(Path(__file__).resolve()), "make", str(path)], check=True)
+    subprocess.run([sys.executable, "-m", "benchmarks.stress.stress_store", "make", str(path)], check=True, cwd=REPO)
+
+
+def _stress_workers() -> object:
+    """``tests/store/_stress.py`` loaded from its file (its ``vector`` makes the vectors the workers expect)."""
+    spec = importlib.util.spec_from_file_location("rag_hier_stress_workers", STRESS_WORKERS)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _make(path: Path) -> None:
@@ -189,13 +202,12 @@ def kill_trials(trials: int, seed: int, keep: Path | None = None, milvus: bool =
 
 
 def reader_stress(writes: int) -> dict[str, float]:
-    from _stress import vector  # the workers' vectors
-
     from rag_hier import HierStore, Passage
     from rag_hier.store.extensions.doc_index import DocumentIndex
     from rag_hier.store.extensions.token_index import TokenIndexExtension
 
-    worker = ROOT / "tests" / "store" / "_stress.py"
+    vector = _stress_workers().vector  # the workers' vectors
+    worker = STRESS_WORKERS
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         path = tmp_path / "store"
@@ -251,8 +263,9 @@ def reader_stress(writes: int) -> dict[str, float]:
     }
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=None, help="also write the figures to this JSON file")
     sub = parser.add_subparsers(dest="cmd", required=True)
     k = sub.add_parser("kill")
     k.add_argument("--trials", type=int, default=100)
@@ -263,7 +276,7 @@ def main() -> int:
     m.add_argument("path", type=Path)
     r = sub.add_parser("readers")
     r.add_argument("--writes", type=int, default=1000)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     t0 = time.perf_counter()
     if args.cmd == "make":
         _make(args.path)
@@ -274,6 +287,8 @@ def main() -> int:
         result = reader_stress(args.writes)
     result["seconds"] = round(time.perf_counter() - t0, 1)
     print(json.dumps(result, indent=2))
+    if args.out:
+        write_json(args.out, result, indent=2)
     return 0
 
 
