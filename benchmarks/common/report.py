@@ -13,14 +13,14 @@ from typing import Any
 from benchmarks.common.data import REPO
 from benchmarks.common.timing import loadavg
 
-OUT = REPO / "benchmarks" / "out"
-"""Where results go by default (git-ignored)."""
+OUT = Path(os.environ.get("RAG_HIER_BENCH_OUT") or REPO / "benchmarks" / "out")
+"""Where results go by default: ``$RAG_HIER_BENCH_OUT``, else ``benchmarks/out/`` (git-ignored)."""
 
 _VERSIONS = ("numpy", "faiss-cpu", "torch", "transformers", "sentence-transformers", "rag-hier")
 
 
 def out_path(*parts: str) -> Path:
-    """``benchmarks/out/<parts...>`` (not created)."""
+    """``<OUT>/<parts...>`` (not created)."""
     return OUT.joinpath(*parts)
 
 
