@@ -130,3 +130,36 @@ def test_building_a_token_index_without_vectors_imports_no_model_library(tmp_pat
         f"'--model', {tiny_model_path!r}, '--no-dense', '--no-progress']) == 0\n"
     )
     assert _imported_after(code) == []
+
+
+def test_train_methods_are_listed_as_their_modules_define_them() -> None:
+    import importlib
+
+    from rag_hier.cli.main import build_parser
+    from rag_hier.cli.plugins import PLUGIN_MODULES, TRAIN_METHODS
+
+    def methods(parser: object) -> dict[str, str]:
+        (train,) = [a for a in parser._actions if a.dest == "command"]  # type: ignore[attr-defined]
+        (sub,) = [a for a in train.choices["train"]._actions if a.dest == "method"]
+        return {c.dest: c.help for c in sub._choices_actions}
+
+    assert methods(build_parser()) == {name: help_line for name, (_, help_line) in TRAIN_METHODS.items()}
+    assert methods(build_parser("train", "")) == methods(build_parser())  # the listing alone says the same
+    with_train = {m for m in PLUGIN_MODULES if hasattr(importlib.import_module(m), "add_train_parser")}
+    assert with_train == {module for module, _ in TRAIN_METHODS.values()}
+
+
+@pytest.mark.parametrize("method", ["hce", "dhr", "svdr", "ehi", "tied-atomic"])
+def test_train_method_help_imports_no_other_method(method: str) -> None:
+    from rag_hier.cli.plugins import TRAIN_METHODS
+
+    code = (
+        "import contextlib, io, json, sys\nfrom rag_hier.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        f"    try:\n        main(['train', {method!r}, '--help'])\n    except SystemExit:\n        pass\n"
+        "print(json.dumps(['--' in out.getvalue(), sorted(m for m in sys.modules if m.startswith('rag_hier.cli.'))]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    has_flags, modules = json.loads(out.stdout.strip().splitlines()[-1])
+    others = {module for name, (module, _) in TRAIN_METHODS.items() if name != method}
+    assert has_flags and TRAIN_METHODS[method][0] in modules and not others & set(modules)

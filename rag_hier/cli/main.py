@@ -37,11 +37,12 @@ _COMMAND_HELP: dict[str, str] = {
 """Each sub-command's one-line help (``rag-hier --help`` lists them without building their parsers)."""
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+def build_parser(command: str | None = None, method: str | None = None) -> argparse.ArgumentParser:
     """The argument parser (exposed for documentation and tests).
 
     ``command``: build only that sub-command's arguments (the others, all of them for ``""``, are listed with
     their help line), so ``rag-hier --help`` and a sub-command's ``--help`` import only what its flags need.
+    ``method``: likewise for ``train``: only that training method's arguments (``""``: list the methods only).
     """
     from rag_hier._version import __version__
 
@@ -53,7 +54,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, help_line in _COMMAND_HELP.items():
-        if command is None or command == name:
+        if name == "train" and (command is None or command == name):
+            _train_parser(sub, method)
+        elif command is None or command == name:
             _BUILDERS[name](sub)
         else:
             sub.add_parser(name, help=help_line)
@@ -165,14 +168,19 @@ def _tune_parser(sub: Any) -> None:
     _add_runtime_args(add_tune_parser(sub, _COMMAND_HELP["tune"]))
 
 
-def _train_parser(sub: Any) -> None:
-    from rag_hier.cli.plugins import plugins
+def _train_parser(sub: Any, method: str | None = None) -> None:
+    """``train`` and its methods: every method's arguments, or (``method`` given) that one's only."""
+    import importlib
+
+    from rag_hier.cli.plugins import TRAIN_METHODS
 
     t = sub.add_parser("train", help=_COMMAND_HELP["train"])
     train_sub = t.add_subparsers(dest="method", required=True, metavar="METHOD")
-    for mod in plugins():
-        if hasattr(mod, "add_train_parser"):
-            mod.add_train_parser(train_sub)
+    for name, (module, help_line) in TRAIN_METHODS.items():
+        if method is None or method == name:
+            importlib.import_module(module).add_train_parser(train_sub)
+        else:
+            train_sub.add_parser(name, help=help_line)
 
 
 _BUILDERS: dict[str, Callable[[Any], None]] = {
@@ -185,6 +193,7 @@ _BUILDERS: dict[str, Callable[[Any], None]] = {
     "tune": _tune_parser,
     "train": _train_parser,
 }
+"""Sub-command builders (``train`` is built by :func:`_train_parser` with the method asked for)."""
 
 
 def _add_search_args(p: argparse.ArgumentParser) -> None:
@@ -654,8 +663,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rag-hier {__version__}")
         return 0
     given = list(sys.argv[1:] if argv is None else argv)
-    command = next((a for a in given if not a.startswith("-")), None)
-    parser = build_parser(command if command in _COMMAND_HELP else "")  # "": list the commands only
+    words = [i for i, a in enumerate(given) if not a.startswith("-")]
+    command = given[words[0]] if words else None
+    method = (given[words[1]] if len(words) > 1 else "") if command == "train" else None
+    parser = build_parser(command if command in _COMMAND_HELP else "", method)  # "": list the commands only
     args = parser.parse_args(given)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     before = list(logging.root.handlers)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-__all__ = ["PLUGIN_MODULES", "plugins"]
+__all__ = ["PLUGIN_MODULES", "TRAIN_METHODS", "plugins"]
 
 PLUGIN_MODULES: tuple[str, ...] = (
     "rag_hier.cli.dhr",
@@ -29,6 +29,28 @@ PLUGIN_MODULES: tuple[str, ...] = (
     "rag_hier.cli.ehi",
     "rag_hier.cli.bm25",
 )
+
+
+TRAIN_METHODS: dict[str, tuple[str, str]] = {
+    "dhr": ("rag_hier.cli.dhr", "train DHR document/passage encoders (In-Doc, In-Sec and BM25 negatives)"),
+    "hce": (
+        "rag_hier.cli.hce",
+        "fine-tune an encoder with HCE (hierarchical corpus encoder): unsupervised, supervised or joint",
+    ),
+    "svdr": ("rag_hier.cli.svdr", "train an SVDR vocabulary encoder (L_p + L_sp, beta-mined hard negatives)"),
+    "tied-atomic": (
+        "rag_hier.cli.tied_atomic",
+        "train a Tied-Atomic encoder-decoder embedding (generative retrieval as dense retrieval)",
+    ),
+    "ehi": (
+        "rag_hier.cli.ehi",
+        "train an EHI tree index (learned jointly with the encoder, or alone on its vectors)",
+    ),
+}
+"""``rag-hier train`` methods: name → (the plugin module defining its ``add_train_parser``, its help line).
+
+Listed here so that ``rag-hier train --help`` and ``rag-hier train METHOD --help`` import no other method's
+module (a test checks that each module's parser has this name and help line)."""
 
 
 def plugins() -> list[ModuleType]:
