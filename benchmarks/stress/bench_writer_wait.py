@@ -101,6 +101,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--strategy", default="dense")
     ap.add_argument("--hold", type=float, default=20.0, help="seconds a reader holds store.reading() open")
     ap.add_argument("--settle", type=float, default=8.0, help="seconds the reader gets to load before the writes")
+    ap.add_argument(
+        "--modes", default="groups,whole", help="reader modes, comma-separated (groups: the library's; whole)"
+    )
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     scifact = scifact_dir(args.data)
@@ -108,11 +111,14 @@ def main(argv: list[str] | None = None) -> None:
     queries = scifact / "queries.jsonl"
     qrels = scifact / "qrels" / "test.tsv"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    results: dict[str, list[float]] = {"groups": [], "whole": []}
-    runs: dict[str, int] = {"groups": 0, "whole": 0}
+    modes = [m for m in args.modes.split(",") if m]
+    if unknown := set(modes) - {"groups", "whole"}:
+        ap.error(f"--modes: unknown {sorted(unknown)} (groups, whole)")
+    results: dict[str, list[float]] = {m: [] for m in modes}
+    runs: dict[str, int] = dict.fromkeys(modes, 0)
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
-            for mode in ("groups", "whole") if r % 2 == 0 else ("whole", "groups"):
+            for mode in modes if r % 2 == 0 else modes[::-1]:
                 store = Path(tmp) / f"s-{mode}-{r}"
                 shutil.copytree(source, store)
                 stop = Path(tmp) / f"stop-{mode}-{r}"

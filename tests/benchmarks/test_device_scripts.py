@@ -11,7 +11,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPTS = sorted(p.stem for p in (REPO / "benchmarks" / "device").glob("*.py") if p.stem not in ("__init__", "common"))
+SCRIPTS = sorted(
+    p.stem
+    for p in (REPO / "benchmarks" / "device").glob("*.py")
+    if not p.stem.startswith("_") and p.stem not in ("common", "device_pack")  # device_pack: a tool, no experiment
+)
 
 
 def _env(**extra: str) -> dict[str, str]:
