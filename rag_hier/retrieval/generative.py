@@ -8,17 +8,21 @@ Nguyen & Yates, "Generative Retrieval as Dense Retrieval" (arXiv 2306.11397): a 
   Tied-Atomic model (:mod:`rag_hier.encoders.encdec`): ``W_docs`` *is* the store's matrix of passage
   vectors, each the same encoder-decoder run over the passage text. ``logits`` / ``generate`` rank exactly
   as the store's dense search; adding a document to the store adds its docid.
-* :class:`DSIAtomicModel` is the untied baseline (DSI with atomic docids, Tay et al., 2022): the rows of
-  ``W_docs`` are free parameters learned by training (:class:`~rag_hier.training.tied_atomic.DSIAtomicTrainer`).
-  A docid added after training has an untrained row. It exists to reproduce the paper's argument, not as a
-  recommended retriever. Saved without pickle: a sentence-transformers directory for the encoder-decoder
-  plus ``dsi_atomic.safetensors`` (``W_docs``) and ``dsi_atomic.json`` (the docid list).
+* :class:`AtomicDocidModel` is what an untied DSI-atomic baseline offers (Tay et al., 2022): logits over its
+  docids, ``generate``, ``score``, ``add_docids``, ``save``. Its rows are free parameters learned by training
+  (:class:`~rag_hier.training.tied_atomic.DSIAtomicTrainer`); a docid added after training has an untrained row.
+  Two models implement it: :class:`~rag_hier.retrieval.dsi_seq2seq.DSIAtomicSeq2SeqModel`, DSI as the paper's
+  baseline (docids are new tokens of a seq2seq model's vocabulary), and :class:`DSIAtomicModel`, a free
+  ``(n_docids, dim)`` matrix over the Tied-Atomic embedding ``h(x)`` (Eq. 1 of the paper on the very vector
+  Tied-Atomic uses). They exist to reproduce the paper's argument, not as recommended retrievers. Both save
+  without pickle (safetensors + JSON; ``dsi_atomic.json`` says which model a directory holds).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
@@ -36,13 +40,30 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DSI_FORMAT", "DSIAtomicModel", "DocidLevel", "TiedAtomicHead", "UnknownDocidError"]
+__all__ = [
+    "DSI_FORMAT",
+    "DSI_META",
+    "AtomicDocidModel",
+    "DSIAtomicModel",
+    "DSIObjective",
+    "DocidLevel",
+    "TiedAtomicHead",
+    "UnknownDocidError",
+    "read_dsi_meta",
+]
 
 DocidLevel = Literal["passage", "document"]
+DSIObjective = Literal["seq2seq", "docid_softmax"]
 DSI_FORMAT = "rag-hier-dsi-atomic"
-_DSI_VERSION = 1
+DSI_META = "dsi_atomic.json"
+"""The file that says what a DSI-atomic directory holds (format, version, objective, docids)."""
+DSI_VERSION = 2
+"""Version written; version 1 (no ``objective`` field) is read as ``"docid_softmax"``."""
 _DSI_WEIGHTS = "dsi_atomic.safetensors"
-_DSI_META = "dsi_atomic.json"
+_READERS: dict[str, str] = {
+    "docid_softmax": "rag_hier.retrieval.generative.DSIAtomicModel.load",
+    "seq2seq": "rag_hier.retrieval.dsi_seq2seq.DSIAtomicSeq2SeqModel.load",
+}
 
 
 class UnknownDocidError(RagHierError, KeyError):
@@ -232,8 +253,110 @@ class TiedAtomicHead:
         return f"TiedAtomicHead(store={str(self.store.path)!r}, level={self.level!r})"
 
 
-class DSIAtomicModel:
-    """DSI with atomic docids, untied: an encoder-decoder embedding and one free output row per docid.
+def read_dsi_meta(path: str | Path, objective: DSIObjective) -> dict[str, Any]:
+    """Read and check ``dsi_atomic.json`` of a DSI-atomic directory written for ``objective``.
+
+    Checks the format, the version, the objective and the docid list (strings, no repeats, ``num_docids`` of
+    them); the caller checks its own fields.
+
+    Raises:
+        RagHierError: A missing or unreadable file, or a field with a wrong value (the message names both).
+
+    """
+    root = Path(path)
+    meta_file = root / DSI_META
+    if not meta_file.is_file():
+        raise RagHierError(f"{meta_file} is missing: {root} is not a DSI-atomic model directory")
+    try:
+        meta: Any = json.loads(meta_file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RagHierError(f"{meta_file}: not valid JSON ({exc})") from exc
+    if not isinstance(meta, dict) or meta.get("format") != DSI_FORMAT:
+        raise RagHierError(f"{meta_file}: not a DSI-atomic description (field 'format' must be {DSI_FORMAT!r})")
+    version = meta.get("format_version")
+    if version not in (1, DSI_VERSION):
+        raise RagHierError(
+            f"{meta_file}: field 'format_version' is {version!r}; this version reads 1 and {DSI_VERSION}"
+        )
+    found = meta.get("objective") if version == DSI_VERSION else "docid_softmax"
+    if found != objective:
+        reader = _READERS.get(str(found))
+        hint = f"; load it with {reader}" if reader else f" (known: {', '.join(sorted(_READERS))})"
+        raise RagHierError(f"{meta_file}: field 'objective' is {found!r}, not {objective!r}{hint}")
+    docids = meta.get("docids")
+    if (
+        not isinstance(docids, list)
+        or not all(isinstance(d, str) for d in docids)
+        or len(docids) != meta.get("num_docids")
+    ):
+        raise RagHierError(f"{meta_file}: field 'docids' must be a list of 'num_docids' strings")
+    if len(set(docids)) != len(docids):
+        raise RagHierError(f"{meta_file}: field 'docids' repeats a docid")
+    return meta
+
+
+class AtomicDocidModel(ABC):
+    """An untied DSI-atomic model: one learned output row per docid; logits over docids, ``generate``, ``score``.
+
+    Subclasses compute :meth:`logits` and own their rows; ranking, scoring and the docid list live here.
+    """
+
+    docids: list[str]
+
+    def __len__(self) -> int:
+        return len(self.docids)
+
+    @abstractmethod
+    def logits(self, queries: str | Sequence[str]) -> np.ndarray:
+        """Logits ``(n_queries, len(docids))`` of every docid, one decoding step from the start token."""
+
+    @abstractmethod
+    def add_docids(
+        self, docids: Sequence[str], *, init: Literal["random", "tied"] = "random", texts: Sequence[str] | None = None
+    ) -> None:
+        """Append output rows for new docids, without training (``"random"`` or ``"tied"`` to the text)."""
+
+    @abstractmethod
+    def save(self, path: str | Path) -> Path:
+        """Write the model (safetensors and JSON only)."""
+
+    def _check_new_docids(self, docids: Sequence[str]) -> list[str]:
+        new = [str(d) for d in docids]
+        clash = set(new) & set(self.docids)
+        if clash or len(set(new)) != len(new):
+            raise RagHierError(f"docids already present or repeated: {sorted(clash)[:5] or new[:5]!r}")
+        return new
+
+    @overload
+    def generate(self, queries: str, k: int = 10) -> list[str]: ...  # type: ignore[overload-overlap]
+    @overload
+    def generate(self, queries: Sequence[str], k: int = 10) -> list[list[str]]: ...
+    def generate(self, queries: str | Sequence[str], k: int = 10) -> list[str] | list[list[str]]:
+        """The top-``k`` docids: a list for one query, a list of lists for several."""
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        top = _top_k(self.logits(queries), k)
+        out = [[self.docids[j] for j in row] for row in top]
+        return out[0] if isinstance(queries, str) else out
+
+    def score(self, queries: str | Sequence[str], docids: Sequence[str]) -> np.ndarray:
+        """Logits of the given docids only.
+
+        Raises:
+            UnknownDocidError: A docid the model has no row for.
+
+        """
+        if isinstance(docids, str):
+            raise TypeError("docids must be a sequence of docids, not a single string")
+        known = {d: i for i, d in enumerate(self.docids)}
+        missing = [d for d in docids if d not in known]
+        if missing:
+            raise UnknownDocidError(f"{len(missing)} docid(s) without an output row: {missing[:5]!r}")
+        return self.logits(queries)[:, [known[d] for d in docids]]
+
+
+class DSIAtomicModel(AtomicDocidModel):
+    """DSI with atomic docids as a softmax head: the Tied-Atomic embedding and one free output row per docid.
 
     ``logits = W_docs · h(x)`` with ``h`` the :class:`~rag_hier.encoders.encdec.EncoderDecoderEmbedding` vector
     and ``W_docs`` a learned ``(n_docids, dim)`` matrix. Train it with
@@ -286,9 +409,6 @@ class DSIAtomicModel:
             raise RagHierError("the model does not report its embedding dimension")
         return int(dim)
 
-    def __len__(self) -> int:
-        return len(self.docids)
-
     def encode(self, texts: Sequence[str], *, batch_size: int = 32) -> np.ndarray:
         """``h(x)`` for texts (float32 ``(n, dim)``)."""
         if isinstance(texts, str):
@@ -302,33 +422,6 @@ class DSIAtomicModel:
         """Logits ``(n_queries, len(docids))``."""
         texts, _ = _queries(queries)
         return self.encode(texts) @ self.weight.detach().cpu().numpy().T
-
-    @overload
-    def generate(self, queries: str, k: int = 10) -> list[str]: ...  # type: ignore[overload-overlap]
-    @overload
-    def generate(self, queries: Sequence[str], k: int = 10) -> list[list[str]]: ...
-    def generate(self, queries: str | Sequence[str], k: int = 10) -> list[str] | list[list[str]]:
-        """The top-``k`` docids: a list for one query, a list of lists for several."""
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
-        top = _top_k(self.logits(queries), k)
-        out = [[self.docids[j] for j in row] for row in top]
-        return out[0] if isinstance(queries, str) else out
-
-    def score(self, queries: str | Sequence[str], docids: Sequence[str]) -> np.ndarray:
-        """Logits of the given docids only.
-
-        Raises:
-            UnknownDocidError: A docid the model has no row for.
-
-        """
-        if isinstance(docids, str):
-            raise TypeError("docids must be a sequence of docids, not a single string")
-        known = {d: i for i, d in enumerate(self.docids)}
-        missing = [d for d in docids if d not in known]
-        if missing:
-            raise UnknownDocidError(f"{len(missing)} docid(s) without an output row: {missing[:5]!r}")
-        return self.logits(queries)[:, [known[d] for d in docids]]
 
     def add_docids(
         self, docids: Sequence[str], *, init: Literal["random", "tied"] = "random", texts: Sequence[str] | None = None
@@ -345,10 +438,7 @@ class DSIAtomicModel:
         """
         import torch
 
-        new = [str(d) for d in docids]
-        clash = set(new) & set(self.docids)
-        if clash or len(set(new)) != len(new):
-            raise RagHierError(f"docids already present or repeated: {sorted(clash)[:5] or new[:5]!r}")
+        new = self._check_new_docids(docids)
         if init == "random":
             rows = torch.randn((len(new), self.dimension), generator=self._generator) * self.init_std
         elif init == "tied":
@@ -371,13 +461,14 @@ class DSIAtomicModel:
         save_file({"weight": self.weight.detach().cpu().contiguous()}, str(out / _DSI_WEIGHTS))
         meta = {
             "format": DSI_FORMAT,
-            "format_version": _DSI_VERSION,
+            "format_version": DSI_VERSION,
+            "objective": "docid_softmax",
             "dimension": self.dimension,
             "num_docids": len(self.docids),
             "init_std": self.init_std,
             "docids": self.docids,
         }
-        (out / _DSI_META).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+        (out / DSI_META).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
         return out
 
     @classmethod
@@ -394,21 +485,11 @@ class DSIAtomicModel:
         from rag_hier.encoders.encdec import encoder_decoder_sentence_transformer
 
         root = Path(path)
-        meta_file, weight_file = root / _DSI_META, root / _DSI_WEIGHTS
-        for f in (meta_file, weight_file):
-            if not f.is_file():
-                raise RagHierError(f"{f} is missing: {root} is not a DSI-atomic model directory")
-        try:
-            meta: Any = json.loads(meta_file.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise RagHierError(f"{meta_file}: not valid JSON ({exc})") from exc
-        if not isinstance(meta, dict) or meta.get("format") != DSI_FORMAT:
-            raise RagHierError(f"{meta_file}: not a DSI-atomic description (format {DSI_FORMAT!r} expected)")
-        if meta.get("format_version") != _DSI_VERSION:
-            raise RagHierError(f"{meta_file}: format version {meta.get('format_version')}; this reads {_DSI_VERSION}")
-        docids = meta.get("docids")
-        if not isinstance(docids, list) or len(docids) != meta.get("num_docids"):
-            raise RagHierError(f"{meta_file}: 'docids' must be a list of num_docids entries")
+        meta_file, weight_file = root / DSI_META, root / _DSI_WEIGHTS
+        meta = read_dsi_meta(root, "docid_softmax")
+        docids = meta["docids"]
+        if not weight_file.is_file():
+            raise RagHierError(f"{weight_file} is missing: {root} is not a DSI-atomic model directory")
         try:
             tensors = load_file(str(weight_file))
         except (SafetensorError, OSError) as exc:

@@ -20,9 +20,15 @@ negatives span the global batch. The result is a plain sentence-transformers dir
 ``rag-hier index CORPUS --store S --model DIR`` indexes with it, and new documents are added by encoding
 them.
 
-:class:`DSIAtomicTrainer` trains the untied baseline (:class:`~rag_hier.retrieval.generative.DSIAtomicModel`): the
-same encoder-decoder with one free output row per docid, cross-entropy over all docids on the
-retrieval task (query → docid) and the indexing task (document text → docid), as DSI (Tay et al., 2022).
+:class:`DSIAtomicTrainer` trains the untied baseline, DSI with atomic docids (Tay et al., 2022), on the retrieval
+task (query → docid) and the indexing task (document text → docid), mixed. ``DSIAtomicConfig.objective`` picks
+the model:
+
+* ``"seq2seq"`` (default; the paper's baseline): docids are new tokens of the encoder-decoder's vocabulary, the
+  target is ``[docid, end-of-sequence]``, teacher forcing, cross-entropy over the whole vocabulary
+  (:class:`~rag_hier.retrieval.dsi_seq2seq.DSIAtomicSeq2SeqModel`, trained by ``transformers``' ``Seq2SeqTrainer``);
+* ``"docid_softmax"``: a free ``(n_docids, dim)`` matrix over the Tied-Atomic embedding ``h(x)``, cross-entropy
+  over the docids only (:class:`~rag_hier.retrieval.generative.DSIAtomicModel`, sentence-transformers' trainer).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import logging
 import math
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,7 +62,7 @@ from rag_hier.training.tied_atomic_config import DSIAtomicConfig, TiedAtomicConf
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-    from rag_hier.retrieval.generative import DSIAtomicModel
+    from rag_hier.retrieval.generative import AtomicDocidModel
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +86,10 @@ DSI_TRAINING_REPORT = "dsi_atomic_training.json"
 # ----------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class TrainingResult:
-    """What a trainer produced: where, how much, how long, and the held-out metrics when asked for."""
+    """What a trainer produced: where, how much, how long, and the held-out metrics when asked for.
+
+    ``loss_log`` holds ``(step, mean training loss since the previous entry)`` every ``logging_steps`` steps.
+    """
 
     output_dir: Path
     steps: int
@@ -91,6 +100,7 @@ class TrainingResult:
     metrics: Mapping[str, float] = field(default_factory=dict)
     config: Mapping[str, Any] = field(default_factory=dict)
     gathered_negatives: bool = False
+    loss_log: tuple[tuple[int, float], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (what the training report holds)."""
@@ -168,11 +178,9 @@ class _Base:
 
     config: TiedAtomicConfig | DSIAtomicConfig
 
-    def _load_model(self, scratch: str) -> SentenceTransformer:
-        from rag_hier.encoders.device import resolve_device
-
+    def _base_model(self, scratch: str) -> str:
+        """The starting encoder-decoder: ``base_model``, or the warm start built in ``scratch``."""
         cfg = self.config
-        device = resolve_device(cfg.device)
         if cfg.base_model is None:
             warm = Path(scratch) / "warm-start"
             logger.info(
@@ -187,15 +195,25 @@ class _Base:
                 seed=cfg.seed,
                 cross_attention_init=cfg.warm_start_cross_attention,
             )
-            name = str(warm)
-        else:
-            name = cfg.base_model
-        model = encoder_decoder_sentence_transformer(name, max_seq_length=cfg.max_seq_length, device=device)
-        return model
+            return str(warm)
+        return cfg.base_model
+
+    def _load_model(self, scratch: str) -> SentenceTransformer:
+        from rag_hier.encoders.device import resolve_device
+
+        cfg = self.config
+        name = self._base_model(scratch)
+        return encoder_decoder_sentence_transformer(
+            name, max_seq_length=cfg.max_seq_length, device=resolve_device(cfg.device)
+        )
 
     def _args(self, args_cls: Any, samplers: Any, scratch: str, steps: int, sampler: str, **extra: Any) -> Any:
+        return args_cls(batch_sampler=getattr(samplers, sampler), **self._common_args(scratch, steps), **extra)
+
+    def _common_args(self, scratch: str, steps: int) -> dict[str, Any]:
+        """``TrainingArguments`` shared by sentence-transformers' and ``transformers``' trainers."""
         cfg = self.config
-        return args_cls(
+        return dict(
             output_dir=scratch,
             max_steps=steps,
             per_device_train_batch_size=cfg.batch_size,
@@ -209,7 +227,6 @@ class _Base:
             bf16=cfg.bf16,
             seed=cfg.seed,
             data_seed=cfg.seed,
-            batch_sampler=getattr(samplers, sampler),
             save_strategy="no",
             eval_strategy="no",
             logging_steps=cfg.logging_steps,
@@ -218,7 +235,6 @@ class _Base:
             dataloader_drop_last=world_size() > 1,
             dataloader_pin_memory=torch.cuda.is_available(),
             use_cpu=(cfg.device or "").startswith("cpu"),
-            **extra,
         )
 
     def _steps(self, rows: int, world: int) -> int:
@@ -236,13 +252,22 @@ class _Base:
         qrels: Mapping[str, Mapping[str, int]],
     ) -> dict[str, float]:
         """nDCG@10, Recall@10/100, MRR@10 of dot-product ranking, documents scored by their best item."""
+        return _Base._evaluate_scores(lambda texts: encode_queries(texts) @ doc_matrix.T, corpus, queries, qrels)
+
+    @staticmethod
+    def _evaluate_scores(
+        score: Any,
+        corpus: TrainingCorpus,
+        queries: Mapping[str, str],
+        qrels: Mapping[str, Mapping[str, int]],
+    ) -> dict[str, float]:
+        """The same metrics from ``score(texts)``: ``(n_queries, n_items)`` scores over the corpus items."""
         from rag_hier.eval import evaluate
 
         qids = [q for q in qrels if q in queries]
         if not qids:
             return {}
-        q_emb = encode_queries([queries[q] for q in qids])
-        scores = q_emb @ doc_matrix.T
+        scores = np.asarray(score([queries[q] for q in qids]), dtype=np.float32)
         k = min(200, scores.shape[1])
         top = np.argpartition(-scores, k - 1, axis=1)[:, :k] if k < scores.shape[1] else np.argsort(-scores, axis=1)
         run: dict[str, dict[str, float]] = {}
@@ -257,6 +282,11 @@ class _Base:
         return {
             k_: round(v, 5) for k_, v in evaluate(run, qrels, ("ndcg@10", "recall@10", "recall@100", "mrr@10")).items()
         }
+
+
+def _loss_log(trainer: Any) -> tuple[tuple[int, float], ...]:
+    """``(step, loss)`` of every loss the trainer logged."""
+    return tuple((int(e["step"]), round(float(e["loss"]), 5)) for e in trainer.state.log_history if "loss" in e)
 
 
 def _encode(model: SentenceTransformer, texts: Sequence[str], *, query: bool, batch_size: int = 64) -> np.ndarray:
@@ -415,6 +445,7 @@ class TiedAtomicTrainer(_Base):
                 )
             outcome = trainer.train()
             done = int(trainer.state.global_step)
+            losses_logged = _loss_log(trainer)
         train_loss = float(outcome.training_loss) if outcome.training_loss is not None else None
         metrics: dict[str, float] = {}
         if eval_queries is not None and eval_qrels is not None and rank() == 0:
@@ -427,7 +458,7 @@ class TiedAtomicTrainer(_Base):
             )
         seconds = time.perf_counter() - t0
         result = TrainingResult(
-            out, done, len(cols["anchor"]), train_loss, seconds, world, metrics, cfg.to_dict(), gathered
+            out, done, len(cols["anchor"]), train_loss, seconds, world, metrics, cfg.to_dict(), gathered, losses_logged
         )
         if rank() == 0:
             out.mkdir(parents=True, exist_ok=True)
@@ -478,18 +509,52 @@ class AtomicDocidLoss(nn.Module):
 
 
 class DSIAtomicTrainer(_Base):
-    """Train the untied DSI-atomic baseline (:class:`~rag_hier.retrieval.generative.DSIAtomicModel`).
+    """Train the untied DSI-atomic baseline on the retrieval and indexing tasks (Tay et al., 2022).
 
-    One process only (it is a baseline): the free output rows live in the loss, outside DDP's gradient
-    averaging.
+    ``DSIAtomicConfig.objective`` picks the model: ``"seq2seq"`` (the paper's baseline,
+    :class:`~rag_hier.retrieval.dsi_seq2seq.DSIAtomicSeq2SeqModel`: docids are new vocabulary tokens, target
+    ``[docid, end-of-sequence]``, teacher forcing, cross-entropy over the whole vocabulary, ``transformers``'
+    ``Seq2SeqTrainer``) or ``"docid_softmax"`` (:class:`~rag_hier.retrieval.generative.DSIAtomicModel`: free rows
+    over the Tied-Atomic embedding, cross-entropy over the docids only, sentence-transformers' trainer). One
+    process only (it is a baseline).
 
     Args:
         config: The training configuration (:class:`DSIAtomicConfig`).
 
+    Example:
+        >>> from rag_hier.corpus import read_beir_corpus, read_qrels, read_queries
+        >>> trainer = DSIAtomicTrainer(DSIAtomicConfig(base_model="t5-small", epochs=50))  # doctest: +SKIP
+        >>> model, result = trainer.train(read_beir_corpus("scifact"), "scifact-dsi",  # doctest: +SKIP
+        ...     queries=read_queries("scifact/queries.jsonl"), qrels=read_qrels("scifact/qrels/train.tsv"))
+        >>> model.generate("what causes tides?", k=10)  # doctest: +SKIP
+
     """
+
+    citation = CITATION
 
     def __init__(self, config: DSIAtomicConfig | None = None) -> None:
         self.config: DSIAtomicConfig = config or DSIAtomicConfig()
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """The configuration as a dict (sentence-transformers' convention)."""
+        return self.config.to_dict()
+
+    def examples(self, items: TrainingCorpus, pairs: Sequence[SupervisedPair]) -> tuple[list[str], list[int]]:
+        """The training examples, shuffled (seeded): ``(texts, corpus positions of their docids)``.
+
+        Retrieval: every (query, relevant item) pair, ``retrieval_repeats`` times; indexing: every item's own text
+        (when ``index_documents``).
+        """
+        cfg = self.config
+        texts: list[str] = [p.query for p in pairs] * cfg.retrieval_repeats
+        labels: list[int] = [p.positive for p in pairs] * cfg.retrieval_repeats
+        if cfg.index_documents:
+            texts += list(items.texts)
+            labels += list(range(len(items.texts)))
+        if not texts:
+            raise RagHierError("DSI-atomic training has no example (retrieval_repeats=0 and index_documents=False)")
+        order = np.random.default_rng(cfg.seed).permutation(len(texts)).tolist()
+        return [texts[i] for i in order], [labels[i] for i in order]
 
     def train(
         self,
@@ -500,70 +565,124 @@ class DSIAtomicTrainer(_Base):
         qrels: Mapping[str, Mapping[str, int]],
         eval_queries: Mapping[str, str] | None = None,
         eval_qrels: Mapping[str, Mapping[str, int]] | None = None,
-    ) -> tuple[DSIAtomicModel, TrainingResult]:
+    ) -> tuple[AtomicDocidModel, TrainingResult]:
         """Train on the retrieval and indexing tasks; save the model (docids = the corpus item ids).
 
+        Args:
+            corpus: The documents (split into items as ``max_passage_words`` says; each item is a docid).
+            output_dir: Where the model and ``dsi_atomic_training.json`` go.
+            queries: Training queries ``id -> text``.
+            qrels: ``query id -> {document id -> grade}``; grades > 0 are positives.
+            eval_queries: Held-out queries, scored after training (nDCG@10, Recall@10/100, MRR@10).
+            eval_qrels: Their judgements.
+
         Returns:
-            The trained model and what the training did.
+            The trained model (a :class:`~rag_hier.retrieval.dsi_seq2seq.DSIAtomicSeq2SeqModel` or a
+            :class:`~rag_hier.retrieval.generative.DSIAtomicModel`, as ``objective`` says) and what the training did.
 
         Raises:
             RagHierError: Under torch.distributed, or without usable pairs.
 
         """
+        cfg = self.config
+        if is_distributed():
+            raise RagHierError(
+                "DSI-atomic training runs in one process (it is a baseline; torch.distributed is not supported)"
+            )
+        t0 = time.perf_counter()
+        st = st_training("DSI-atomic")
+        items = as_training_corpus(corpus, cfg.max_passage_words)
+        pairs = resolve_pairs(items, queries, qrels) if cfg.retrieval_repeats > 0 else []  # 0: indexing only
+        torch.manual_seed(cfg.seed)
+        texts, labels = self.examples(items, pairs)
+        out = Path(output_dir)
+        steps = self._steps(len(texts), 1)
+        with tempfile.TemporaryDirectory(prefix="rag-hier-dsi-") as scratch:
+            if cfg.objective == "seq2seq":
+                model, trainer, finish = self._seq2seq(scratch, steps, items, texts, labels)
+            else:
+                model, trainer, finish = self._docid_softmax(st, scratch, steps, items, texts, labels)
+            outcome = trainer.train()
+            done = int(trainer.state.global_step)
+            losses_logged = _loss_log(trainer)
+            finish()
+            del trainer
+        train_loss = float(outcome.training_loss) if outcome.training_loss is not None else None
+        metrics: dict[str, float] = {}
+        if eval_queries is not None and eval_qrels is not None:
+            metrics = self._evaluate_scores(model.logits, items, eval_queries, eval_qrels)
+        seconds = time.perf_counter() - t0
+        result = TrainingResult(
+            out, done, len(texts), train_loss, seconds, 1, metrics, cfg.to_dict(), loss_log=losses_logged
+        )
+        with quiet_trainer_setup():
+            model.save(out)
+        (out / DSI_TRAINING_REPORT).write_text(json.dumps(result.to_dict(), indent=1) + "\n", encoding="utf-8")
+        logger.info(
+            "DSI-atomic (%s): %d steps on %d examples in %.0fs (loss %s)",
+            cfg.objective,
+            done,
+            len(texts),
+            seconds,
+            train_loss,
+        )
+        return model, result
+
+    def _seq2seq(
+        self, scratch: str, steps: int, items: TrainingCorpus, texts: list[str], labels: list[int]
+    ) -> tuple[AtomicDocidModel, Any, Callable[[], None]]:
+        from datasets import Dataset
+        from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
+
+        from rag_hier.retrieval.dsi_seq2seq import DSIAtomicSeq2SeqModel, seq2seq_docid_loss
+
+        cfg = self.config
+        dsi = DSIAtomicSeq2SeqModel.from_pretrained(
+            self._base_model(scratch),
+            items.ids,
+            max_seq_length=cfg.max_seq_length or 512,
+            device=cfg.device,
+            seed=cfg.seed,
+        )
+        data = Dataset.from_dict(dsi.features(texts, [items.ids[i] for i in labels]))
+        args = Seq2SeqTrainingArguments(**self._common_args(scratch, steps))
+        with quiet_trainer_setup():
+            trainer = Seq2SeqTrainer(
+                model=dsi.model,
+                args=args,
+                train_dataset=data,
+                data_collator=dsi.data_collator(),
+                compute_loss_func=seq2seq_docid_loss,
+                callbacks=[TimeLimit(cfg.max_minutes).callback()],
+            )
+        return dsi, trainer, lambda: None
+
+    def _docid_softmax(
+        self, st: Any, scratch: str, steps: int, items: TrainingCorpus, texts: list[str], labels: list[int]
+    ) -> tuple[AtomicDocidModel, Any, Callable[[], None]]:
         from datasets import Dataset
 
         from rag_hier.retrieval.generative import DSIAtomicModel
 
         cfg = self.config
-        if is_distributed():
-            raise RagHierError("DSI-atomic training runs in one process (its output rows are not synchronised)")
-        t0 = time.perf_counter()
-        st = st_training("DSI-atomic")
-        trainer_cls, args_cls, samplers = st.trainer, st.arguments, st.batch_samplers
-        items = as_training_corpus(corpus, cfg.max_passage_words)
-        pairs = resolve_pairs(items, queries, qrels)
-        torch.manual_seed(cfg.seed)
-        texts: list[str] = [p.query for p in pairs] * cfg.retrieval_repeats
-        labels: list[int] = [p.positive for p in pairs] * cfg.retrieval_repeats
-        if cfg.index_documents:
-            texts += list(items.texts)
-            labels += list(range(len(items.texts)))
-        if not texts:
-            raise RagHierError("DSI-atomic training has no example (retrieval_repeats=0 and index_documents=False)")
-        rng = np.random.default_rng(cfg.seed)
-        order = rng.permutation(len(texts)).tolist()
-        data = Dataset.from_dict({"text": [texts[i] for i in order], "label": [labels[i] for i in order]})
-        out = Path(output_dir)
-        with tempfile.TemporaryDirectory(prefix="rag-hier-dsi-") as scratch:
-            model = self._load_model(scratch)
-            dsi = DSIAtomicModel(model, items.ids, init_std=cfg.init_std, seed=cfg.seed)
-            dsi.weight.data = dsi.weight.data.to(model.device)
-            loss = AtomicDocidLoss(model, dsi.weight)
-            steps = self._steps(len(texts), 1)
-            extra: dict[str, Any] = {}
-            if cfg.docid_learning_rate is not None:
-                extra["learning_rate_mapping"] = {r"^docid_embeddings$": cfg.docid_learning_rate}
-            args = self._args(args_cls, samplers, scratch, steps, "BATCH_SAMPLER", **extra)
-            with quiet_trainer_setup():
-                trainer = trainer_cls(
-                    model=model,
-                    args=args,
-                    train_dataset=data,
-                    loss=loss,
-                    callbacks=[TimeLimit(cfg.max_minutes).callback()],
-                )
-            outcome = trainer.train()
-            done = int(trainer.state.global_step)
-        dsi.weight = loss.docid_embeddings
-        train_loss = float(outcome.training_loss) if outcome.training_loss is not None else None
-        metrics: dict[str, float] = {}
-        if eval_queries is not None and eval_qrels is not None:
-            w = dsi.weight.detach().cpu().numpy()
-            metrics = self._evaluate(lambda t: dsi.encode(t), w, items, eval_queries, eval_qrels)
-        seconds = time.perf_counter() - t0
-        result = TrainingResult(out, done, len(texts), train_loss, seconds, 1, metrics, cfg.to_dict())
+        model = self._load_model(scratch)
+        dsi = DSIAtomicModel(model, items.ids, init_std=cfg.init_std, seed=cfg.seed)
+        dsi.weight.data = dsi.weight.data.to(model.device)
+        loss = AtomicDocidLoss(model, dsi.weight)
+        extra: dict[str, Any] = {}
+        if cfg.docid_learning_rate is not None:
+            extra["learning_rate_mapping"] = {r"^docid_embeddings$": cfg.docid_learning_rate}
+        args = self._args(st.arguments, st.batch_samplers, scratch, steps, "BATCH_SAMPLER", **extra)
         with quiet_trainer_setup():
-            dsi.save(out)
-        (out / DSI_TRAINING_REPORT).write_text(json.dumps(result.to_dict(), indent=1) + "\n", encoding="utf-8")
-        logger.info("DSI-atomic: %d steps on %d examples in %.0fs (loss %s)", done, len(texts), seconds, train_loss)
-        return dsi, result
+            trainer = st.trainer(
+                model=model,
+                args=args,
+                train_dataset=Dataset.from_dict({"text": texts, "label": labels}),
+                loss=loss,
+                callbacks=[TimeLimit(cfg.max_minutes).callback()],
+            )
+
+        def finish() -> None:  # the trainer optimised the loss's rows
+            dsi.weight = loss.docid_embeddings
+
+        return dsi, trainer, finish

@@ -133,16 +133,25 @@ class DSIAtomicConfig(_Common):
     """How :class:`DSIAtomicTrainer` trains the untied DSI-atomic baseline.
 
     Args:
+        objective: ``"seq2seq"`` (default; the paper's DSI baseline): each docid is a new token of the
+            encoder-decoder's vocabulary, the target is ``[docid, end-of-sequence]``, teacher forcing,
+            cross-entropy over the whole vocabulary (``DSIAtomicSeq2SeqModel``). ``"docid_softmax"``: a free
+            ``(n_docids, dim)`` matrix over the Tied-Atomic embedding, cross-entropy over the docids only
+            (``DSIAtomicModel``).
         base_model / warm_start_encoder / max_seq_length / batch_size / learning_rate / warmup_ratio /
-            weight_decay / epochs / max_steps / max_passage_words / ...: as :class:`TiedAtomicConfig`.
-        docid_learning_rate: Learning rate of the free output rows (``None``: ``learning_rate``). Rows start
-            random, so they usually need a larger one than the pretrained network.
+            weight_decay / epochs / max_steps / max_passage_words / ...: as :class:`TiedAtomicConfig`
+            (``epochs`` count passes over the retrieval and indexing examples together; default 1).
+        docid_learning_rate: ``"docid_softmax"`` only: learning rate of the free output rows (``None``:
+            ``learning_rate``). In ``"seq2seq"`` the docid rows are rows of the vocabulary's embedding matrix and
+            share its learning rate.
         index_documents: Train the indexing task (document text → its docid) next to the retrieval task.
         retrieval_repeats: Copies of every (query → docid) example per epoch.
-        init_std: Standard deviation of the random initial rows.
+        init_std: ``"docid_softmax"`` only: standard deviation of the random initial rows (``"seq2seq"`` draws new
+            token rows around the existing embeddings' mean and covariance, as ``resize_token_embeddings`` does).
 
     """
 
+    objective: Literal["seq2seq", "docid_softmax"] = "seq2seq"
     docid_learning_rate: float | None = None
     index_documents: bool = True
     retrieval_repeats: int = 1
@@ -150,6 +159,13 @@ class DSIAtomicConfig(_Common):
 
     def __post_init__(self) -> None:
         self._check_common("DSIAtomicConfig")
+        if self.objective not in ("seq2seq", "docid_softmax"):
+            raise ValueError(f"DSIAtomicConfig.objective must be 'seq2seq' or 'docid_softmax', got {self.objective!r}")
+        if self.objective == "seq2seq" and self.docid_learning_rate is not None:
+            raise ValueError(
+                "DSIAtomicConfig.docid_learning_rate applies to objective='docid_softmax' only (seq2seq docid tokens "
+                "are rows of the vocabulary's embedding matrix)"
+            )
         if self.retrieval_repeats < 0:
             raise ValueError(f"DSIAtomicConfig.retrieval_repeats must be >= 0, got {self.retrieval_repeats}")
         if self.docid_learning_rate is not None and not self.docid_learning_rate > 0:

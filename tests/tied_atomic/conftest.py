@@ -35,3 +35,16 @@ def judged(corpus: dict[str, str]) -> tuple[dict[str, str], dict[str, dict[str, 
 def beir_dir(tmp_path: Path, corpus: dict[str, str], judged: tuple[dict[str, str], dict]) -> Path:
     queries, qrels = judged
     return write_beir(tmp_path / "beir", corpus, queries, qrels)
+
+
+@pytest.fixture(scope="session")
+def tiny_encdec_path(tmp_path_factory: pytest.TempPathFactory, tiny_model_path: str) -> str:
+    """The MiniLM-style warm start built from the tiny random BERT (cross-attention copied from self-attention)."""
+    from rag_hier.encoders.encdec import build_warm_started_encoder_decoder
+
+    path = tmp_path_factory.mktemp("tiny-encdec")
+    return str(
+        build_warm_started_encoder_decoder(
+            path, tiny_model_path, max_seq_length=32, cross_attention_init="self_attention"
+        )
+    )

@@ -106,7 +106,14 @@ def test_warm_start_from_a_bert_encoder(tmp_path, tiny_model_path, corpus, judge
 
 def test_dsi_atomic_trains_its_free_rows(tmp_path, tiny_t5_path, corpus, judged):
     queries, qrels = judged
-    cfg = DSIAtomicConfig(base_model=tiny_t5_path, max_steps=2, batch_size=4, device="cpu", docid_learning_rate=0.05)
+    cfg = DSIAtomicConfig(
+        base_model=tiny_t5_path,
+        objective="docid_softmax",
+        max_steps=2,
+        batch_size=4,
+        device="cpu",
+        docid_learning_rate=0.05,
+    )
     model, result = DSIAtomicTrainer(cfg).train(corpus, tmp_path / "dsi", queries=queries, qrels=qrels)
     assert result.steps == 2 and result.rows == 16 + 30
     assert model.docids == list(corpus)
