@@ -275,7 +275,8 @@ def translation_collection(
     Documents are five words of one vocabulary; each query is three of its document's words written in another
     vocabulary (word k of one names word k of the other). The untrained model cannot match them (dev nDCG@10
     about 0.13); a few seconds of contrastive training on some documents' queries teach it the translation, and
-    it finds the other documents too (about 0.70). Used by the tuning tests and ``benchmarks/bench_tune_null.py``.
+    it finds the other documents too (about 0.70). Used by the tuning tests and
+    ``benchmarks/training/bench_tune_null.py``.
     """
     import random
 

@@ -14,7 +14,7 @@ are inner products ``Q · Rᵀ`` computed one of two ways, both exact:
 
 ``method="auto"`` estimates the inverted cost (postings touched) against the matmul cost (nnz × queries)
 from the document frequencies and takes the inverted path below a ratio of 0.1, per query block
-(``benchmarks/bench_svdr.py`` measures both on SciFact).
+(``benchmarks/retrieval/bench_svdr.py`` measures both on SciFact).
 
 On disk (``np.savez_compressed``, read back with ``np.load(allow_pickle=False)``): row ids as deltas,
 row lengths, column ids as deltas within each row (uint16 for vocabularies up to 65,536 tokens), and

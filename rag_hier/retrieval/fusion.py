@@ -7,8 +7,8 @@ pluggable (:func:`register_fusion`, in the spirit of Qdrant's LlamaIndex ``Hybri
 - ``relative_score`` — each list min-max scaled to [0, 1] (all 1.0 when its scores are equal), then
   ``Σ wᵢ · scaledᵢ`` (missing: 0). LlamaIndex's ``alpha`` convention is ``weights=(alpha, 1 − alpha)``. The
   default, with equal weights: chosen on dev splits of SciFact and XQuAD-en among the fusions that do not
-  depend on the components' score scales, it beat plain RRF on both test splits (``benchmarks/bench_fusion.py``,
-  docs/benchmarks.md "Hybrid search").
+  depend on the components' score scales, it beat plain RRF on both test splits
+  (``benchmarks/retrieval/bench_fusion.py``, docs/benchmarks.md "Hybrid search").
 - ``rrf`` — reciprocal rank fusion (Cormack et al. 2009): ``Σ wᵢ / (rrf_k + rankᵢ)``, ranks from 1, a list
   that misses a passage adds nothing. Only ranks count, so a passage that one component scores far above the
   rest gains no more than one that barely leads.

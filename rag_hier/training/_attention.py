@@ -4,7 +4,7 @@ With dropout on the attention probabilities, PyTorch's ``scaled_dot_product_atte
 (flash) CPU kernel and falls back to the math path, which materialises the ``(batch, heads, length, length)``
 scores, their softmax and a dropout mask for the backward pass. Measured on the 2-core CPU host with
 all-MiniLM-L6-v2, forward + backward of 32 texts of 256 tokens: 59.2 s and 3.63 GB of activations with the
-model's attention dropout 0.1, 35.7 s and 0.54 GB with 0 (``benchmarks/bench_attention_dropout.py``,
+model's attention dropout 0.1, 35.7 s and 0.54 GB with 0 (``benchmarks/training/bench_attention_dropout.py``,
 ``docs/hce.md``). The hidden-state dropout (and so SimCSE's noise) is untouched. Only the dropout modules of
 attention layers change, only while training runs; the saved model's configuration is the original one.
 """

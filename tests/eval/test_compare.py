@@ -26,7 +26,7 @@ def _systems(seed: int = 0, n: int = 300) -> dict[str, np.ndarray]:
 
 
 def _old_bench_hce(a: np.ndarray, b: np.ndarray, seed: int) -> dict[str, float]:
-    """What benchmarks/bench_hce.py computed by hand before the code moved into the library."""
+    """What benchmarks/retrieval/bench_hce.py computed by hand before the code moved into the library."""
     rng = np.random.default_rng(seed)
     boot = rng.integers(0, len(a), size=(10_000, len(a)))
     d = b - a
