@@ -1,16 +1,29 @@
-"""What the ``rag-hier train ...`` commands share: errors, runtime flags, the corpus check, passage length."""
+"""What the ``rag-hier train ...`` commands share: generated configuration flags, errors, runtime flags, corpus checks.
+
+:func:`add_config_arguments` turns a training configuration's field metadata
+(:func:`rag_hier.training.config.train_field`) into flags, as :mod:`rag_hier.cli.strategies` does for a strategy's
+parameters; the :class:`ConfigFlags` it returns builds the configuration from the parsed flags by the same table,
+and names the flag in the configuration's own validation errors. Flags that are not configuration fields (the
+corpus, ``--queries``, ``--output``, ``--eval-queries``, ``--fp16``/``--bf16``/``--device``/``--no-progress``)
+are written by hand.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import re
+import typing
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "add_attention_dropout_argument",
+    "ConfigFlags",
+    "add_config_arguments",
     "add_eval_arguments",
     "add_runtime_arguments",
-    "attention_dropout",
     "cli_error",
     "existing_corpus",
     "passage_words",
@@ -36,6 +49,154 @@ def add_runtime_arguments(p: Any, *, precision: bool = True) -> None:
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
 
+_RUNTIME_FLAGS: Mapping[str, tuple[str, str]] = {
+    "fp16": ("--fp16", "fp16"),
+    "bf16": ("--bf16", "bf16"),
+    "device": ("--device", "device"),
+    "show_progress_bar": ("--no-progress", "no_progress"),
+}
+"""Configuration fields set by the runtime flags (:func:`add_runtime_arguments`): field → (flag, dest)."""
+
+
+def _comma_list(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def _shown(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+
+@dataclass(frozen=True)
+class ConfigFlags:
+    """How one ``rag-hier train`` command sets a configuration's fields (made by :func:`add_config_arguments`).
+
+    Attributes:
+        config: The configuration class.
+        flags: Field → its generated flag.
+        skip: Fields the generator left to the command (hand-written flags, or none).
+        rename: Field → the flag that sets it, where that is not ``--`` + the name with dashes (a hand-written
+            flag, or a generated one renamed for this command).
+
+    """
+
+    config: type
+    flags: Mapping[str, str]
+    skip: frozenset[str]
+    rename: Mapping[str, str]
+
+    def flag(self, name: str) -> str:
+        """The flag that sets field ``name``, as error messages name it."""
+        if name in self.flags:
+            return self.flags[name]
+        if name in self.rename:
+            return self.rename[name]
+        if name in _RUNTIME_FLAGS:
+            return _RUNTIME_FLAGS[name][0]
+        return "--" + name.replace("_", "-")
+
+    def values(self, args: argparse.Namespace) -> dict[str, Any]:
+        """The field values given by the generated and the runtime flags (a ``flag_none`` value becomes ``None``)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self.config):
+            if f.name in self.flags:
+                value = getattr(args, f.name)
+                none = f.metadata.get("flag_none")
+                if value is not None and ((none == "zero" and value == 0) or (none == "negative" and value < 0)):
+                    value = None
+                out[f.name] = value
+            elif f.metadata.get("cli") == "runtime" and f.name not in self.skip and f.name in _RUNTIME_FLAGS:
+                dest = _RUNTIME_FLAGS[f.name][1]
+                if hasattr(args, dest):
+                    value = getattr(args, dest)
+                    out[f.name] = not value if dest == "no_progress" else value
+        return out
+
+    def build(self, args: argparse.Namespace, **given: Any) -> Any:
+        """The configuration from the flags plus ``given`` (values of hand-written flags).
+
+        Raises:
+            CliError: The configuration refused a value; the message names its flag.
+
+        """
+        try:
+            return self.config(**{**self.values(args), **given})
+        except ValueError as exc:
+            raise cli_error(self.message(str(exc))) from exc
+
+    def message(self, text: str) -> str:
+        """``text`` with every ``<Config>.<field>`` replaced by the field's flag."""
+        pattern = rf"\b{re.escape(self.config.__name__)}\.(\w+)"
+        return re.sub(pattern, lambda m: self.flag(m.group(1)), text)
+
+
+def add_config_arguments(
+    parser: Any,
+    config: type,
+    *,
+    skip: Collection[str] = (),
+    rename: Mapping[str, str] | None = None,
+    title: str | None = None,
+) -> ConfigFlags:
+    """One flag per field of ``config`` whose metadata asks for one (``cli=True``, :func:`train_field`), but ``skip``.
+
+    The flag is the field's ``flag=`` (or ``rename``'s, or ``--`` + the name with dashes); its type comes from the
+    annotation (``X | None`` as ``X``, ``Literal[...]`` or ``choices=`` as choices, ``tuple[str, ...]`` as a
+    comma-separated list); a ``bool`` that defaults to false is a switch that sets it, one that defaults to true a
+    switch that clears it. The default is the configuration's own, shown in the help. Bounds are left to the
+    configuration's validation: :meth:`ConfigFlags.build` reports its message with the flag's name.
+
+    Args:
+        parser: The ``rag-hier train METHOD`` parser.
+        config: The configuration dataclass.
+        skip: Fields the command sets through hand-written flags (or not at all).
+        rename: Field → flag where this command's flag is not the field's own (generated or hand-written).
+        title: Title of the flags' group in ``--help``.
+
+    Returns:
+        The table, also the parser's default ``config_flags`` (``args.config_flags.build(args, ...)``).
+
+    """
+    from rag_hier.training.config import field_type
+
+    names = {f.name for f in dataclasses.fields(config)}
+    rename = dict(rename or {})
+    unknown = sorted((set(skip) | set(rename)) - names)
+    if unknown:
+        raise ValueError(f"{config.__name__} has no field(s) {', '.join(unknown)}")
+    hints = typing.get_type_hints(config)
+    group = parser.add_argument_group(title or f"training configuration ({config.__name__})")
+    flags: dict[str, str] = {}
+    for f in dataclasses.fields(config):
+        meta = f.metadata
+        if f.name in skip or meta.get("cli", False) is not True:
+            continue
+        base, _, literal = field_type(hints[f.name])
+        dashed = f.name.replace("_", "-")
+        flag = rename.get(f.name) or meta.get("flag") or (f"--no-{dashed}" if f.default is True else f"--{dashed}")
+        help_text = str(meta.get("help", "")).replace("%", "%%")
+        if base is bool:
+            action = "store_false" if f.default else "store_true"
+            group.add_argument(flag, dest=f.name, action=action, default=f.default, help=help_text)
+        else:
+            choices = tuple(meta.get("choices") or literal) or None
+            tuple_type = typing.get_origin(base) is tuple
+            if f.default is not None:
+                help_text += f" (default {_shown(f.default)})"
+            group.add_argument(
+                flag,
+                dest=f.name,
+                type=_comma_list if tuple_type else base,
+                choices=choices,
+                default=f.default,
+                metavar=None if choices else flag.lstrip("-").replace("-", "_").upper(),
+                help=help_text,
+            )
+        flags[f.name] = flag
+    table = ConfigFlags(config, flags, frozenset(skip), rename)
+    parser.set_defaults(config_flags=table)
+    return table
+
+
 def existing_corpus(path: str) -> Path:
     """The corpus path, or a CLI error when there is nothing there."""
     corpus = Path(path)
@@ -50,22 +211,6 @@ def passage_words(args: argparse.Namespace, fmt: str) -> int:
     if words < 0:
         raise cli_error(f"--max-passage-words must be >= 0, got {words}")
     return words
-
-
-def add_attention_dropout_argument(p: Any) -> None:
-    """``--attention-dropout`` (off by default while training; see :mod:`rag_hier.training._attention`)."""
-    p.add_argument(
-        "--attention-dropout",
-        type=float,
-        default=0.0,
-        help="dropout on attention probabilities while training (default 0: the fused CPU attention kernel, "
-        "1.7x faster and 1/7 of the memory at 256 tokens; -1 keeps the model's own rate)",
-    )
-
-
-def attention_dropout(args: argparse.Namespace) -> float | None:
-    """The trainer's ``attention_dropout``: ``None`` (the model's own rate) for a negative flag value."""
-    return None if args.attention_dropout < 0 else args.attention_dropout
 
 
 def add_eval_arguments(p: Any) -> None:
@@ -156,3 +301,19 @@ def qa_or_beir_judgements(queries: str, qrels: str | None, max_passage_words: in
         raise cli_error(f"--qrels is required unless --queries is a QA questions.jsonl ({exc})") from exc
     level = "paragraph" if max_passage_words == 0 and all(q.paragraph_index is not None for q in questions) else "doc"
     return {q.qid: q.question for q in questions}, qa_qrels(questions, level)  # type: ignore[arg-type]
+
+
+def add_attention_dropout_argument(p: Any) -> None:
+    """``--attention-dropout`` (off by default while training; see :mod:`rag_hier.training._attention`)."""
+    p.add_argument(
+        "--attention-dropout",
+        type=float,
+        default=0.0,
+        help="dropout on attention probabilities while training (default 0: the fused CPU attention kernel, "
+        "1.7x faster and 1/7 of the memory at 256 tokens; -1 keeps the model's own rate)",
+    )
+
+
+def attention_dropout(args: argparse.Namespace) -> float | None:
+    """The trainer's ``attention_dropout``: ``None`` (the model's own rate) for a negative flag value."""
+    return None if args.attention_dropout < 0 else args.attention_dropout

@@ -16,10 +16,9 @@ import time
 from typing import Any
 
 from rag_hier.cli._train import (
-    add_attention_dropout_argument,
+    add_config_arguments,
     add_eval_arguments,
     add_runtime_arguments,
-    attention_dropout,
     check_eval_arguments,
     cli_error,
     existing_corpus,
@@ -85,18 +84,10 @@ def after_index(store: Any, args: argparse.Namespace) -> str | None:
 # train
 # ----------------------------------------------------------------------------------------------------
 def add_train_parser(subparsers: Any) -> None:
-    """``rag-hier train hce``."""
+    """``rag-hier train hce``: HCEConfig's flags generated from its fields, the data and runtime flags by hand."""
     from rag_hier.corpus.formats import CORPUS_FORMATS
-    from rag_hier.training.hce.config import (
-        DIRECTION_REDUCTIONS,
-        HCE_MODES,
-        JOINT_SCHEDULES,
-        RECLUSTER_POLICIES,
-        UNSUPERVISED_TASKS,
-        HCEConfig,
-    )
+    from rag_hier.training.hce.config import HCE_MODES, HCEConfig
 
-    d = HCEConfig()
     p = subparsers.add_parser(
         "hce",
         help="fine-tune an encoder with HCE (hierarchical corpus encoder): unsupervised, supervised or joint",
@@ -117,142 +108,24 @@ def add_train_parser(subparsers: Any) -> None:
     p.add_argument("--queries", default=None, help="training queries (supervised and joint modes)")
     p.add_argument("--qrels", default=None, help="training judgements (BEIR TSV or TREC)")
     p.add_argument("--base-model", default=None, help="model to start from (default: the offline all-MiniLM-L6-v2)")
-    p.add_argument("--epochs", type=int, default=d.epochs, help=f"maximum EM epochs (default {d.epochs})")
-    p.add_argument(
-        "--unsupervised-task",
-        choices=UNSUPERVISED_TASKS,
-        default=d.unsupervised_task,
-        help="pseudo-queries: ict = random span of the document, simcse = the document under other dropout",
-    )
-    p.add_argument(
-        "--branching", type=int, default=None, help="tree branching factor b (default: 2^ceil(log2 N^(1/3)))"
-    )
-    p.add_argument(
-        "--levels-m",
-        type=int,
-        default=d.levels_m,
-        help=f"M: top tree levels trained against sibling centroids (default {d.levels_m})",
-    )
-    p.add_argument(
-        "--negatives",
-        type=int,
-        default=d.n_negatives,
-        help=f"n_NS: negatives sampled per lower level (default {d.n_negatives})",
-    )
-    p.add_argument(
-        "--temperature", type=float, default=d.temperature, help=f"tau on cosine similarity (default {d.temperature})"
-    )
-    p.add_argument(
-        "--alpha",
-        type=float,
-        default=d.alpha,
-        help=f"weight of the unsupervised loss in joint mode (default {d.alpha})",
-    )
-    p.add_argument(
-        "--joint-schedule",
-        choices=JOINT_SCHEDULES,
-        default=d.joint_schedule,
-        help="joint mode: sum = supervised + alpha * unsupervised loss in every step (paper), "
-        "alternate = the two kinds of batches take turns",
-    )
-    p.add_argument(
-        "--ict-remove-rate",
-        type=float,
-        default=d.ict_remove_rate,
-        help=f"probability that an ICT span is cut out of its positive document (default {d.ict_remove_rate})",
-    )
-    p.add_argument(
-        "--level-weight",
-        type=float,
-        default=d.level_weight,
-        help=f"factor on each sibling-centroid level term (default {d.level_weight}: with --direction-reduction "
-        "sum, the paper's Eq. 8 exactly; docs/hce.md has the level-weight study)",
-    )
-    p.add_argument(
-        "--direction-reduction",
-        choices=DIRECTION_REDUCTIONS,
-        default=d.direction_reduction,
-        help="sum (paper, Eq. 8) or mean of the query->document and document->query terms (default "
-        f"{d.direction_reduction})",
-    )
-    p.add_argument(
-        "--mini-batch-size",
-        type=int,
-        default=d.mini_batch_size,
-        help=f"embed each step's texts in GradCache mini-batches of N texts to bound memory (default "
-        f"{d.mini_batch_size}; 0 = one forward pass for the whole batch)",
-    )
-    p.add_argument(
-        "--batch-size",
-        type=int,
-        default=d.batch_size,
-        help=f"training pairs per step and device (default {d.batch_size})",
-    )
-    p.add_argument("--lr", type=float, default=d.learning_rate, help=f"learning rate (default {d.learning_rate})")
-    p.add_argument("--max-steps", type=int, default=None, help="stop after this many steps in total")
-    p.add_argument("--max-minutes", type=float, default=None, help="stop training after this many minutes")
-    p.add_argument(
-        "--steps-per-epoch", type=int, default=None, help="steps between EM checks (default: one pass over the data)"
-    )
-    p.add_argument("--seed", type=int, default=d.seed, help=f"seed (default {d.seed})")
-    p.add_argument(
-        "--dev-fraction",
-        type=float,
-        default=d.dev_fraction,
-        help=f"share of training queries held out for the dev metric (default {d.dev_fraction})",
-    )
     p.add_argument("--dev-queries", default=None, help="explicit dev queries (instead of --dev-fraction)")
     p.add_argument("--dev-qrels", default=None, help="judgements for --dev-queries")
-    p.add_argument(
-        "--dev-size",
-        type=int,
-        default=d.dev_size,
-        help=f"unsupervised mode: held-out ICT pseudo-queries for the dev metric (default {d.dev_size}; 0: none)",
-    )
-    p.add_argument(
-        "--recluster",
-        choices=RECLUSTER_POLICIES,
-        default=d.recluster,
-        help="rebuild the tree after an epoch that improved the dev metric (default), after every epoch, or never",
-    )
-    p.add_argument(
-        "--patience",
-        type=int,
-        default=d.patience,
-        help=f"stop after this many epochs without dev improvement (default {d.patience}; 0: never)",
-    )
-    p.add_argument(
-        "--max-seq-length", type=int, default=None, help="truncate texts to this many tokens (default: the model's)"
-    )
-    p.add_argument(
-        "--span-tokens",
-        type=int,
-        default=d.span_tokens,
-        help=f"ICT pseudo-query length in tokens (default {d.span_tokens})",
-    )
-    p.add_argument(
-        "--ict-unit",
-        choices=("tokens", "sentence"),
-        default=d.ict_unit,
-        help=f"ICT pseudo-query: a --span-tokens span or one sentence of the passage (default {d.ict_unit})",
-    )
     p.add_argument(
         "--max-passage-words",
         type=int,
         default=None,
         help="split documents like `rag-hier index` (default: 0 for BEIR and QA documents, else 100)",
     )
-    add_attention_dropout_argument(p)
-    p.add_argument("--grad-accum", type=int, default=1, help="gradient accumulation steps (default 1)")
     add_eval_arguments(p)
     add_runtime_arguments(p)
+    add_config_arguments(p, HCEConfig, skip={"mode"})  # --mode: chosen from --queries when not given
     p.set_defaults(func=_train)
 
 
 def _train(args: argparse.Namespace) -> int:
     from rag_hier.corpus.readers import detect_format, read_corpus, read_qrels, read_queries
     from rag_hier.encoders.dense import DEFAULT_MODEL
-    from rag_hier.training.hce import HCEConfig, HCETrainer
+    from rag_hier.training.hce import HCETrainer
 
     check_eval_arguments(args)
     corpus_path = existing_corpus(args.corpus)
@@ -266,41 +139,7 @@ def _train(args: argparse.Namespace) -> int:
         raise cli_error("--dev-queries and --dev-qrels go together")
     fmt = args.format or detect_format(corpus_path)
     max_words = passage_words(args, fmt)
-    try:
-        config = HCEConfig(
-            mode=args.mode,
-            unsupervised_task=args.unsupervised_task,
-            branching=args.branching,
-            levels_m=args.levels_m,
-            n_negatives=args.negatives,
-            temperature=args.temperature,
-            alpha=args.alpha,
-            joint_schedule=args.joint_schedule,
-            ict_remove_rate=args.ict_remove_rate,
-            level_weight=args.level_weight,
-            direction_reduction=args.direction_reduction,
-            mini_batch_size=args.mini_batch_size or None,
-            attention_dropout=attention_dropout(args),
-            learning_rate=args.lr,
-            batch_size=args.batch_size,
-            epochs=args.epochs,
-            steps_per_epoch=args.steps_per_epoch,
-            max_steps=args.max_steps,
-            max_minutes=args.max_minutes,
-            recluster=args.recluster,
-            patience=args.patience,
-            dev_fraction=args.dev_fraction,
-            dev_size=args.dev_size,
-            span_tokens=args.span_tokens,
-            ict_unit=args.ict_unit,
-            max_seq_length=args.max_seq_length,
-            gradient_accumulation_steps=args.grad_accum,
-            fp16=args.fp16,
-            bf16=args.bf16,
-            seed=args.seed,
-        )
-    except ValueError as exc:
-        raise cli_error(str(exc).replace("HCEConfig.", "--").replace("_", "-")) from exc
+    config = args.config_flags.build(args, mode=args.mode)
     documents = read_corpus(corpus_path, fmt)
     queries, qrels = qa_or_beir_judgements(args.queries, args.qrels, max_words) if args.queries else (None, None)
     dev_queries = read_queries(args.dev_queries) if args.dev_queries else None

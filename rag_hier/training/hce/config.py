@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal
+
+from rag_hier.training.config import TrainingConfig, shared_field, train_field
 
 __all__ = [
     "DIRECTION_REDUCTIONS",
@@ -33,7 +35,7 @@ DIRECTION_REDUCTIONS: tuple[str, ...] = ("sum", "mean")
 
 
 @dataclass(frozen=True)
-class HCEConfig:
+class HCEConfig(TrainingConfig):
     """Hyper-parameters of HCE training (defaults follow the paper where it gives them).
 
     Args:
@@ -99,84 +101,66 @@ class HCEConfig:
 
     """
 
-    mode: Mode = "unsupervised"
-    unsupervised_task: UnsupervisedTask = "ict"
-    branching: int | None = None
-    levels_m: int = 2
-    n_negatives: int = 4
-    temperature: float = 0.01
-    alpha: float = 0.5
-    joint_schedule: JointSchedule = "sum"
-    ict_remove_rate: float = 0.9
-    symmetric: bool = True
-    level_weight: float = 1.0
-    direction_reduction: DirectionReduction = "sum"
-    learning_rate: float = 1e-4
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.1
-    batch_size: int = 32
-    epochs: int = 3
-    steps_per_epoch: int | None = None
-    max_steps: int | None = None
-    max_minutes: float | None = None
-    recluster: Recluster = "improved"
-    patience: int = 1
-    dev_fraction: float = 0.1
-    dev_size: int = 0
-    span_tokens: int = 64
-    ict_unit: IctUnit = "tokens"
-    max_seq_length: int | None = None
-    mini_batch_size: int | None = 32
-    attention_dropout: float | None = 0.0
-    gradient_accumulation_steps: int = 1
-    fp16: bool = False
-    bf16: bool = False
-    gather_across_devices: bool = True
-    encode_batch_size: int = 64
-    seed: int = 42
-    tree_niter: int = 20
-    logging_steps: int = 10
-
-    def __post_init__(self) -> None:
-        def need(cond: bool, name: str, allowed: str) -> None:
-            if not cond:
-                raise ValueError(f"HCEConfig.{name} must be {allowed}; got {getattr(self, name)!r}")
-
-        need(self.mode in HCE_MODES, "mode", " or ".join(HCE_MODES))
-        need(self.unsupervised_task in UNSUPERVISED_TASKS, "unsupervised_task", " or ".join(UNSUPERVISED_TASKS))
-        need(self.recluster in RECLUSTER_POLICIES, "recluster", " or ".join(RECLUSTER_POLICIES))
-        need(self.branching is None or self.branching >= 2, "branching", ">= 2 or None")
-        need(self.levels_m >= 0, "levels_m", ">= 0")
-        need(self.n_negatives >= 0, "n_negatives", ">= 0")
-        need(self.temperature > 0, "temperature", "> 0")
-        need(self.alpha >= 0, "alpha", ">= 0")
-        need(self.joint_schedule in JOINT_SCHEDULES, "joint_schedule", " or ".join(JOINT_SCHEDULES))
-        need(0 <= self.ict_remove_rate <= 1, "ict_remove_rate", "in [0, 1]")
-        need(self.level_weight >= 0, "level_weight", ">= 0")
-        need(self.direction_reduction in DIRECTION_REDUCTIONS, "direction_reduction", " or ".join(DIRECTION_REDUCTIONS))
-        need(self.learning_rate > 0, "learning_rate", "> 0")
-        need(self.weight_decay >= 0, "weight_decay", ">= 0")
-        need(0 <= self.warmup_ratio < 1, "warmup_ratio", "in [0, 1)")
-        need(self.batch_size >= 1, "batch_size", ">= 1")
-        need(self.epochs >= 1, "epochs", ">= 1")
-        need(self.steps_per_epoch is None or self.steps_per_epoch >= 1, "steps_per_epoch", ">= 1 or None")
-        need(self.max_steps is None or self.max_steps >= 1, "max_steps", ">= 1 or None")
-        need(self.max_minutes is None or self.max_minutes > 0, "max_minutes", "> 0 or None")
-        need(self.patience >= 0, "patience", ">= 0")
-        need(0 <= self.dev_fraction < 1, "dev_fraction", "in [0, 1)")
-        need(self.dev_size >= 0, "dev_size", ">= 0")
-        need(self.span_tokens >= 1, "span_tokens", ">= 1")
-        need(self.ict_unit in ICT_UNITS, "ict_unit", " or ".join(ICT_UNITS))
-        need(self.max_seq_length is None or self.max_seq_length >= 8, "max_seq_length", ">= 8 or None")
-        need(self.mini_batch_size is None or self.mini_batch_size >= 1, "mini_batch_size", ">= 1 or None")
-        dropout = self.attention_dropout
-        need(dropout is None or 0 <= dropout < 1, "attention_dropout", "in [0, 1) or None")
-        need(self.gradient_accumulation_steps >= 1, "gradient_accumulation_steps", ">= 1")
-        need(not (self.fp16 and self.bf16), "fp16", "False when bf16 is True")
-        need(self.encode_batch_size >= 1, "encode_batch_size", ">= 1")
-        need(self.tree_niter >= 1, "tree_niter", ">= 1")
-        need(self.logging_steps >= 1, "logging_steps", ">= 1")
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (written next to the trained model)."""
-        return asdict(self)
+    mode: Mode = train_field("unsupervised", help="training signal: unsupervised, supervised or joint")
+    unsupervised_task: UnsupervisedTask = train_field(
+        "ict", help="pseudo-queries: ict = random span of the document, simcse = the document under other dropout"
+    )
+    branching: int | None = train_field(None, help="tree branching factor b (default: 2^ceil(log2 N^(1/3)))", minimum=2)
+    levels_m: int = train_field(2, help="M: top tree levels trained against sibling centroids", minimum=0)
+    n_negatives: int = train_field(4, help="n_NS: negatives sampled per lower level", minimum=0, flag="--negatives")
+    temperature: float = train_field(0.01, help="tau on cosine similarity", above=0)
+    alpha: float = train_field(0.5, help="weight of the unsupervised loss in joint mode", minimum=0)
+    joint_schedule: JointSchedule = train_field(
+        "sum",
+        help="joint mode: sum = supervised + alpha * unsupervised loss in every step (paper), "
+        "alternate = the two kinds of batches take turns",
+    )
+    ict_remove_rate: float = train_field(
+        0.9, help="probability that an ICT span is cut out of its positive document", minimum=0, maximum=1
+    )
+    symmetric: bool = train_field(
+        True, help="add the document -> query in-batch term to the lower-level loss", cli=False
+    )
+    level_weight: float = train_field(
+        1.0,
+        help="factor on each sibling-centroid level term (1.0 with --direction-reduction sum: the paper's Eq. 8 "
+        "exactly; docs/hce.md has the level-weight study)",
+        minimum=0,
+    )
+    direction_reduction: DirectionReduction = train_field(
+        "sum", help="sum (paper, Eq. 8) or mean of the query->document and document->query terms"
+    )
+    learning_rate: float = shared_field("learning_rate", 1e-4, help="learning rate")
+    weight_decay: float = shared_field("weight_decay", 0.01)
+    batch_size: int = shared_field("batch_size", 32, help="training pairs per step and device")
+    epochs: int = shared_field("epochs", 3, help="maximum EM epochs")
+    steps_per_epoch: int | None = train_field(
+        None, help="steps between EM checks (default: one pass over the data)", minimum=1
+    )
+    max_minutes: float | None = shared_field("max_minutes", None)
+    recluster: Recluster = train_field(
+        "improved",
+        help="rebuild the tree after an epoch that improved the dev metric (improved), after every epoch "
+        "(always), or never",
+    )
+    patience: int = train_field(1, help="stop after this many epochs without dev improvement (0: never)", minimum=0)
+    dev_fraction: float = train_field(
+        0.1, help="share of training queries held out for the dev metric", minimum=0, below=1
+    )
+    dev_size: int = train_field(
+        0, help="unsupervised mode: held-out ICT pseudo-queries for the dev metric (0: none)", minimum=0
+    )
+    span_tokens: int = train_field(64, help="ICT pseudo-query length in tokens", minimum=1)
+    ict_unit: IctUnit = train_field(
+        "tokens", help="ICT pseudo-query: a --span-tokens span or one sentence of the passage"
+    )
+    max_seq_length: int | None = shared_field("max_seq_length", None)
+    mini_batch_size: int | None = shared_field("mini_batch_size", 32)
+    attention_dropout: float | None = shared_field("attention_dropout", 0.0)
+    gradient_accumulation_steps: int = shared_field("gradient_accumulation_steps", 1)
+    fp16: bool = shared_field("fp16", False)
+    bf16: bool = shared_field("bf16", False)
+    gather_across_devices: bool = shared_field("gather_across_devices", True)
+    encode_batch_size: int = shared_field("encode_batch_size", 64, help="batch size for re-embedding the corpus")
+    tree_niter: int = train_field(20, help="k-means iterations per tree level", minimum=1, cli=False)
+    logging_steps: int = shared_field("logging_steps", 10)
