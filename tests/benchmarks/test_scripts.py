@@ -257,13 +257,18 @@ def _set_threads(threads: dict[str, int]) -> None:
 
 @pytest.mark.usefixtures("in_repository")
 @pytest.mark.parametrize("script", sorted(SMOKE))
-def test_script_runs_its_smallest_setting(script: str, smoke_inputs: dict[str, str], tmp_path: Path) -> None:
+def test_script_runs_its_smallest_setting(
+    script: str, smoke_inputs: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if script in HEAVY and os.environ.get("RAG_HIER_BENCH_SMOKE") != "all":
         pytest.skip(f"{HEAVY[script]}; RAG_HIER_BENCH_SMOKE=all runs it")
     for name in NEEDS.get(script, ()):
         if importlib.util.find_spec(name.split(".")[0]) is None or importlib.util.find_spec(name) is None:
             pytest.skip(f"{script} needs {name}, not installed (pip install 'rag-hier[bench]')")
     values = {**smoke_inputs, "out": str(tmp_path)}
+    # a script's default results folder, and its children's, under tmp_path (never benchmarks/out)
+    monkeypatch.setattr("benchmarks.common.report.OUT", tmp_path / "default-out")
+    monkeypatch.setenv("RAG_HIER_BENCH_OUT", str(tmp_path / "default-out"))
     for module, args in SMOKE[script]:
         sys.argv[:] = [module, *(a.format(**values) for a in args)]
         try:
