@@ -224,7 +224,7 @@ def run_hce(args: argparse.Namespace, data: dict[str, Any], steps: StepLog) -> d
 
 
 def run_dhr(args: argparse.Namespace, data: dict[str, Any], steps: StepLog) -> dict[str, Any]:
-    import rag_hier.training.dhr as dhr
+    import rag_hier.training.dhr.trainer as dhr  # the module whose st_training hook is patched below
     from rag_hier.training.dhr import DHRExample, DHRTrainer, DHRTrainingConfig, examples_from_questions
 
     if "questions" in data:

@@ -12,9 +12,9 @@ import argparse
 from typing import Any
 
 from rag_hier.cli._train import (
-    add_attention_dropout_argument,
+    add_config_arguments,
     add_eval_arguments,
-    attention_dropout,
+    add_runtime_arguments,
     check_eval_arguments,
     cli_error,
     existing_corpus,
@@ -99,12 +99,10 @@ def configure_search(name: str, store: Any, args: argparse.Namespace) -> dict[st
 # train
 # ----------------------------------------------------------------------------------------------------
 def add_train_parser(subparsers: Any) -> None:
-    """``rag-hier train dhr``."""
+    """``rag-hier train dhr``: DHRTrainingConfig's flags generated from its fields, the data flags by hand."""
     from rag_hier.corpus.formats import CORPUS_FORMATS
-    from rag_hier.encoders.identity import DEFAULT_MODEL
-    from rag_hier.training.dhr_config import DHRTrainingConfig
+    from rag_hier.training.dhr.config import DHRTrainingConfig
 
-    d = DHRTrainingConfig()
     p = subparsers.add_parser(
         "dhr",
         help="train DHR document/passage encoders (In-Doc, In-Sec and BM25 negatives)",
@@ -127,115 +125,21 @@ def add_train_parser(subparsers: Any) -> None:
     )
     p.add_argument("--qrels", default=None, help="judgements of --queries (BEIR TSV or TREC; document or passage ids)")
     p.add_argument("--output", required=True, help="output directory for the model(s)")
-    p.add_argument("--base-model", default=DEFAULT_MODEL, help=f"model to start from (default {DEFAULT_MODEL})")
     p.add_argument("--format", choices=CORPUS_FORMATS, default=None, help="corpus format (default: detect)")
-    p.add_argument(
-        "--max-passage-words",
-        type=int,
-        default=d.max_passage_words,
-        help=f"cut passages as `rag-hier index` will (0 = whole paragraphs; default {d.max_passage_words})",
-    )
-    p.add_argument("--epochs", type=int, default=d.epochs, help=f"epochs per iteration (default {d.epochs})")
-    p.add_argument("--learning-rate", type=float, default=d.learning_rate, help=f"default {d.learning_rate}")
-    p.add_argument(
-        "--iterations", type=int, choices=(1, 2), default=d.iterations, help="2: retrain with mined negatives"
-    )
-    p.add_argument(
-        "--separate-encoders",
-        action="store_true",
-        help="train a document and a passage model (DIR/document, DIR/passage) instead of one shared model",
-    )
-    p.add_argument("--levels", default=",".join(d.levels), help="levels to train: document,passage (default both)")
-    p.add_argument("--bm25-negatives", type=int, default=d.bm25_negatives, help="per question (default 1)")
-    p.add_argument(
-        "--in-doc-negatives",
-        type=int,
-        default=d.in_doc_negatives,
-        help=f"per question: passages of the gold document without the answer (default {d.in_doc_negatives}, "
-        "the paper's)",
-    )
-    p.add_argument(
-        "--in-sec-negatives",
-        type=int,
-        default=d.in_sec_negatives,
-        help=f"per question: passages of the gold passage's section, else of its document (default "
-        f"{d.in_sec_negatives})",
-    )
-    p.add_argument(
-        "--mined-negatives",
-        choices=("add", "replace"),
-        default=d.mined_negatives,
-        help="iteration 2 / --negatives-model: add the mined negatives to the BM25 and In-Doc ones (paper) or "
-        "replace them",
-    )
-    p.add_argument(
-        "--negatives-model",
-        default=None,
-        help="mine negatives with this trained model instead of BM25 (DHR's second iteration on its own)",
-    )
-    p.add_argument(
-        "--mini-batch-size",
-        type=int,
-        default=d.mini_batch_size,
-        help=f"bound memory: cached (GradCache) loss over mini-batches of N texts (default {d.mini_batch_size}; "
-        "0: plain loss)",
-    )
-    add_attention_dropout_argument(p)
-    p.add_argument("--doc-negatives", type=int, default=d.doc_negatives, help="document level (default 1)")
-    p.add_argument(
-        "--doc-negative-text",
-        choices=("summary", "full_text", "alternate"),
-        default=d.doc_negative_text,
-        help=f"what document negatives are BM25-ranked on (default {d.doc_negative_text}: the paper's Table 3)",
-    )
-    p.add_argument("--max-seq-length", type=int, default=None, help="override the model's sequence limit")
-    p.add_argument("--max-steps", type=int, default=None, help="stop each iteration after N optimizer steps")
-    p.add_argument("--max-minutes", type=float, default=None, help="stop training after this many minutes")
     p.add_argument("--eval-qa", default=None, help="held-out questions over the same corpus, scored after training")
-    p.add_argument("--seed", type=int, default=d.seed, help=f"default {d.seed}")
-    p.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA when available)")
-    p.add_argument("--batch-size", type=int, default=d.batch_size, help=f"questions per batch (default {d.batch_size})")
-    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     add_eval_arguments(p)
+    add_runtime_arguments(p, precision=False)
+    add_config_arguments(p, DHRTrainingConfig, rename={"learning_rate": "--learning-rate"})
     p.set_defaults(func=_train)
 
 
 def _train(args: argparse.Namespace) -> int:
-
     from rag_hier.corpus.readers import detect_format, read_corpus
-    from rag_hier.training.dhr import DHRTrainer, DHRTrainingConfig, read_examples
+    from rag_hier.training.dhr import DHRTrainer, read_examples
 
     check_eval_arguments(args)
     corpus = existing_corpus(args.corpus)
-    levels = tuple(x.strip() for x in args.levels.split(",") if x.strip())
-    try:
-        config = DHRTrainingConfig(
-            base_model=args.base_model,
-            shared_encoder=not args.separate_encoders,
-            levels=levels,
-            max_passage_words=args.max_passage_words,
-            epochs=args.epochs,
-            max_steps=args.max_steps,
-            max_minutes=args.max_minutes,
-            batch_size=args.batch_size,
-            learning_rate=args.learning_rate,
-            bm25_negatives=args.bm25_negatives,
-            in_doc_negatives=args.in_doc_negatives,
-            in_sec_negatives=args.in_sec_negatives,
-            doc_negatives=args.doc_negatives,
-            doc_negative_text=args.doc_negative_text,
-            iterations=args.iterations,
-            negatives_model=args.negatives_model,
-            mined_negatives=args.mined_negatives,
-            mini_batch_size=args.mini_batch_size or None,
-            attention_dropout=attention_dropout(args),
-            max_seq_length=args.max_seq_length,
-            device=args.device,
-            seed=args.seed,
-            show_progress_bar=not args.no_progress,
-        )
-    except ValueError as exc:
-        raise cli_error(f"invalid training option: {exc}") from exc
+    config = args.config_flags.build(args)
     if (args.qa is None) == (args.queries is None):
         raise cli_error("give the training questions as --qa FILE or as --queries FILE [--qrels FILE]")
     if args.qrels and not args.queries:

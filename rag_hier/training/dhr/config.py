@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from rag_hier.corpus.summary import DEFAULT_ABSTRACT_WORDS
 from rag_hier.encoders.identity import DEFAULT_MODEL
+from rag_hier.training.config import TrainingConfig, shared_field, train_field
 
-__all__ = ["DHRTrainingConfig", "Level"]
+__all__ = ["LEVELS", "DHRTrainingConfig", "Level"]
 
 Level = Literal["document", "passage"]
-_LEVELS: tuple[str, ...] = ("document", "passage")
+LEVELS: tuple[str, ...] = ("document", "passage")
 
 
 @dataclass(frozen=True)
-class DHRTrainingConfig:
+class DHRTrainingConfig(TrainingConfig):
     """How :class:`DHRTrainer` trains.
 
     Args:
@@ -66,73 +66,57 @@ class DHRTrainingConfig:
 
     """
 
-    base_model: str = DEFAULT_MODEL
-    shared_encoder: bool = True
-    levels: tuple[Level, ...] = ("document", "passage")
-    max_passage_words: int = 100
-    epochs: int = 1
-    max_steps: int | None = None
-    max_minutes: float | None = None
-    batch_size: int = 16
-    learning_rate: float = 2e-5
-    warmup_ratio: float = 0.1
-    scale: float = 20.0
-    bm25_negatives: int = 1
-    in_doc_negatives: int = 1
-    in_sec_negatives: int = 0
-    doc_negatives: int = 1
-    doc_negative_text: Literal["summary", "full_text", "alternate"] = "summary"
-    iterations: int = 1
-    negatives_model: str | None = None
-    mined_negatives: Literal["add", "replace"] = "add"
-    mini_batch_size: int | None = 32
-    attention_dropout: float | None = 0.0
-    abstract_words: int = DEFAULT_ABSTRACT_WORDS
-    include_toc: bool = True
-    max_seq_length: int | None = None
-    device: str | None = None
-    seed: int = 42
-    show_progress_bar: bool = False
+    base_model: str = train_field(DEFAULT_MODEL, help="model to start from")
+    shared_encoder: bool = train_field(
+        True,
+        help="train a document and a passage model (DIR/document, DIR/passage) instead of one shared model",
+        flag="--separate-encoders",
+    )
+    levels: tuple[Level, ...] = train_field(("document", "passage"), help="levels to train: document,passage")
+    max_passage_words: int = train_field(
+        100, help="cut passages as `rag-hier index` will (0 = whole paragraphs)", minimum=0
+    )
+    epochs: int = shared_field("epochs", 1, help="epochs per iteration")
+    max_steps: int | None = shared_field("max_steps", None, help="stop each iteration after N optimizer steps")
+    max_minutes: float | None = shared_field("max_minutes", None)
+    batch_size: int = shared_field("batch_size", 16, help="questions per batch")
+    learning_rate: float = shared_field("learning_rate", 2e-5)
+    scale: float = train_field(
+        20.0, help="inverse temperature of the InfoNCE loss on cosine similarities", above=0, cli=False
+    )
+    bm25_negatives: int = train_field(1, help="per question: BM25-ranked passages of other documents", minimum=0)
+    in_doc_negatives: int = train_field(
+        1, help="per question: passages of the gold document without the answer (the paper's)", minimum=0
+    )
+    in_sec_negatives: int = train_field(
+        0, help="per question: passages of the gold passage's section, else of its document", minimum=0
+    )
+    doc_negatives: int = train_field(1, help="document level: BM25-ranked document negatives per question", minimum=0)
+    doc_negative_text: Literal["summary", "full_text", "alternate"] = train_field(
+        "summary", help="what document negatives are BM25-ranked on (summary: the paper's Table 3)"
+    )
+    iterations: int = train_field(1, help="2: retrain with mined negatives", choices=(1, 2))
+    negatives_model: str | None = train_field(
+        None, help="mine negatives with this trained model instead of BM25 (DHR's second iteration on its own)"
+    )
+    mined_negatives: Literal["add", "replace"] = train_field(
+        "add",
+        help="iteration 2 / --negatives-model: add the mined negatives to the BM25 and In-Doc ones (paper) or "
+        "replace them",
+    )
+    mini_batch_size: int | None = shared_field("mini_batch_size", 32)
+    attention_dropout: float | None = shared_field("attention_dropout", 0.0)
+    abstract_words: int = train_field(
+        DEFAULT_ABSTRACT_WORDS, help="words of the abstract in a document summary", minimum=0, cli=False
+    )
+    include_toc: bool = train_field(True, help="put the table of contents in a summary", cli=False)
+    max_seq_length: int | None = shared_field("max_seq_length", None)
+    device: str | None = shared_field("device", None)
+    show_progress_bar: bool = shared_field("show_progress_bar", False)
 
     def __post_init__(self) -> None:
-        if not self.levels or any(lv not in _LEVELS for lv in self.levels):
-            raise ValueError(f"levels must be a non-empty subset of {_LEVELS}; got {self.levels!r}")
-        for name in ("epochs", "batch_size", "iterations"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"DHRTrainingConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise ValueError(f"DHRTrainingConfig.max_steps must be >= 1 or None, got {self.max_steps}")
-        if self.max_minutes is not None and not self.max_minutes > 0:
-            raise ValueError(f"DHRTrainingConfig.max_minutes must be > 0 or None, got {self.max_minutes}")
-        if self.doc_negative_text not in ("summary", "full_text", "alternate"):
-            raise ValueError(
-                "DHRTrainingConfig.doc_negative_text must be 'summary', 'full_text' or 'alternate', "
-                f"got {self.doc_negative_text!r}"
-            )
-        if self.iterations > 2:
-            raise ValueError(f"DHRTrainingConfig.iterations must be 1 or 2, got {self.iterations}")
-        for name in ("bm25_negatives", "in_doc_negatives", "in_sec_negatives", "doc_negatives", "max_passage_words"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"DHRTrainingConfig.{name} must be >= 0, got {getattr(self, name)}")
-        if not 0 <= self.warmup_ratio < 1:
-            raise ValueError(f"DHRTrainingConfig.warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
-        if self.learning_rate <= 0 or self.scale <= 0:
-            raise ValueError("DHRTrainingConfig.learning_rate and scale must be > 0")
-        if self.attention_dropout is not None and not 0 <= self.attention_dropout < 1:
-            raise ValueError(
-                f"DHRTrainingConfig.attention_dropout must be in [0, 1) or None, got {self.attention_dropout}"
-            )
-        if self.mini_batch_size is not None and self.mini_batch_size < 1:
-            raise ValueError(f"DHRTrainingConfig.mini_batch_size must be >= 1 or None, got {self.mini_batch_size}")
-        if self.mined_negatives not in ("add", "replace"):
-            raise ValueError(
-                f"DHRTrainingConfig.mined_negatives must be 'add' or 'replace', got {self.mined_negatives!r}"
-            )
+        super().__post_init__()
+        if not self.levels or any(lv not in LEVELS for lv in self.levels):
+            self._invalid("levels", f"a non-empty subset of {', '.join(LEVELS)}")
         if self.negatives_model is not None and self.iterations != 1:
             raise ValueError("DHRTrainingConfig.negatives_model replaces the first iteration; use iterations=1 with it")
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (written next to the trained model)."""
-        out = dataclasses.asdict(self)
-        out["levels"] = list(self.levels)
-        return out
