@@ -302,18 +302,3 @@ def qa_or_beir_judgements(queries: str, qrels: str | None, max_passage_words: in
     level = "paragraph" if max_passage_words == 0 and all(q.paragraph_index is not None for q in questions) else "doc"
     return {q.qid: q.question for q in questions}, qa_qrels(questions, level)  # type: ignore[arg-type]
 
-
-def add_attention_dropout_argument(p: Any) -> None:
-    """``--attention-dropout`` (off by default while training; see :mod:`rag_hier.training._attention`)."""
-    p.add_argument(
-        "--attention-dropout",
-        type=float,
-        default=0.0,
-        help="dropout on attention probabilities while training (default 0: the fused CPU attention kernel, "
-        "1.7x faster and 1/7 of the memory at 256 tokens; -1 keeps the model's own rate)",
-    )
-
-
-def attention_dropout(args: argparse.Namespace) -> float | None:
-    """The trainer's ``attention_dropout``: ``None`` (the model's own rate) for a negative flag value."""
-    return None if args.attention_dropout < 0 else args.attention_dropout

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from rag_hier.cli._train import (
-    add_attention_dropout_argument,
+    add_config_arguments,
     add_eval_arguments,
-    attention_dropout,
+    add_runtime_arguments,
     check_eval_arguments,
     show_before_after,
 )
@@ -164,7 +164,9 @@ def after_index(store: Any, args: argparse.Namespace) -> str | None:
 # rag-hier train svdr
 # ----------------------------------------------------------------------------------------------------
 def add_train_parser(subparsers: Any) -> None:
-    """``rag-hier train svdr``."""
+    """``rag-hier train svdr``: SvdrTrainingConfig's flags generated from its fields, the data and encoder by hand."""
+    from rag_hier.training.svdr.config import SvdrTrainingConfig
+
     p = subparsers.add_parser(
         "svdr",
         help="train an SVDR vocabulary encoder (L_p + L_sp, beta-mined hard negatives)",
@@ -187,23 +189,6 @@ def add_train_parser(subparsers: Any) -> None:
     p.add_argument("--model", default=None, help="starting model (default: the offline all-MiniLM-L6-v2)")
     p.add_argument("--format", default=None, help="corpus format (default: detect)")
     p.add_argument("--max-passage-words", type=int, default=0, help="split documents into passages (default 0: whole)")
-    p.add_argument("--epochs", type=int, default=1, help="passes over the training pairs (default 1)")
-    p.add_argument("--batch-size", type=int, default=16, help="queries per step (default 16)")
-    p.add_argument("--lr", type=float, default=2e-5, help="AdamW learning rate (default 2e-5)")
-    p.add_argument("--hard-negatives", type=int, default=1, help="hard negatives per query (default 1)")
-    p.add_argument(
-        "--negative-depth", type=int, default=20, help="sample them from the top-N usable candidates (default 20)"
-    )
-    p.add_argument(
-        "--negative-schedule",
-        choices=("paper", "beta"),
-        default="paper",
-        help="paper (default): BM25 negatives for the first half of training, then beta search with the current "
-        "model; beta: beta search throughout. With a QA questions file as --queries, passages containing an "
-        "answer are never negatives",
-    )
-    p.add_argument("--temperature", type=float, default=1.0, help="contrastive temperature (default 1)")
-    p.add_argument("--max-steps", type=int, default=None, help="stop after N steps")
     p.add_argument("--max-minutes", type=float, default=None, help="stop after this much training time")
     p.add_argument("--top-k", type=int, default=None, help="kept dimensions per text (default 768)")
     p.add_argument(
@@ -212,14 +197,9 @@ def add_train_parser(subparsers: Any) -> None:
         default=None,
         help="precision of the projection that picks the kept dimensions (default float32)",
     )
-    p.add_argument(
-        "--gradient-checkpointing", action="store_true", help="less memory, ~30%% more compute (recompute activations)"
-    )
-    add_attention_dropout_argument(p)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA when available)")
-    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     add_eval_arguments(p)
+    add_runtime_arguments(p, precision=False)  # --device places the encoder
+    add_config_arguments(p, SvdrTrainingConfig, rename={"max_seconds": "--max-minutes"})
     p.set_defaults(func=_cmd_train)
 
 
@@ -227,12 +207,16 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from rag_hier.corpus.readers import detect_format, read_corpus, read_qrels, read_queries
     from rag_hier.encoders.dense import DEFAULT_MODEL
     from rag_hier.encoders.vocab import VocabEncoder
-    from rag_hier.training.svdr import SvdrTrainer, SvdrTrainingConfig
+    from rag_hier.training.svdr import SvdrTrainer
 
     corpus = Path(args.corpus)
     if not corpus.exists():
         raise ValueError(f"corpus {corpus} does not exist")
     check_eval_arguments(args)
+    if args.max_minutes is not None and not args.max_minutes > 0:
+        raise ValueError(f"--max-minutes must be > 0; got {args.max_minutes}")
+    max_seconds = args.max_minutes * 60 if args.max_minutes is not None else None
+    config = args.config_flags.build(args, max_seconds=max_seconds)  # checked before anything is read or loaded
     fmt = args.format or detect_format(corpus)
     documents = read_corpus(corpus, fmt)
     queries = read_queries(args.queries)
@@ -269,21 +253,6 @@ def _cmd_train(args: argparse.Namespace) -> int:
         device=args.device,
         selection_precision=args.selection_precision,
         **overrides,
-    )
-    config = SvdrTrainingConfig(
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        learning_rate=args.lr,
-        hard_negatives=args.hard_negatives,
-        negative_depth=args.negative_depth,
-        negative_schedule=args.negative_schedule,
-        attention_dropout=attention_dropout(args),
-        temperature=args.temperature,
-        max_steps=args.max_steps,
-        max_seconds=args.max_minutes * 60 if args.max_minutes is not None else None,
-        seed=args.seed,
-        gradient_checkpointing=args.gradient_checkpointing,
-        show_progress_bar=not args.no_progress,
     )
     trainer = SvdrTrainer.from_documents(
         encoder, documents, queries, qrels, config=config, max_passage_words=args.max_passage_words, answers=answers

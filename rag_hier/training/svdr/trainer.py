@@ -1,30 +1,4 @@
-"""SvdrTrainer: semi-parametric contrastive training of an SVDR vocabulary encoder.
-
-Zhou, Dong, Wei, Chen, "Semi-Parametric Retrieval via Binary Token Index" (arXiv 2405.01924). One
-:class:`~rag_hier.encoders.vocab.VocabEncoder` (shared by queries and passages) is trained with
-
-    L = L_p + L_sp,   L_p = L(E(q), E(p)),   L_sp = ½ L(E(q), T(p)) + ½ L(T(q), E(p)),
-
-where E is the sparsified vocabulary vector (top-k ∪ own tokens, exactly as at search time), T the binary
-bag of tokens, and L the bidirectional contrastive loss of the reference code: query → passage softmax
-over every passage of the batch (positives, in-batch and hard negatives) plus passage → query softmax
-over the batch's queries for the positives, averaged, at temperature ``temperature`` on raw inner
-products (1, as the reference). A passage that is relevant to another query of the batch is masked out
-of that query's negatives.
-
-Hard negatives follow the paper's schedule by default (``negative_schedule="paper"``): **BM25** negatives
-(bm25s over the training corpus) for the first half of training, then negatives retrieved during training
-by **β search** ⟨E(q), T(D)⟩ over a binary token index of the training corpus. The index is built once by
-tokenization and never rebuilt as the model changes, so β negatives come from the *current* model for the
-price of encoding the batch's queries (``mining="batch"``; ``"epoch"`` mines every query once per epoch).
-Each query draws ``hard_negatives`` passages at random from its top ``negative_depth`` (20) candidates that
-are not relevant: where answer strings are given, a candidate containing one is dropped (the paper's
-filter); otherwise, and always, documents judged relevant to the query are. ``negative_schedule="beta"``
-mines with β search from the first step (this library's behaviour before 0.2, with ``negative_depth=30``).
-
-Differences from the reference: one shared encoder (the paper's svdr-hlp setting; the NQ/MS MARCO
-checkpoints use two), masked max-pooling, and three loss terms as the paper writes them (the reference
-code averages four, pairing sparsified with unsparsified vectors).
+"""SvdrTrainer: the training loop of an SVDR vocabulary encoder (batches, β- and BM25-mined negatives, AdamW).
 
 Example:
     >>> encoder = VocabEncoder()  # doctest: +SKIP
@@ -51,90 +25,18 @@ from rag_hier._logging import progress
 from rag_hier.corpus.model import Document, split_document
 from rag_hier.errors import MissingDependencyError, RagHierError
 from rag_hier.training._attention import attention_dropout
+from rag_hier.training.svdr.config import SvdrTrainingConfig
+from rag_hier.training.svdr.loss import semi_parametric_loss
 
 if TYPE_CHECKING:
-    import torch
-
     from rag_hier.encoders.vocab import VocabEncoder
     from rag_hier.index.token import TokenIndex
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SvdrTrainer", "SvdrTrainingConfig", "SvdrTrainingResult", "semi_parametric_loss", "train_svdr"]
+__all__ = ["TRAINING_INFO", "SvdrTrainer", "SvdrTrainingResult", "train_svdr"]
 
 TRAINING_INFO = "training.json"
-
-
-@dataclass(frozen=True)
-class SvdrTrainingConfig:
-    """Hyper-parameters of :class:`SvdrTrainer`.
-
-    Args:
-        epochs: Passes over the (query, relevant document) pairs.
-        batch_size: Queries per step (each brings one positive and ``hard_negatives`` negatives).
-        learning_rate: AdamW peak learning rate (linear warm-up, then linear decay to 0 at the end of the
-            planned steps or of ``max_seconds``, whichever comes first).
-        weight_decay: AdamW weight decay.
-        warmup_ratio: Fraction of the planned steps spent warming up.
-        hard_negatives: Hard negatives per query (0: in-batch negatives only).
-        negative_depth: Hard negatives are drawn from the top-N non-relevant candidates (paper: 20).
-        negative_schedule: ``"paper"``: BM25 candidates during the first half of training (by steps, or by
-            time under ``max_seconds``), then β search with the current model; ``"beta"``: β search throughout.
-        mining: ``"batch"`` (default): before each step, β-search the batch's own queries with the current
-            model (always fresh, and cheap: only those queries are encoded); ``"epoch"``: all queries at
-            the start of each epoch (and when the schedule switches to β search).
-        temperature: Contrastive temperature on raw inner products.
-        max_steps: Stop after this many steps (``None``: run the epochs).
-        max_seconds: Stop after this much wall-clock time, mining included (``None``: no limit).
-        grad_clip: Gradient-norm clipping.
-        seed: Seed for shuffling, negative sampling and dropout.
-        attention_dropout: Dropout on the attention probabilities while training (default 0: PyTorch's fused
-            CPU attention kernel applies, 1.7x faster with 1/7 of the activation memory at 256 tokens; ``None``
-            keeps the model's own rate).
-        gradient_checkpointing: Recompute the backbone's activations in the backward pass (less memory,
-            ~30% more compute).
-        show_progress_bar: Show a progress bar.
-        log_every: Log the mean loss every N steps.
-
-    """
-
-    epochs: int = 1
-    batch_size: int = 16
-    learning_rate: float = 2e-5
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.1
-    hard_negatives: int = 1
-    negative_depth: int = 20
-    negative_schedule: Literal["paper", "beta"] = "paper"
-    mining: Literal["batch", "epoch"] = "batch"
-    temperature: float = 1.0
-    max_steps: int | None = None
-    max_seconds: float | None = None
-    grad_clip: float = 2.0
-    seed: int = 0
-    attention_dropout: float | None = 0.0
-    gradient_checkpointing: bool = False
-    show_progress_bar: bool = False
-    log_every: int = 10
-
-    def __post_init__(self) -> None:
-        for name in ("epochs", "batch_size", "negative_depth", "log_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"SvdrTrainingConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.batch_size < 2 and self.hard_negatives == 0:
-            raise ValueError("batch_size=1 without hard negatives leaves nothing to contrast against")
-        if self.hard_negatives < 0:
-            raise ValueError(f"hard_negatives must be >= 0, got {self.hard_negatives}")
-        if self.learning_rate <= 0 or self.temperature <= 0:
-            raise ValueError("learning_rate and temperature must be > 0")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1 or None, got {self.max_steps}")
-        if self.mining not in ("batch", "epoch"):
-            raise ValueError(f"mining must be 'batch' or 'epoch', got {self.mining!r}")
-        if self.attention_dropout is not None and not 0 <= self.attention_dropout < 1:
-            raise ValueError(f"attention_dropout must be in [0, 1) or None, got {self.attention_dropout}")
-        if self.negative_schedule not in ("paper", "beta"):
-            raise ValueError(f"negative_schedule must be 'paper' or 'beta', got {self.negative_schedule!r}")
 
 
 @dataclass(frozen=True)
@@ -165,55 +67,6 @@ class SvdrTrainingResult:
         out["step_seconds"] = [round(x, 3) for x in self.step_seconds]
         out["last_loss"] = self.last_loss
         return out
-
-
-def _bidirectional(
-    queries: torch.Tensor, passages: torch.Tensor, false_negatives: torch.Tensor, temperature: float
-) -> torch.Tensor:
-    """Bidirectional InfoNCE: q→p over all passages, p→q over the queries for the positives (½ each).
-
-    ``passages[i]`` is the positive of ``queries[i]`` for ``i < len(queries)``; ``false_negatives[i, j]``
-    masks passage ``j`` out of query ``i``'s negatives.
-    """
-    import torch
-    import torch.nn.functional as F
-
-    n = queries.shape[0]
-    scores = (queries @ passages.T) / temperature
-    scores = scores.masked_fill(false_negatives, -torch.inf)
-    target = torch.arange(n, device=scores.device)
-    q2p = F.cross_entropy(scores, target)
-    p2q = F.cross_entropy(scores[:, :n].T, target)
-    return (q2p + p2q) / 2
-
-
-def semi_parametric_loss(
-    eq: torch.Tensor,
-    tq: torch.Tensor,
-    ep: torch.Tensor,
-    tp: torch.Tensor,
-    false_negatives: torch.Tensor,
-    temperature: float = 1.0,
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """SVDR's ``L = L(E(q),E(p)) + ½ L(E(q),T(p)) + ½ L(T(q),E(p))``.
-
-    Args:
-        eq: E(q), ``(n, V)`` with gradient.
-        tq: T(q), ``(n, V)`` binary.
-        ep: E(p), ``(m, V)`` with gradient; rows ``0..n-1`` are the positives.
-        tp: T(p), ``(m, V)`` binary.
-        false_negatives: ``(n, m)`` bool, passages relevant to a query other than its positive.
-        temperature: Softmax temperature.
-
-    Returns:
-        The loss and its parts (``l_p``, ``l_eq_tp``, ``l_tq_ep``) as floats.
-
-    """
-    l_p = _bidirectional(eq, ep, false_negatives, temperature)
-    l_eq_tp = _bidirectional(eq, tp, false_negatives, temperature)
-    l_tq_ep = _bidirectional(tq, ep, false_negatives, temperature)
-    loss = l_p + 0.5 * l_eq_tp + 0.5 * l_tq_ep
-    return loss, {"l_p": float(l_p.detach()), "l_eq_tp": float(l_eq_tp.detach()), "l_tq_ep": float(l_tq_ep.detach())}
 
 
 @dataclass(frozen=True)
