@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_hier.cli._train import (
+    add_config_arguments,
     add_eval_arguments,
     add_runtime_arguments,
     check_eval_arguments,
@@ -89,10 +90,18 @@ def after_index(store: Any, args: argparse.Namespace) -> str | None:
 # ----------------------------------------------------------------------------------------------------
 # train
 # ----------------------------------------------------------------------------------------------------
+_LAMBDAS = {
+    "lambda_siamese": "--lambdas (1st)",
+    "lambda_indexing": "--lambdas (2nd)",
+    "lambda_intra": "--lambdas (3rd)",
+}
+"""The loss weights, set together by ``--lambdas`` (and how its errors name each)."""
+
+
 def add_train_parser(subparsers: Any) -> None:
-    """``rag-hier train ehi``."""
+    """``rag-hier train ehi``: EHIConfig's flags generated from its fields; data, ``--lambdas`` and runtime by hand."""
     from rag_hier.corpus.formats import CORPUS_FORMATS
-    from rag_hier.training.ehi.config import INIT_METHODS, MINE_SOURCES, MINED_NEGATIVE_TERMS, EHIConfig
+    from rag_hier.training.ehi.config import EHIConfig
 
     d = EHIConfig()
     p = subparsers.add_parser(
@@ -113,13 +122,6 @@ def add_train_parser(subparsers: Any) -> None:
     p.add_argument("--format", choices=CORPUS_FORMATS, default=None, help="corpus format (default: detect)")
     p.add_argument("--base-model", default=None, help="encoder to start from (default: the offline all-MiniLM-L6-v2)")
     p.add_argument(
-        "--branching",
-        type=int,
-        default=None,
-        help="B: children per node (default: B^H = about one leaf per 32 passages; the paper used 40 for SciFact)",
-    )
-    p.add_argument("--height", type=int, default=d.height, help=f"H: tree levels, B^H leaves (default {d.height})")
-    p.add_argument(
         "--lambdas",
         type=float,
         nargs=3,
@@ -127,84 +129,6 @@ def add_train_parser(subparsers: Any) -> None:
         default=list(d.lambdas),
         help=f"loss weights lambda1..3 (default {' '.join(map(str, d.lambdas))}, the paper's SciFact values)",
     )
-    p.add_argument("--margin", type=float, default=d.margin, help=f"triplet margin gamma (default {d.margin})")
-    p.add_argument(
-        "--mined-negative-terms",
-        choices=MINED_NEGATIVE_TERMS,
-        default=d.mined_negative_terms,
-        help="loss terms the mined hard negative enters: all (Eq. 6) or siamese only (default "
-        f"{d.mined_negative_terms})",
-    )
-    p.add_argument(
-        "--mine-from",
-        choices=MINE_SOURCES,
-        default=d.mine_from,
-        help="hard negatives from the query's top leaves (EHI) or its exact nearest documents",
-    )
-    p.add_argument(
-        "--mine-leaves", type=int, default=d.mine_leaves, help=f"top leaves mined per query (default {d.mine_leaves})"
-    )
-    p.add_argument(
-        "--encoder-lr", type=float, default=d.encoder_lr, help=f"encoder learning rate (default {d.encoder_lr})"
-    )
-    p.add_argument(
-        "--indexer-lr", type=float, default=d.indexer_lr, help=f"indexer learning rate (default {d.indexer_lr})"
-    )
-    p.add_argument("--epochs", type=int, default=d.epochs, help=f"passes over the training pairs (default {d.epochs})")
-    p.add_argument(
-        "--refit-epochs",
-        type=int,
-        default=d.refit_epochs,
-        help="after joint training, fit a new indexer on the final vectors for this many epochs and keep it; "
-        f"0 keeps the jointly trained indexer, as the paper does (default {d.refit_epochs})",
-    )
-    p.add_argument(
-        "--refresh-every",
-        type=int,
-        default=d.refresh_every,
-        help=f"r: re-encode, reassign leaves and re-mine negatives every r epochs (default {d.refresh_every})",
-    )
-    p.add_argument(
-        "--remine-every",
-        type=int,
-        default=d.remine_every,
-        help="between refreshes, re-route documents and queries through the current indexer and re-mine "
-        "negatives every this many steps (default: only at each refresh)",
-    )
-    p.add_argument(
-        "--lambda-balance",
-        type=float,
-        default=d.lambda_balance,
-        help=f"weight of a leaf load-balancing term (not in the paper; default {d.lambda_balance})",
-    )
-    p.add_argument(
-        "--batch-size", type=int, default=d.batch_size, help=f"pairs per step and device (default {d.batch_size})"
-    )
-    p.add_argument("--max-steps", type=int, default=None, help="stop after this many optimizer steps")
-    p.add_argument("--max-minutes", type=float, default=None, help="stop the joint training after this many minutes")
-    p.add_argument("--seed", type=int, default=d.seed, help=f"seed (default {d.seed})")
-    p.add_argument(
-        "--freeze-encoder", action="store_true", help="train the indexer alone, on the encoder's fixed vectors"
-    )
-    p.add_argument(
-        "--init",
-        choices=INIT_METHODS,
-        default=d.init,
-        help=f"indexer initialisation: kmeans (fitted to a k-means tree) or random (paper) (default {d.init})",
-    )
-    p.add_argument(
-        "--init-steps",
-        type=int,
-        default=d.init_steps,
-        help=f"--init kmeans: Adam steps fitting the classifiers to the k-means tree (default {d.init_steps})",
-    )
-    p.add_argument(
-        "--leaves-per-document",
-        type=int,
-        default=d.leaves_per_document,
-        help="leaves each document is assigned to (the paper's d2l; default 1)",
-    )
-    p.add_argument("--max-seq-length", type=int, default=None, help="truncate texts to this many tokens")
     p.add_argument(
         "--max-passage-words",
         type=int,
@@ -213,13 +137,14 @@ def add_train_parser(subparsers: Any) -> None:
     )
     add_eval_arguments(p)
     add_runtime_arguments(p)
+    add_config_arguments(p, EHIConfig, skip=set(_LAMBDAS), rename=_LAMBDAS)
     p.set_defaults(func=_train)
 
 
 def _train(args: argparse.Namespace) -> int:
     from rag_hier.corpus.readers import detect_format, read_corpus
     from rag_hier.encoders.dense import DEFAULT_MODEL
-    from rag_hier.training.ehi import EHIConfig, EHITrainer
+    from rag_hier.training.ehi import EHITrainer
 
     corpus_path = existing_corpus(args.corpus)
     check_eval_arguments(args)
@@ -231,39 +156,8 @@ def _train(args: argparse.Namespace) -> int:
         raise cli_error(f"--output {out} exists and is not an empty directory (nothing was written)")
     fmt = args.format or detect_format(corpus_path)
     max_words = passage_words(args, fmt)
-    try:
-        config = EHIConfig(
-            branching=args.branching,
-            height=args.height,
-            lambda_siamese=args.lambdas[0],
-            lambda_indexing=args.lambdas[1],
-            lambda_intra=args.lambdas[2],
-            margin=args.margin,
-            mined_negative_terms=args.mined_negative_terms,
-            mine_from=args.mine_from,
-            mine_leaves=args.mine_leaves,
-            encoder_lr=args.encoder_lr,
-            indexer_lr=args.indexer_lr,
-            batch_size=args.batch_size,
-            epochs=args.epochs,
-            refit_epochs=args.refit_epochs,
-            refresh_every=args.refresh_every,
-            remine_every=args.remine_every,
-            lambda_balance=args.lambda_balance,
-            init=args.init,
-            init_steps=args.init_steps,
-            freeze_encoder=args.freeze_encoder,
-            leaves_per_document=args.leaves_per_document,
-            max_steps=args.max_steps,
-            max_minutes=args.max_minutes,
-            max_seq_length=args.max_seq_length,
-            fp16=args.fp16,
-            bf16=args.bf16,
-            seed=args.seed,
-        )
-    except ValueError as exc:
-        message = str(exc).replace("EHIConfig.", "--").replace("_", "-")
-        raise cli_error(message.replace("--lambda-siamese", "--lambdas (1st)")) from exc
+    lambdas = dict(zip(_LAMBDAS, args.lambdas, strict=True))
+    config = args.config_flags.build(args, **lambdas)
     documents = read_corpus(corpus_path, fmt)
     queries, qrels = qa_or_beir_judgements(args.queries, args.qrels, max_words)
     trainer = EHITrainer(

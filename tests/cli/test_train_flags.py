@@ -12,7 +12,7 @@ from rag_hier.cli._train import ConfigFlags, add_config_arguments
 from rag_hier.cli.main import CliError, build_parser
 from rag_hier.training.config import TrainingConfig, shared_field, train_field
 
-GENERATED = ["hce", "dhr", "svdr"]
+GENERATED = ["hce", "dhr", "svdr", "ehi"]
 """The methods whose ``train`` flags are generated (every method in rag_hier.cli.plugins.TRAIN_METHODS)."""
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
-from typing import Any, Literal
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from rag_hier.training.config import TrainingConfig, shared_field, train_field
 
 MinedNegativeTerms = Literal["all", "siamese"]
 MINED_NEGATIVE_TERMS: tuple[str, ...] = ("all", "siamese")
@@ -27,7 +29,7 @@ def auto_branching(n_items: int, height: int) -> int:
 
 
 @dataclass(frozen=True)
-class EHIConfig:
+class EHIConfig(TrainingConfig):
     """Hyper-parameters of EHI training (defaults: the paper's SciFact row of its Table 4 where it gives one).
 
     Args:
@@ -85,80 +87,83 @@ class EHIConfig:
 
     """
 
-    branching: int | None = None
-    height: int = 1
-    lambda_siamese: float = 0.2
-    lambda_indexing: float = 0.8
-    lambda_intra: float = 0.2
-    margin: float = 0.3
-    intra_threshold: float = 0.9
-    mined_negative_terms: MinedNegativeTerms = "all"
-    in_batch_negatives: bool = True
-    lambda_balance: float = 0.0
-    encoder_lr: float = 2e-5
-    indexer_lr: float = 0.016
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.1
-    batch_size: int = 64
-    epochs: int = 100
-    refit_epochs: int = 20
-    refresh_every: int = 5
-    remine_every: int | None = None
-    mine_from: MineFrom = "leaves"
-    mine_leaves: int = 1
-    init: Init = "kmeans"
-    init_steps: int = 300
-    freeze_encoder: bool = False
-    leaves_per_document: int = 1
-    max_steps: int | None = None
-    max_minutes: float | None = None
-    max_seq_length: int | None = None
-    fp16: bool = False
-    bf16: bool = False
-    gather_across_devices: bool = True
-    encode_batch_size: int = 64
-    seed: int = 42
-    logging_steps: int = 10
+    branching: int | None = train_field(
+        None,
+        help="B: children per node (default: B^H = about one leaf per 32 passages; the paper used 40 for SciFact)",
+        minimum=2,
+        allowed=">= 2 (or None: automatic)",
+    )
+    height: int = train_field(1, help="H: tree levels, B^H leaves", minimum=1)
+    lambda_siamese: float = train_field(0.2, help="lambda1: weight of the encoder triplet loss", minimum=0)
+    lambda_indexing: float = train_field(0.8, help="lambda2: weight of the path-embedding triplet loss", minimum=0)
+    lambda_intra: float = train_field(0.2, help="lambda3: weight of the intra-leaf loss", minimum=0)
+    margin: float = train_field(0.3, help="triplet margin gamma", minimum=0)
+    intra_threshold: float = train_field(
+        0.9, help="L_intra only for document pairs of encoder cosine below this", minimum=-1, maximum=1, cli=False
+    )
+    mined_negative_terms: MinedNegativeTerms = train_field(
+        "all", help="loss terms the mined hard negative enters: all (Eq. 6) or siamese only"
+    )
+    in_batch_negatives: bool = train_field(
+        True, help="other rows' positives (not relevant to the query) are negatives too", cli=False
+    )
+    lambda_balance: float = train_field(0.0, help="weight of a leaf load-balancing term (not in the paper)", minimum=0)
+    encoder_lr: float = train_field(2e-5, help="encoder learning rate", above=0)
+    indexer_lr: float = train_field(0.016, help="indexer learning rate", above=0)
+    weight_decay: float = shared_field("weight_decay", 0.01)
+    warmup_ratio: float = shared_field("warmup_ratio", 0.1)
+    batch_size: int = shared_field("batch_size", 64, help="pairs per step and device", minimum=2)
+    epochs: int = shared_field("epochs", 100, help="passes over the training pairs")
+    refit_epochs: int = train_field(
+        20,
+        help="after joint training, fit a new indexer on the final vectors for this many epochs and keep it; "
+        "0 keeps the jointly trained indexer, as the paper does",
+        minimum=0,
+    )
+    refresh_every: int = train_field(
+        5, help="r: re-encode, reassign leaves and re-mine negatives every r epochs", minimum=1
+    )
+    remine_every: int | None = train_field(
+        None,
+        help="between refreshes, re-route documents and queries through the current indexer and re-mine "
+        "negatives every this many steps (default: only at each refresh)",
+        minimum=1,
+    )
+    mine_from: MineFrom = train_field(
+        "leaves", help="hard negatives from the query's top leaves (EHI) or its exact nearest documents"
+    )
+    mine_leaves: int = train_field(1, help="top leaves mined per query")  # 1..B^H: checked in __post_init__
+    init: Init = train_field(
+        "kmeans", help="indexer initialisation: kmeans (fitted to a k-means tree) or random (paper)"
+    )
+    init_steps: int = train_field(
+        300, help="--init kmeans: Adam steps fitting the classifiers to the k-means tree", minimum=0
+    )
+    freeze_encoder: bool = train_field(False, help="train the indexer alone, on the encoder's fixed vectors")
+    leaves_per_document: int = train_field(1, help="leaves each document is assigned to (the paper's d2l)")
+    max_steps: int | None = shared_field("max_steps", None, help="stop after this many optimizer steps")
+    max_minutes: float | None = shared_field(
+        "max_minutes", None, help="stop the joint training after this many minutes"
+    )
+    max_seq_length: int | None = shared_field("max_seq_length", None)
+    fp16: bool = shared_field("fp16", False)
+    bf16: bool = shared_field("bf16", False)
+    gather_across_devices: bool = shared_field("gather_across_devices", True)
+    encode_batch_size: int = shared_field(
+        "encode_batch_size", 64, help="batch size for encoding the corpus and the queries"
+    )
+    seed: int = shared_field("seed", 42)
+    logging_steps: int = shared_field("logging_steps", 10)
 
     def __post_init__(self) -> None:
-        def need(cond: bool, name: str, allowed: str) -> None:
-            if not cond:
-                raise ValueError(f"EHIConfig.{name} must be {allowed}; got {getattr(self, name)!r}")
-
-        need(self.branching is None or self.branching >= 2, "branching", ">= 2 (or None: automatic)")
-        need(self.height >= 1, "height", ">= 1")
+        super().__post_init__()
         leaves = self.branching**self.height if self.branching is not None else 1 << 24
-        need(leaves <= 1 << 24, "branching", "such that branching ** height <= 2^24")
-        for name in ("lambda_siamese", "lambda_indexing", "lambda_intra", "lambda_balance", "margin"):
-            need(getattr(self, name) >= 0, name, ">= 0")
-        need(-1 <= self.intra_threshold <= 1, "intra_threshold", "in [-1, 1]")
-        need(
-            self.mined_negative_terms in MINED_NEGATIVE_TERMS, "mined_negative_terms", " or ".join(MINED_NEGATIVE_TERMS)
-        )
-        need(self.encoder_lr > 0, "encoder_lr", "> 0")
-        need(self.indexer_lr > 0, "indexer_lr", "> 0")
-        need(self.weight_decay >= 0, "weight_decay", ">= 0")
-        need(0 <= self.warmup_ratio < 1, "warmup_ratio", "in [0, 1)")
-        need(self.batch_size >= 2, "batch_size", ">= 2")
-        need(self.epochs >= 1, "epochs", ">= 1")
-        need(self.refit_epochs >= 0, "refit_epochs", ">= 0")
-        need(self.refresh_every >= 1, "refresh_every", ">= 1")
-        need(self.remine_every is None or self.remine_every >= 1, "remine_every", ">= 1 or None")
-        need(self.mine_from in MINE_SOURCES, "mine_from", " or ".join(MINE_SOURCES))
-        need(1 <= self.mine_leaves <= leaves, "mine_leaves", "in 1..branching ** height")
-        need(self.init in INIT_METHODS, "init", " or ".join(INIT_METHODS))
-        need(self.init_steps >= 0, "init_steps", ">= 0")
-        need(
-            1 <= self.leaves_per_document <= leaves,
-            "leaves_per_document",
-            "in 1..branching ** height",
-        )
-        need(self.max_steps is None or self.max_steps >= 1, "max_steps", ">= 1 or None")
-        need(self.max_minutes is None or self.max_minutes > 0, "max_minutes", "> 0 or None")
-        need(self.max_seq_length is None or self.max_seq_length >= 8, "max_seq_length", ">= 8 or None")
-        need(not (self.fp16 and self.bf16), "fp16", "False when bf16 is True")
-        need(self.encode_batch_size >= 1, "encode_batch_size", ">= 1")
-        need(self.logging_steps >= 1, "logging_steps", ">= 1")
+        if leaves > 1 << 24:
+            self._invalid("branching", "such that branching ** height <= 2^24")
+        if not 1 <= self.mine_leaves <= leaves:
+            self._invalid("mine_leaves", "in 1..branching ** height")
+        if not 1 <= self.leaves_per_document <= leaves:
+            self._invalid("leaves_per_document", "in 1..branching ** height")
 
     @property
     def n_leaves(self) -> int:
@@ -177,7 +182,3 @@ class EHIConfig:
     def lambdas(self) -> tuple[float, float, float]:
         """``(λ₁, λ₂, λ₃)``."""
         return (self.lambda_siamese, self.lambda_indexing, self.lambda_intra)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (written next to the trained model)."""
-        return asdict(self)
