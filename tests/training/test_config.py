@@ -80,3 +80,15 @@ def test_shared_field_names_a_known_field() -> None:
     assert {"learning_rate", "max_seq_length", "attention_dropout", "fp16"} <= set(SHARED_FIELDS)
     with pytest.raises(KeyError, match="no shared training field 'lr'"):
         shared_field("lr", 1e-4)
+
+
+def test_the_training_package_names_every_method_and_its_configuration() -> None:
+    import rag_hier.training as training
+    from rag_hier.cli.plugins import TRAIN_METHODS
+
+    assert set(training.METHODS) == set(TRAIN_METHODS)
+    for name in training.__all__:
+        assert getattr(training, name) is not None
+    configs = [training.HCEConfig, training.EHIConfig, training.DHRTrainingConfig, training.SvdrTrainingConfig]
+    for config in configs:
+        assert issubclass(config, TrainingConfig) and config().to_dict()["seed"] == config().seed
