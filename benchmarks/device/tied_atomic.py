@@ -4,8 +4,11 @@ The protocol of docs/tied_atomic.md's SciFact test table (``benchmarks/retrieval
 encoder-decoder warm-started from all-MiniLM-L6-v2 with cross-attention copied from self-attention, 128 tokens,
 batch 32, lr 1e-4, one BM25 negative per query from the top 10, seed 42, 300 test queries), with ``--steps``
 optimizer steps instead of 87 (default 870), in this order while the deadline allows: untrained MiniLM, MiniLM
-fine-tuned with the same rows and steps, Tied-Atomic, DSI-atomic (retrieval and indexing tasks, cross-entropy over
-every docid). The figures go into one ``tied_atomic.json`` (models stay in ``--work``).
+fine-tuned with the same rows and steps, Tied-Atomic, DSI-atomic (retrieval and indexing tasks mixed;
+``--dsi-objective seq2seq``, the default, is the paper's baseline: docids as new vocabulary tokens, target
+``[docid, eos]``, teacher forcing, cross-entropy over the whole vocabulary; ``docid_softmax`` is the
+classification head over the Tied-Atomic embedding). The figures go into one ``tied_atomic.json`` (models stay in
+``--work``); the DSI run records its loss log and the probe losses at the start and the end.
 
 Run (repository root)::
 
@@ -14,7 +17,8 @@ Run (repository root)::
 
 Expected on one H100: not measured yet; from the CPU runs' step counts and the H100's 0.43 s per +CT step
 (`benchmarks/device/README.md`), about 6 minutes for MiniLM and Tied-Atomic at 870 steps each, DSI-atomic
-(5,183 + 919 rows a pass) about 3 minutes: one call holds ``--only minilm-ft tied`` or ``--only dsi``.
+(5,183 + 919 examples a pass, one text per example) about 4 minutes with its probes: one call holds
+``--only minilm-ft tied`` or ``--only dsi``.
 """
 
 from __future__ import annotations
@@ -45,6 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_arguments(p, default_out="device")
     add_training_arguments(p, RUNS)
+    p.add_argument(
+        "--dsi-objective",
+        choices=("seq2seq", "docid_softmax"),
+        default="seq2seq",
+        help="the DSI run: seq2seq (the paper's baseline) or docid_softmax (classification head)",
+    )
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = resolve(args)
@@ -62,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def stage(name: str) -> Callable[[], dict[str, Any]]:
         def run() -> dict[str, Any]:
-            bench_tied_atomic.main([name, *common])
+            extra = ["--dsi-objective", args.dsi_objective] if name == "dsi" else []
+            bench_tied_atomic.main([name, *common, *extra])
             return json.loads((args.work / f"{name}.json").read_text(encoding="utf-8"))
 
         return run

@@ -8,7 +8,7 @@ the data folder, see ``benchmarks/README.md``; run them in the background)::
     $T minilm-base          # all-MiniLM-L6-v2 as is (cosine)
     $T minilm-ft --steps 87 # MiniLM fine-tuned: same rows, steps, batch, lr
     $T tied --steps 87      # Tied-Atomic (MiniLM-warm-started encoder-decoder)
-    $T dsi --steps 87       # DSI-atomic (untied), same encoder-decoder start
+    $T dsi --steps 87       # DSI-atomic (untied, seq2seq as the paper's), same encoder-decoder start
     $T incremental --steps 87   # train on 90 % of the documents, add 10 %
     $T throughput           # encoding docs/s: encoder-decoders vs MiniLM
     $T report               # tables from the JSON files
@@ -252,6 +252,7 @@ def _dsi_config(args: argparse.Namespace) -> Any:
     from rag_hier.training.tied_atomic import DSIAtomicConfig
 
     return DSIAtomicConfig(
+        objective=args.dsi_objective,
         base_model=args.base_model,
         max_seq_length=args.max_seq_length,
         batch_size=args.batch_size,
@@ -263,6 +264,63 @@ def _dsi_config(args: argparse.Namespace) -> Any:
         seed=args.seed,
         logging_steps=5,
     )
+
+
+def _dsi_losses(model: Any, texts: list[str], targets: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One teacher-forced pass: token cross-entropy (n, 2), the docid's CE among docids, whether it ranks first.
+
+    The first decoder position sees only the start token (causal decoder), so its logits are the retrieval logits.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    lo, hi = model.first_docid_token, model.first_docid_token + len(model.docids)
+    ce, among, hit = [], [], []
+    model.model.eval()
+    with torch.inference_mode():
+        for i in range(0, len(texts), 32):
+            batch = {k: v.to(model.device) for k, v in model.batch(texts[i : i + 32], targets[i : i + 32]).items()}
+            labels = batch.pop("labels")
+            logits = model.model(**batch, use_cache=False).logits.float()
+            ce.append(F.cross_entropy(logits.transpose(1, 2), labels, reduction="none").cpu().numpy())
+            docs = logits[:, 0, lo:hi]
+            cols = labels[:, 0] - lo
+            among.append(F.cross_entropy(docs, cols, reduction="none").cpu().numpy())
+            hit.append((docs.argmax(1) == cols).cpu().numpy())
+    return np.concatenate(ce), np.concatenate(among), np.concatenate(hit)
+
+
+def _dsi_probe(model: Any, docs: list[Any], queries: dict, train: dict, seed: int, n: int = 128) -> dict[str, Any]:
+    """Losses of the seq2seq DSI on a fixed sample of its training examples: n retrieval + n indexing.
+
+    ``docid_ce_vocab`` / ``eos_ce``: teacher-forced cross-entropy of the docid token and of the end-of-sequence token
+    over the whole vocabulary (the training loss is their mean); ``docid_ce_docids``: the docid's cross-entropy among
+    the docid tokens only (what ranking sees; chance = ln n_docids); ``indexing_hit@1``: the share of sampled
+    documents whose own text generates their docid first (memorisation).
+    """
+    from rag_hier.training.corpus import as_training_corpus
+    from rag_hier.training.hce.data import resolve_pairs
+
+    items = as_training_corpus(docs, 0)
+    pairs = resolve_pairs(items, queries, train)
+    rng = np.random.default_rng(seed)
+    picked_pairs = [pairs[i] for i in rng.choice(len(pairs), size=min(n, len(pairs)), replace=False)]
+    picked_docs = rng.choice(len(items.texts), size=min(n, len(items.texts)), replace=False).tolist()
+    out: dict[str, Any] = {"examples": {"retrieval": len(picked_pairs), "indexing": len(picked_docs)}}
+    for task, texts, targets in (
+        ("retrieval", [p.query for p in picked_pairs], [items.ids[p.positive] for p in picked_pairs]),
+        ("indexing", [items.texts[i] for i in picked_docs], [items.ids[i] for i in picked_docs]),
+    ):
+        ce, among, hit = _dsi_losses(model, texts, targets)
+        out[task] = {
+            "docid_ce_vocab": round(float(ce[:, 0].mean()), 4),
+            "eos_ce": round(float(ce[:, 1].mean()), 4),
+            "loss": round(float(ce.mean()), 4),
+            "docid_ce_docids": round(float(among.mean()), 4),
+            "hit@1": round(float(hit.mean()), 4),
+        }
+    out["chance_docid_ce_docids"] = round(float(np.log(len(model.docids))), 4)
+    return out
 
 
 def _dsi_eval(model: Any, docs: list[Any], queries: dict, qrels: dict) -> dict[str, Any]:
@@ -280,16 +338,33 @@ def stage_dsi(args: argparse.Namespace) -> dict[str, Any]:
     if args.base_model is None:
         args.base_model = _warm_start(args)
     out = OUT / f"model-dsi{args.tag}"
+    cfg = _dsi_config(args)
+    probe: dict[str, Any] = {}
+    if cfg.objective == "seq2seq":  # the untrained model the trainer starts from (same seed: same new rows)
+        from rag_hier.retrieval.dsi_seq2seq import DSIAtomicSeq2SeqModel
+        from rag_hier.training.corpus import as_training_corpus
+
+        ids = as_training_corpus(docs, 0).ids
+        start = DSIAtomicSeq2SeqModel.from_pretrained(
+            args.base_model, ids, max_seq_length=args.max_seq_length, device=DEVICE, seed=args.seed
+        )
+        probe["start"] = _dsi_probe(start, docs, queries, train, args.seed)
+        del start
     t = time.perf_counter()
-    model, result = DSIAtomicTrainer(_dsi_config(args)).train(docs, out, queries=queries, qrels=train)
+    model, result = DSIAtomicTrainer(cfg).train(docs, out, queries=queries, qrels=train)
     info = {
         "method": "dsi",
+        "objective": cfg.objective,
         "steps_done": result.steps,
         "rows": result.rows,
         "train_loss": result.train_loss,
+        "loss_log": result.loss_log,
         "train_seconds": round(time.perf_counter() - t, 1),
         "docid_lr": args.docid_lr,
     }
+    if probe:
+        probe["end"] = _dsi_probe(model, docs, queries, train, args.seed)
+        info["probe"] = probe
     return {**info, **_dsi_eval(model, docs, queries, qrels)}
 
 
@@ -369,12 +444,8 @@ def stage_incremental(args: argparse.Namespace) -> dict[str, Any]:
 
     dsi.add_docids(list(new_items.ids), init="random")
     out["dsi_random_rows"] = {g: dsi_run(dsi, v) for g, v in groups.items() if v}
-    # the same model, new rows tied to h(text): what tying buys an untied model at insertion time
-    dsi2 = type(dsi)(
-        dsi.model,
-        dsi.docids[: len(dsi.docids) - len(new_items.ids)],
-        dsi.weight.detach()[: len(dsi.docids) - len(new_items.ids)],
-    )
+    # the same model, new rows tied to its own text vector: what tying buys an untied model at insertion time
+    dsi2 = type(dsi).load(OUT / f"model-dsi-incr{args.tag}", device=DEVICE)  # as trained, before the random rows
     dsi2.add_docids(list(new_items.ids), init="tied", texts=list(new_items.texts))
     out["dsi_tied_rows"] = {g: dsi_run(dsi2, v) for g, v in groups.items() if v}
     return out
@@ -505,7 +576,13 @@ def main(argv: list[str] | None = None) -> None:
         "--cross-init", choices=("random", "self_attention"), default=TiedAtomicConfig.warm_start_cross_attention
     )
     p.add_argument("--base-model", default=None, help="encoder-decoder to start from (default: MiniLM warm start)")
-    p.add_argument("--docid-lr", type=float, default=None, help="DSI: learning rate of the docid rows")
+    p.add_argument(
+        "--dsi-objective",
+        choices=("seq2seq", "docid_softmax"),
+        default="seq2seq",
+        help="DSI: seq2seq (docid tokens, teacher forcing; the paper's) or docid_softmax (free rows over h(x))",
+    )
+    p.add_argument("--docid-lr", type=float, default=None, help="DSI docid_softmax: learning rate of the docid rows")
     p.add_argument("--retrieval-repeats", type=int, default=1, help="DSI: copies of each query example")
     p.add_argument("--k1", type=float, default=1.5, help="BM25 baseline k1 (bm25s default)")
     p.add_argument("--b", type=float, default=0.75, help="BM25 baseline b (bm25s default)")

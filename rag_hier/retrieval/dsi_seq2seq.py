@@ -4,8 +4,10 @@ DSI (Tay et al., 2022) with atomic docids, the untied baseline of Nguyen & Yates
 Retrieval", arXiv 2306.11397), on any Hugging Face encoder-decoder (T5, BART, an ``EncoderDecoderModel``):
 
 * **vocabulary**: the model's output vocabulary (its input embeddings and LM head, tied or not) is extended by one
-  row per docid, after every existing row, with ``transformers``' ``resize_token_embeddings`` (new rows drawn
-  around the old embeddings' mean and covariance, seeded). Docid ``i`` is token ``first_docid_token + i``;
+  row per docid, after every existing row, with ``transformers``' ``resize_token_embeddings`` and its default for
+  added tokens: each new row (and LM-head bias) starts at the mean of the existing ones, plus seeded noise of
+  10⁻⁹ × their covariance, so every docid starts with the same logit. Docid ``i`` is token
+  ``first_docid_token + i``;
 * **target**: a training example (text, docid) has the target sequence ``[docid token, end-of-sequence]``;
 * **teacher forcing**: the decoder reads ``[start, docid token]`` (the labels shifted right, as ``transformers``'
   seq2seq models do with ``labels=``), and the loss is the cross-entropy over the **whole** output vocabulary
@@ -372,9 +374,10 @@ class DSIAtomicSeq2SeqModel(AtomicDocidModel):
 
         Args:
             docids: New docids (none may exist already).
-            init: ``"random"``: new tokens as DSI adds them (drawn like :meth:`from_pretrained`'s, so the model
-                cannot retrieve them until it is trained again); ``"tied"``: the row is the LM head's input for
-                the document's text (:meth:`head_inputs`) and its bias 0: what tying gives an untied model.
+            init: ``"random"``: untrained new tokens, as DSI adds them (started as :meth:`from_pretrained`'s: the
+                existing rows' mean plus seeded noise, so the model cannot tell them apart until it is trained
+                again); ``"tied"``: the row is the LM head's input for the document's text (:meth:`head_inputs`)
+                and its bias 0: what tying gives an untied model.
             texts: The documents' texts (for ``init="tied"``).
 
         """

@@ -91,8 +91,10 @@ class TiedAtomicConfig(_Common):
         bm25_negatives: BM25 negatives per query.
         bm25_depth: Negatives are drawn uniformly from the BM25 top-``bm25_depth`` (relevant ones excluded);
             ``bm25_depth == bm25_negatives`` takes the top ones.
-        bm25_k1: BM25 ``k1`` (paper, tuned on NQ320k: 10; bm25s' default is 1.5).
-        bm25_b: BM25 ``b`` (paper: 0.8).
+        bm25_k1: BM25 ``k1`` of the retrieval that draws the negatives (default 10; bm25s' default is 1.5). The
+            paper gives k1 = 10, b = 0.8 for its BM25 *baseline* (tuned on NQ320k) and does not state the settings
+            of the BM25 that drew its training negatives: using them here is this implementation's choice.
+        bm25_b: BM25 ``b`` of that retrieval (default 0.8; see ``bm25_k1``).
         cross_encoder: A sentence-transformers CrossEncoder (name or path): train with MarginMSE against its
             score margins instead of InfoNCE.
         gather_across_devices: Under torch.distributed, use every process's embeddings as in-batch negatives.
@@ -146,8 +148,8 @@ class DSIAtomicConfig(_Common):
             share its learning rate.
         index_documents: Train the indexing task (document text → its docid) next to the retrieval task.
         retrieval_repeats: Copies of every (query → docid) example per epoch.
-        init_std: ``"docid_softmax"`` only: standard deviation of the random initial rows (``"seq2seq"`` draws new
-            token rows around the existing embeddings' mean and covariance, as ``resize_token_embeddings`` does).
+        init_std: ``"docid_softmax"`` only: standard deviation of the random initial rows (``"seq2seq"`` starts
+            every new token row at the existing rows' mean, ``resize_token_embeddings``' default for added tokens).
 
     """
 

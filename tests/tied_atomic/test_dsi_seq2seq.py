@@ -68,6 +68,8 @@ def test_the_loss_is_transformers_seq2seq_loss_with_docid_and_eos_labels(base):
     assert float(seq2seq_docid_loss({"logits": logits}, labels, num_items_in_batch=12)) == pytest.approx(
         float(ours) / 2, rel=1e-5
     )
+    # new docid rows start at the vocabulary's mean: every docid has the same first-step logit
+    assert float(np.ptp(dsi.logits(TEXTS), axis=1).max()) < 1e-3
     # retrieval: one decoding step from the start token, the docid tokens' logits
     with torch.no_grad():
         start = torch.full((3, 1), dsi.decoder_start_token_id)
