@@ -1,7 +1,13 @@
-"""The store's writes: documents and passages in, passages and documents out, metadata updates.
+"""The store's writes: the write rules every backend shares, and the local store's rows under them.
 
-Every function here runs inside the core's write batch (:meth:`StoreCore.writing`): it changes SQLite rows,
-the passage index and, through their hooks, the extensions; the batch commits all of it at once.
+The rules decide what a write does: the policy (``upsert``, ``skip``, ``fail``), duplicate ids within the input,
+splitting documents into passages, which stored passages keep their vectors (same content hash), passage ids
+another document already holds, and the :class:`WriteSummary`. :func:`check_documents` and :func:`check_passages`
+check the input; :func:`write_documents` and :func:`write_passages` then run inside a backend's write batch on
+its :class:`RowStore`, the small interface a backend offers them (its rows of documents, inserting passages,
+retiring and rewriting stored ones). :class:`Writer` is the local store's: SQLite rows, the passage index and,
+through their hooks, the extensions, all committed at once by the core's write batch
+(:meth:`StoreCore.writing`); the Milvus backend's is :class:`rag_hier.store.milvus.rows.MilvusRows`.
 """
 
 from __future__ import annotations
@@ -9,7 +15,8 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -28,7 +35,22 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["POLICIES", "WritePolicy", "WriteSummary", "Writer", "check_ids", "check_passage_owners"]
+__all__ = [
+    "POLICIES",
+    "RowStore",
+    "StoredDocument",
+    "StoredPassage",
+    "WritePolicy",
+    "WriteSummary",
+    "Writer",
+    "check_documents",
+    "check_ids",
+    "check_json",
+    "check_passage_owners",
+    "check_passages",
+    "write_documents",
+    "write_passages",
+]
 
 
 def check_ids(ids: Any, what: str) -> list[str]:
@@ -48,7 +70,8 @@ def check_ids(ids: Any, what: str) -> list[str]:
 # store as raw Passages and metadata updates.
 
 
-def _check_json(value: Mapping[str, Any], what: str) -> None:
+def check_json(value: Mapping[str, Any], what: str) -> None:
+    """Raise a :class:`StoreError` naming ``what`` unless ``value`` can be stored as JSON (at most 100 levels deep)."""
     if not value:  # {} (most passages): nothing to check
         return
     if exceeds_depth(value, MAX_NESTING_DEPTH):
@@ -76,8 +99,285 @@ def _policy(policy: Any) -> WritePolicy:
     return policy
 
 
+# -- the write rules --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StoredPassage:
+    """A stored passage as the write rules see it; ``row`` is the backend's own handle on it (or ``None``)."""
+
+    rowid: int
+    passage_id: str
+    doc_id: str
+    content_hash: str
+    has_vector: bool
+    row: Any = None
+
+
+@dataclass(frozen=True)
+class StoredDocument:
+    """A stored document's fields as written (title, metadata JSON, table-of-contents JSON) and the backend's row."""
+
+    fields: tuple[str, str, str]
+    row: Any = None
+
+
+class RowStore(Protocol):
+    """What the write rules need from a backend, inside its write batch."""
+
+    def stored_documents(self, doc_ids: Sequence[str]) -> dict[str, StoredDocument]:
+        """The stored documents among ``doc_ids``."""
+        ...
+
+    def passages_of_documents(self, doc_ids: Sequence[str]) -> list[StoredPassage]:
+        """Every stored passage of these documents."""
+        ...
+
+    def passages_by_id(self, passage_ids: Sequence[str], *, other_than: str | None = None) -> list[StoredPassage]:
+        """The stored passages with these ids (``other_than``: only those of another document than that one)."""
+        ...
+
+    def document_changed(self, doc_id: str) -> None:
+        """Note that a document's fields changed (its extensions hear of it at the commit)."""
+        ...
+
+    def put_document(self, doc_id: str, fields: tuple[str, str, str], stored: StoredDocument | None) -> None:
+        """Write a document's fields (``stored``: its stored row, or ``None`` for a new document)."""
+        ...
+
+    def name_documents(self, titles: Mapping[str, str]) -> None:
+        """Create the documents among ``titles`` (doc id → title) that are not stored, in that order."""
+        ...
+
+    def insert_passages(self, passages: Sequence[Passage], vectors: Sequence[np.ndarray | None]) -> None:
+        """Insert new passages with their vectors (``None``: none), telling the extensions."""
+        ...
+
+    def retire_passages(self, stored: Sequence[StoredPassage]) -> int:
+        """Delete stored passages, telling the extensions (their documents stay); returns how many."""
+        ...
+
+    def rewrite_passages(self, pairs: Sequence[tuple[StoredPassage, Passage]]) -> None:
+        """Store the fields of passages kept with their vectors (same content hash: position, text, metadata...)."""
+        ...
+
+    def drop_empty_documents(self, doc_ids: Iterable[str]) -> None:
+        """Delete those of these documents that have no passage left."""
+        ...
+
+
+def check_documents(documents: Iterable[Document], policy: Any) -> list[Document]:
+    """The documents of a write as a list, checked (type, id, no id twice) with the policy.
+
+    Raises:
+        ValueError: An unknown policy.
+        TypeError: A single document, or something that is not a :class:`Document`.
+        DuplicateIdError: A document id appears twice.
+
+    """
+    _policy(policy)
+    if isinstance(documents, Document):
+        raise TypeError("add_documents() takes a list of Documents, not a single Document")
+    docs = list(documents)
+    seen: set[str] = set()
+    for d in docs:
+        if not isinstance(d, Document):
+            raise TypeError(f"add_documents() takes Document objects, got {type(d).__name__}")
+        _check_id(d.doc_id, "document id")  # (a Document checked its id when it was built)
+        if d.doc_id in seen:
+            raise DuplicateIdError(f"document id {d.doc_id!r} appears twice in the input")
+        seen.add(d.doc_id)
+    return docs
+
+
+def write_documents(
+    rows: RowStore,
+    docs: Sequence[Document],
+    *,
+    corpus: Mapping[str, Any],
+    max_passage_words: int | None,
+    policy: WritePolicy,
+    show_progress_bar: bool,
+    encode: bool,
+    encoder: Callable[[str], DenseEncoder],
+) -> WriteSummary:
+    """Split, encode what changed and store checked documents (see :meth:`HierStore.add_documents`).
+
+    A stored passage whose id and content hash come back keeps its vector (its other fields are rewritten);
+    the document's other stored passages are retired, and the new ones encoded (``encode``) and inserted.
+    """
+    if max_passage_words is None:
+        max_passage_words = int(corpus.get("max_passage_words", 100))
+    existing = rows.stored_documents([d.doc_id for d in docs])
+    if policy == "fail" and existing:
+        raise DuplicateIdError(f"{len(existing)} document(s) already stored, e.g. {sorted(existing)[0]!r}")
+    held: dict[str, list[StoredPassage]] = {}
+    for s in rows.passages_of_documents([d.doc_id for d in docs]):
+        held.setdefault(s.doc_id, []).append(s)
+    added = updated = unchanged = skipped = empty = removed = kept = 0
+    new_passages: list[Passage] = []
+    rewrite: list[tuple[StoredPassage, Passage]] = []
+    for d in docs:
+        if d.doc_id in existing and policy == "skip":
+            skipped += 1
+            continue
+        check_json(d.metadata, f"metadata of document {d.doc_id!r}")
+        passages = split_document(d, max_passage_words)
+        if not passages:
+            empty += 1
+        _check_collisions(rows, d.doc_id, passages)
+        fields = (d.title, dumps(dict(d.metadata)), dumps(d.table_of_contents()))
+        old_doc = existing.get(d.doc_id)
+        if old_doc is None or old_doc.fields != fields:
+            rows.document_changed(d.doc_id)
+        rows.put_document(d.doc_id, fields, old_doc)
+        stored = held.get(d.doc_id, [])
+        old = {s.passage_id: s for s in stored if s.has_vector or not encode}
+        stale = {s.rowid: s for s in stored}
+        changed = False
+        for p in passages:
+            prev = old.get(p.id)
+            if prev is not None and prev.content_hash == hash_text(p.embedding_text):
+                stale.pop(prev.rowid, None)
+                rewrite.append((prev, p))
+                kept += 1
+            else:
+                new_passages.append(p)
+                changed = True
+        if stale:
+            changed = True
+            # the document row stays: its replacement passages are inserted below
+            removed += rows.retire_passages([stale[r] for r in sorted(stale)])
+        if d.doc_id not in existing:
+            added += 1
+        elif changed:
+            updated += 1
+        else:
+            unchanged += 1
+    rows.rewrite_passages(rewrite)
+    vectors = None
+    if new_passages and encode:
+        vectors = encoder("add_documents()").encode_documents(
+            [p.embedding_text for p in new_passages], show_progress_bar=show_progress_bar
+        )
+    rows.insert_passages(new_passages, list(vectors) if vectors is not None else [None] * len(new_passages))
+    return WriteSummary(
+        documents_added=added,
+        documents_updated=updated,
+        documents_unchanged=unchanged,
+        documents_skipped=skipped,
+        documents_empty=empty,
+        passages_added=len(new_passages),
+        passages_removed=removed,
+        passages_unchanged=kept,
+        encoded=len(new_passages) if vectors is not None else 0,
+    )
+
+
+def _check_collisions(rows: RowStore, doc_id: str, passages: Sequence[Passage]) -> None:
+    """A passage id of this document that another document already holds is an error, not an overwrite."""
+    if not passages:
+        return
+    taken = rows.passages_by_id([p.id for p in passages], other_than=doc_id)
+    if taken:
+        raise DuplicateIdError(
+            f"passage id {taken[0].passage_id!r} of document {doc_id!r} is already stored as a passage of "
+            f"document {taken[0].doc_id!r}"
+        )
+
+
+def check_passages(
+    passages: Sequence[Passage],
+    embeddings: np.ndarray | Sequence[Sequence[float] | np.ndarray | None] | None,
+    *,
+    policy: Any,
+    encode_missing: bool | None,
+    dimension: int | None,
+    where: Any,
+    has_encoder: Callable[[], bool],
+) -> tuple[list[Passage], list[np.ndarray | None], bool]:
+    """The passages and vectors of a write, checked and de-duplicated, and whether to encode those without one.
+
+    Within the input the last occurrence of an id wins (the first under ``"skip"``). ``encode_missing`` defaults
+    to: no ``embeddings`` given and ``has_encoder()``.
+
+    Raises:
+        ValueError: An unknown policy.
+        TypeError: A single passage, or something that is not a :class:`Passage`.
+        StoreError: A bad id, or metadata / extra that is not JSON.
+        InvalidInputError: Embeddings that are not one finite real vector per passage.
+        DimensionMismatchError: Embeddings of another dimension than ``dimension``.
+
+    """
+    _policy(policy)
+    if isinstance(passages, Passage):
+        raise TypeError("add_passages() takes a list of Passages, not a single Passage")
+    items = list(passages)
+    for p in items:
+        if not isinstance(p, Passage):
+            raise TypeError(f"add_passages() takes Passage objects, got {type(p).__name__}")
+        _check_id(p.id, "passage id")
+        _check_id(p.doc_id, f"document id of passage {p.id!r}")
+        check_json(p.meta, f"metadata of passage {p.id!r}")
+        check_json(p.extra, f"extra of passage {p.id!r}")
+    vecs = normalize_embeddings(embeddings, len(items), dimension, where)
+    if encode_missing is None:
+        encode_missing = embeddings is None and has_encoder()
+    order: dict[str, int] = {}  # de-duplicate within the input: the last occurrence wins (the first under skip)
+    for i, p in enumerate(items):
+        if policy == "skip" and p.id in order:
+            continue
+        order[p.id] = i
+    idx = sorted(order.values())
+    return [items[i] for i in idx], [vecs[i] for i in idx], encode_missing
+
+
+def write_passages(
+    rows: RowStore,
+    items: Sequence[Passage],
+    vecs: Sequence[np.ndarray | None],
+    *,
+    policy: WritePolicy,
+    encode_missing: bool,
+    allow_moves: bool,
+    encoder: Callable[[str], DenseEncoder],
+) -> WriteSummary:
+    """Store checked passages as given (see :meth:`HierStore.add_passages`); documents are created as needed."""
+    items, vecs = list(items), list(vecs)
+    stored = rows.passages_by_id([p.id for p in items])
+    if policy == "upsert" and not allow_moves:
+        check_passage_owners(items, {s.passage_id: s.doc_id for s in stored})
+    if policy == "fail" and stored:
+        raise DuplicateIdError(f"passage id {sorted(s.passage_id for s in stored)[0]!r} is already stored")
+    if policy == "skip":
+        have = {s.passage_id for s in stored}
+        keep = [i for i, p in enumerate(items) if p.id not in have]
+        items, vecs = [items[i] for i in keep], [vecs[i] for i in keep]
+        stored = []
+    if encode_missing:
+        todo = [i for i, v in enumerate(vecs) if v is None]
+        if todo:
+            enc = encoder("encoding passages").encode_documents([items[i].embedding_text for i in todo])
+            for j, i in enumerate(todo):
+                vecs[i] = enc[j]
+    removed = rows.retire_passages(stored)
+    titles: dict[str, str] = {}  # the first passage of a new document names it
+    for p in items:
+        if p.doc_id not in titles:
+            titles[p.doc_id] = p.title_path[0] if p.title_path else ""
+    rows.name_documents(titles)
+    rows.insert_passages(items, vecs)
+    rows.drop_empty_documents({s.doc_id for s in stored})
+    return WriteSummary(
+        passages_added=len(items),
+        passages_removed=removed,
+        encoded=sum(1 for v in vecs if v is not None) if encode_missing else 0,
+    )
+
+
+# -- the local store's rows -------------------------------------------------------------------------
 class Writer:
     """The write operations of one store handle over its core (called by :class:`~rag_hier.store.HierStore`).
+
+    Its rows are the :class:`RowStore` the write rules (:func:`write_documents`, :func:`write_passages`) run on.
 
     Args:
         core: The shared core (a write batch must be open).
@@ -113,7 +413,7 @@ class Writer:
             self.core.dirty.add("dense")
         return index
 
-    # -- documents ----------------------------------------------------------------------------------
+    # -- documents and passages: the rules over this store's rows ------------------------------------
     def add_documents(
         self,
         documents: Iterable[Document],
@@ -124,105 +424,18 @@ class Writer:
         encode: bool,
     ) -> WriteSummary:
         """See :meth:`HierStore.add_documents`."""
-        _policy(policy)
-        if isinstance(documents, Document):
-            raise TypeError("add_documents() takes a list of Documents, not a single Document")
-        docs = list(documents)
-        seen: set[str] = set()
-        for d in docs:
-            if not isinstance(d, Document):
-                raise TypeError(f"add_documents() takes Document objects, got {type(d).__name__}")
-            # a Document's id and metadata were checked when it was built (Document.__post_init__)
-            if d.doc_id in seen:
-                raise DuplicateIdError(f"document id {d.doc_id!r} appears twice in the input")
-            seen.add(d.doc_id)
-        if max_passage_words is None:
-            max_passage_words = int(self.core.state.get("corpus", {}).get("max_passage_words", 100))
-        db = self.db
-        existing = set(query_in(db, "SELECT doc_id FROM documents WHERE doc_id IN ({marks})", [d.doc_id for d in docs]))
-        if policy == "fail" and existing:
-            raise DuplicateIdError(f"{len(existing)} document(s) already stored, e.g. {sorted(existing)[0]!r}")
-        added = updated = unchanged = skipped = empty = removed = kept = 0
-        new_passages: list[Passage] = []
-        for d in docs:
-            if d.doc_id in existing and policy == "skip":
-                skipped += 1
-                continue
-            passages = split_document(d, max_passage_words)
-            if not passages:
-                empty += 1
-            self._check_collisions(d.doc_id, passages)
-            fields = (d.title, dumps(dict(d.metadata)), dumps(d.table_of_contents()))
-            before = db.execute("SELECT title, meta, toc FROM documents WHERE doc_id=?", (d.doc_id,)).fetchone()
-            if before != fields:
-                self.core.changed_docs.add(d.doc_id)
-            db.execute(
-                "INSERT INTO documents(doc_id, title, meta, toc) VALUES (?,?,?,?) ON CONFLICT(doc_id) DO "
-                "UPDATE SET title=excluded.title, meta=excluded.meta, toc=excluded.toc",
-                (d.doc_id, *fields),
-            )
-            old = {
-                pid: (rowid, h)
-                for rowid, pid, h in db.execute(
-                    "SELECT id, passage_id, content_hash FROM passages WHERE doc_id=?"
-                    + (" AND has_vector=1" if encode else ""),
-                    (d.doc_id,),
-                )
-            }
-            stale = {r for (r,) in db.execute("SELECT id FROM passages WHERE doc_id=?", (d.doc_id,))}
-            changed = False
-            for p in passages:
-                prev = old.get(p.id)
-                if prev is not None and prev[1] == hash_text(p.embedding_text):
-                    stale.discard(prev[0])
-                    self._update_passage_fields(prev[0], p)
-                    kept += 1
-                else:
-                    new_passages.append(p)
-                    changed = True
-            if stale:
-                changed = True
-                # the document row stays: its replacement passages are inserted below
-                removed += self.delete_rowids(sorted(stale), drop_empty_documents=False)
-            if d.doc_id not in existing:
-                added += 1
-            elif changed:
-                updated += 1
-            else:
-                unchanged += 1
-        vectors = None
-        if new_passages and encode:
-            vectors = self.encoder("add_documents()").encode_documents(
-                [p.embedding_text for p in new_passages], show_progress_bar=show_progress_bar
-            )
-        self.insert_passages(new_passages, vectors if vectors is not None else [None] * len(new_passages))
-        return WriteSummary(
-            documents_added=added,
-            documents_updated=updated,
-            documents_unchanged=unchanged,
-            documents_skipped=skipped,
-            documents_empty=empty,
-            passages_added=len(new_passages),
-            passages_removed=removed,
-            passages_unchanged=kept,
-            encoded=len(new_passages) if vectors is not None else 0,
+        docs = check_documents(documents, policy)
+        return write_documents(
+            self,
+            docs,
+            corpus=self.core.state.get("corpus", {}),
+            max_passage_words=max_passage_words,
+            policy=policy,
+            show_progress_bar=show_progress_bar,
+            encode=encode,
+            encoder=self.encoder,
         )
 
-    def _check_collisions(self, doc_id: str, passages: Sequence[Passage]) -> None:
-        """A passage id of this document that another document already holds is an error, not an overwrite."""
-        taken = query_in(
-            self.db,
-            "SELECT passage_id, doc_id FROM passages WHERE doc_id != ? AND passage_id IN ({marks})",
-            [p.id for p in passages],
-            params=(doc_id,),
-        )
-        if taken:
-            pid, owner = taken[0]
-            raise DuplicateIdError(
-                f"passage id {pid!r} of document {doc_id!r} is already stored as a passage of document {owner!r}"
-            )
-
-    # -- passages -----------------------------------------------------------------------------------
     def add_passages(
         self,
         passages: Sequence[Passage],
@@ -233,67 +446,65 @@ class Writer:
         allow_moves: bool = False,
     ) -> WriteSummary:
         """See :meth:`HierStore.add_passages`."""
-        _policy(policy)
-        if isinstance(passages, Passage):
-            raise TypeError("add_passages() takes a list of Passages, not a single Passage")
-        items = list(passages)
-        for p in items:
-            if not isinstance(p, Passage):
-                raise TypeError(f"add_passages() takes Passage objects, got {type(p).__name__}")
-            _check_id(p.id, "passage id")
-            _check_id(p.doc_id, f"document id of passage {p.id!r}")
-            _check_json(p.meta, f"metadata of passage {p.id!r}")
-            _check_json(p.extra, f"extra of passage {p.id!r}")
-        vecs = normalize_embeddings(embeddings, len(items), self.core.state.get("dimension"), self.core.root)
-        if encode_missing is None:
-            encode_missing = embeddings is None and self.store.encoder is not None
-        order: dict[str, int] = {}  # de-duplicate within the input: the last occurrence wins (the first under skip)
-        for i, p in enumerate(items):
-            if policy == "skip" and p.id in order:
-                continue
-            order[p.id] = i
-        idx = sorted(order.values())
-        items = [items[i] for i in idx]
-        vecs = [vecs[i] for i in idx]
-        db = self.db
-        owners = dict(
-            query_in(db, "SELECT passage_id, doc_id FROM passages WHERE passage_id IN ({marks})", [p.id for p in items])
+        items, vecs, encode = check_passages(
+            passages,
+            embeddings,
+            policy=policy,
+            encode_missing=encode_missing,
+            dimension=self.core.state.get("dimension"),
+            where=self.core.root,
+            has_encoder=lambda: self.store.encoder is not None,
         )
-        stored = set(owners)
-        if policy == "upsert" and not allow_moves:
-            check_passage_owners(items, owners)
-        if policy == "fail" and stored:
-            raise DuplicateIdError(f"passage id {sorted(stored)[0]!r} is already stored")
-        if policy == "skip":
-            keep = [i for i, p in enumerate(items) if p.id not in stored]
-            items, vecs = [items[i] for i in keep], [vecs[i] for i in keep]
-            stored = set()
-        if encode_missing:
-            todo = [i for i, v in enumerate(vecs) if v is None]
-            if todo:
-                enc = self.encoder("encoding passages").encode_documents([items[i].embedding_text for i in todo])
-                for j, i in enumerate(todo):
-                    vecs[i] = enc[j]
-        removed = 0
-        replaced: set[str] = set()
-        if stored:
-            rows = query_in(db, "SELECT id, doc_id FROM passages WHERE passage_id IN ({marks})", sorted(stored))
-            replaced = {doc for _, doc in rows}
-            removed = self.delete_rowids([rowid for rowid, _ in rows], drop_empty_documents=False)
-        first_title: dict[str, str] = {}  # the first passage of a new document names it
-        for p in items:
-            if p.doc_id not in first_title:
-                first_title[p.doc_id] = p.title_path[0] if p.title_path else ""
-        db.executemany(
-            "INSERT INTO documents(doc_id, title) VALUES (?, ?) ON CONFLICT(doc_id) DO NOTHING", first_title.items()
+        return write_passages(
+            self, items, vecs, policy=policy, encode_missing=encode, allow_moves=allow_moves, encoder=self.encoder
         )
-        self.insert_passages(items, vecs)
-        self.drop_empty_documents(replaced)
-        return WriteSummary(
-            passages_added=len(items),
-            passages_removed=removed,
-            encoded=sum(1 for v in vecs if v is not None) if encode_missing else 0,
+
+    # -- the RowStore of the write rules -------------------------------------------------------------
+    def stored_documents(self, doc_ids: Sequence[str]) -> dict[str, StoredDocument]:
+        """The stored documents among ``doc_ids``."""
+        rows = query_in(self.db, "SELECT doc_id, title, meta, toc FROM documents WHERE doc_id IN ({marks})", doc_ids)
+        return {doc_id: StoredDocument((title, meta, toc)) for doc_id, title, meta, toc in rows}
+
+    def passages_of_documents(self, doc_ids: Sequence[str]) -> list[StoredPassage]:
+        """Every stored passage of these documents."""
+        return self._stored("doc_id IN ({marks})", doc_ids)
+
+    def passages_by_id(self, passage_ids: Sequence[str], *, other_than: str | None = None) -> list[StoredPassage]:
+        """The stored passages with these ids (``other_than``: only those of another document), by passage id."""
+        if other_than is None:
+            return self._stored("passage_id IN ({marks})", sorted(passage_ids))
+        return self._stored("doc_id != ? AND passage_id IN ({marks})", passage_ids, (other_than,))
+
+    def _stored(self, where: str, values: Sequence[Any], params: Sequence[Any] = ()) -> list[StoredPassage]:
+        sql = f"SELECT id, passage_id, doc_id, content_hash, has_vector FROM passages WHERE {where}"
+        return [StoredPassage(r, pid, doc, h, bool(v)) for r, pid, doc, h, v in query_in(self.db, sql, values, params)]
+
+    def document_changed(self, doc_id: str) -> None:
+        """Note that a document's fields changed."""
+        self.core.changed_docs.add(doc_id)
+
+    def put_document(self, doc_id: str, fields: tuple[str, str, str], stored: StoredDocument | None) -> None:
+        """Insert or update a document's row."""
+        self.db.execute(
+            "INSERT INTO documents(doc_id, title, meta, toc) VALUES (?,?,?,?) ON CONFLICT(doc_id) DO "
+            "UPDATE SET title=excluded.title, meta=excluded.meta, toc=excluded.toc",
+            (doc_id, *fields),
         )
+
+    def name_documents(self, titles: Mapping[str, str]) -> None:
+        """Insert the documents among ``titles`` that are not stored."""
+        self.db.executemany(
+            "INSERT INTO documents(doc_id, title) VALUES (?, ?) ON CONFLICT(doc_id) DO NOTHING", titles.items()
+        )
+
+    def retire_passages(self, stored: Sequence[StoredPassage]) -> int:
+        """Delete stored passages, keeping their documents; returns how many."""
+        return self.delete_rowids([s.rowid for s in stored], drop_empty_documents=False)
+
+    def rewrite_passages(self, pairs: Sequence[tuple[StoredPassage, Passage]]) -> None:
+        """Store the fields of kept passages."""
+        for s, p in pairs:
+            self._update_passage_fields(s.rowid, p)
 
     def insert_passages(self, passages: Sequence[Passage], vectors: Sequence[np.ndarray | None] | np.ndarray) -> None:
         """Insert passages (ids not stored) with their vectors (``None``: no vector), telling the extensions."""
@@ -439,7 +650,7 @@ class Writer:
     def update_meta(self, passage_ids: Sequence[str], meta: Mapping[str, Any], *, merge: bool) -> int:
         """Merge (or replace) passage metadata; returns how many passages were updated."""
         payload = dict(meta)
-        _check_json(payload, "meta")  # fail before changing anything
+        check_json(payload, "meta")  # fail before changing anything
         updated = []
         for rowid, old in query_in(self.db, "SELECT id, meta FROM passages WHERE passage_id IN ({marks})", passage_ids):
             new = {**json.loads(old), **payload} if merge else payload

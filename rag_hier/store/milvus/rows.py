@@ -3,6 +3,8 @@
 Every write runs inside a batch (:meth:`~rag_hier.store.milvus.generations.GenerationLog.batch`): a changed row
 gets a new version under the batch's generation and its old version is retired (``Batch.retired``); nothing is
 visible until the batch commits. The extensions hear of every change through their hooks, as on the local store.
+``add_documents`` and ``add_passages`` run the write rules both backends share (:mod:`rag_hier.store.writes`) on
+:class:`MilvusRows`, this handle's batch seen as a :class:`~rag_hier.store.writes.RowStore`.
 """
 
 from __future__ import annotations
@@ -13,21 +15,38 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from rag_hier.corpus.model import Document, Passage, split_document
-from rag_hier.errors import DimensionMismatchError, DuplicateIdError, StoreError
+from rag_hier.corpus.model import Document, Passage
+from rag_hier.errors import DimensionMismatchError, StoreError
 from rag_hier.store.contract import Filters
 from rag_hier.store.filters import Refined
 from rag_hier.store.milvus.filters import str_list, translate
 from rag_hier.store.milvus.reads import Reads
 from rag_hier.store.milvus.schema import DUMMY_DIM, PASSAGE_FIELDS, VARCHAR
-from rag_hier.store.records import POLICIES, PassageRecord, WritePolicy, WriteSummary
+from rag_hier.store.records import PassageRecord, WritePolicy, WriteSummary
 from rag_hier.store.schema import dumps, hash_text
-from rag_hier.store.writes import _check_id, _check_json, check_ids, check_passage_owners, normalize_embeddings
+from rag_hier.store.writes import (
+    StoredDocument,
+    StoredPassage,
+    check_documents,
+    check_ids,
+    check_json,
+    check_passages,
+    write_documents,
+    write_passages,
+)
 
 if TYPE_CHECKING:
     from rag_hier.store.contract import StoreBackend
 
-__all__ = ["Rows"]
+__all__ = ["MilvusRows", "Rows"]
+
+_STORED_FIELDS = ["vid", "rowid", "passage_id", "doc_id", "content_hash", "has_vector"]
+
+
+def _stored(row: dict[str, Any]) -> StoredPassage:
+    return StoredPassage(
+        int(row["rowid"]), row["passage_id"], row["doc_id"], row["content_hash"], bool(row["has_vector"]), row
+    )
 
 
 class Rows(Reads):
@@ -193,93 +212,18 @@ class Rows(Reads):
         encode: bool = True,
     ) -> WriteSummary:
         """Split, encode what changed and store documents (as :meth:`HierStore.add_documents`)."""
-        if policy not in POLICIES:
-            raise ValueError(f"policy must be one of {', '.join(POLICIES)}; got {policy!r}")
-        if isinstance(documents, Document):
-            raise TypeError("add_documents() takes a list of Documents, not a single Document")
-        docs = list(documents)
-        seen: set[str] = set()
-        for d in docs:
-            if not isinstance(d, Document):
-                raise TypeError(f"add_documents() takes Document objects, got {type(d).__name__}")
-            _check_id(d.doc_id, "document id")
-            if d.doc_id in seen:
-                raise DuplicateIdError(f"document id {d.doc_id!r} appears twice in the input")
-            seen.add(d.doc_id)
+        docs = check_documents(documents, policy)
         with self.batch():
-            b = self._require_batch()
-            if max_passage_words is None:
-                max_passage_words = int(self._state.get("corpus", {}).get("max_passage_words", 100))
-            existing = self._doc_rows([d.doc_id for d in docs])
-            if policy == "fail" and existing:
-                raise DuplicateIdError(f"{len(existing)} document(s) already stored, e.g. {sorted(existing)[0]!r}")
-            view = self._view()
-            stored_rows: dict[str, list[dict[str, Any]]] = {}
-            for r in self._query_in(
-                self._collections.passages,
-                "doc_id",
-                [d.doc_id for d in docs],
-                view.expr("p"),
-                [*PASSAGE_FIELDS, "vector", *self._leaf_columns],
-            ):
-                stored_rows.setdefault(r["doc_id"], []).append(r)
-            added = updated = unchanged = skipped = empty = removed = kept = 0
-            new_passages: list[Passage] = []
-            rewrite: list[tuple[dict[str, Any], Passage]] = []
-            for d in docs:
-                if d.doc_id in existing and policy == "skip":
-                    skipped += 1
-                    continue
-                _check_json(d.metadata, f"metadata of document {d.doc_id!r}")
-                passages = split_document(d, max_passage_words)
-                if not passages:
-                    empty += 1
-                self._check_collisions(d.doc_id, passages)
-                fields = (d.title, dumps(dict(d.metadata)), dumps(d.table_of_contents()))
-                old_doc = existing.get(d.doc_id)
-                if old_doc is None or (old_doc["title"], old_doc["meta"], old_doc["toc"]) != fields:
-                    b.changed_docs.add(d.doc_id)
-                self._put_doc(d.doc_id, *fields, old_doc)
-                rows = stored_rows.get(d.doc_id, [])
-                old = {r["passage_id"]: r for r in rows if r["has_vector"] or not encode}
-                stale = {int(r["vid"]): r for r in rows}
-                changed = False
-                for p in passages:
-                    prev = old.get(p.id)
-                    if prev is not None and prev["content_hash"] == hash_text(p.embedding_text):
-                        stale.pop(int(prev["vid"]), None)
-                        rewrite.append((prev, p))
-                        kept += 1
-                    else:
-                        new_passages.append(p)
-                        changed = True
-                if stale:
-                    changed = True
-                    removed += self._retire_rows(list(stale.values()))
-                if d.doc_id not in existing:
-                    added += 1
-                elif changed:
-                    updated += 1
-                else:
-                    unchanged += 1
-            self._rewrite_fields(rewrite)
-            vectors = None
-            if new_passages and encode:
-                vectors = self._require_encoder("add_documents()").encode_documents(
-                    [p.embedding_text for p in new_passages], show_progress_bar=show_progress_bar
-                )
-            self._insert_passages(new_passages, list(vectors) if vectors is not None else [None] * len(new_passages))
-        return WriteSummary(
-            documents_added=added,
-            documents_updated=updated,
-            documents_unchanged=unchanged,
-            documents_skipped=skipped,
-            documents_empty=empty,
-            passages_added=len(new_passages),
-            passages_removed=removed,
-            passages_unchanged=kept,
-            encoded=len(new_passages) if vectors is not None else 0,
-        )
+            return write_documents(
+                MilvusRows(self),
+                docs,
+                corpus=self._state.get("corpus", {}),
+                max_passage_words=max_passage_words,
+                policy=policy,
+                show_progress_bar=show_progress_bar,
+                encode=encode,
+                encoder=self._require_encoder,
+            )
 
     def _rewrite_fields(self, pairs: Sequence[tuple[Mapping[str, Any], Passage]]) -> None:
         """Kept passages whose stored fields (position, text, metadata, ...) changed get a new version."""
@@ -303,23 +247,6 @@ class Rows(Reads):
             )
         self._insert(self._collections.passages, rows)
 
-    def _check_collisions(self, doc_id: str, passages: Sequence[Passage]) -> None:
-        if not passages:
-            return
-        view = self._view()
-        taken = self._query_in(
-            self._collections.passages,
-            "passage_id",
-            [p.id for p in passages],
-            f"doc_id != {str_list([doc_id])[1:-1]} and {view.expr('p')}",
-            ["passage_id", "doc_id"],
-        )
-        if taken:
-            raise DuplicateIdError(
-                f"passage id {taken[0]['passage_id']!r} of document {doc_id!r} is already stored as a passage of "
-                f"document {taken[0]['doc_id']!r}"
-            )
-
     def add_passages(
         self,
         passages: Sequence[Passage],
@@ -330,68 +257,25 @@ class Rows(Reads):
         allow_moves: bool = False,
     ) -> WriteSummary:
         """Store passages as given (as :meth:`HierStore.add_passages`)."""
-        if policy not in POLICIES:
-            raise ValueError(f"policy must be one of {', '.join(POLICIES)}; got {policy!r}")
-        if isinstance(passages, Passage):
-            raise TypeError("add_passages() takes a list of Passages, not a single Passage")
-        items = list(passages)
-        for p in items:
-            if not isinstance(p, Passage):
-                raise TypeError(f"add_passages() takes Passage objects, got {type(p).__name__}")
-            _check_id(p.id, "passage id")
-            _check_id(p.doc_id, f"document id of passage {p.id!r}")
-            _check_json(p.meta, f"metadata of passage {p.id!r}")
-            _check_json(p.extra, f"extra of passage {p.id!r}")
-        vecs = normalize_embeddings(embeddings, len(items), self._state.get("dimension"), self.location)
-        if encode_missing is None:
-            encode_missing = embeddings is None and self.encoder is not None
-        order: dict[str, int] = {}
-        for i, p in enumerate(items):
-            if policy == "skip" and p.id in order:
-                continue
-            order[p.id] = i
-        idx = sorted(order.values())
-        items = [items[i] for i in idx]
-        vecs = [vecs[i] for i in idx]
-        with self.batch():
-            view = self._view()
-            stored = self._query_in(
-                self._collections.passages,
-                "passage_id",
-                [p.id for p in items],
-                view.expr("p"),
-                ["vid", "rowid", "passage_id", "doc_id"],
-            )
-            if policy == "upsert" and not allow_moves:
-                check_passage_owners(items, {r["passage_id"]: r["doc_id"] for r in stored})
-            if policy == "fail" and stored:
-                raise DuplicateIdError(f"passage id {sorted(r['passage_id'] for r in stored)[0]!r} is already stored")
-            if policy == "skip":
-                have = {r["passage_id"] for r in stored}
-                keep = [i for i, p in enumerate(items) if p.id not in have]
-                items, vecs = [items[i] for i in keep], [vecs[i] for i in keep]
-                stored = []
-            if encode_missing:
-                todo = [i for i, v in enumerate(vecs) if v is None]
-                if todo:
-                    enc = self._require_encoder("encoding passages").encode_documents(
-                        [items[i].embedding_text for i in todo]
-                    )
-                    for j, i in enumerate(todo):
-                        vecs[i] = enc[j]
-            removed = self._retire_rows(stored)
-            docs = self._doc_rows(sorted({p.doc_id for p in items}))
-            for p in items:
-                if p.doc_id not in docs:
-                    self._put_doc(p.doc_id, p.title_path[0] if p.title_path else "", "{}", "[]", None)
-                    docs[p.doc_id] = {}
-            self._insert_passages(items, vecs)
-            self._drop_empty_documents(r["doc_id"] for r in stored)
-        return WriteSummary(
-            passages_added=len(items),
-            passages_removed=removed,
-            encoded=sum(1 for v in vecs if v is not None) if encode_missing else 0,
+        items, vecs, encode = check_passages(
+            passages,
+            embeddings,
+            policy=policy,
+            encode_missing=encode_missing,
+            dimension=self._state.get("dimension"),
+            where=self.location,
+            has_encoder=lambda: self.encoder is not None,
         )
+        with self.batch():
+            return write_passages(
+                MilvusRows(self),
+                items,
+                vecs,
+                policy=policy,
+                encode_missing=encode,
+                allow_moves=allow_moves,
+                encoder=self._require_encoder,
+            )
 
     def _rows_where(self, expr: str) -> list[dict[str, Any]]:
         return self._passage_rows(expr, self._view(), ["vid", "rowid", "doc_id"])
@@ -468,7 +352,7 @@ class Rows(Reads):
         if not isinstance(meta, Mapping):
             raise TypeError(f"meta must be a mapping, got {type(meta).__name__}")
         payload = dict(meta)
-        _check_json(payload, "meta")
+        check_json(payload, "meta")
         with self.batch():
             rows = self._query_in(
                 self._collections.passages,
@@ -522,3 +406,68 @@ class Rows(Reads):
     def import_document(self, doc_id: str, title: str, meta: Any, toc: Any) -> None:
         """Insert a document row (inside a batch)."""
         self._put_doc(doc_id, title, dumps(meta), dumps(toc), None)
+
+
+class MilvusRows:
+    """The :class:`~rag_hier.store.writes.RowStore` of a Milvus handle's open batch (for the shared write rules).
+
+    A stored passage's ``row`` is its current row version (:meth:`Rows._retire_rows` retires it,
+    :meth:`Rows._rewrite_fields` writes a new version when its fields changed).
+    """
+
+    def __init__(self, store: Rows) -> None:
+        self.store = store
+
+    def stored_documents(self, doc_ids: Sequence[str]) -> dict[str, StoredDocument]:
+        """The stored documents among ``doc_ids``."""
+        rows = self.store._doc_rows(doc_ids)
+        return {d: StoredDocument((r["title"], r["meta"], r["toc"]), r) for d, r in rows.items()}
+
+    def passages_of_documents(self, doc_ids: Sequence[str]) -> list[StoredPassage]:
+        """Every stored passage of these documents, whole (a rewritten one keeps its vector and leaves)."""
+        store = self.store
+        fields = [*PASSAGE_FIELDS, "vector", *store._leaf_columns]
+        rows = store._query_in(store._collections.passages, "doc_id", doc_ids, store._view().expr("p"), fields)
+        return [_stored(r) for r in rows]
+
+    def passages_by_id(self, passage_ids: Sequence[str], *, other_than: str | None = None) -> list[StoredPassage]:
+        """The stored passages with these ids (``other_than``: only those of another document)."""
+        store = self.store
+        cond = store._view().expr("p")
+        if other_than is not None:
+            cond = f"doc_id != {str_list([other_than])[1:-1]} and {cond}"
+        return [
+            _stored(r)
+            for r in store._query_in(store._collections.passages, "passage_id", passage_ids, cond, _STORED_FIELDS)
+        ]
+
+    def document_changed(self, doc_id: str) -> None:
+        """Note that a document's fields changed."""
+        self.store._require_batch().changed_docs.add(doc_id)
+
+    def put_document(self, doc_id: str, fields: tuple[str, str, str], stored: StoredDocument | None) -> None:
+        """A new version of the document's row (none when its fields are unchanged)."""
+        self.store._put_doc(doc_id, *fields, stored.row if stored is not None else None)
+
+    def name_documents(self, titles: Mapping[str, str]) -> None:
+        """Insert the documents among ``titles`` that are not stored."""
+        stored = self.store._doc_rows(sorted(titles))
+        for doc_id, title in titles.items():
+            if doc_id not in stored:
+                self.store._put_doc(doc_id, title, "{}", "[]", None)
+
+    def insert_passages(self, passages: Sequence[Passage], vectors: Sequence[np.ndarray | None]) -> None:
+        """Insert new passages under new rowids, telling the extensions."""
+        self.store._insert_passages(passages, vectors)
+
+    def retire_passages(self, stored: Sequence[StoredPassage]) -> int:
+        """Retire the current versions of stored passages, telling the extensions; returns how many."""
+        return self.store._retire_rows([s.row for s in stored])
+
+    def rewrite_passages(self, pairs: Sequence[tuple[StoredPassage, Passage]]) -> None:
+        """A new version of each kept passage whose stored fields changed."""
+        self.store._rewrite_fields([(s.row, p) for s, p in pairs])
+
+    def drop_empty_documents(self, doc_ids: Iterable[str]) -> None:
+        """Retire the rows of these documents that have no passage left."""
+        self.store._drop_empty_documents(doc_ids)
