@@ -10,10 +10,11 @@ import pytest
 
 from rag_hier.cli._train import ConfigFlags, add_config_arguments
 from rag_hier.cli.main import CliError, build_parser
+from rag_hier.cli.plugins import TRAIN_METHODS
 from rag_hier.training.config import TrainingConfig, shared_field, train_field
 
-GENERATED = ["hce", "dhr", "svdr", "ehi"]
-"""The methods whose ``train`` flags are generated (every method in rag_hier.cli.plugins.TRAIN_METHODS)."""
+GENERATED = list(TRAIN_METHODS)
+"""The methods whose ``train`` flags are generated: every one."""
 
 
 def _train_parser(method: str) -> argparse.ArgumentParser:

@@ -89,6 +89,13 @@ def test_the_training_package_names_every_method_and_its_configuration() -> None
     assert set(training.METHODS) == set(TRAIN_METHODS)
     for name in training.__all__:
         assert getattr(training, name) is not None
-    configs = [training.HCEConfig, training.EHIConfig, training.DHRTrainingConfig, training.SvdrTrainingConfig]
+    configs = [
+        training.HCEConfig,
+        training.EHIConfig,
+        training.DHRTrainingConfig,
+        training.SvdrTrainingConfig,
+        training.TiedAtomicConfig,
+        training.DSIAtomicConfig,
+    ]
     for config in configs:
         assert issubclass(config, TrainingConfig) and config().to_dict()["seed"] == config().seed

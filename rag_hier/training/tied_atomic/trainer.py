@@ -1,34 +1,7 @@
-"""Trainers for generative retrieval with atomic docids: Tied-Atomic (dense) and the untied DSI-atomic baseline.
+"""TiedAtomicTrainer and DSIAtomicTrainer: the training runs, their results and reports.
 
-:class:`TiedAtomicTrainer` follows Nguyen & Yates (arXiv 2306.11397). The model is an encoder-decoder
-embedding (:class:`~rag_hier.encoders.encdec.EncoderDecoderEmbedding`: one decoding step from the start
-token), used for queries and documents alike, so each docid's output row is tied to its document's
-text. Training is contrastive, like a dense retriever:
-
-* **InfoNCE** over in-batch positives and **BM25 negatives** (the paper's NQ320k recipe, "a ranking loss
-  with in-batch BM25 negatives, similar to SPLADE"): for each query, ``bm25_negatives`` documents drawn
-  from its BM25 top-``bm25_depth`` (bm25s; the query's relevant documents excluded), every other row's
-  positive and negatives being further negatives. Scores are raw dot products at temperature 1
-  (``scale`` = 1/τ; the paper states none). sentence-transformers' ``MultipleNegativesRankingLoss``;
-* **MarginMSE** distillation (the paper's MS MARCO recipe) when a cross-encoder is given:
-  ``MSE(h_q·h_d⁺ − h_q·h_d⁻, CE(q, d⁺) − CE(q, d⁻))`` over the same BM25 negatives, scored by the
-  cross-encoder (sentence-transformers' ``MarginMSELoss``).
-
-Both run on sentence-transformers' ``SentenceTransformerTrainer`` (CPU or GPU). Under ``torchrun`` the
-trainer is data-parallel and the InfoNCE loss gathers the embeddings of every process, so in-batch
-negatives span the global batch. The result is a plain sentence-transformers directory:
-``rag-hier index CORPUS --store S --model DIR`` indexes with it, and new documents are added by encoding
-them.
-
-:class:`DSIAtomicTrainer` trains the untied baseline, DSI with atomic docids (Tay et al., 2022), on the retrieval
-task (query → docid) and the indexing task (document text → docid), mixed. ``DSIAtomicConfig.objective`` picks
-the model:
-
-* ``"seq2seq"`` (default; the paper's baseline): docids are new tokens of the encoder-decoder's vocabulary, the
-  target is ``[docid, end-of-sequence]``, teacher forcing, cross-entropy over the whole vocabulary
-  (:class:`~rag_hier.retrieval.dsi_seq2seq.DSIAtomicSeq2SeqModel`, trained by ``transformers``' ``Seq2SeqTrainer``);
-* ``"docid_softmax"``: a free ``(n_docids, dim)`` matrix over the Tied-Atomic embedding ``h(x)``, cross-entropy
-  over the docids only (:class:`~rag_hier.retrieval.generative.DSIAtomicModel`, sentence-transformers' trainer).
+Tied-Atomic and ``"docid_softmax"`` DSI train on sentence-transformers' trainer, ``"seq2seq"`` DSI on
+``transformers``' ``Seq2SeqTrainer``; the method is described in :mod:`rag_hier.training.tied_atomic`.
 """
 
 from __future__ import annotations
@@ -39,15 +12,14 @@ import logging
 import math
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import nn
 
 from rag_hier._compat import st_training
 from rag_hier.encoders._st_loading import quiet_trainer_setup
@@ -57,7 +29,9 @@ from rag_hier.training._limits import TimeLimit
 from rag_hier.training.corpus import CorpusInput, TrainingCorpus, as_training_corpus
 from rag_hier.training.hce.data import SupervisedPair, resolve_pairs
 from rag_hier.training.hce.distributed import is_distributed, rank, world_size
-from rag_hier.training.tied_atomic_config import DSIAtomicConfig, TiedAtomicConfig
+from rag_hier.training.tied_atomic.config import DSIAtomicConfig, TiedAtomicConfig
+from rag_hier.training.tied_atomic.data import bm25_negatives
+from rag_hier.training.tied_atomic.loss import AtomicDocidLoss
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -66,23 +40,14 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "TRAINING_REPORT",
-    "AtomicDocidLoss",
-    "DSIAtomicConfig",
-    "DSIAtomicTrainer",
-    "TiedAtomicConfig",
-    "TiedAtomicTrainer",
-    "TrainingResult",
-    "bm25_negatives",
-]
+__all__ = ["DSI_TRAINING_REPORT", "TRAINING_REPORT", "DSIAtomicTrainer", "TiedAtomicTrainer", "TrainingResult"]
 
 TRAINING_REPORT = "tied_atomic_training.json"
 DSI_TRAINING_REPORT = "dsi_atomic_training.json"
 
 
 # ----------------------------------------------------------------------------------------------------
-# configuration
+# result
 # ----------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class TrainingResult:
@@ -113,63 +78,6 @@ class TrainingResult:
 # ----------------------------------------------------------------------------------------------------
 # negatives
 # ----------------------------------------------------------------------------------------------------
-def bm25_negatives(
-    corpus: TrainingCorpus,
-    pairs: Sequence[SupervisedPair],
-    *,
-    n_negatives: int,
-    depth: int,
-    k1: float = 10.0,
-    b: float = 0.8,
-    seed: int = 0,
-) -> list[list[int]]:
-    """For each pair, ``n_negatives`` corpus positions drawn from the query's BM25 top-``depth`` (bm25s).
-
-    The query's relevant items are never drawn. Where the top-``depth`` holds too few usable items (tiny
-    corpora, queries without known words), the rest are drawn uniformly from the corpus.
-    """
-    if n_negatives == 0:
-        return [[] for _ in pairs]
-    import bm25s
-
-    n = len(corpus.texts)
-    rng = np.random.default_rng(seed)
-    index = bm25s.BM25(k1=k1, b=b)
-    index.index(bm25s.tokenize(list(corpus.texts), stopwords="en", show_progress=False), show_progress=False)
-    vocab = index.vocab_dict
-    ranking: dict[str, np.ndarray] = {}
-    out: list[list[int]] = []
-    for pair in pairs:
-        order = ranking.get(pair.query)
-        if order is None:
-            tokens = bm25s.tokenize([pair.query], stopwords="en", return_ids=False, show_progress=False)[0]
-            known = [t for t in tokens if t in vocab]
-            if known:
-                scores = np.asarray(index.get_scores(known), dtype=np.float32)
-                keep = min(n, depth + len(pair.relevant))
-                if keep < n:  # the top-``keep`` and everything tied with the last of them
-                    cut = scores[np.argpartition(-scores, keep - 1)[keep - 1]]
-                    top = np.nonzero(scores >= cut)[0]
-                else:
-                    top = np.arange(n)
-                top = top[np.lexsort((top, -scores[top]))]
-                order = top[scores[top] > 0]
-            else:
-                order = np.zeros(0, np.int64)
-            ranking[pair.query] = order
-        pool = [int(i) for i in order if int(i) not in pair.relevant][:depth]
-        if len(pool) > n_negatives:
-            picks = rng.choice(len(pool), size=n_negatives, replace=False)
-            chosen = [pool[i] for i in sorted(picks.tolist())]
-        else:
-            chosen = list(pool)
-        if len(chosen) < n_negatives:
-            rest = [i for i in rng.permutation(n).tolist() if i not in pair.relevant and i not in chosen]
-            chosen += rest[: n_negatives - len(chosen)]
-        out.append(chosen)
-    return out
-
-
 # ----------------------------------------------------------------------------------------------------
 # shared trainer machinery
 # ----------------------------------------------------------------------------------------------------
@@ -475,39 +383,6 @@ class TiedAtomicTrainer(_Base):
 # ----------------------------------------------------------------------------------------------------
 # DSI-atomic (untied)
 # ----------------------------------------------------------------------------------------------------
-class AtomicDocidLoss(nn.Module):
-    """Cross-entropy over every docid of ``W_docs · h(x)``: DSI's atomic-docid objective (a sentence-transformers loss).
-
-    Args:
-        model: The encoder-decoder SentenceTransformer.
-        docid_embeddings: ``W_docs`` (``(n_docids, dim)``), trained with the model.
-
-    Inputs:
-        +--------+----------------------------+
-        | Texts  | Labels                     |
-        +========+============================+
-        | (text) | docid index (``0..n-1``)   |
-        +--------+----------------------------+
-
-    """
-
-    def __init__(self, model: SentenceTransformer, docid_embeddings: nn.Parameter) -> None:
-        super().__init__()
-        self.model = model
-        self.docid_embeddings = docid_embeddings
-
-    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor) -> Tensor:
-        """The mean cross-entropy of the batch."""
-        (features,) = list(sentence_features)
-        h = self.model(features)["sentence_embedding"]
-        logits = h.float() @ self.docid_embeddings.float().T
-        return F.cross_entropy(logits, labels.long().to(logits.device))
-
-    def get_config_dict(self) -> dict[str, Any]:
-        """For the model card."""
-        return {"num_docids": int(self.docid_embeddings.shape[0])}
-
-
 class DSIAtomicTrainer(_Base):
     """Train the untied DSI-atomic baseline on the retrieval and indexing tasks (Tay et al., 2022).
 
