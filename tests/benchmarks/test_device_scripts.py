@@ -61,3 +61,5 @@ def test_the_device_runner_runs_every_script_in_smoke_mode(tmp_path: Path) -> No
     tied = json.loads((tmp_path / "tied_atomic.json").read_text())
     assert list(tied["runs"]) == ["minilm-base", "minilm-ft", "tied", "dsi"]
     assert all(0.0 <= run["metrics"]["ndcg@10"] <= 1.0 for run in tied["runs"].values())
+    dsi = tied["runs"]["dsi"]  # the paper's DSI baseline by default, with its losses at the start and the end
+    assert dsi["objective"] == "seq2seq" and set(dsi["probe"]) == {"start", "end"}
