@@ -301,4 +301,3 @@ def qa_or_beir_judgements(queries: str, qrels: str | None, max_passage_words: in
         raise cli_error(f"--qrels is required unless --queries is a QA questions.jsonl ({exc})") from exc
     level = "paragraph" if max_passage_words == 0 and all(q.paragraph_index is not None for q in questions) else "doc"
     return {q.qid: q.question for q in questions}, qa_qrels(questions, level)  # type: ignore[arg-type]
-
