@@ -1,13 +1,13 @@
-"""MilvusStore on Milvus Lite: the same writes and reads as the local store, escaping, index kinds, bad input, failure.
+"""MilvusStore on Milvus Lite, what only Milvus has: escaping into expressions, index kinds, collections that are not
+ours, a failure at the commit point, the server going away, pinned reads across handles, search round trips.
 
-Each write sequence runs on a local store and on a Milvus Lite collection side by side, and the two must hold
-the same passages (ids, document ids, title paths, metadata, text) and return the same filtered reads.
-Skips without ``pymilvus`` and ``milvus-lite``.
+What every backend does (writes, updates, deletes, filters, search, generations, bad input) is the contract suite:
+``tests/store/contract``, run on Milvus Lite by ``test_contract_milvus.py``. Skips without ``pymilvus`` and
+``milvus-lite``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,9 +17,9 @@ import pytest
 pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
 
-from rag_hier import Document, HierStore, Passage, Section
+from rag_hier import Document, HierStore, Section
 from rag_hier.encoders import DenseEncoder
-from rag_hier.errors import DimensionMismatchError, DuplicateIdError, FilterError, StoreError
+from rag_hier.errors import DimensionMismatchError, FilterError, StoreError
 from rag_hier.index.dense import IndexConfig
 from rag_hier.retrieval import Queries, build_retriever
 from rag_hier.store.milvus import GPU_INDEXES, MilvusStore, MilvusUnavailableError, milvus_index_params, translate
@@ -48,29 +48,15 @@ def _docs() -> list[Document]:
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One Milvus Lite file for the module (each test uses its own collection in it)."""
-    return tmp_path_factory.mktemp("milvus-store") / "m.db"
+def db(milvus_db: Path) -> Path:
+    """The session's Milvus Lite file (tests/milvus/conftest.py; each test uses its own collection in it)."""
+    return milvus_db
 
 
 @pytest.fixture()
 def both(request, tmp_path: Path, db: Path, encoder: DenseEncoder) -> Iterator[tuple[HierStore, MilvusStore]]:
     local = HierStore.create(tmp_path / "local", encoder=encoder)
     remote = HierStore.create(uri=f"{db}#{request.node.name.replace('[', '_').replace(']', '')[:60]}", encoder=encoder)
-    for s in (local, remote):
-        s.add_documents(_docs(), max_passage_words=0)
-    yield local, remote
-    remote.drop()
-    local.close()
-
-
-@pytest.fixture(scope="module")
-def shared(
-    tmp_path_factory: pytest.TempPathFactory, db: Path, encoder: DenseEncoder
-) -> Iterator[tuple[HierStore, MilvusStore]]:
-    """A pair the read-only tests share."""
-    local = HierStore.create(tmp_path_factory.mktemp("shared") / "local", encoder=encoder)
-    remote = HierStore.create(uri=f"{db}#shared", encoder=encoder)
     for s in (local, remote):
         s.add_documents(_docs(), max_passage_words=0)
     yield local, remote
@@ -85,45 +71,9 @@ def _same(local: HierStore, remote: MilvusStore, filters=None) -> None:
     assert remote.count_passages(filters) == local.count_passages(filters)
 
 
-def test_writes_match_the_local_store(both) -> None:
+def test_a_failure_at_the_commit_point_keeps_nothing(both, monkeypatch) -> None:
+    # (an exception inside a batch: CrashPointsContract in tests/store/contract)
     local, remote = both
-    _same(local, remote)
-    assert remote.count_documents() == 3 and remote.count_vectors() == 6
-    assert remote.get_document("bees") == local.get_document("bees")
-    (bees,) = remote.get_passages(["bees#2"])
-    assert bees.title_path == ("Honeybees", "Honey", "Storage")
-
-    again = [s.add_documents(_docs(), max_passage_words=0) for s in (local, remote)]  # unchanged: nothing encoded
-    assert again[1] == again[0] and again[1].encoded == 0 and again[1].passages_unchanged == 6
-    changed = _docs()
-    changed[0] = dataclasses.replace(changed[0], paragraphs=("The moon pulls the oceans.", "Twice a day."))
-    summaries = [s.add_documents(changed, max_passage_words=0) for s in (local, remote)]
-    assert summaries[1] == summaries[0] and summaries[1].encoded == 1
-    _same(local, remote)
-
-    for s in (local, remote):
-        assert s.update_meta(["tides#0"], {"checked": True}) == 1
-        assert s.update_by_filter({"field": "meta.topic", "operator": "==", "value": "earth"}, {"hot": 1}) == 2
-    _same(local, remote)
-    for s in (local, remote):
-        with s.batch():  # several writes, one commit
-            assert s.delete_passages(["bees#1"]) == 1
-            assert s.delete_by_filter({"field": "meta.hot", "operator": "==", "value": 1}) == 2
-    _same(local, remote)
-    assert remote.document_ids() == local.document_ids() == ["tides", "bees"]
-    for s in (local, remote):
-        assert s.delete_documents(["tides"]) == 2
-    _same(local, remote)
-    np.testing.assert_array_equal(remote.get_embeddings(["bees#0"])[0], local.get_embeddings(["bees#0"])[0])
-
-
-def test_a_failed_batch_keeps_nothing(both, monkeypatch) -> None:
-    local, remote = both
-    with pytest.raises(RuntimeError, match="boom"), remote.batch():
-        remote.delete_documents(["bees"])
-        remote.add_documents([Document("new", "New", ("Fresh text.",))], max_passage_words=0)
-        raise RuntimeError("boom")
-    _same(local, remote)
 
     def fail(name: str) -> None:
         if name == "before_commit":
@@ -139,59 +89,6 @@ def test_a_failed_batch_keeps_nothing(both, monkeypatch) -> None:
         _same(local, fresh)  # nothing of the failed commit is visible to another handle either
     finally:
         fresh.close()
-
-
-@pytest.mark.parametrize(
-    "filters",
-    [
-        {"field": "meta.note", "operator": "==", "value": HOSTILE},
-        {"field": "meta.note", "operator": "!=", "value": HOSTILE},
-        {"field": "meta.path", "operator": "==", "value": "C:\\temp\\'q'"},
-        {"field": "meta.topic", "operator": "in", "value": ['sea" or "1"=="1', "animals"]},
-        {"field": "id", "operator": "==", "value": '" || true || "'},
-        {"operator": "NOT", "conditions": [{"field": "meta.year", "operator": ">", "value": 2000}]},
-        {"field": "meta.year", "operator": "==", "value": None},
-        {"field": "meta.missing", "operator": "!=", "value": 3},
-        {"field": "meta.tags", "operator": "==", "value": ["insect", "farm"]},
-        {
-            "operator": "OR",
-            "conditions": [
-                {"field": "doc_id", "operator": "==", "value": "tides"},
-                {"field": "content", "operator": "==", "value": "Wax cells."},
-            ],
-        },
-    ],
-)
-def test_filters_match_the_local_store_and_values_cannot_inject(shared, filters) -> None:
-    local, remote = shared
-    _same(local, remote, filters)
-
-
-def test_search_is_the_local_stores_search(shared) -> None:
-    # the README's first call works on either backend: same hits, same order, filters pushed down alike
-    local, remote = shared
-    for query in ("how do bees store honey?", ["tides and the moon", "volcanoes"]):
-        want, got = local.search(query, top_k=4), remote.search(query, top_k=4)
-        rows = (want, got) if isinstance(query, str) else ([h for r in want for h in r], [h for r in got for h in r])
-        assert [(h.passage_id, h.rank) for h in rows[1]] == [(h.passage_id, h.rank) for h in rows[0]]
-        assert np.allclose([h.score for h in rows[1]], [h.score for h in rows[0]], atol=1e-5)
-    only = {"field": "meta.topic", "operator": "in", "value": ["animals", "sea"]}
-    want_ids = [h.passage_id for h in local.search("honey", 3, only)]
-    assert [h.passage_id for h in remote.search("honey", 3, only)] == want_ids
-    assert want_ids and all(not i.startswith("volcano") for i in want_ids)
-
-
-def test_capabilities_are_properties_of_either_backend(shared) -> None:
-    from rag_hier.store.contract import StoreBackend
-
-    local, remote = shared
-    assert isinstance(local, StoreBackend) and isinstance(remote, StoreBackend)
-    assert local.filter_pushdown == (True, 10_000) and remote.filter_pushdown == (False, 1_000)
-    assert local.can_forget_dimension and not remote.can_forget_dimension
-    assert local.path is not None and local.path.is_dir() and local.connection_options == {}
-    assert remote.path is None and "timeout" in remote.connection_options
-    remote.connection_options["timeout"] = -1  # a copy: the handle's own options stay as they are
-    assert remote.connection_options["timeout"] != -1
 
 
 def test_translation_escapes_values_and_checks_field_names() -> None:
@@ -312,20 +209,6 @@ def test_a_dense_search_is_two_round_trips_with_the_same_hits(both, monkeypatch)
     remote.update_meta(["tides#0"], {"topic": "ocean"})
     (rowid,) = remote.rowids_of(passage_ids=["tides#0"]).tolist()
     assert remote.records([rowid])[rowid].meta["topic"] == "ocean"
-
-
-def test_add_passages_never_moves_a_passage_to_another_document(both) -> None:
-    for store in both:
-        v = np.ones((1, store.dimension), np.float32)
-        store.add_passages([Passage("a#0", "a", 0, "alpha")], v)
-        before = (sorted(store.document_ids()), store.count_passages())
-        with pytest.raises(
-            DuplicateIdError, match="'a#0' of document 'b' is already stored as a passage of document 'a'"
-        ):
-            store.add_passages([Passage("a#0", "b", 0, "beta")], v)
-        assert (sorted(store.document_ids()), store.count_passages()) == before  # the owning document is still there
-        store.add_passages([Passage("a#0", "a", 0, "alpha, edited")], v)  # its own document: an update
-        assert store.get_passages(["a#0"])[0].text == "alpha, edited"
 
 
 def test_open_store_and_create_store_serve_both_backends(tmp_path: Path, db: Path, encoder: DenseEncoder) -> None:

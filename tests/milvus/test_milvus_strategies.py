@@ -1,16 +1,15 @@
-"""Every strategy on Milvus Lite returns what it returns on the local store, for the same vectors.
+"""The strategy reference in Milvus Lite: its migration round trip, and the searches that run inside Milvus.
 
-One local store (10 documents x 3 passages, dense vectors, sparse embeddings, the token index, the document
-index, the tree, EHI and the BM25 index) is migrated into a Milvus Lite file without re-encoding; each registered
-strategy then runs the same queries on both, unfiltered and filtered, and must return the same passages in the
-same order with the same scores (FLAT is exact on both sides). Skips without ``pymilvus`` and ``milvus-lite``.
+The pair (the contract's strategy reference, a local store with every extension, and its copy in Milvus Lite) comes
+from ``tests/milvus/conftest.py``; that every registered strategy returns the local store's top 10 on it is the
+contract suite's ``SearchContract`` (``tests/milvus/test_contract_milvus.py``). Skips without ``pymilvus`` and
+``milvus-lite``.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,86 +17,19 @@ import pytest
 pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
 
-from rag_hier import Document, HierStore
-from rag_hier.encoders import DenseEncoder
-from rag_hier.retrieval import Queries, build_retriever, strategy, strategy_names
-from rag_hier.store.extensions.doc_index import DocumentIndex
-from rag_hier.store.extensions.token_index import TokenIndexExtension
+from rag_hier import HierStore
+from rag_hier.retrieval import strategy
 from rag_hier.store.extensions.tree import TreeExtension
 from rag_hier.store.milvus import MilvusStore
-from rag_hier.store.milvus.migrate import local_to_milvus, milvus_to_local
-
-WORDS = ["river", "glacier", "magma", "honey", "moon", "comet", "delta", "nectar", "crust", "valley", "tide", "orbit"]
-PARAMS = {"tree": {"beam": 64}, "hierarchical": {"k1": 100}}
-TEXTS = ["river delta", "honey nectar bees", "moon tide orbit"]
-FILTERS = [
-    None,
-    {"field": "meta.parity", "operator": "==", "value": 1},
-    {
-        "operator": "AND",
-        "conditions": [
-            {"field": "meta.n", "operator": ">=", "value": 3},
-            {"field": "meta.n", "operator": "not in", "value": [5, 6]},
-        ],
-    },
-]
+from rag_hier.store.milvus.migrate import milvus_to_local
+from tests.store.contract.search import PARAMS, STRATEGY_FILTERS, TEXTS
+from tests.store.contract.search import strategy_queries as _queries
 
 
-def _docs() -> list[Document]:
-    rng = np.random.default_rng(3)
-    docs = []
-    for d in range(10):
-        paragraphs = tuple(" ".join(rng.choice(WORDS, size=5)) for _ in range(3))
-        docs.append(Document(f"doc{d}", f"Title {d}", paragraphs, metadata={"n": d, "parity": d % 2}))
-    return docs
-
-
-@pytest.fixture(scope="module")
-def pair(
-    tmp_path_factory: pytest.TempPathFactory, encoder: DenseEncoder, tiny_model_path: str, vocab
-) -> Iterator[tuple[HierStore, MilvusStore]]:
-    """The local store and its copy in Milvus Lite."""
-    from rag_hier.retrieval.svdr import encode_missing_vectors
-    from rag_hier.testing import kmeans_ehi_extension
-
-    root = tmp_path_factory.mktemp("milvus-strategies")
-    local = HierStore.create(root / "local", encoder=encoder)
-    local.add_extension(TokenIndexExtension(model=tiny_model_path))
-    local.ensure_extension("sparse-embeddings")
-    local.ensure_extension("bm25")
-    local.add_documents(_docs(), max_passage_words=0)
-    with local.batch():
-        for p in local.filter_passages():
-            ids = sorted({WORDS.index(w) for w in p.text.split()})
-            local.add_passages(
-                [dataclasses.replace(p, extra={"sparse_embedding": {"indices": ids, "values": [1.0] * len(ids)}})],
-                local.get_embeddings([p.id]),
-            )
-    local.add_extension(DocumentIndex())
-    local.add_extension(TreeExtension(branching=3))
-    local.add_extension(kmeans_ehi_extension(local))
-    encode_missing_vectors(local, vocab)
-    remote = local_to_milvus(local, str(root / "m.db#contract"))
-    remote.close()
-    remote = MilvusStore.open(str(root / "m.db#contract"), encoder=encoder)
-    yield local, remote
-    remote.close()
-    local.close()
-
-
-def _queries(store, texts: list[str]) -> Queries:
-    sparse = [sorted({WORDS.index(w) for w in t.split() if w in WORDS}) for t in texts]
-    return Queries(texts=texts, vectors=store.encode_queries(texts), sparse=[(ids, [1.0] * len(ids)) for ids in sparse])
-
-
-def _retriever(name: str, store, vocab):
-    kwargs = {"encoder": vocab} if strategy(name).retriever.__name__ == "SvdrRetriever" else {}
-    if name == "fusion":
-        from rag_hier.retrieval.fusion import FusionRetriever
-
-        parts = [build_retriever("dense", store), build_retriever("svdr-lexical", store)]
-        return FusionRetriever(store, components=parts)
-    return strategy(name).retriever(store, params=strategy(name).parse(PARAMS.get(name)), **kwargs)
+@pytest.fixture()
+def pair(strategy_pair: tuple[Any, Any]) -> tuple[HierStore, MilvusStore]:
+    """The session's strategy pair (tests/milvus/conftest.py)."""
+    return strategy_pair
 
 
 def test_migration_round_trips_ids_titles_metadata_vectors(pair, tmp_path: Path) -> None:
@@ -118,31 +50,6 @@ def test_migration_round_trips_ids_titles_metadata_vectors(pair, tmp_path: Path)
         assert sorted(back.extensions) == sorted(local.extensions)
     finally:
         back.close()
-
-
-@pytest.mark.parametrize("name", strategy_names())
-def test_same_top10_as_the_local_store(pair, vocab, name: str) -> None:
-    local, remote = pair
-    for filters in FILTERS:
-        want = _retriever(name, local, vocab).run(_queries(local, TEXTS), top_k=10, filters=filters)
-        got = _retriever(name, remote, vocab).run(_queries(remote, TEXTS), top_k=10, filters=filters)
-        for w, g in zip(want, got, strict=True):
-            assert w.hits, (name, filters)
-            assert [h.passage_id for h in g.hits] == [h.passage_id for h in w.hits], (name, filters)
-            assert [h.score for h in g.hits] == pytest.approx([h.score for h in w.hits], rel=1e-4, abs=1e-5)
-            assert [h.meta for h in g.hits] == [h.meta for h in w.hits]
-
-
-@pytest.mark.parametrize("name", ["dense", "hierarchical", "tree"])
-def test_filtered_search_returns_top_k_whenever_that_many_match(pair, vocab, name: str) -> None:
-    _, remote = pair
-    retriever = _retriever(name, remote, vocab)
-    q = _queries(remote, TEXTS[:1])
-    for n_docs in (1, 5, 10):  # 3, 15, 30 passages match
-        filters = {"field": "meta.n", "operator": "<", "value": n_docs}
-        hits = retriever.run(q, top_k=10, filters=filters)[0].hits
-        assert len(hits) == min(10, 3 * n_docs)
-        assert all(h.meta["n"] < n_docs for h in hits)
 
 
 def test_sparse_and_leaf_searches_run_inside_milvus(pair, vocab, monkeypatch) -> None:
@@ -193,7 +100,7 @@ def test_sparse_and_leaf_searches_run_inside_milvus(pair, vocab, monkeypatch) ->
         info = strategy(name)
         kwargs = {"encoder": vocab} if info.retriever.__name__ == "SvdrRetriever" else {}
         results = info.retriever(remote, params=info.parse(params.get(name)), **kwargs).run(
-            _queries(remote, TEXTS), top_k=10, filters=FILTERS[1]
+            _queries(remote, TEXTS), top_k=10, filters=STRATEGY_FILTERS[1]
         )
         assert all(r.hits for r in results), name
     assert read_by_rowid and max(read_by_rowid) <= 4 * len(TEXTS)  # the re-rank's candidates only
