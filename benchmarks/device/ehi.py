@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epochs", type=int, default=100, help="planned epochs of joint training (paper: 100)")
     p.add_argument("--refresh-every", type=int, default=5, help="re-encode the corpus every r epochs (paper: 5)")
     p.add_argument("--remine-every", type=int, default=1, help="re-mine with the current indexer every N steps")
-    p.add_argument("--lambda-balance", type=float, default=0.0, help="weight of the leaf load-balancing term")
+    p.add_argument("--lambda-balance", type=float, default=0.01, help="weight of the leaf load-balancing term")
     p.add_argument("--branching", type=int, default=160)
     p.add_argument("--threads", type=int, default=4, help="CPU threads per training process")
     p.add_argument("--no-baseline", action="store_true", help="train joint EHI only (no dual encoder)")

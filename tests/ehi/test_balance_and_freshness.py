@@ -174,7 +174,9 @@ def test_remine_every_mines_with_the_current_indexer(monkeypatch: pytest.MonkeyP
     )
     assert res.steps == 6 and len(calls) == 1 + 2
     calls.clear()
-    cfg = EHIConfig(branching=4, epochs=2, refresh_every=2, batch_size=16, freeze_encoder=True, seed=0)
+    cfg = EHIConfig(
+        branching=4, epochs=2, refresh_every=2, batch_size=16, freeze_encoder=True, seed=0, remine_every=None
+    )
     plain = EHITrainer("unused", cfg, device="cpu", show_progress_bar=False)
     assert (
         plain.train(corpus, None, queries=queries, qrels=qrels, corpus_embeddings=docs, query_embeddings=qv).steps == 6

@@ -30,7 +30,7 @@ def test_joint_training_two_steps(tmp_path: Path, tiny_model_path: str, ehi_corp
     queries, qrels = ehi_queries
     cfg = EHIConfig(
         branching=4, height=2, epochs=2, refresh_every=1, batch_size=8, max_steps=2, max_seq_length=24,
-        init="kmeans", init_steps=20, logging_steps=1,
+        init="kmeans", init_steps=20, logging_steps=1, lambda_balance=0.0, remine_every=None,  # the paper's loss
     )  # fmt: skip
     before = SentenceTransformer(tiny_model_path, device="cpu").encode(["apple river"], convert_to_numpy=True)
     result = EHITrainer(tiny_model_path, cfg, device="cpu", show_progress_bar=False).train(
