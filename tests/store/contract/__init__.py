@@ -12,6 +12,7 @@ from .bad_inputs import BadInputsContract
 from .base import DOCS, ContractBase, StoreFactory, unique_name
 from .crash import CrashPointsContract
 from .deletes import DeletesContract
+from .extensions import ExtensionsContract
 from .filters import FiltersContract, RefinedFiltersContract
 from .generations import GenerationsContract
 from .search import SearchContract
@@ -24,6 +25,7 @@ __all__ = [
     "ContractBase",
     "CrashPointsContract",
     "DeletesContract",
+    "ExtensionsContract",
     "FiltersContract",
     "GenerationsContract",
     "RefinedFiltersContract",
@@ -45,6 +47,7 @@ class StoreContract(
     SearchContract,
     GenerationsContract,
     CrashPointsContract,
+    ExtensionsContract,
     BadInputsContract,
 ):
     """Every behaviour at once (a backend's test class inherits this, or the behaviour classes it supports)."""
