@@ -141,7 +141,8 @@ class GenerationLog(ExtensionFiles, FieldSync):
         of this process wait on this handle until it ends. Writers in other processes are not held up (Milvus
         has no lock to hold them): their new row versions are invisible to this generation, but a writer
         deletes the versions its commit replaced right after committing, so a block that outlives another
-        process' commit may miss those rows. Keep the block short.
+        process' commit may miss those rows. Keep the block short, and write nothing inside it (a write raises
+        :class:`StoreError`, as on the local store).
         """
         with self._lock:
             self._sync()
@@ -169,6 +170,8 @@ class GenerationLog(ExtensionFiles, FieldSync):
                 finally:
                     self._batch.depth -= 1
                 return
+            if self._pinned:  # as the local store: a write would leave the block's generation behind
+                raise StoreError(f"{self.location}: cannot write inside store.reading() (a read of one generation)")
             self._sync()
             if self._settled_gen != int(self._state["generation"]):
                 self._recover()

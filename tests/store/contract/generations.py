@@ -87,3 +87,10 @@ class GenerationsContract(ContractBase):
                 assert reader.count_passages() == 7
         finally:
             reader.close()
+
+    def test_a_write_inside_a_reading_block_is_refused_and_nothing_changes(self, store: StoreBackend) -> None:
+        with store.reading():
+            with pytest.raises(StoreError, match=r"inside store\.reading"):
+                store.delete_passages(["tides#0"])
+            assert store.count_passages() == 6
+        assert store.delete_passages(["tides#0"]) == 1  # after the block writes work again
