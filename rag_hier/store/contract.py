@@ -158,6 +158,34 @@ class StoreBackend(Protocol):
         """Number of passages (matching ``filters``)."""
         ...
 
+    def count_unique_meta(self, fields: Sequence[str], filters: Filters = None) -> dict[str, int]:
+        """Distinct non-null values of each top-level metadata key in ``fields`` among the matching passages.
+
+        Values compare as Python compares them (``1 == 1.0 == True``; lists and objects by content); the
+        local store counts in SQL, Milvus on the rows its query filtered (:mod:`rag_hier.store.meta_stats`).
+        A field that is not a non-empty string without control characters raises ``InvalidInputError``.
+        """
+        ...
+
+    def meta_min_max(self, field: str, filters: Filters = None) -> tuple[Any, Any]:
+        """``(min, max)`` of a metadata key's numbers (booleans as 0/1) or strings among the matching passages.
+
+        ``(None, None)`` when it holds neither, or both; of equal values the first passage's (rowid order).
+        """
+        ...
+
+    def meta_field_types(self, filters: Filters = None) -> dict[str, str]:
+        """Each metadata key holding a non-null value among the matching passages, with its kind.
+
+        ``boolean``, ``int``, ``float`` or ``keyword``: the kind of its value in the last passage (rowid order)
+        holding one.
+        """
+        ...
+
+    def count_with_extra(self, paths: Sequence[Sequence[str]], filters: Filters = None) -> tuple[int, list[int]]:
+        """``(matching passages, how many hold a non-null value at each path of keys into their extra)``."""
+        ...
+
     def count_vectors(self) -> int:
         """Number of passages with a dense vector."""
         ...

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from rag_hier.corpus.model import Passage
 from rag_hier.errors import FilterError, StoreError
+from rag_hier.store import meta_stats
 from rag_hier.store.contract import Filters
 from rag_hier.store.filters import Refined, compile_filter
 from rag_hier.store.milvus.base import View
@@ -166,6 +167,43 @@ class Reads(GenerationLog):
             if expr is None:
                 return len(self._filtered_records(filters, view))
             return self._count(passages, f"({expr}) and {view.expr('p')}")
+
+    # -- metadata aggregates: Milvus has no distinct/min/max over JSON keys (its query aggregates only count(*)),
+    #    so the filter runs in Milvus and the reference (rag_hier.store.meta_stats) on the one column fetched --
+    def _column_of_matching(self, filters: Filters, column: str) -> list[Mapping[str, Any]]:
+        """``column`` (``meta`` or ``extra``) of the passages matching ``filters``, in rowid order."""
+        with self._reading() as view:
+            expr: str | None = "true" if filters is None else translate(filters)
+            if isinstance(filters, Refined) and filters.equivalent:
+                expr = self._coarse_expr(filters)
+            if expr is None:
+                return [getattr(r, column) for r in self._filtered_records(filters, view)]
+            rows = self._passage_rows(expr, view, ["rowid", column])
+        rows.sort(key=lambda r: int(r["rowid"]))
+        return [r[column] or {} for r in rows]
+
+    def count_unique_meta(self, fields: Sequence[str], filters: Filters = None) -> dict[str, int]:
+        """Distinct non-null values of each metadata key in ``fields`` among the passages matching ``filters``.
+
+        Filtered in Milvus; the values of the ``meta`` field are compared client-side (Milvus has no distinct
+        count over JSON keys). Semantics: :meth:`rag_hier.store.HierStore.count_unique_meta`.
+        """
+        names = meta_stats.check_fields(fields)
+        return meta_stats.count_unique(self._column_of_matching(filters, "meta"), names)
+
+    def meta_min_max(self, field: str, filters: Filters = None) -> tuple[Any, Any]:
+        """``(min, max)`` of metadata key ``field`` (see :meth:`rag_hier.store.HierStore.meta_min_max`)."""
+        name = meta_stats.check_field(field)
+        return meta_stats.min_max(self._column_of_matching(filters, "meta"), name)
+
+    def meta_field_types(self, filters: Filters = None) -> dict[str, str]:
+        """Metadata keys with their kind (see :meth:`rag_hier.store.HierStore.meta_field_types`)."""
+        return meta_stats.field_types(self._column_of_matching(filters, "meta"))
+
+    def count_with_extra(self, paths: Sequence[Sequence[str]], filters: Filters = None) -> tuple[int, list[int]]:
+        """Matching passages and how many hold a value at each path into ``extra`` (see ``HierStore``)."""
+        keys = [meta_stats.check_path(p) for p in paths]
+        return meta_stats.count_present(self._column_of_matching(filters, "extra"), keys)
 
     def count_vectors(self) -> int:
         """Number of passages with a dense vector."""

@@ -1,0 +1,37 @@
+"""Metadata aggregates of the Milvus backend against the Python reference (tests/store/test_meta_stats.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rag_hier.corpus.model import Passage
+from rag_hier.store import HierStore
+from tests.store.test_meta_stats import check_aggregates, check_bad_fields, fill, mixed_passages
+
+
+@pytest.fixture(scope="module")
+def milvus_mixed(milvus_db: Path) -> Iterator[Any]:
+    store = HierStore.create(uri=f"{milvus_db}#meta_stats", model=None, dimension=4)
+    passages = mixed_passages()
+    for k, p in enumerate(passages[:40]):
+        if k % 2:
+            payload: dict[str, Any] = {"meta_exact": {"i": 1}} if k % 4 == 1 else {}
+            passages[k] = Passage(
+                id=p.id, doc_id=p.doc_id, position=p.position, text=p.text, meta=p.meta, extra={"haystack": payload}
+            )
+    fill(store, passages)
+    yield store
+    store.close()
+
+
+def test_aggregates_equal_the_reference(milvus_mixed: Any) -> None:
+    check_aggregates(milvus_mixed)
+    assert milvus_mixed.count_with_extra([("haystack",), ("haystack", "meta_exact")]) == (120, [20, 10])
+
+
+def test_bad_field_names(milvus_mixed: Any) -> None:
+    check_bad_fields(milvus_mixed)
