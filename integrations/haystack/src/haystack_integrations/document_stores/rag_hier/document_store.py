@@ -55,6 +55,7 @@ from rag_hier.retrieval.registry import StrategyEntry, strategy
 from rag_hier.store.contract import SIMILARITIES, StoreExtension
 from rag_hier.store.extensions.base import extension_class
 from rag_hier.store.filters import Predicate, Refined
+from rag_hier.store.meta_stats import check_field, check_fields
 from rag_hier.store.milvus.client import check_connection_options
 from rag_hier.store.milvus.store import MilvusStore
 from rag_hier.store.store import MANIFEST, HierStore, WriteSummary
@@ -187,7 +188,14 @@ def _hashable(value: Any) -> Any:
 
 
 def _meta_key(field: str) -> str:
-    return field.removeprefix("meta.")
+    # a field that is not a string is left as it is: check_field names it
+    return field.removeprefix("meta.") if isinstance(field, str) else field
+
+
+_ADDED_KEYS = frozenset({"source_id", "split_id", "title_path"})
+"""Keys :func:`document_meta` adds to the meta of passages the engine wrote (not Haystack)."""
+_PAYLOAD_PATHS = ((EXTRA_KEY,), (EXTRA_KEY, "meta_exact"))
+"""Paths into a passage's ``extra``: the Haystack payload, and the exact values it keeps beside the JSON form."""
 
 
 @contextlib.contextmanager
@@ -988,8 +996,24 @@ class RagHierDocumentStore:
                 return len(self._matching_passages(filters, store))
             return store.count_passages(self._predicate(filters, store))
 
+    def _meta_is_stored_meta(self, store: Store, predicate: Predicate | None, keys: Iterable[str] | None) -> bool:
+        """Whether the Documents' meta of the matching passages is their stored metadata, for ``keys`` (``None``: all).
+
+        Then the store computes metadata aggregates itself (SQL, a Milvus query). It is not where a passage
+        keeps exact values beside their JSON form (tuples, datetimes: ``meta_exact``), or where a passage the
+        engine wrote gets ``source_id``/``split_id``/``title_path`` added (:func:`document_meta`) and a key
+        asked for is one of those.
+        """
+        total, (haystack, exact) = store.count_with_extra(_PAYLOAD_PATHS, predicate)
+        if exact:
+            return False
+        return haystack == total or (keys is not None and not _ADDED_KEYS.intersection(keys))
+
     def count_unique_metadata_by_filter(self, filters: dict[str, Any], metadata_fields: list[str]) -> dict[str, int]:
         """Return, per metadata field, the number of distinct non-null values among matching documents.
+
+        Counted by the store (SQLite ``json_extract``, or over the rows a Milvus query filtered), not by reading
+        every Document.
 
         Args:
             filters: A Haystack filter; ``{}`` means every document.
@@ -999,15 +1023,27 @@ class RagHierDocumentStore:
             ``{field (without "meta."): number of distinct values}``.
 
         """
+        keys = check_fields([_meta_key(name) for name in metadata_fields], "metadata_fields")
+        with _engine_errors():
+            store = self._read_handle()
+            predicate = self._predicate(filters, store)
+            if self._meta_is_stored_meta(store, predicate, keys):
+                return store.count_unique_meta(keys, predicate)
         metas = self._matching_metas(filters)
         result: dict[str, int] = {}
-        for name in metadata_fields:
-            key = _meta_key(name)
+        for key in keys:
             result[key] = len({_hashable(m[key]) for m in metas if m.get(key) is not None})
         return result
 
     def get_metadata_fields_info(self) -> dict[str, dict[str, str]]:
-        """Return the metadata fields in use with their type (``keyword``, ``int``, ``float`` or ``boolean``)."""
+        """Return the metadata fields in use with their type (``keyword``, ``int``, ``float`` or ``boolean``).
+
+        A field's type is that of its value in the last document holding one; computed by the store.
+        """
+        with _engine_errors():
+            store = self._read_handle()
+            if self._meta_is_stored_meta(store, None, None):
+                return {key: {"type": kind} for key, kind in store.meta_field_types().items()}
         types: dict[str, str] = {}
         for meta in self._matching_metas(None):
             for key, value in meta.items():
@@ -1025,7 +1061,12 @@ class RagHierDocumentStore:
 
     def get_metadata_field_min_max(self, metadata_field: str) -> dict[str, Any]:
         """Return ``{"min", "max"}`` of a metadata field (``None`` for both when it has no comparable values)."""
-        key = _meta_key(metadata_field)
+        key = check_field(_meta_key(metadata_field), "metadata_field")
+        with _engine_errors():
+            store = self._read_handle()
+            if self._meta_is_stored_meta(store, None, [key]):
+                low, high = store.meta_min_max(key)
+                return {"min": low, "max": high}
         values = [
             m[key]
             for m in self._matching_metas(None)
