@@ -196,47 +196,65 @@ def _python_value(kind: str, value: Any) -> Any:
     return value
 
 
-_NUMERIC = "CASE t WHEN 'true' THEN 1 WHEN 'false' THEN 0 WHEN 'integer' THEN v WHEN 'real' THEN v END"
-_SCALAR = (
-    "CASE t WHEN 'true' THEN 1 WHEN 'false' THEN 0 WHEN 'integer' THEN v WHEN 'real' THEN v WHEN 'text' THEN v END"
-)
-_BIG = f"max(t = 'real' AND abs(v) >= {_EXACT_FLOAT!r})"
+def _numeric(i: int) -> str:
+    return f"CASE t{i} WHEN 'true' THEN 1 WHEN 'false' THEN 0 WHEN 'integer' THEN v{i} WHEN 'real' THEN v{i} END"
 
 
-def _values(path_param: str, where: str) -> str:
-    return (
-        f"SELECT id, json_type(meta, :{path_param}) AS t, json_extract(meta, :{path_param}) AS v "
-        f"FROM passages WHERE {where}"
-    )
+def _scalar(i: int) -> str:
+    containers = f"t{i} IN ('array', 'object')"
+    return f"CASE WHEN {containers} THEN NULL WHEN t{i} = 'true' THEN 1 WHEN t{i} = 'false' THEN 0 ELSE v{i} END"
+
+
+def _big(i: int) -> str:
+    return f"max(t{i} = 'real' AND abs(v{i}) >= {_EXACT_FLOAT!r})"
+
+
+def _values(paths: Sequence[str], where: str) -> tuple[str, dict[str, Any]]:
+    """A materialized CTE ``x`` (each row's JSON read once): rowid, NUL flag, type ``t<i>`` and value ``v<i>``."""
+    columns = "".join(f", json_type(meta, :p{i}) AS t{i}, json_extract(meta, :p{i}) AS v{i}" for i in range(len(paths)))
+    sql = f"WITH x AS MATERIALIZED (SELECT id, instr(meta, :nul) AS nul{columns} FROM passages WHERE {where}) "
+    return sql, {"nul": _NUL, **{f"p{i}": p for i, p in enumerate(paths)}}
+
+
+def _paths(fields: Sequence[str]) -> list[str] | None:
+    paths = [_json_path([f]) for f in fields]
+    return None if any(p is None for p in paths) else [p for p in paths if p is not None]
 
 
 def sql_count_unique(
     db: sqlite3.Connection, fields: Sequence[str], rowids: Sequence[int] | None
 ) -> dict[str, int] | None:
-    """:func:`count_unique` in SQL over the rows ``rowids`` (``None``: all), or ``None`` (run the reference)."""
+    """:func:`count_unique` in SQL over the rows ``rowids`` (``None``: all), or ``None`` (run the reference).
+
+    One statement reads every field: distinct scalars counted in SQL; for lists and objects, their distinct
+    JSON texts are read (a second statement, only for fields holding any) and compared as Python compares them.
+    """
+    paths = _paths(fields)
+    if paths is None:
+        return None
     where, params = _rows(rowids)
+    cte, more = _values(paths, where)
+    params.update(more)
+    aggregates = "".join(
+        f", count(DISTINCT {_scalar(i)}), sum(t{i} IN ('array', 'object')), {_big(i)}" for i in range(len(paths))
+    )
     try:
-        if _has_nul(db, "meta", where, params):
+        row = db.execute(f"{cte}SELECT max(nul){aggregates} FROM x", params).fetchone()
+        if row[0]:
             return None
         out: dict[str, int] = {}
-        for f in fields:
-            path = _json_path([f])
-            if path is None:
-                return None
-            values = _values("path", where)
-            scalars, big = db.execute(
-                f"SELECT count(DISTINCT {_SCALAR}), {_BIG} FROM ({values})",
-                {**params, "path": path},
-            ).fetchone()
+        for i, f in enumerate(fields):
+            scalars, containers, big = row[1 + 3 * i : 4 + 3 * i]
             if big:
                 return None
-            # lists and objects: their distinct JSON texts in SQL, compared as Python compares them here
-            texts = db.execute(
-                f"SELECT DISTINCT v FROM ({values}) WHERE t IN ('array', 'object')",
-                {**params, "path": path},
-            ).fetchall()
-            containers = {_hashable(json.loads(t)) for (t,) in texts}
-            out[f] = int(scalars) + len(containers)
+            if containers:
+                texts = db.execute(
+                    f"SELECT DISTINCT json_extract(meta, :path) FROM passages WHERE {where} "
+                    "AND json_type(meta, :path) IN ('array', 'object')",
+                    {**params, "path": paths[i]},
+                ).fetchall()
+                containers = len({_hashable(json.loads(t)) for (t,) in texts})
+            out[f] = int(scalars) + int(containers or 0)
     except _SQL_ERRORS as exc:
         logger.debug("metadata counted in Python: SQLite refused the query (%s)", exc)
         return None
@@ -245,28 +263,31 @@ def sql_count_unique(
 
 def sql_min_max(db: sqlite3.Connection, field: str, rowids: Sequence[int] | None) -> tuple[Any, Any] | None:
     """:func:`min_max` in SQL over the rows ``rowids`` (``None``: all), or ``None`` (run the reference)."""
-    where, params = _rows(rowids)
-    path = _json_path([field])
-    if path is None:
+    paths = _paths([field])
+    if paths is None:
         return None
-    params = {**params, "path": path}
-    values = _values("path", where)
+    where, params = _rows(rowids)
+    cte, more = _values(paths, where)
+    params.update(more)
+    number, text = _numeric(0), "CASE t0 WHEN 'text' THEN v0 END"
     try:
-        if _has_nul(db, "meta", where, params):
-            return None
-        numbers, texts, lo, hi, text_lo, text_hi, big = db.execute(
-            f"SELECT count({_NUMERIC}), count(CASE t WHEN 'text' THEN v END), min({_NUMERIC}), max({_NUMERIC}), "
-            f"min(CASE t WHEN 'text' THEN v END), max(CASE t WHEN 'text' THEN v END), {_BIG} FROM ({values})",
+        nul, numbers, texts, lo, hi, text_lo, text_hi, big = db.execute(
+            f"{cte}SELECT max(nul), count({number}), count({text}), min({number}), max({number}), "
+            f"min({text}), max({text}), {_big(0)} FROM x",
             params,
         ).fetchone()
-        if big:
+        if nul or big:
             return None
         if (numbers and texts) or not (numbers or texts):
             return None, None
         if texts:
             return text_lo, text_hi
         # of equal numbers (1, 1.0, True) Python keeps the first: read the first row holding each
-        first = f"SELECT t, v FROM ({values}) WHERE ({_NUMERIC}) = :target ORDER BY id LIMIT 1"
+        # (in rowid order, without the CTE: the scan stops at the first row holding it)
+        first = (
+            "SELECT t0, v0 FROM (SELECT id, json_type(meta, :p0) AS t0, json_extract(meta, :p0) AS v0 "
+            f"FROM passages WHERE {where}) WHERE ({number}) = :target ORDER BY id LIMIT 1"
+        )
         low = db.execute(first, {**params, "target": lo}).fetchone()
         high = db.execute(first, {**params, "target": hi}).fetchone()
     except _SQL_ERRORS as exc:
@@ -279,25 +300,25 @@ _SQL_KINDS = {"true": "boolean", "false": "boolean", "integer": "int", "real": "
 
 
 def sql_field_types(db: sqlite3.Connection, rowids: Sequence[int] | None) -> dict[str, str] | None:
-    """:func:`field_types` in SQL over the rows ``rowids`` (``None``: all), or ``None`` (run the reference)."""
-    where, params = _rows(rowids)
-    p_where, _ = _rows(rowids, "p.id")
+    """:func:`field_types` in SQL over the rows ``rowids`` (``None``: all), or ``None`` (run the reference).
+
+    One ``GROUP BY`` over ``json_each``: with a single ``max(p.id)`` aggregate SQLite takes the bare columns
+    (type, value) from the row holding the maximum, the last passage holding a non-null value.
+    """
+    where, params = _rows(rowids, "p.id")
     sql = (
-        "SELECT key, type, atom FROM (SELECT j.key AS key, j.type AS type, j.atom AS atom, j.id AS jid, "
-        "row_number() OVER (PARTITION BY j.key ORDER BY p.id DESC) AS last, "
-        "min(p.id) OVER (PARTITION BY j.key) AS first "
-        f"FROM passages AS p, json_each(p.meta) AS j WHERE {p_where} "
-        "AND j.type != 'null') WHERE last = 1 ORDER BY first, jid"
+        "SELECT j.key, j.type, j.atom, max(p.id) FROM passages AS p, json_each(p.meta) AS j "
+        f"WHERE {where} AND j.type != 'null' GROUP BY j.key"
     )
     try:
-        if _has_nul(db, "meta", where, params):
+        if _has_nul(db, "meta", where.replace("p.id", "id"), params):
             return None
         rows = db.execute(sql, params).fetchall()
     except _SQL_ERRORS as exc:
         logger.debug("metadata field kinds read in Python: SQLite refused the query (%s)", exc)
         return None
     out: dict[str, str] = {}
-    for key, kind, atom in rows:
+    for key, kind, atom, _ in rows:
         if kind == "real" and abs(atom) >= _EXACT_FLOAT:
             return None
         out[key] = _SQL_KINDS.get(kind, "keyword")
