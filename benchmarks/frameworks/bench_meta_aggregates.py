@@ -79,7 +79,9 @@ def main() -> None:
     from haystack_integrations.document_stores.rag_hier import RagHierDocumentStore
 
     with tempfile.TemporaryDirectory() as tmp:
-        where = {"uri": f"{Path(tmp) / 'm.db'}#bench"} if args.milvus else {"path": str(Path(tmp) / "store")}
+        where: dict[str, Any] = {"path": str(Path(tmp) / "store")}
+        if args.milvus:  # Milvus fixes the dimension at creation (the documents carry no embeddings)
+            where = {"uri": f"{Path(tmp) / 'm.db'}#bench", "dimension": 8}
         store = RagHierDocumentStore(**where)
         docs = [
             Document(

@@ -19,7 +19,7 @@ from rag_hier.store import meta_stats
 from rag_hier.store.contract import Filters
 from rag_hier.store.filters import Refined, compile_filter
 from rag_hier.store.milvus.base import View
-from rag_hier.store.milvus.filters import translate
+from rag_hier.store.milvus.filters import escape_string, translate
 from rag_hier.store.milvus.generations import GenerationLog
 from rag_hier.store.milvus.schema import PASSAGE_FIELDS
 from rag_hier.store.milvus.search import MilvusRowids
@@ -170,12 +170,18 @@ class Reads(GenerationLog):
 
     # -- metadata aggregates: Milvus has no distinct/min/max over JSON keys (its query aggregates only count(*)),
     #    so the filter runs in Milvus and the reference (rag_hier.store.meta_stats) on the one column fetched --
+    def _matching_expr(self, filters: Filters) -> str | None:
+        """The Milvus expression selecting exactly the passages ``filters`` matches (``None``: none does)."""
+        if filters is None:
+            return "true"
+        if isinstance(filters, Refined) and filters.equivalent:
+            return self._coarse_expr(filters)
+        return translate(filters)
+
     def _column_of_matching(self, filters: Filters, column: str) -> list[Mapping[str, Any]]:
         """``column`` (``meta`` or ``extra``) of the passages matching ``filters``, in rowid order."""
         with self._reading() as view:
-            expr: str | None = "true" if filters is None else translate(filters)
-            if isinstance(filters, Refined) and filters.equivalent:
-                expr = self._coarse_expr(filters)
+            expr = self._matching_expr(filters)
             if expr is None:
                 return [getattr(r, column) for r in self._filtered_records(filters, view)]
             rows = self._passage_rows(expr, view, ["rowid", column])
@@ -203,6 +209,19 @@ class Reads(GenerationLog):
     def count_with_extra(self, paths: Sequence[Sequence[str]], filters: Filters = None) -> tuple[int, list[int]]:
         """Matching passages and how many hold a value at each path into ``extra`` (see ``HierStore``)."""
         keys = [meta_stats.check_path(p) for p in paths]
+        passages = self._collections.passages
+        with self._reading() as view:
+            expr = self._matching_expr(filters)
+            if expr is not None:  # counted in Milvus: count(*) with `extra["a"]["b"] is not null`
+                where = f"({expr}) and {view.expr('p')}"
+                total = self._count(passages, where)
+                counts = [
+                    self._count(
+                        passages, f"{where} and extra{''.join(f'[{escape_string(k)}]' for k in key)} is not null"
+                    )
+                    for key in keys
+                ]
+                return total, counts
         return meta_stats.count_present(self._column_of_matching(filters, "extra"), keys)
 
     def count_vectors(self) -> int:
