@@ -35,3 +35,10 @@ def test_aggregates_equal_the_reference(milvus_mixed: Any) -> None:
 
 def test_bad_field_names(milvus_mixed: Any) -> None:
     check_bad_fields(milvus_mixed)
+
+
+def test_aggregates_inside_one_reading_block(milvus_mixed: Any) -> None:
+    """Inside reading() the rows fetched for one aggregate serve the next one over the same filter."""
+    with milvus_mixed.reading():
+        check_aggregates(milvus_mixed)
+        assert milvus_mixed.count_with_extra([("haystack",)]) == (120, [20])

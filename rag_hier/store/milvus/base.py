@@ -110,6 +110,8 @@ class MilvusBase:
         self._syncing = False
         self._pinned = 0
         self._hit_rows: tuple[int, dict[int, dict[str, Any]]] = (-1, {})  # (generation, rows) a search returned
+        # ((generation, filter expression), rows) the last metadata aggregate fetched inside reading() (reads.py)
+        self._meta_rows: tuple[tuple[int, str], list[dict[str, Any]]] | None = None
         self._closed = False
         self._has_sparse = False
         self._lite: bool | None = None

@@ -179,13 +179,24 @@ class Reads(GenerationLog):
         return translate(filters)
 
     def _column_of_matching(self, filters: Filters, column: str) -> list[Mapping[str, Any]]:
-        """``column`` (``meta`` or ``extra``) of the passages matching ``filters``, in rowid order."""
+        """``column`` (``meta`` or ``extra``) of the passages matching ``filters``, in rowid order.
+
+        Both columns are fetched together (Milvus Lite sends both in about the time of one) and, inside a
+        ``reading()`` block, kept for the next aggregate over the same filter expression and generation (an
+        adapter checks the passages' ``extra`` and then aggregates their ``meta``: one query).
+        """
         with self._reading() as view:
             expr = self._matching_expr(filters)
             if expr is None:
                 return [getattr(r, column) for r in self._filtered_records(filters, view)]
-            rows = self._passage_rows(expr, view, ["rowid", column])
-        rows.sort(key=lambda r: int(r["rowid"]))
+            key = (view.gen_max, expr)
+            keep = bool(self._pinned) and self._batch is None
+            cached = self._meta_rows
+            if keep and cached is not None and cached[0] == key:
+                rows = cached[1]
+            else:
+                rows = sorted(self._passage_rows(expr, view, ["rowid", "meta", "extra"]), key=lambda r: int(r["rowid"]))
+                self._meta_rows = (key, rows) if keep else None
         return [r[column] or {} for r in rows]
 
     def count_unique_meta(self, fields: Sequence[str], filters: Filters = None) -> dict[str, int]:
@@ -212,7 +223,7 @@ class Reads(GenerationLog):
         passages = self._collections.passages
         with self._reading() as view:
             expr = self._matching_expr(filters)
-            if expr is not None:  # counted in Milvus: count(*) with `extra["a"]["b"] is not null`
+            if expr is not None and not self._pinned:  # counted in Milvus: count(*) with `extra["a"]["b"] is not null`
                 where = f"({expr}) and {view.expr('p')}"
                 total = self._count(passages, where)
                 counts = [

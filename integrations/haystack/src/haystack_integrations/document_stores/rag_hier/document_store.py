@@ -1027,8 +1027,9 @@ class RagHierDocumentStore:
         with _engine_errors():
             store = self._read_handle()
             predicate = self._predicate(filters, store)
-            if self._meta_is_stored_meta(store, predicate, keys):
-                return store.count_unique_meta(keys, predicate)
+            with store.reading():  # one generation; Milvus fetches the rows once for both calls
+                if self._meta_is_stored_meta(store, predicate, keys):
+                    return store.count_unique_meta(keys, predicate)
         metas = self._matching_metas(filters)
         result: dict[str, int] = {}
         for key in keys:
@@ -1042,8 +1043,9 @@ class RagHierDocumentStore:
         """
         with _engine_errors():
             store = self._read_handle()
-            if self._meta_is_stored_meta(store, None, None):
-                return {key: {"type": kind} for key, kind in store.meta_field_types().items()}
+            with store.reading():
+                if self._meta_is_stored_meta(store, None, None):
+                    return {key: {"type": kind} for key, kind in store.meta_field_types().items()}
         types: dict[str, str] = {}
         for meta in self._matching_metas(None):
             for key, value in meta.items():
@@ -1064,9 +1066,10 @@ class RagHierDocumentStore:
         key = check_field(_meta_key(metadata_field), "metadata_field")
         with _engine_errors():
             store = self._read_handle()
-            if self._meta_is_stored_meta(store, None, [key]):
-                low, high = store.meta_min_max(key)
-                return {"min": low, "max": high}
+            with store.reading():
+                if self._meta_is_stored_meta(store, None, [key]):
+                    low, high = store.meta_min_max(key)
+                    return {"min": low, "max": high}
         values = [
             m[key]
             for m in self._matching_metas(None)
