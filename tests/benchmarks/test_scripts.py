@@ -120,6 +120,7 @@ SMOKE: dict[str, list[tuple[str, list[str]]]] = {
     F + "bench_llama_index": [
         run(F + "bench_llama_index", "--n 300 --dim 16 --queries 5 --after-write-queries 2 --out {out}/llama.json"),
     ],
+    F + "bench_meta_aggregates": [run(F + "bench_meta_aggregates", "--n 200 --repeats 1")],
     F + "bench_milvus": [
         run(F + "bench_milvus", "--n 500 --dim 16 --queries 5 --kinds flat --embedded --dhr --out {out}/milvus.json"),
     ],
