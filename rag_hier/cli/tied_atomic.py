@@ -69,7 +69,7 @@ def add_train_parser(subparsers: Any) -> None:
 
 def _train(args: argparse.Namespace) -> int:
     from rag_hier.corpus.readers import detect_format, read_corpus
-    from rag_hier.training.hce.distributed import rank
+    from rag_hier.training.distributed import rank
     from rag_hier.training.tied_atomic import TiedAtomicTrainer
 
     corpus_path = existing_corpus(args.corpus)

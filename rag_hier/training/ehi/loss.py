@@ -11,8 +11,8 @@ from torch import Tensor, nn
 
 from rag_hier._compat import embed_columns
 from rag_hier.index.ehi import EHI_CITATION, EHIIndexer
+from rag_hier.training.distributed import gather_with_local_grad, is_distributed
 from rag_hier.training.ehi.config import MINED_NEGATIVE_TERMS, MinedNegativeTerms
-from rag_hier.training.hce.distributed import gather_with_local_grad, is_distributed
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -86,7 +86,7 @@ class EHILoss(nn.Module):
     enter all three terms.
 
     Under torch.distributed the embeddings and labels of all processes are gathered
-    (:func:`~rag_hier.training.hce.distributed.gather_with_local_grad`): every process computes the loss
+    (:func:`~rag_hier.training.distributed.gather_with_local_grad`): every process computes the loss
     of the global batch, the indexer (not wrapped by DDP) gets the full gradient on every process.
 
     Args:

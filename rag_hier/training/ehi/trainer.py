@@ -41,11 +41,11 @@ from rag_hier.index.ehi import EHIIndexer, LeafAssignment
 from rag_hier.training._limits import TimeLimit
 from rag_hier.training._models import load_base_model
 from rag_hier.training.corpus import CorpusInput, TrainingCorpus, as_training_corpus
+from rag_hier.training.distributed import broadcast_arrays, is_distributed, rank, world_size
 from rag_hier.training.ehi.config import EHIConfig
 from rag_hier.training.ehi.data import TrainingQueries, exact_pools, leaf_pools, sample_negatives
 from rag_hier.training.ehi.loss import EHILoss
 from rag_hier.training.hce.data import resolve_pairs
-from rag_hier.training.hce.distributed import broadcast_arrays, is_distributed, rank, world_size
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

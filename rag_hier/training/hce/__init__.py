@@ -6,7 +6,7 @@
 * :class:`HCETrainer` / :func:`train_hce` — EM training on sentence-transformers' trainer; the result is
   a plain sentence-transformers model directory.
 * :mod:`rag_hier.training.hce.data` — training items, ICT pseudo-queries, tiered tree negatives.
-* :mod:`rag_hier.training.hce.distributed` — in-batch negatives gathered across processes.
+* :mod:`rag_hier.training.distributed` — in-batch negatives gathered across processes.
 """
 
 from __future__ import annotations

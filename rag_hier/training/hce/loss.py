@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rag_hier._compat import embed_columns
-from rag_hier.training.hce.distributed import gather_with_local_grad, is_distributed
+from rag_hier.training.distributed import gather_with_local_grad, is_distributed
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -142,7 +142,7 @@ class HierarchicalContrastiveLoss(nn.Module):
 
     Cosine similarities divided by ``temperature``. In-batch entries that are the query's own positive
     document (same item label) are masked instead of being counted as negatives. Under torch.distributed
-    the batch is gathered across processes (:func:`~rag_hier.training.hce.distributed.gather_with_local_grad`):
+    the batch is gathered across processes (:func:`~rag_hier.training.distributed.gather_with_local_grad`):
     every process computes the loss of the global batch.
 
     Args:

@@ -31,6 +31,7 @@ from rag_hier.training._attention import attention_dropout
 from rag_hier.training._limits import TimeLimit
 from rag_hier.training._models import load_base_model
 from rag_hier.training.corpus import CorpusInput, as_training_corpus
+from rag_hier.training.distributed import broadcast_arrays, is_distributed, rank, world_size
 from rag_hier.training.hce.config import HCEConfig
 from rag_hier.training.hce.data import (
     SupervisedPair,
@@ -41,7 +42,6 @@ from rag_hier.training.hce.data import (
     resolve_pairs,
     sample_tree_negatives,
 )
-from rag_hier.training.hce.distributed import broadcast_arrays, is_distributed, rank, world_size
 from rag_hier.training.hce.loss import HierarchicalContrastiveLoss, JointLoss, ScaledLoss
 
 if TYPE_CHECKING:

@@ -27,8 +27,8 @@ from rag_hier.encoders.encdec import CITATION, build_warm_started_encoder_decode
 from rag_hier.errors import RagHierError
 from rag_hier.training._limits import TimeLimit
 from rag_hier.training.corpus import CorpusInput, TrainingCorpus, as_training_corpus
+from rag_hier.training.distributed import is_distributed, rank, world_size
 from rag_hier.training.hce.data import SupervisedPair, resolve_pairs
-from rag_hier.training.hce.distributed import is_distributed, rank, world_size
 from rag_hier.training.tied_atomic.config import DSIAtomicConfig, TiedAtomicConfig
 from rag_hier.training.tied_atomic.data import bm25_negatives
 from rag_hier.training.tied_atomic.loss import AtomicDocidLoss

@@ -1,4 +1,7 @@
-"""torch.distributed helpers for HCE: gather in-batch negatives across processes, share the tree.
+"""torch.distributed helpers shared by the trainers: who is running, gather in-batch negatives, share arrays.
+
+HCE and EHI gather in-batch negatives and share their tree or indexer from rank 0; Tied-Atomic and SVDR use the
+rank and world size (rank 0 writes the model, data loading is sharded by sentence-transformers' trainer).
 
 Gathering follows the "every rank computes the global loss" scheme: each process all-gathers the
 embeddings of every process (no gradient through the copies it receives) and puts its own, gradient
