@@ -1,0 +1,342 @@
+"""One collection's handles, as a framework adapter holds them: lazy create-or-open, read and write handles paired.
+
+An adapter (Haystack's document store, LlamaIndex's vector store) names a collection (a directory ``path`` or a
+Milvus ``uri``) and says how to build it; the :class:`StoreSession` owns what happens next, on the store contract
+only (:class:`~rag_hier.store.contract.StoreBackend`, through :func:`~rag_hier.store.factory.open_store` and
+:func:`~rag_hier.store.factory.create_store`):
+
+- **Lazy create-or-open.** Nothing is opened until a handle is asked for. A collection that does not exist yet is
+  created by the first handle asked for (creating is a write: that handle is the read-write one).
+- **Handle pairing.** Reads go through a read-only handle (opening one never renames or deletes a file), opened
+  when first asked for; the read-write handle is opened on the first write. With ``reads_use_writer`` (Haystack),
+  reads go through the read-write handle once there is one; without (LlamaIndex), always through the read-only
+  one. Handles share the backend's engine, so each sees the other's writes. A caller's own handle
+  (``handle=``) serves both and is never closed here.
+- **The dimension rule.** A Milvus collection (``uri=``) fixes its vector dimension when it is created: without a
+  ``dimension`` and without a model, the size of the embeddings about to be written (``dimension_hint``) is used,
+  and without those either, creating raises :class:`DimensionRequiredError`, which says what to pass.
+- **Extensions.** How the adapter builds each extension (:class:`ExtensionSpec`: its configuration, and a check of
+  an extension found in place) is given once; :meth:`StoreSession.ensure_extension` builds a missing one through
+  the read-write handle, and the ``configured`` ones are ensured on every read-write handle the session opens
+  (unless already ensured in this session: :meth:`StoreSession.ensure_configured`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from rag_hier.errors import StoreError
+from rag_hier.store.factory import create_store, open_store
+from rag_hier.store.state import MANIFEST
+
+if TYPE_CHECKING:
+    from rag_hier.encoders.dense import DenseEncoder
+    from rag_hier.index.dense import IndexConfig
+    from rag_hier.store.contract import StoreBackend, StoreExtension
+
+__all__ = ["CreateOptions", "DimensionRequiredError", "ExtensionSpec", "StoreSession"]
+
+_OPEN_LOCK = threading.Lock()
+"""Serializes creating and opening collections in this process (two sessions may race on a new location)."""
+
+
+class DimensionRequiredError(StoreError, ValueError):
+    """A Milvus collection cannot be created: no dimension, no model, no embeddings to take it from."""
+
+
+@dataclass(frozen=True)
+class CreateOptions:
+    """How a session creates its collection when there is none (what an adapter's init parameters say).
+
+    Args:
+        model: The model a new store records and encodes with (``None``: none; an ``encoder`` given to the
+            session is used instead when it has one).
+        dimension: The vector dimension of a new store (``None``: learnt from the first vectors; a Milvus
+            collection then takes it from the model or the first write's embeddings, see :class:`StoreSession`).
+        index: The dense index kind or configuration.
+        similarity: ``"cosine"``, ``"dot_product"`` or ``None`` (the store's default).
+        corpus: Corpus facts recorded at creation (e.g. an adapter's own settings).
+        dimension_why: Why no dimension could be found, in :class:`DimensionRequiredError`'s message.
+        dimension_remedy: What to pass instead, in the same message.
+
+    """
+
+    model: str | None = None
+    dimension: int | None = None
+    index: IndexConfig | str | Mapping[str, Any] = "flat"
+    similarity: str | None = None
+    corpus: Mapping[str, Any] | None = None
+    dimension_why: str = "this store has no model to take it from"
+    dimension_remedy: str = "pass dimension=... (or model=...)"
+
+
+@dataclass(frozen=True)
+class ExtensionSpec:
+    """How an adapter builds one extension: its configuration, and what to check on one already there.
+
+    Args:
+        config: The keyword arguments of ``ensure_extension`` (a mapping, or a function of the read-write handle
+            when the configuration depends on the store, e.g. its model).
+        check: Called with the handle and the extension after ``ensure_extension`` (which keeps an existing one
+            as it is): raise to refuse it, or log that it differs from what was asked.
+
+    """
+
+    config: Mapping[str, Any] | Callable[[StoreBackend], Mapping[str, Any]] = field(default_factory=dict)
+    check: Callable[[StoreBackend, StoreExtension], None] | None = None
+
+    def config_for(self, store: StoreBackend) -> dict[str, Any]:
+        """The ``ensure_extension`` keyword arguments for ``store``."""
+        return dict(self.config(store) if callable(self.config) else self.config)
+
+
+class StoreSession:
+    """One collection's read and write handles for an adapter, opened (or created) on first use.
+
+    Args:
+        path: The store directory. Give ``path``, ``uri`` or ``handle``.
+        uri: A Milvus collection (``./file.db#name`` or ``http://host:19530#name``).
+        connection: The Milvus connection options (``token``, ``db_name``, ``timeout``, ``client_options``), or a
+            function giving them at each open (a token resolved when connecting, never kept).
+        encoder: A function giving the dense encoder the handles share (called at each open or creation; the
+            store created by the session then lends its own encoder to the later handles).
+        device: The device passed when opening (or a function giving it at each open).
+        create: How a missing collection is created.
+        extensions: How each extension is built (:class:`ExtensionSpec`), by name; others with no configuration.
+        configured: Extensions ensured on every read-write handle the session opens.
+        reads_use_writer: Reads go through the read-write handle once this session has one.
+        check: Called with every handle opened on an existing collection (not on one the session creates); an
+            error closes the handle and propagates.
+        handle: A caller's handle, used for reads and writes alike (and never closed by the session).
+
+    """
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        uri: str | None = None,
+        connection: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None,
+        encoder: Callable[[], DenseEncoder | None] | None = None,
+        device: str | Callable[[], str | None] | None = None,
+        create: CreateOptions | None = None,
+        extensions: Mapping[str, ExtensionSpec] | None = None,
+        configured: Sequence[str] = (),
+        reads_use_writer: bool = True,
+        check: Callable[[StoreBackend], None] | None = None,
+        handle: StoreBackend | None = None,
+    ) -> None:
+        if handle is not None:
+            if path is not None or uri is not None:
+                raise ValueError("give one of path, uri and handle")
+            if handle.path is None:  # a collection in a database: reopened by its location and connection
+                uri, connection = handle.location, handle.connection_options
+            else:
+                path = handle.path
+        elif (path is None) == (uri is None):
+            raise ValueError(f"give either path or uri, not {'both' if path is not None else 'neither'}")
+        self.path: Path | None = Path(path) if path is not None else None
+        self.uri = uri
+        self._connection = connection
+        self._encoder_factory = encoder
+        self._created_encoder: DenseEncoder | None = None
+        self._created = False
+        self._device = device
+        self.create_options = create or CreateOptions()
+        self._specs = dict(extensions or {})
+        self.configured = tuple(configured)
+        self.reads_use_writer = reads_use_writer
+        self._check = check
+        self._given = handle
+        self._lock = threading.RLock()
+        self._reader: StoreBackend | None = handle
+        self._writer: StoreBackend | None = handle
+        self._ensured: set[str] = set()
+        self._closed = False
+
+    # -- where --------------------------------------------------------------------------------------------
+    @property
+    def location(self) -> str:
+        """Where the collection lives: the directory, or the Milvus URI."""
+        return str(self.path) if self.path is not None else cast(str, self.uri)
+
+    def connection_options(self) -> dict[str, Any]:
+        """The Milvus connection options now (empty for a directory)."""
+        if self.uri is None:
+            return {}
+        options = self._connection() if callable(self._connection) else self._connection
+        return dict(options or {})
+
+    def exists(self) -> bool:
+        """Whether the directory (or Milvus collection) holds a store."""
+        if self._given is not None:
+            return True
+        if self.uri is None:
+            return (cast(Path, self.path) / MANIFEST).is_file()
+        from rag_hier.store.milvus.store import MilvusStore  # as the factory does: Milvus only for a uri
+
+        return MilvusStore.exists(self.uri, **self.connection_options())
+
+    # -- the handles ----------------------------------------------------------------------------------------
+    @property
+    def open_reader(self) -> StoreBackend | None:
+        """The read-only handle, if one is open."""
+        return self._reader
+
+    @property
+    def open_writer(self) -> StoreBackend | None:
+        """The read-write handle, if one is open."""
+        return self._writer
+
+    def reader(self) -> StoreBackend:
+        """The handle reads use, opened on first use (creating the collection when there is none: a write)."""
+        with self._lock:
+            self._check_open()
+            if self._writer is not None and self.reads_use_writer:
+                return self._writer
+            if self._reader is None:
+                if not self.exists():
+                    writer = self.writer()  # nothing to read yet: create the store
+                    if self.reads_use_writer:
+                        return writer
+                self._reader = self._open(write=False)
+            return self._reader
+
+    def writer(self, dimension_hint: int | None = None) -> StoreBackend:
+        """The read-write handle, opened (or the collection created) on first use, configured extensions ensured.
+
+        ``dimension_hint``: the size of the embeddings about to be written, for a Milvus collection created now.
+        """
+        with self._lock:
+            self._check_open()
+            if self._writer is None:
+                store = self._open(write=True, dimension_hint=dimension_hint)
+                try:
+                    for name in self.configured:
+                        if name not in self._ensured:
+                            self.ensure_extension(name, store)
+                except BaseException:
+                    store.close()
+                    raise
+                self._writer = store
+            return self._writer
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"the store session on {self.location} is closed")
+
+    def _encoder(self) -> DenseEncoder | None:
+        if self._created:
+            return self._created_encoder
+        return self._encoder_factory() if self._encoder_factory is not None else None
+
+    def _device_now(self) -> str | None:
+        return self._device() if callable(self._device) else self._device
+
+    def _open(self, *, write: bool, dimension_hint: int | None = None) -> StoreBackend:
+        """A new handle (creating the collection when there is none: then read-write whatever ``write`` says)."""
+        with _OPEN_LOCK:
+            if not self.exists():
+                return self._create(dimension_hint)
+            # an explicit encoder is the adapter's choice, used even when the store was built with another model
+            # (the store logs a warning naming both)
+            store = cast(
+                "StoreBackend",
+                open_store(
+                    self.path,
+                    uri=self.uri,
+                    encoder=self._encoder(),
+                    device=self._device_now(),
+                    read_only=not write,
+                    allow_other_model=True,
+                    **self.connection_options(),
+                ),
+            )
+            if self._check is not None:
+                try:
+                    self._check(store)
+                except BaseException:
+                    store.close()
+                    raise
+            return store
+
+    def _create(self, dimension_hint: int | None) -> StoreBackend:
+        """A new collection, with the dimension a Milvus collection needs up front."""
+        options = self.create_options
+        encoder = self._encoder()
+        dimension = options.dimension
+        if self.uri is not None and dimension is None and encoder is None and options.model is None:
+            dimension = dimension_hint
+            if dimension is None:
+                raise DimensionRequiredError(
+                    f"cannot create the Milvus collection {self.uri}: Milvus fixes the vector dimension when a "
+                    f"collection is created and {options.dimension_why}; {options.dimension_remedy}"
+                )
+        store = cast(
+            "StoreBackend",
+            create_store(
+                self.path,
+                uri=self.uri,
+                model=options.model,
+                encoder=encoder,
+                dimension=dimension,
+                index=options.index,
+                similarity=options.similarity,  # type: ignore[arg-type]  # checked by the store
+                corpus=options.corpus,
+                **self.connection_options(),
+            ),
+        )
+        self._created, self._created_encoder = True, store.encoder  # one encoder for every handle
+        return store
+
+    # -- extensions -----------------------------------------------------------------------------------------
+    def ensure_extension(self, name: str, store: StoreBackend | None = None) -> StoreExtension:
+        """The extension ``name`` of ``store`` (default: the read-write handle), built as its spec says if missing.
+
+        A read-only handle refuses to build one (``StoreError``).
+        """
+        spec = self._specs.get(name, ExtensionSpec())
+        target = store if store is not None else self.writer()
+        ext = target.ensure_extension(name, **spec.config_for(target))
+        if spec.check is not None:
+            spec.check(target, ext)
+        self._ensured.add(name)
+        return ext
+
+    def ensure_configured(self) -> None:
+        """Ensure the configured extensions now: checked where the read handle has them, built where it has not.
+
+        The read-write handle is opened only when one is missing.
+        """
+        with self._lock:
+            reader = self.reader()
+            missing = []
+            for name in self.configured:
+                ext = reader.extension(name)
+                if ext is None:
+                    missing.append(name)
+                    continue
+                spec = self._specs.get(name)
+                if spec is not None and spec.check is not None:
+                    spec.check(reader, ext)
+                self._ensured.add(name)
+            for name in missing:
+                self.ensure_extension(name)  # the read-write handle, opened now, builds every missing one
+
+    # -- closing --------------------------------------------------------------------------------------------
+    def close(self, *, final: bool = False) -> None:
+        """Close the handles the session opened (a caller's ``handle`` stays open).
+
+        The next use opens them again, unless ``final`` (then it raises ``StoreError``).
+        """
+        with self._lock:
+            handles = [h for h in dict.fromkeys((self._writer, self._reader)) if h is not None and h is not self._given]
+            self._reader = self._writer = self._given
+            self._ensured.clear()
+            self._closed = final
+        for handle in handles:
+            handle.close()
