@@ -1,0 +1,89 @@
+"""Dense vectors and search of a local store: query encoding, the FAISS search, the hit rows, stored vectors."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from rag_hier.errors import StoreError
+from rag_hier.store.local.base import LocalBase
+from rag_hier.store.records import hit_rows, hit_rows_if_current
+
+__all__ = ["LocalDense"]
+
+
+class LocalDense(LocalBase):
+    """The dense search path of :class:`~rag_hier.store.store.HierStore` (what ``DenseRetriever`` runs)."""
+
+    def encode_queries(self, queries: Sequence[str]) -> np.ndarray:
+        """Encode queries with the store's encoder (checking its dimension against the store)."""
+        return self._require_encoder("text search").encode_queries(queries)
+
+    def search_dense(
+        self, queries: np.ndarray, top_k: int, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top inner products over the passage vectors: ``(scores, rowids)``.
+
+        Both are ``(n, min(top_k, live vectors))``; rows are ``-1``-padded where ``allowed`` leaves fewer.
+        """
+        with self._reading():
+            return self._search_dense(np.asarray(queries, dtype=np.float32), top_k, allowed)
+
+    def _search_dense(
+        self, q: np.ndarray, top_k: int, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`search_dense` on the index this core holds now (the caller holds the core's lock)."""
+        index = self._core.indexes.get("dense")
+        live = 0 if index is None else len(index)
+        if index is None or live == 0:
+            return np.zeros((q.shape[0], 0), np.float32), np.zeros((q.shape[0], 0), np.int64)
+        return index.search(q, min(top_k, live), allowed_ids=allowed)
+
+    def search_dense_hits(
+        self, queries: np.ndarray, top_k: int
+    ) -> tuple[np.ndarray, np.ndarray, dict[int, tuple[Any, ...]]]:
+        """:meth:`search_dense` and :meth:`hit_rows` of what it found, both of one committed generation.
+
+        The search path of an unfiltered dense query. Outside a read block it takes one SQL statement: the hit
+        rows, read together with a check that the database still holds the generation this handle's index
+        holds; when another process has committed since, it searches again within a read transaction (which
+        loads that generation first). The first search of each generation a handle holds runs in a read
+        transaction too, which keeps the stored state's text to check against.
+        """
+        core = self._core
+        q = np.asarray(queries, dtype=np.float32)
+        with core.lock:
+            outside = not core.db.in_transaction
+            token = core.state_token()
+            if outside and token is not None:  # an empty result has nothing to check: the read block below
+                scores, ids = self._search_dense(q, top_k)
+                rows = hit_rows_if_current(core.db, ids[ids >= 0].tolist(), token)
+                if rows is not None:
+                    return scores, ids, rows
+            with self._reading():
+                if outside:  # the generation just synced: the next search can check against it
+                    core.remember_token()
+                scores, ids = self._search_dense(q, top_k)
+                return scores, ids, hit_rows(core.db, ids[ids >= 0].tolist())
+
+    def hit_rows(self, rowids: Sequence[int]) -> dict[int, tuple[Any, ...]]:
+        """Rows of :data:`~rag_hier.store.records.HIT_COLUMNS` by rowid, for :func:`~rag_hier.store.records.new_hit`.
+
+        The search path's read: one statement of exactly the fields a :class:`Hit` needs, JSON left undecoded
+        (an optional fast path of the store contract; retrievers fall back to :meth:`records`).
+        """
+        with self._reading():
+            return hit_rows(self._core.db, rowids)
+
+    def vectors(self, rowids: np.ndarray) -> np.ndarray:
+        """The stored float32 vectors of ``rowids`` (each must have one)."""
+        with self._reading():
+            index = self._core.indexes.get("dense")
+            ids = np.asarray(rowids, dtype=np.int64)
+            if index is None:
+                if ids.size:
+                    raise StoreError(f"the store at {self.path} holds no vectors")
+                return np.zeros((0, self.dimension or 0), np.float32)
+            return index.reconstruct(ids)

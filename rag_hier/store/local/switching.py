@@ -1,0 +1,114 @@
+"""Switching a local store's encoder: adopting a tuned model, rolling back (:mod:`rag_hier.store.encoder_switch`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rag_hier.encoders.dense import DenseEncoder
+from rag_hier.errors import StoreError
+from rag_hier.store.encoder_switch import EncodedPassages, check_extensions, encode_passages, switch_encoder
+from rag_hier.store.local.base import LocalBase
+from rag_hier.store.schema import dumps
+
+__all__ = ["LocalSwitching"]
+
+
+class LocalSwitching(LocalBase):
+    """What :class:`~rag_hier.store.store.HierStore` encodes with, and switching it in one commit."""
+
+    @property
+    def model_info(self) -> dict[str, Any]:
+        """What the store encodes with, without loading it: the recorded encoder, and the one a rollback returns to.
+
+        ``current`` and ``previous`` are the recorded configurations (``None`` when there is none); a stored
+        model (``stored``) lives in the store directory under ``model``, checked by ``sha256`` before loading;
+        ``adopted`` holds what a tuning run recorded when it adopted the model.
+        """
+        with self._reading():
+            state = json.loads(dumps(self._core.state))
+        return {"current": state.get("encoder"), "previous": state.get("encoder_previous")}
+
+    def encoder_for(self, model: str | Path, *, device: str | None = None) -> DenseEncoder:
+        """A :class:`DenseEncoder` for another model with this store's recorded encoder options.
+
+        Normalization, prompts and sequence length are the store's, so the model's vectors compare as a search of
+        this store compares them: what :meth:`adopt_model` encodes with, and what tuning scores a candidate with.
+        """
+        return self._recorded_encoder(self._core.state.get("encoder") or {}, str(model), device)
+
+    def check_switchable(self, what: str) -> dict[str, Any]:
+        """The recorded encoder, if this handle may switch it (:meth:`adopt_model`); else a :class:`StoreError`.
+
+        Refused: a read-only handle, a store that records no encoder, an extension that cannot follow a new one.
+        """
+        if self.read_only:
+            raise StoreError(f"{self.path} was opened read-only; {what} writes to it")
+        current = self._core.state.get("encoder")
+        if not current:
+            raise StoreError(
+                f"the store at {self.path} records no encoder (its vectors come from outside); {what} needs one"
+            )
+        check_extensions(self)
+        return dict(current)
+
+    def adopt_model(
+        self,
+        model: str | Path,
+        *,
+        encoded: EncodedPassages | None = None,
+        details: Mapping[str, Any] | None = None,
+        show_progress_bar: bool = False,
+    ) -> int:
+        """Make the sentence-transformers model directory ``model`` this store's encoder, in one commit.
+
+        The model is copied into the store (``models/<name>``, checked by digest whenever it is loaded), every
+        passage is re-encoded with it and the passage index rebuilt; readers see the old model with the old
+        vectors or the new ones, never a mix. The model it replaces is kept for :meth:`rollback_model` until
+        the next adoption. Extensions built on the vectors (tree, document index) are rebuilt in the same
+        commit; one that cannot follow a new encoder (EHI's trained indexer) makes this refuse.
+        ``rag-hier tune`` (:mod:`rag_hier.tuning`) calls this only for a model that measured better.
+
+        Args:
+            model: A sentence-transformers model directory (e.g. a fine-tuned copy of the store's model).
+            encoded: The passages already encoded by this model (:func:`~rag_hier.store.encoder_switch.
+                encode_passages`), so they are not encoded twice; passages written since are encoded here.
+            details: Facts recorded with the model (what trained it, its measured scores).
+            show_progress_bar: Show progress while encoding.
+
+        Returns:
+            The committed generation.
+
+        """
+        self.check_switchable("adopt_model()")
+        source = Path(model)
+        if not source.is_dir():
+            raise StoreError(f"model directory {source} does not exist")
+        encoder = self.encoder_for(source)
+        if encoded is None:
+            encoded = encode_passages(self, encoder, show_progress_bar=show_progress_bar)
+        return switch_encoder(
+            self,
+            source=source,
+            encoded=encoded,
+            encoder=encoder,
+            details=dict(details) if details is not None else None,
+            show_progress_bar=show_progress_bar,
+        )
+
+    def rollback_model(self, *, show_progress_bar: bool = False) -> int:
+        """Return to the encoder used before the last switch (re-encoding every passage), in one commit.
+
+        The model rolled back from becomes the one a further rollback returns to. Returns the generation.
+        """
+        self.check_switchable("rollback_model()")
+        previous = self.model_info["previous"]
+        if not previous:
+            raise StoreError(f"the store at {self.path} has no previous model to return to")
+        encoder = self._recorded_encoder(previous)
+        encoded = encode_passages(self, encoder, show_progress_bar=show_progress_bar)
+        return switch_encoder(
+            self, source=None, target=previous, encoded=encoded, encoder=encoder, show_progress_bar=show_progress_bar
+        )
