@@ -75,9 +75,9 @@ def build(kind: str, tmp: Path, passages: list[Any], vectors: np.ndarray, model:
     from rag_hier.store.extensions.tree import TreeExtension
     from rag_hier.store.milvus import store as milvus_store
 
-    saved = (milvus_store.SPARSE_EXTENSIONS, milvus_store.LEAF_COLUMNS)
+    saved = milvus_store.FIELD_KINDS
     if kind == "milvus-files":  # the file layout: extensions as files, no leaf fields
-        milvus_store.SPARSE_EXTENSIONS, milvus_store.LEAF_COLUMNS = (), {}
+        milvus_store.FIELD_KINDS = frozenset()
     try:
         if kind == "local":
             store = HierStore.create(tmp / "local", model=None, dimension=vectors.shape[1])
@@ -91,19 +91,19 @@ def build(kind: str, tmp: Path, passages: list[Any], vectors: np.ndarray, model:
         store.add_extension(TreeExtension(branching=8, seed=1))
         return store, time.perf_counter() - t0
     finally:
-        milvus_store.SPARSE_EXTENSIONS, milvus_store.LEAF_COLUMNS = saved
+        milvus_store.FIELD_KINDS = saved
 
 
 def reopen(kind: str, store: Any) -> Any:
     from rag_hier.store.milvus import store as milvus_store
 
-    saved = milvus_store.LEAF_COLUMNS
+    saved = milvus_store.FIELD_KINDS
     if kind == "milvus-files":
-        milvus_store.LEAF_COLUMNS = {}
+        milvus_store.FIELD_KINDS = frozenset({"sparse-rows"})
     try:
         return store.reopen(read_only=True)
     finally:
-        milvus_store.LEAF_COLUMNS = saved
+        milvus_store.FIELD_KINDS = saved
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -55,12 +55,12 @@ def main(argv: list[str] | None = None) -> None:
         t = time.perf_counter()
         encode_missing_vectors(local, enc)
         print("encode E(d)", round(time.perf_counter() - t, 1), "s", flush=True)
-        saved = ms.SPARSE_EXTENSIONS
-        ms.SPARSE_EXTENSIONS = ("token-index", "sparse-embeddings")  # before: svdr-vectors a file in C__files
+        saved = ms.engine_data
+        ms.engine_data = lambda name: "files" if name == "svdr-vectors" else saved(name)  # before: a file in C__files
         try:
             local_to_milvus(local, f"{tmp / 'm.db'}#files").close()
         finally:
-            ms.SPARSE_EXTENSIONS = saved
+            ms.engine_data = saved
         local_to_milvus(local, f"{tmp / 'm.db'}#fields").close()
         want = {}
         for mode in ("full", "beta-rerank"):

@@ -172,11 +172,11 @@ def _train_parser(sub: Any, method: str | None = None) -> None:
     """``train`` and its methods: every method's arguments, or (``method`` given) that one's only."""
     import importlib
 
-    from rag_hier.cli.plugins import TRAIN_METHODS
+    from rag_hier.cli.plugins import train_methods
 
     t = sub.add_parser("train", help=_COMMAND_HELP["train"])
     train_sub = t.add_subparsers(dest="method", required=True, metavar="METHOD")
-    for name, (module, help_line) in TRAIN_METHODS.items():
+    for name, (module, help_line) in train_methods().items():
         if method is None or method == name:
             importlib.import_module(module).add_train_parser(train_sub)
         else:

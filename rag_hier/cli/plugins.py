@@ -1,8 +1,9 @@
 """How retrieval methods plug into the ``rag-hier`` command line.
 
 Search strategies and their flags come from the strategy registry (:mod:`rag_hier.retrieval.registry`,
-through :mod:`rag_hier.cli.strategies`). Each method may also have one module listed in :data:`PLUGIN_MODULES`
-(rag-hier's own modules only), which may define any of:
+through :mod:`rag_hier.cli.strategies`). Each registered method (:func:`rag_hier.index.methods.register_method`)
+may also name one module of command-line hooks (``MethodSpec.cli``; rag-hier's own modules for the built-in
+methods), which may define any of:
 
 - ``add_index_arguments(parser)`` — extra flags of ``index`` (e.g. ``--hierarchical``).
 - ``after_index(store, args) -> str | None`` — runs inside the indexing commit, after the documents
@@ -10,8 +11,8 @@ through :mod:`rag_hier.cli.strategies`). Each method may also have one module li
 - ``configure_search(name, store, args) -> dict`` — keyword arguments for the retriever of strategy ``name``
   (e.g. an encoder on the ``--device`` asked for); ``{}`` for strategies it does not own.
 - ``after_search(name, store, retriever, args)`` — after ``search``/``eval`` ran strategy ``name``.
-- ``add_train_parser(subparsers)`` — a ``rag-hier train <method>`` sub-command; set ``func`` with
-  ``parser.set_defaults(func=...)``, a callable ``(args) -> int``.
+- ``add_train_parser(subparsers)`` — a ``rag-hier train <method>`` sub-command (the method's ``train`` help line
+  lists it); set ``func`` with ``parser.set_defaults(func=...)``, a callable ``(args) -> int``.
 """
 
 from __future__ import annotations
@@ -19,40 +20,41 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-__all__ = ["PLUGIN_MODULES", "TRAIN_METHODS", "plugins"]
+from rag_hier.index.methods import methods
 
-PLUGIN_MODULES: tuple[str, ...] = (
-    "rag_hier.cli.dhr",
-    "rag_hier.cli.hce",
-    "rag_hier.cli.svdr",
-    "rag_hier.cli.tied_atomic",
-    "rag_hier.cli.ehi",
-    "rag_hier.cli.bm25",
-)
+__all__ = ["PLUGIN_MODULES", "TRAIN_METHODS", "plugin_modules", "plugins", "train_methods"]
 
-
-TRAIN_METHODS: dict[str, tuple[str, str]] = {
-    "dhr": ("rag_hier.cli.dhr", "train DHR document/passage encoders (In-Doc, In-Sec and BM25 negatives)"),
-    "hce": (
-        "rag_hier.cli.hce",
-        "fine-tune an encoder with HCE (hierarchical corpus encoder): unsupervised, supervised or joint",
-    ),
-    "svdr": ("rag_hier.cli.svdr", "train an SVDR vocabulary encoder (L_p + L_sp, beta-mined hard negatives)"),
-    "tied-atomic": (
-        "rag_hier.cli.tied_atomic",
-        "train a Tied-Atomic encoder-decoder embedding (generative retrieval as dense retrieval)",
-    ),
+_LEGACY_PLUGINS: tuple[str, ...] = ("rag_hier.cli.ehi",)
+"""Not yet moved onto a method registration."""
+_LEGACY_TRAIN: dict[str, tuple[str, str]] = {
     "ehi": (
         "rag_hier.cli.ehi",
         "train an EHI tree index (learned jointly with the encoder, or alone on its vectors)",
     ),
 }
-"""``rag-hier train`` methods: name → (the plugin module defining its ``add_train_parser``, its help line).
 
-Listed here so that ``rag-hier train --help`` and ``rag-hier train METHOD --help`` import no other method's
-module (a test checks that each module's parser has this name and help line)."""
+
+def plugin_modules() -> tuple[str, ...]:
+    """The plugin modules of the registered methods, in registration order."""
+    return tuple(m.cli for m in methods() if m.cli is not None) + _LEGACY_PLUGINS
+
+
+def train_methods() -> dict[str, tuple[str, str]]:
+    """``rag-hier train`` methods: name → (the plugin module defining its ``add_train_parser``, its help line).
+
+    Read from the registrations, so that ``rag-hier train --help`` and ``rag-hier train METHOD --help`` import no
+    other method's module (a test checks that each module's parser has this name and help line).
+    """
+    out = {m.name: (m.cli, m.train) for m in methods() if m.cli is not None and m.train is not None}
+    return {**out, **_LEGACY_TRAIN}
+
+
+PLUGIN_MODULES: tuple[str, ...] = plugin_modules()
+"""The plugin modules of the methods registered when this module was imported (:func:`plugin_modules`: now)."""
+TRAIN_METHODS: dict[str, tuple[str, str]] = train_methods()
+"""The train commands of the methods registered when this module was imported (:func:`train_methods`: now)."""
 
 
 def plugins() -> list[ModuleType]:
     """The plugin modules, imported."""
-    return [importlib.import_module(m) for m in PLUGIN_MODULES]
+    return [importlib.import_module(m) for m in plugin_modules()]

@@ -4,8 +4,10 @@ Everything that offers strategies reads this one table: ``rag-hier search/eval -
 generated from each strategy's parameters), the Haystack ``RagHierRetriever`` component and the LlamaIndex
 ``RagHierRetriever``. Registering a strategy makes it available in all three, with no adapter edit.
 
-Built-in strategies are listed below by module path and imported on first use, so ``import rag_hier`` stays
-light. Third-party code registers its own with :func:`register_strategy`.
+The table holds the strategies of every registered method (:func:`rag_hier.index.methods.register_method`: a
+method's strategies, store extensions and command-line plugin in one registration; the built-in methods are
+registered there by module path and imported on first use, so ``import rag_hier`` stays light). A strategy alone
+(no extension, no plugin) may also be registered with :func:`register_strategy`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rag_hier.errors import ParameterError
+from rag_hier.index.methods import MethodSpec, StrategySpec, on_method
 from rag_hier.retrieval.params import RetrieverParams
 
 if TYPE_CHECKING:
@@ -105,13 +108,18 @@ def register_strategy(
     params: type[RetrieverParams] | str | None = None,
     replace: bool = False,
 ) -> StrategyEntry:
-    """Register a strategy under ``name`` (see :class:`StrategyEntry`; ``params``: its ``parameters``)."""
+    """Register a strategy alone under ``name`` (see :class:`StrategyEntry`; ``params``: its ``parameters``).
+
+    A method with store extensions or command-line hooks is registered with
+    :func:`rag_hier.index.methods.register_method` instead, which lists its strategies here.
+    """
     if not name or not isinstance(name, str):
         raise ValueError(f"a strategy needs a name, got {name!r}")
     if name in _ENTRIES and not replace:
         raise ValueError(f"strategy {name!r} is already registered")
     entry = StrategyEntry(name, target, help, dict(fixed or {}), tuple(extensions), params)
     _ENTRIES[name] = entry
+    _OWNER.pop(name, None)
     return entry
 
 
@@ -149,89 +157,36 @@ def build_retriever(
     return entry.retriever(store, params=params)
 
 
-# -- the built-in strategies: one line each -------------------------------------------------------------
-register_strategy(
-    "dense",
-    "rag_hier.retrieval.dense:DenseRetriever",
-    "dense passage search (exact or ANN per the store's index)",
-    params="rag_hier.retrieval.params:DenseParams",
-)
-register_strategy(
-    "hierarchical",
-    "rag_hier.retrieval.hierarchical:HierarchicalRetriever",
-    "DHR: top-k1 documents, then only their passages; score = passage + lambda * document",
-    extensions=("doc-index",),
-    params="rag_hier.retrieval.params:HierarchicalParams",
-)
-register_strategy(
-    "tree",
-    "rag_hier.retrieval.tree:TreeRetriever",
-    "HCE cluster tree: beam search over the tree, exact scores for the passages of the leaves reached",
-    extensions=("tree",),
-    params="rag_hier.retrieval.params:TreeParams",
-)
+# -- the strategies of the registered methods (rag_hier.index.methods) ---------------------------------------
+_OWNER: dict[str, str] = {}
+"""Strategy name → the method that registered it (strategies registered alone are not listed)."""
+
+
+def _entry(spec: StrategySpec) -> StrategyEntry:
+    return StrategyEntry(spec.name, spec.target, spec.help, dict(spec.fixed), tuple(spec.extensions), spec.params)
+
+
+def _add_method(spec: MethodSpec, replaced: MethodSpec | None) -> None:
+    """Make a registered method's strategies known (a replaced method's strategies go first)."""
+    for s in spec.strategies:
+        owner = _OWNER.get(s.name)
+        if s.name in _ENTRIES and owner != spec.name:
+            raise ValueError(f"method {spec.name!r}: strategy {s.name!r} is already registered")
+    for s in replaced.strategies if replaced is not None else ():
+        _ENTRIES.pop(s.name, None)
+        _OWNER.pop(s.name, None)
+    for s in spec.strategies:
+        _ENTRIES[s.name] = _entry(s)
+        _OWNER[s.name] = spec.name
+
+
+on_method(_add_method)
+
+# -- not yet moved onto a method registration ----------------------------------------------------------
 register_strategy(
     "ehi",
     "rag_hier.retrieval.ehi:EHIRetriever",
     "EHI learned tree: beam search over the trained indexer, exact scores for the passages of the leaves reached",
     extensions=("ehi",),
     params="rag_hier.retrieval.params:EHIParams",
-)
-register_strategy(
-    "svdr-full",
-    "rag_hier.retrieval.svdr:SvdrRetriever",
-    "SVDR full search <E(q),E(d)> (missing E(d) encoded first)",
-    fixed={"mode": "full"},
-    params="rag_hier.retrieval.params:SvdrParams",
-)
-register_strategy(
-    "svdr-alpha",
-    "rag_hier.retrieval.svdr:SvdrRetriever",
-    "SVDR alpha search <T(q),E(d)>: no query encoding",
-    fixed={"mode": "alpha"},
-    params="rag_hier.retrieval.params:SvdrParams",
-)
-register_strategy(
-    "svdr-beta",
-    "rag_hier.retrieval.svdr:SvdrRetriever",
-    "SVDR beta search <E(q),T(d)> over the binary token index (no passage encoding)",
-    fixed={"mode": "beta"},
-    extensions=("token-index",),
-    params="rag_hier.retrieval.params:SvdrParams",
-)
-register_strategy(
-    "svdr-beta-rerank",
-    "rag_hier.retrieval.svdr:SvdrRetriever",
-    "SVDR beta search, top rerank_m re-ranked by <E(q),E(d)> (E(d) encoded on the fly and cached)",
-    fixed={"mode": "beta-rerank"},
-    extensions=("token-index",),
-    params="rag_hier.retrieval.params:SvdrParams",
-)
-register_strategy(
-    "svdr-lexical",
-    "rag_hier.retrieval.svdr:SvdrRetriever",
-    "idf-weighted token overlap over the binary token index (no model at all)",
-    fixed={"mode": "lexical"},
-    extensions=("token-index",),
-    params="rag_hier.retrieval.params:SvdrParams",
-)
-register_strategy(
-    "bm25",
-    "rag_hier.retrieval.bm25:BM25Retriever",
-    "BM25 (Lucene's variant, bm25s tokenization: stopwords, Snowball stemmer) over the passages' term frequencies",
-    extensions=("bm25",),
-    params="rag_hier.retrieval.params:BM25Params",
-)
-register_strategy(
-    "sparse-embedding",
-    "rag_hier.retrieval.sparse_embedding:SparseEmbeddingRetriever",
-    "exact inner product of a caller's sparse query vector with the passages' stored sparse embeddings",
-    extensions=("sparse-embeddings",),
-    params="rag_hier.retrieval.params:SparseEmbeddingParams",
-)
-register_strategy(
-    "fusion",
-    "rag_hier.retrieval.fusion:FusionRetriever",
-    "hybrid: several strategies' rankings fused (rrf, relative_score, dbsf or convex)",
-    params="rag_hier.retrieval.fusion_params:FusionParams",
 )

@@ -333,8 +333,7 @@ def test_extensions_attached_as_files_keep_working(
     from rag_hier.retrieval.svdr import encode_missing_vectors
 
     local = HierStore.create(tmp_path / "local", encoder=encoder)
-    monkeypatch.setattr(milvus_store_module, "SPARSE_EXTENSIONS", ())
-    monkeypatch.setattr(milvus_store_module, "LEAF_COLUMNS", {})
+    monkeypatch.setattr(milvus_store_module, "FIELD_KINDS", frozenset())  # every extension a file
     remote = HierStore.create(uri=f"{db}#files", encoder=encoder)
     remote._leaf_columns = ()
     for s in (local, remote):
@@ -344,7 +343,7 @@ def test_extensions_attached_as_files_keep_working(
         encode_missing_vectors(s, vocab)
     remote.close()
     monkeypatch.undo()
-    monkeypatch.setattr(milvus_store_module, "LEAF_COLUMNS", {})  # the old schema: no leaf fields
+    monkeypatch.setattr(milvus_store_module, "FIELD_KINDS", frozenset({"sparse-rows"}))  # the old schema: no leaves
     remote = MilvusStore.open(f"{db}#files", encoder=encoder)
     try:
         for name in ("token-index", "tree", "svdr-vectors"):

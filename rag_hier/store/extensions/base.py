@@ -8,11 +8,12 @@ the same commit as the data (temporary names, checksums in the committed state, 
 SQLite commit), verifies them on load, and reloads the committed version on rollback.
 
 An extension is named in the manifest by a registry key (never by an import path read from disk), so
-opening a store from a stranger imports only rag-hier's own modules; and the files a stored state lists
-for it must be among the names its class declares in :attr:`StoreExtension.FILES`, so a tampered state
-cannot point it at any other file.
+opening a store from a stranger imports only modules a registered method names (its
+:class:`~rag_hier.index.methods.ExtensionSpec`); and the files a stored state lists for it must be among the
+names its class declares in :attr:`StoreExtension.FILES`, so a tampered state cannot point it at any other file.
 
-Writing one (a module in this folder, plus one line in :data:`KNOWN_EXTENSIONS`)::
+Writing one (a module in this folder, named with its kind of data by the method's registration in
+:mod:`rag_hier.index.methods`)::
 
     @register_extension
     class MyIndex(StoreExtension):
@@ -32,23 +33,23 @@ from pathlib import Path
 from typing import TypeVar
 
 from rag_hier.errors import StoreCorruptedError
+from rag_hier.index.methods import extension_spec, extension_specs
 from rag_hier.store.contract import StoreExtension
 
-__all__ = ["KNOWN_EXTENSIONS", "StoreExtension", "extension_class", "register_extension"]
+__all__ = ["KNOWN_EXTENSIONS", "StoreExtension", "extension_class", "known_extensions", "register_extension"]
 
 _REGISTRY: dict[str, type[StoreExtension]] = {}
 
 KNOWN_EXTENSIONS: dict[str, str] = {
-    "doc-index": "rag_hier.store.extensions.doc_index",
-    "tree": "rag_hier.store.extensions.tree",
-    "token-index": "rag_hier.store.extensions.token_index",
-    "svdr-vectors": "rag_hier.store.extensions.svdr_vectors",
-    "sparse-embeddings": "rag_hier.store.extensions.sparse_embeddings",
     "ehi": "rag_hier.store.extensions.ehi",
-    "bm25": "rag_hier.store.extensions.bm25",
-    "questions": "rag_hier.store.extensions.questions",
 }
-"""Registry key → rag-hier module that defines it (imported on demand when a store names the key)."""
+"""Not yet moved onto a method registration: registry key → rag-hier module that defines it."""
+
+
+def known_extensions() -> dict[str, str]:
+    """Every extension a store may name → the module defining it (those of the registered methods)."""
+    return {**{n: e.module for n, e in extension_specs().items()}, **KNOWN_EXTENSIONS}
+
 
 E = TypeVar("E", bound="type[StoreExtension]")
 
@@ -67,11 +68,14 @@ def extension_class(name: str, where: Path | str | None = None) -> type[StoreExt
     """The class registered as ``name``, importing its rag-hier module if needed."""
     if not isinstance(name, str):
         raise StoreCorruptedError(f"{where or 'store'}: extension name {name!r} is not a string")
-    if name not in _REGISTRY and name in KNOWN_EXTENSIONS:
-        importlib.import_module(KNOWN_EXTENSIONS[name])
+    if name not in _REGISTRY:
+        spec = extension_spec(name)
+        module = spec.module if spec is not None else KNOWN_EXTENSIONS.get(name)
+        if module is not None:
+            importlib.import_module(module)
     if name not in _REGISTRY:
         raise StoreCorruptedError(
             f"{where or 'store'}: unknown extension {name!r}; this rag-hier knows "
-            f"{', '.join(sorted(set(_REGISTRY) | set(KNOWN_EXTENSIONS))) or 'none'}"
+            f"{', '.join(sorted(set(_REGISTRY) | set(known_extensions()))) or 'none'}"
         )
     return _REGISTRY[name]

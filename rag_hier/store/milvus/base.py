@@ -34,6 +34,7 @@ from rag_hier.store.records import PassageRecord
 if TYPE_CHECKING:
     from rag_hier.encoders.dense import DenseEncoder
     from rag_hier.index.dense import IndexConfig
+    from rag_hier.index.methods import EngineData
     from rag_hier.store.contract import StoreExtension
 
 __all__ = ["KINDS", "Batch", "MilvusBase", "View"]
@@ -130,7 +131,8 @@ class MilvusBase:
         @property
         def index_config(self) -> IndexConfig: ...  # noqa: D102
         def _require_encoder(self, what: str) -> DenseEncoder: ...
-        def _engine_fields(self) -> tuple[Sequence[str], Mapping[str, str]]: ...
+        def _engine_data(self, name: str) -> EngineData: ...
+        def _leaf_fields(self) -> dict[str, tuple[str, EngineData]]: ...
         def _at_step(self, name: str) -> None: ...
 
     # ------------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -87,7 +87,7 @@ class ExtensionFiles(MilvusBase):
                 files[f] = self._write_file(f, path.read_bytes(), gen)
         return files
 
-    def _load_extension(self, name: str, info: Mapping[str, Any], sparse_extensions: Sequence[str]) -> StoreExtension:
+    def _load_extension(self, name: str, info: Mapping[str, Any]) -> StoreExtension:
         """Extension ``name`` as the state records it: from its files, or (a sparse field) from its configuration."""
         cls = extension_class(name, self.location)
         files = dict(info.get("files", {}))
@@ -99,7 +99,7 @@ class ExtensionFiles(MilvusBase):
         except (TypeError, ValueError) as exc:
             raise StoreCorruptedError(f"{self.location}: extension {name!r} has a bad configuration ({exc})") from exc
         if "sparse" in (info.get("fields") or {}):
-            if name not in sparse_extensions or files:
+            if self._engine_data(name) != "sparse-rows" or files:
                 raise StoreCorruptedError(f"{self.location}: extension {name!r} cannot be a sparse field")
             return ext  # its rows stay in Milvus (C__sparse); the client holds only a write batch's new rows
         store = cast("StoreBackend", self)

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from rag_hier.store.milvus.base import MilvusBase
-from rag_hier.store.milvus.fields import LeafRows, SparseRows, leaf_values, sparse_dicts
+from rag_hier.store.milvus.fields import LeafRows, SparseRows, engine_data, leaf_values, sparse_dicts
 from rag_hier.store.milvus.filters import str_list
 from rag_hier.store.milvus.schema import INSERT_ROWS, PASSAGE_FIELDS
 
@@ -74,7 +74,10 @@ class FieldSync(MilvusBase):
         """
         b = self._require_batch()
         passages = self._collections.passages
-        wanted = {column: leaf_values(column, *cast(LeafRows, ext).leaf_rows()) for column, (ext, _) in plans.items()}
+        wanted = {
+            column: leaf_values(engine_data(ext.name), *cast(LeafRows, ext).leaf_rows())
+            for column, (ext, _) in plans.items()
+        }
         view = self._view()
         fields = [*PASSAGE_FIELDS, "vector", *self._leaf_columns]
         if any(full for _, full in plans.values()):

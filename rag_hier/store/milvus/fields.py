@@ -1,24 +1,27 @@
-"""Extensions whose data the Milvus backend keeps in Milvus fields, searched by Milvus.
+"""Extensions whose data the Milvus backend keeps in Milvus fields, searched by Milvus, by the kind of their data.
 
-Two kinds:
+Each registered extension says what its data is (:class:`rag_hier.index.methods.ExtensionSpec`, ``data``); this
+backend dispatches on that kind, never on an extension's name:
 
-- **Sparse extensions** (``token-index``: SVDR's binary token rows T(d); ``sparse-embeddings``: caller-supplied
-  sparse vectors; ``svdr-vectors``: SVDR's learned passage vectors E(d)). Their rows live in the companion
-  collection ``C__sparse`` — ``vid`` (primary key, one row version), ``tag`` (``"<extension>@<generation it was
-  built in>"``), ``rowid``, ``gen`` and ``vec`` (``SPARSE_FLOAT_VECTOR``, index ``SPARSE_INVERTED_INDEX``, metric
-  IP) — versioned and retired exactly like passage rows, so a search is one Milvus sparse search (``tag == T and gen
-  <= G``). The client keeps only the rows a write batch adds until its commit; it never loads the whole index.
-- **Leaf extensions** (``tree``: the HCE cluster tree; ``ehi``: the EHI indexer's leaf lists). The leaf (EHI:
-  the leaves) of every passage is a scalar field of the passage row itself (``tree_leaf`` INT64 with an
-  INVERTED index, ``ehi_leaves`` ARRAY of INT64), nullable, present in the passage collections this version
-  creates (older ones lack them and keep searching by a rowid list; Milvus Lite cannot add a field to an
-  existing collection), so beam search ends in ONE dense search filtered by ``tree_leaf in [...]`` /
-  ``array_contains_any(ehi_leaves, [...])``. The tree or indexer itself (centroids, classifiers) stays a
-  file in ``C__files``: the beam over centroids runs in the client.
+- **``"sparse-rows"``** (today SVDR's token rows T(d) and vectors E(d), caller-supplied sparse embeddings). The
+  rows live in the companion collection ``C__sparse`` — ``vid`` (primary key, one row version), ``tag``
+  (``"<extension>@<generation it was built in>"``), ``rowid``, ``gen`` and ``vec`` (``SPARSE_FLOAT_VECTOR``, index
+  ``SPARSE_INVERTED_INDEX``, metric IP) — versioned and retired exactly like passage rows, so a search is one
+  Milvus sparse search (``tag == T and gen <= G``). The client keeps only the rows a write batch adds until its
+  commit; it never loads the whole index.
+- **``"leaf"`` / ``"leaves"``** (today the HCE cluster tree / the EHI indexer's leaf lists). The leaf (leaves) of
+  every passage is a scalar field of the passage row itself, named by :func:`leaf_column` (``tree_leaf`` INT64 with
+  an INVERTED index, ``ehi_leaves`` ARRAY of INT64), nullable, present in the passage collections this version
+  creates for every registered leaf extension (older ones lack them and keep searching by a rowid list; Milvus
+  Lite cannot add a field to an existing collection), so beam search ends in ONE dense search filtered by
+  ``tree_leaf in [...]`` / ``array_contains_any(ehi_leaves, [...])``. The tree or indexer itself (centroids,
+  classifiers) stays a file in ``C__files``: the beam over centroids runs in the client.
+- **``"files"``**: the extension's files, in ``C__files``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -26,22 +29,29 @@ import numpy as np
 import scipy.sparse as sp
 
 from rag_hier.errors import StoreError
+from rag_hier.index.methods import EngineData, extension_spec, extension_specs
 
 __all__ = [
     "LEAF_COLUMNS",
+    "LEAF_KINDS",
     "MAX_ARRAY",
     "MAX_SPARSE_INDEX",
     "SPARSE_EXTENSIONS",
     "LeafRows",
     "SparseRows",
+    "engine_data",
+    "leaf_column",
+    "leaf_extensions",
     "leaf_values",
     "sparse_dicts",
 ]
 
-SPARSE_EXTENSIONS = ("token-index", "sparse-embeddings", "svdr-vectors")
-"""Extensions whose rows are a Milvus sparse vector field (``C__sparse``)."""
-LEAF_COLUMNS = {"tree": "tree_leaf", "ehi": "ehi_leaves"}
-"""Extension → the passage field holding each passage's leaf (leaves)."""
+SPARSE_EXTENSIONS: tuple[str, ...] = ()
+"""Not yet moved onto a method registration: extensions whose rows are a Milvus sparse vector field."""
+LEAF_COLUMNS = {"ehi": "ehi_leaves"}
+"""Not yet moved onto a method registration: extension → the passage field holding each passage's leaves."""
+LEAF_KINDS: tuple[EngineData, ...] = ("leaf", "leaves")
+"""The kinds of data kept as a passage field."""
 MAX_ARRAY = 4096
 """Milvus' largest ARRAY capacity (an EHI extension filing a passage under more leaves keeps the rowid path)."""
 MAX_SPARSE_INDEX = 2**32 - 2
@@ -68,6 +78,33 @@ class LeafRows(Protocol):
         """``(rowids, leaves (n, k))``, ``-1`` padded."""
 
 
+def engine_data(name: str) -> EngineData:
+    """The kind of data of extension ``name`` (``"files"`` for one no registered method names)."""
+    spec = extension_spec(name)
+    if spec is not None:
+        return spec.data
+    if name in SPARSE_EXTENSIONS:
+        return "sparse-rows"
+    if name in LEAF_COLUMNS:
+        return "leaves"
+    return "files"
+
+
+def leaf_column(name: str, data: EngineData) -> str:
+    """The passage field holding the leaf (``data == "leaf"``: ``<name>_leaf``) or leaves (``<name>_leaves``)."""
+    column = f"{name.replace('-', '_')}_{data}"
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,254}", column):
+        raise StoreError(f"extension {name!r}: {column!r} cannot be a Milvus field name")
+    return column
+
+
+def leaf_extensions() -> dict[str, tuple[str, EngineData]]:
+    """Every registered leaf extension → ``(its passage field, "leaf" or "leaves")``, in registration order."""
+    out = {n: (leaf_column(n, e.data), e.data) for n, e in extension_specs().items() if e.data in LEAF_KINDS}
+    legacy = {n: (c, engine_data(n)) for n, c in LEAF_COLUMNS.items()}
+    return {**out, **legacy}
+
+
 def sparse_dicts(rows: sp.csr_matrix, where: str, rowids: np.ndarray | None = None) -> list[dict[int, float]]:
     """Milvus sparse vectors (``{index: weight}``) of CSR rows, zero weights left out (a row may end up empty).
 
@@ -92,12 +129,12 @@ def sparse_dicts(rows: sp.csr_matrix, where: str, rowids: np.ndarray | None = No
     return out
 
 
-def leaf_values(column: str, rowids: np.ndarray, leaves: np.ndarray) -> dict[int, Any]:
-    """Rowid → the value of the passage field ``column``.
+def leaf_values(data: EngineData, rowids: np.ndarray, leaves: np.ndarray) -> dict[int, Any]:
+    """Rowid → the value of the passage field of a leaf extension whose data is ``data``.
 
-    ``tree_leaf``: the leaf; ``ehi_leaves``: the list of leaves, ``-1`` padding left out.
+    ``"leaf"``: the leaf; ``"leaves"``: the list of leaves, ``-1`` padding left out.
     """
     ids = np.asarray(rowids, np.int64).tolist()
-    if column == "tree_leaf":
+    if data == "leaf":
         return {r: int(row[0]) for r, row in zip(ids, leaves, strict=True)}
     return {r: [int(x) for x in row if x >= 0] for r, row in zip(ids, leaves, strict=True)}

@@ -111,7 +111,6 @@ class GenerationLog(ExtensionFiles, FieldSync):
 
     def _load_extensions(self) -> None:
         state = self._state
-        sparse_extensions, _ = self._engine_fields()
         loaded: dict[str, Any] = {"__gen__": state.get("generation")}
         extensions: dict[str, StoreExtension] = {}
         for name, info in state.get("extensions", {}).items():
@@ -121,7 +120,7 @@ class GenerationLog(ExtensionFiles, FieldSync):
                 extensions[name] = old
                 loaded[name] = key
                 continue
-            extensions[name] = self._load_extension(name, info, sparse_extensions)
+            extensions[name] = self._load_extension(name, info)
             loaded[name] = key
         self._extensions = extensions
         self._loaded_files = loaded
@@ -229,7 +228,7 @@ class GenerationLog(ExtensionFiles, FieldSync):
 
         Returns ``(their entries for the state, the sparse extensions synced, whether sparse rows were written)``.
         """
-        sparse_extensions, leaf_columns = self._engine_fields()
+        leaf_fields = self._leaf_fields()
         extensions_state: dict[str, Any] = {}
         old_ext = self._state.get("extensions", {})
         synced: list[str] = []
@@ -237,7 +236,8 @@ class GenerationLog(ExtensionFiles, FieldSync):
         leaf_plans: dict[str, tuple[StoreExtension, bool]] = {}
         for name, ext in self._extensions.items():
             old_fields = old_ext.get(name, {}).get("fields") or {}
-            if name in sparse_extensions and (name not in old_ext or name in b.rebuilt or "sparse" in old_fields):
+            data = self._engine_data(name)
+            if data == "sparse-rows" and (name not in old_ext or name in b.rebuilt or "sparse" in old_fields):
                 full = name not in old_ext or name in b.rebuilt
                 tag = f"{name}@{b.gen}" if full else str(old_fields["sparse"])
                 if self._sync_sparse(ext, tag, full=full):
@@ -246,9 +246,8 @@ class GenerationLog(ExtensionFiles, FieldSync):
                 extensions_state[name] = {"config": ext.config(), "files": {}, "fields": {"sparse": tag}}
                 continue
             fields: dict[str, Any] = {}
-            column = leaf_columns.get(name)
+            column, _ = leaf_fields.get(name, ("", data))
             if column in self._leaf_columns and getattr(ext, "leaves_per_passage", 1) <= MAX_ARRAY:
-                assert column is not None
                 leaf_plans[column] = (ext, name not in old_ext or name in b.rebuilt or "leaf" not in old_fields)
                 fields = {"leaf": column}
             files = dict(old_ext.get(name, {}).get("files", {}))

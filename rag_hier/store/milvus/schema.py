@@ -149,7 +149,14 @@ def search_params(config: IndexConfig, k: int) -> dict[str, Any]:
     return {"metric_type": "IP", "params": {}}
 
 
-def create_collections(call: Call, client: Any, names: Collections, dimension: int, config: IndexConfig) -> None:
+def create_collections(
+    call: Call,
+    client: Any,
+    names: Collections,
+    dimension: int,
+    config: IndexConfig,
+    leaf_fields: Mapping[str, str] | None = None,
+) -> None:
     """Create the passage, document, file, retired and state collections (the state last: it marks them complete)."""
     from pymilvus import DataType
 
@@ -179,12 +186,17 @@ def create_collections(call: Call, client: Any, names: Collections, dimension: i
     s.add_field("has_vector", DataType.BOOL)
     s.add_field("exact", DataType.VARCHAR, max_length=VARCHAR)
     s.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
-    s.add_field("tree_leaf", DataType.INT64, nullable=True)
-    s.add_field("ehi_leaves", DataType.ARRAY, element_type=DataType.INT64, max_capacity=MAX_ARRAY, nullable=True)
+    indexed = ["rowid", "gen", "passage_id", "doc_id"]
+    for column, data in (leaf_fields or {}).items():  # one per leaf extension (rag_hier.store.milvus.fields)
+        if data == "leaf":
+            s.add_field(column, DataType.INT64, nullable=True)
+            indexed.append(column)
+        else:  # "leaves"
+            s.add_field(column, DataType.ARRAY, element_type=DataType.INT64, max_capacity=MAX_ARRAY, nullable=True)
     ip = client.prepare_index_params()
     params = milvus_index_params(config)
     ip.add_index("vector", index_type=params["index_type"], metric_type="IP", params=params["params"])
-    for f in ("rowid", "gen", "passage_id", "doc_id", "tree_leaf"):
+    for f in indexed:
         ip.add_index(f, index_type="INVERTED")  # (Milvus Lite has no scalar index on ARRAY fields)
     call(
         "creating the passage collection",

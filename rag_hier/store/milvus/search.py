@@ -14,7 +14,7 @@ import scipy.sparse as sp
 
 from rag_hier.errors import StoreCorruptedError
 from rag_hier.index.selection import select_top_k
-from rag_hier.store.milvus.fields import sparse_dicts
+from rag_hier.store.milvus.fields import engine_data, sparse_dicts
 from rag_hier.store.milvus.filters import ids_expr, str_list
 from rag_hier.store.milvus.generations import GenerationLog
 from rag_hier.store.milvus.schema import MAX_LIMIT, PASSAGE_FIELDS, search_params
@@ -122,13 +122,15 @@ class Search(GenerationLog):
     ) -> tuple[np.ndarray, np.ndarray]:
         """One dense search inside Milvus over the passages filed under ``leaves`` by extension ``name``.
 
-        ``name`` is ``"tree"`` (filter ``tree_leaf in [...]``) or ``"ehi"`` (``array_contains_any(ehi_leaves,
-        [...])``); ``allowed`` restricts further, as in :meth:`search_dense`.
+        A ``"leaf"`` extension (one leaf per passage, e.g. ``tree``) filters ``<field> in [...]``, a ``"leaves"``
+        one (e.g. ``ehi``) ``array_contains_any(<field>, [...])``; ``allowed`` restricts further, as in
+        :meth:`search_dense`.
         """
         with self._reading():
             column = self._field(name, "leaf")
         values = "[" + ",".join(str(int(x)) for x in np.unique(np.asarray(leaves, np.int64))) + "]"
-        where = f"{column} in {values}" if column == "tree_leaf" else f"array_contains_any({column}, {values})"
+        one = engine_data(name) == "leaf"
+        where = f"{column} in {values}" if one else f"array_contains_any({column}, {values})"
         return self.search_dense(queries, top_k, allowed, where=where)
 
     # ------------------------------------------------------------------------------------------------
@@ -137,9 +139,10 @@ class Search(GenerationLog):
     def extension_in_engine(self, name: str) -> bool:
         """Whether extension ``name`` is searched inside Milvus.
 
-        True when its rows are a sparse field (``token-index``, ``sparse-embeddings``, ``svdr-vectors``) or its
-        leaves a passage field (``tree``, ``ehi``); else the strategies search it in the client (extensions
-        attached before this existed, collections whose schema lacks the leaf fields).
+        True when its rows are a sparse field (data ``"sparse-rows"``: ``token-index``, ``sparse-embeddings``,
+        ``svdr-vectors``) or its leaves a passage field (``"leaf"`` / ``"leaves"``: ``tree``, ``ehi``); else the
+        strategies search it in the client (extensions attached before this existed, collections whose schema
+        lacks the leaf fields).
         """
         with self._reading():
             fields = self._state.get("extensions", {}).get(name, {}).get("fields") or {}
@@ -151,7 +154,7 @@ class Search(GenerationLog):
         """Top inner products of sparse queries with extension ``name``'s rows, searched inside Milvus.
 
         Args:
-            name: ``"token-index"``, ``"sparse-embeddings"`` or ``"svdr-vectors"`` (kept in a sparse field).
+            name: An extension whose data is ``"sparse-rows"`` (kept in a sparse field).
             queries: ``(n, columns)`` sparse rows whose column numbers are the stored indices (token ids,
                 the caller's sparse indices); weights must be non-negative (Milvus' rule).
             top_k: Results per query (capped at 16,384).

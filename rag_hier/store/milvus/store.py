@@ -17,8 +17,8 @@ One rag-hier collection named ``C`` is five Milvus collections:
               versioned like passages (created when the first one is attached; see :mod:`.fields`)
 ============  ===================================================================================
 
-Passage rows also carry ``tree_leaf`` and ``ehi_leaves`` (nullable): the leaves the ``tree`` / ``ehi``
-extensions assign, so beam search ends in one filtered dense search.
+Passage rows also carry one nullable field per registered leaf extension (``tree_leaf``, ``ehi_leaves``): the
+leaves the ``tree`` / ``ehi`` extensions assign, so beam search ends in one filtered dense search.
 
 **Commit.** Milvus has no multi-row transaction, so a write is made atomic the way a log-structured store
 does it: new row versions are inserted with ``gen = G + 1`` (invisible: every read filters ``gen <= G``),
@@ -37,8 +37,9 @@ The class is assembled from one module per job: :mod:`.schema` (the collections,
 :mod:`.base` (the handle's state and its one call path), :mod:`.generations` (the state row, batches, commit,
 rollback, recovery), :mod:`.blobs` (extension files as base64 chunks), :mod:`.field_sync` (sparse rows and leaf
 fields written at a commit), :mod:`.reads`, :mod:`.search` and :mod:`.rows` (writes). This module is the front:
-creating and opening, identity, the extensions, and the names tests replace (``_step``, ``SPARSE_EXTENSIONS``,
-``LEAF_COLUMNS``: read here at every use).
+creating and opening, identity, the extensions, and the names tests replace (``_step``, ``FIELD_KINDS``: read
+here at every use). Where an extension's data goes follows the kind its method registered
+(:func:`rag_hier.store.milvus.fields.engine_data`), never its name.
 """
 
 from __future__ import annotations
@@ -55,10 +56,11 @@ from rag_hier._version import __version__
 from rag_hier.encoders.dense import DEFAULT_MODEL, DenseEncoder
 from rag_hier.errors import DimensionMismatchError, StoreError
 from rag_hier.index.dense import IndexConfig
+from rag_hier.index.methods import EngineData
 from rag_hier.store.contract import SIMILARITIES, FilterPushdown, Similarity, StoreExtension
 from rag_hier.store.extensions.base import extension_class
 from rag_hier.store.milvus.client import Connection
-from rag_hier.store.milvus.fields import LEAF_COLUMNS, SPARSE_EXTENSIONS
+from rag_hier.store.milvus.fields import engine_data, leaf_extensions
 from rag_hier.store.milvus.filters import str_list
 from rag_hier.store.milvus.generations import FORMAT, FORMAT_VERSION
 from rag_hier.store.milvus.rows import Rows
@@ -83,6 +85,12 @@ def _step(name: str) -> None:
     """A named point inside a commit; tests replace this to simulate a failure there."""
 
 
+FIELD_KINDS: frozenset[str] = frozenset({"sparse-rows", "leaf", "leaves"})
+"""The kinds of extension data this version keeps in Milvus fields (an extension of another kind: files).
+
+Tests and benchmarks empty it to reproduce the layout of earlier versions (every extension a file)."""
+
+
 class MilvusStore(Rows, Search, DenseSearch):
     """A rag-hier collection in Milvus (Milvus Lite file or server) implementing the store contract.
 
@@ -99,9 +107,14 @@ class MilvusStore(Rows, Search, DenseSearch):
     """Vectors live in Milvus: strategies restrict a search (``search_dense(allowed=...)``) rather than gather
     vectors into the client (see :func:`rag_hier.store.contract.remote_vectors`)."""
 
-    def _engine_fields(self) -> tuple[Sequence[str], Mapping[str, str]]:
-        """The extensions kept in a sparse field, and the leaf field of each leaf extension (this module's names)."""
-        return SPARSE_EXTENSIONS, LEAF_COLUMNS
+    def _engine_data(self, name: str) -> EngineData:
+        """Where extension ``name``'s data goes: its registered kind if this version keeps it in fields, else files."""
+        data = engine_data(name)
+        return data if data in FIELD_KINDS else "files"
+
+    def _leaf_fields(self) -> dict[str, tuple[str, EngineData]]:
+        """Each leaf extension kept in a passage field → ``(the field, "leaf" or "leaves")``."""
+        return {n: f for n, f in leaf_extensions().items() if f[1] in FIELD_KINDS}
 
     def _at_step(self, name: str) -> None:
         _step(name)
@@ -207,8 +220,9 @@ class MilvusStore(Rows, Search, DenseSearch):
                 "next_vid": 1,
                 "next_seq": 1,
             }
-            create_collections(store._call, conn.client, names, dimension, config)
-            store._leaf_columns = tuple(LEAF_COLUMNS.values())
+            every_leaf_field = dict(leaf_extensions().values())
+            create_collections(store._call, conn.client, names, dimension, config, every_leaf_field)
+            store._leaf_columns = tuple(column for column, _ in store._leaf_fields().values())
             store._put_state(state)
             store._state = state
         except BaseException:
@@ -315,7 +329,7 @@ class MilvusStore(Rows, Search, DenseSearch):
             self._collections,
             location=self.location,
             dimension=self._state.get("dimension"),
-            leaf_columns=LEAF_COLUMNS.values(),
+            leaf_columns=[column for column, _ in self._leaf_fields().values()],
         )
 
     def _check_dimension(self, dimension: int) -> None:
@@ -539,7 +553,7 @@ class MilvusStore(Rows, Search, DenseSearch):
         with self.batch():
             b = self._require_batch()
             b.dirty_ext.add(name)
-            if name in LEAF_COLUMNS:  # a tree or EHI changed outside the hooks: every passage's leaf is checked
+            if name in self._leaf_fields():  # a tree or EHI changed outside the hooks: every passage's leaf is checked
                 b.rebuilt.add(name)
 
     def extension_files(self, name: str) -> dict[str, bytes]:
