@@ -24,14 +24,9 @@ from rag_hier.index.methods import methods
 
 __all__ = ["PLUGIN_MODULES", "TRAIN_METHODS", "plugin_modules", "plugins", "train_methods"]
 
-_LEGACY_PLUGINS: tuple[str, ...] = ("rag_hier.cli.ehi",)
+_LEGACY_PLUGINS: tuple[str, ...] = ()
 """Not yet moved onto a method registration."""
-_LEGACY_TRAIN: dict[str, tuple[str, str]] = {
-    "ehi": (
-        "rag_hier.cli.ehi",
-        "train an EHI tree index (learned jointly with the encoder, or alone on its vectors)",
-    ),
-}
+_LEGACY_TRAIN: dict[str, tuple[str, str]] = {}
 
 
 def plugin_modules() -> tuple[str, ...]:

@@ -241,6 +241,24 @@ register_method(
 )
 register_method(
     MethodSpec(
+        "ehi",
+        strategies=(
+            StrategySpec(
+                "ehi",
+                "rag_hier.retrieval.ehi:EHIRetriever",
+                "EHI learned tree: beam search over the trained indexer, exact scores for the passages of the leaves "
+                "reached",
+                params=f"{_PARAMS}:EHIParams",
+                extensions=("ehi",),
+            ),
+        ),
+        extensions=(ExtensionSpec("ehi", "rag_hier.store.extensions.ehi", data="leaves"),),
+        cli="rag_hier.cli.ehi",
+        train="train an EHI tree index (learned jointly with the encoder, or alone on its vectors)",
+    )
+)
+register_method(
+    MethodSpec(
         "svdr",
         strategies=(
             StrategySpec(

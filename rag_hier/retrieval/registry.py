@@ -183,10 +183,3 @@ def _add_method(spec: MethodSpec, replaced: MethodSpec | None) -> None:
 on_method(_add_method)
 
 # -- not yet moved onto a method registration ----------------------------------------------------------
-register_strategy(
-    "ehi",
-    "rag_hier.retrieval.ehi:EHIRetriever",
-    "EHI learned tree: beam search over the trained indexer, exact scores for the passages of the leaves reached",
-    extensions=("ehi",),
-    params="rag_hier.retrieval.params:EHIParams",
-)

@@ -40,9 +40,7 @@ __all__ = ["KNOWN_EXTENSIONS", "StoreExtension", "extension_class", "known_exten
 
 _REGISTRY: dict[str, type[StoreExtension]] = {}
 
-KNOWN_EXTENSIONS: dict[str, str] = {
-    "ehi": "rag_hier.store.extensions.ehi",
-}
+KNOWN_EXTENSIONS: dict[str, str] = {}
 """Not yet moved onto a method registration: registry key → rag-hier module that defines it."""
 
 

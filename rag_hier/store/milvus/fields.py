@@ -48,7 +48,7 @@ __all__ = [
 
 SPARSE_EXTENSIONS: tuple[str, ...] = ()
 """Not yet moved onto a method registration: extensions whose rows are a Milvus sparse vector field."""
-LEAF_COLUMNS = {"ehi": "ehi_leaves"}
+LEAF_COLUMNS: dict[str, str] = {}
 """Not yet moved onto a method registration: extension → the passage field holding each passage's leaves."""
 LEAF_KINDS: tuple[EngineData, ...] = ("leaf", "leaves")
 """The kinds of data kept as a passage field."""
