@@ -8,15 +8,14 @@ Usage::
     python -m benchmarks.frameworks.bench_haystack --no-in-memory   # without InMemory (about 18 s per query at 100k)
     python -m benchmarks.frameworks.bench_haystack --index '{"kind": "hnsw", "ef_search": 128}'   # our store on HNSW
 
-Both stores receive the same N documents (short text, random unit vectors held as float32 values, as an
-embedder produces) in one ``write_documents`` call; every retriever then answers the same queries
-(fresh random unit vectors) through its component's ``run(query_embedding=..., top_k=...)``, one query per
-call, the retrievers interleaved per query (which goes first rotates, so that none always meets caches the
-others left cold) so that machine noise hits all alike. One warm-up query each
-is not timed. ``--threads`` sets FAISS's OpenMP threads (both FAISS-based retrievers); on a shared,
-loaded machine one thread avoids OpenMP spin-waiting, which can cost more than the search itself.
-Reported: write time, median and p95 latency per query, the ratio to rag-hier's median, and the overlap
-of each top-k with rag-hier's (exact search everywhere, so it should be 1.0).
+Both stores receive the same N documents (``--words`` words of text each, 100 by default; random unit vectors held
+as float32 values, as an embedder produces) in one ``write_documents`` call; every retriever then answers the same
+queries (fresh random unit vectors) through its component's ``run(query_embedding=..., top_k=...)``, one query per
+call, the retrievers interleaved per query (which goes first rotates, so that none always meets caches the others
+left cold) so that machine noise hits all alike. One warm-up query each is not timed. ``--threads`` sets FAISS's
+OpenMP threads (both FAISS-based retrievers); on a shared, loaded machine one thread avoids OpenMP spin-waiting,
+which can cost more than the search itself. Reported: write time, median and p95 latency per query, the ratio to
+rag-hier's median, and the overlap of each top-k with rag-hier's (exact search everywhere, so it should be 1.0).
 
 faiss-haystack is timed when it is importable. It pins numpy<2; to include it without touching your environment,
 install it without its dependencies into a separate folder (``pip install --no-deps --target DIR faiss-haystack``)
@@ -43,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.common.texts import passage_texts
 from benchmarks.common.timing import interleaved, percentile
 from benchmarks.common.vectors import mixture, unit_vectors
 
@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--queries", type=int, default=30, help="timed queries (same for every retriever)")
     parser.add_argument("--top-k", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--words", type=int, default=100, help="words per document text (0: short texts such as 'passage 17')"
+    )
     parser.add_argument("--threads", type=int, help="FAISS OpenMP threads (default: FAISS's own choice)")
     parser.add_argument(
         "--vectors",
@@ -96,17 +99,18 @@ def main(argv: list[str] | None = None) -> None:
     else:
         vectors = unit_vectors(rng, args.n, args.dim)
         queries = unit_vectors(rng, args.queries + 1, args.dim)
-    log(f"building {args.n} documents ({args.dim}-d)")
+    log(f"building {args.n} documents ({args.dim}-d, {args.words} words each)")
+    texts = passage_texts(args.n, args.words, seed=args.seed)
     documents = [
         Document(
             id=f"p{i}",
-            content=f"passage {i} of document {i // 10}",
+            content=texts[i],
             meta={"doc": i // 10},
             embedding=vectors[i].tolist(),
         )
         for i in range(args.n)
     ]
-    del vectors
+    del vectors, texts
     gc.collect()
 
     retrievers: dict[str, Callable[[list[float]], list[Any]]] = {}

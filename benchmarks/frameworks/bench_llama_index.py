@@ -4,8 +4,9 @@ Usage::
 
     python -m benchmarks.frameworks.bench_llama_index [--n 100000] [--dim 384] [--queries 50] [--threads N]
 
-Setup (one run, one process): ``n`` synthetic random unit vectors of ``dim`` dimensions, each a short
-``TextNode`` (``"node <i>"``, metadata ``{"cat": i % 10}``, SOURCE = one of ``n/10`` documents), added to
+Setup (one run, one process): ``n`` synthetic random unit vectors of ``dim`` dimensions, each a
+``TextNode`` (``"node <i>: "`` then ``--words`` words, 100 by default; metadata ``{"cat": i % 10}``,
+SOURCE = one of ``n/10`` documents), added to
 
 * ``RagHierVectorStore`` (flat index, cosine; a store directory on disk, every write committed) in
   batches of 2,048 nodes, as ``VectorStoreIndex`` inserts them;
@@ -42,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common.report import out_path, write_json
+from benchmarks.common.texts import passage_texts
 from benchmarks.common.timing import interleaved
 from benchmarks.common.timing import percentile as _percentile
 from benchmarks.common.vectors import unit_vectors
@@ -64,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top-k", type=int, default=10)
     parser.add_argument("--after-write-queries", type=int, default=5, help="filtered queries each after a write")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--words", type=int, default=100, help="words per node text (0: short texts such as 'node 17')")
     parser.add_argument("--threads", type=int, default=None, help="FAISS OpenMP threads (default: FAISS's)")
     parser.add_argument(
         "--no-simple",
@@ -94,10 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     data = unit_vectors(rng, args.n, args.dim)
     queries = unit_vectors(rng, args.queries, args.dim)
 
+    texts = passage_texts(args.n, args.words, seed=args.seed, prefix="node")
     t0 = time.perf_counter()
     nodes = [
         TextNode(
-            text=f"node {i}",
+            text=texts[i],
             id_=f"n{i}",
             embedding=data[i].tolist(),
             metadata={"cat": i % 10},

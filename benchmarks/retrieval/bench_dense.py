@@ -50,6 +50,7 @@ import numpy as np
 
 from benchmarks.common.data import REPO
 from benchmarks.common.report import OUT
+from benchmarks.common.texts import passage_texts
 from benchmarks.common.timing import interleaved, loadavg, percentile, summary
 from benchmarks.common.vectors import mixture, normalize
 
@@ -158,15 +159,17 @@ def tune(index, kind: str, q: np.ndarray, truth: np.ndarray, target: float) -> t
 # ---------------------------------------------------------------------------------------------------
 # store
 # ---------------------------------------------------------------------------------------------------
-def make_passages(n: int, per_doc: int = 10):
+def make_passages(n: int, per_doc: int = 10, words: int = 0):
+    """``n`` passages, ``per_doc`` per document; texts of ``words`` words (0: short texts "passage i of doc j")."""
     from rag_hier.corpus import Passage
 
+    texts = passage_texts(n, words) if words else None
     return [
         Passage(
             id=f"doc{i // per_doc}#{i % per_doc}",
             doc_id=f"doc{i // per_doc}",
             position=i % per_doc,
-            text=f"passage {i % per_doc} of doc {i // per_doc}",
+            text=texts[i] if texts is not None else f"passage {i % per_doc} of doc {i // per_doc}",
         )
         for i in range(n)
     ]

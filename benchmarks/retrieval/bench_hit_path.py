@@ -5,7 +5,8 @@ Usage::
     python -m benchmarks.retrieval.bench_hit_path --anchor HEAD --n 100000 --kinds flat,ivf,hnsw --queries 600
     python -m benchmarks.retrieval.bench_hit_path --anchor HEAD --n 1000000 --kinds "" --stores ivf=DIR,hnsw=DIR --raw
 
-The coordinator builds one store per index kind (N synthetic 384-d vectors, short passage texts; built by
+The coordinator builds one store per index kind (N synthetic 384-d vectors, passage texts of ``--words`` words,
+100 by default; built by
 the working tree's engine, the store format being the same at both versions), then starts two worker
 processes: the **anchor** imports ``rag_hier`` from ``git archive <anchor>`` unpacked into a temporary
 directory, the **candidate** from the working tree. Both open the same stores read-only and answer, block
@@ -16,7 +17,9 @@ median and p95 per query for each side, and the candidate/anchor ratio of the me
 batched time). FAISS runs on ``--threads`` threads in both workers. ``--stores`` opens stores built
 beforehand (a 1M store takes minutes to build); ``--raw`` also times, in blocks interleaved with the
 others, each store's own FAISS index searched directly (what raw FAISS with the same index returns: ids
-and scores only) and reports store / raw for both sides.
+and scores only) and the same search followed by a bare ``sqlite3`` fetch of the hit rows' columns from the
+store's file (one ``SELECT ... WHERE id IN (...)`` on a read-only connection, no objects built: the floor of a
+store that keeps its text on disk), and reports store / raw and store / (raw + fetch) for both sides.
 
 Results go to ``<out>/hit-path-<N>.json`` (``--out``, default ``benchmarks/out``).
 """
@@ -60,7 +63,10 @@ def worker(threads: int) -> None:
     from rag_hier.store import HierStore
 
     faiss.omp_set_num_threads(threads)
+    import sqlite3
+
     retrievers: dict[str, Any] = {}
+    fetchers: dict[str, Any] = {}
     queries: np.ndarray | None = None
     print(json.dumps({"ready": rag_hier.__file__}), flush=True)
     pc = time.perf_counter
@@ -92,6 +98,29 @@ def worker(threads: int) -> None:
                 t0 = pc()
                 base.search(qi, 10)
                 times.append(pc() - t0)
+            answer = {"times": times}
+        elif cmd["op"] == "raw_fetch":  # raw FAISS, then a bare sqlite3 fetch of the same hit rows: the floor
+            assert queries is not None
+            index = retrievers[cmd["kind"]].store.index
+            base, ext, _ = index._fast_plan()
+            db = fetchers.get(cmd["kind"])
+            if db is None:
+                db = fetchers[cmd["kind"]] = sqlite3.connect(
+                    f"file:{cmd['path']}/store.sqlite?mode=ro", uri=True, check_same_thread=False
+                )
+            sql = "SELECT id, passage_id, doc_id, text, title_path, meta, position, extra FROM passages WHERE id IN "
+            times = []
+            for i in range(cmd["start"], cmd["start"] + cmd["count"]):
+                qi = queries[i % len(queries)][None, :]
+                t0 = pc()
+                _, ids = base.search(qi, 10)
+                if ext is not None:
+                    ids = ext[ids]
+                wanted = ids[0].tolist()
+                rows = db.execute(sql + "(" + ",".join("?" * len(wanted)) + ")", wanted).fetchall()
+                times.append(pc() - t0)
+                if len(rows) != len(wanted):
+                    raise SystemExit(f"bare fetch found {len(rows)} of {len(wanted)} rows")
             answer = {"times": times}
         elif cmd["op"] == "batch":
             assert queries is not None
@@ -154,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--block", type=int, default=50, help="queries per interleaved block")
     p.add_argument("--batch", type=int, default=100, help="queries in the batched call of each round")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--words", type=int, default=100, help="words per passage text (0: short texts)")
     p.add_argument(
         "--stores",
         default="",
@@ -197,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         kinds = [k for k in a.kinds.split(",") if k and k not in given] + list(given)
         to_build = [k for k in kinds if k not in given]
         x = mixture(a.n, 384, seed=1) if to_build else None
-        passages = make_passages(a.n) if to_build else []
+        passages = make_passages(a.n, words=a.words) if to_build else []
         for kind in to_build:
             t0 = time.perf_counter()
             path = tmp / kind
@@ -225,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
             agree = same[0] == same[1]
             single: dict[str, list[float]] = {w.name: [] for w in workers}
             raw: list[float] = []
+            raw_fetch: list[float] = []
             batched: dict[str, list[float]] = {w.name: [] for w in workers}
             for w in workers:  # warm-up
                 w.ask(op="single", kind=kind, start=0, count=a.block)
@@ -235,6 +266,9 @@ def main(argv: list[str] | None = None) -> int:
                     single[w.name] += w.ask(op="single", kind=kind, start=r * a.block, count=a.block)["times"]
                 if a.raw:
                     raw += workers[1].ask(op="raw", kind=kind, start=r * a.block, count=a.block)["times"]
+                    raw_fetch += workers[1].ask(
+                        op="raw_fetch", kind=kind, path=str(paths[kind]), start=r * a.block, count=a.block
+                    )["times"]
                 for w in order:
                     batched[w.name].append(w.ask(op="batch", kind=kind, size=a.batch)["time"])
             s = {name: summary(v) for name, v in single.items()}
@@ -252,6 +286,10 @@ def main(argv: list[str] | None = None) -> int:
                 results[kind]["store_over_raw"] = {
                     name: s[name]["median_ms"] / results[kind]["raw"]["median_ms"] for name in s
                 }
+                results[kind]["raw_fetch"] = summary(raw_fetch)
+                results[kind]["store_over_raw_fetch"] = {
+                    name: s[name]["median_ms"] / results[kind]["raw_fetch"]["median_ms"] for name in s
+                }
             print(
                 f"{kind:5s} single median anchor {s['anchor']['median_ms']:.3f} ms, candidate "
                 f"{s['candidate']['median_ms']:.3f} ms, ratio {results[kind]['ratio_single_median']:.3f} "
@@ -261,9 +299,12 @@ def main(argv: list[str] | None = None) -> int:
             )
             if raw:
                 over = results[kind]["store_over_raw"]
+                fetch = results[kind]["store_over_raw_fetch"]
                 print(
                     f"      raw FAISS median {results[kind]['raw']['median_ms']:.3f} ms; store / raw: anchor "
-                    f"{over['anchor']:.3f}x, candidate {over['candidate']:.3f}x",
+                    f"{over['anchor']:.3f}x, candidate {over['candidate']:.3f}x\n"
+                    f"      raw FAISS + bare SQLite fetch median {results[kind]['raw_fetch']['median_ms']:.3f} ms; "
+                    f"store / that: anchor {fetch['anchor']:.3f}x, candidate {fetch['candidate']:.3f}x",
                     flush=True,
                 )
         report = {
