@@ -129,6 +129,10 @@ class Queries:
 
 def _query_matrix(vectors: Any) -> np.ndarray:
     """Dense query vectors as a finite float32 ``(n, dimension)`` array."""
+    if type(vectors) is np.ndarray and vectors.dtype == np.float32 and vectors.ndim == 2 and vectors.shape[1]:
+        if not np.isfinite(vectors).all():  # an embedder's output: only the values to check
+            raise ValueError("query vectors contain NaN or infinite values")
+        return vectors
     v = np.asarray(vectors)
     if np.iscomplexobj(v):
         raise ValueError("query vectors must be real numbers")

@@ -7,6 +7,7 @@ hits whenever that many passages match. ``Hit.scores`` is empty: the score is th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,6 +19,7 @@ from rag_hier.retrieval.base import (
     Ranking,
     Retriever,
     _check_top_k,
+    _query_matrix,
     aggregate_max_passage,
 )
 from rag_hier.retrieval.hit import Hit, QueryResult
@@ -65,6 +67,33 @@ class DenseRetriever(Retriever[np.ndarray]):
             and (filters is None or compile_filter(filters) is None)
         )
 
+    def search_vectors(
+        self, vectors: np.ndarray, top_k: int = 10, filters: Filters = None, aggregate: Aggregate = "passage"
+    ) -> list[list[Hit]]:
+        """:meth:`Retriever.search_vectors`; an unfiltered passage search goes from the index's ids to hits directly.
+
+        The lean path: the vectors and ``top_k`` are checked once, each block of queries is one store call
+        (``search_dense_hits``: the search and the hit rows of one generation), and the hits are built from the
+        rows in one pass, with no per-query ranking or result objects.
+        """
+        search = getattr(self.store, "search_dense_hits", None)
+        plain = type(self).prepare is Retriever.prepare and type(self).dense_vectors is Retriever.dense_vectors
+        if search is None or not plain or not self._short_path(filters, aggregate):
+            return super().search_vectors(vectors, top_k, filters, aggregate)
+        if isinstance(vectors, np.ndarray) and vectors.ndim == 2 and vectors.shape[0] == 0:
+            return []
+        q = _query_matrix(vectors)
+        top_k = _check_top_k(top_k)
+        dim = self.store.dimension
+        if dim is not None and q.shape[1] != dim:
+            raise ValueError(f"query vectors have {q.shape[1]} dimensions; the store holds {dim}-d vectors")
+        out: list[list[Hit]] = []
+        for start in range(0, q.shape[0], base.READ_BLOCK_QUERIES):
+            part = q[start : start + base.READ_BLOCK_QUERIES]
+            scores, ids, rows = search(part, top_k)
+            out.extend(_hit_lists(scores, ids, rows, len(part), top_k))
+        return out
+
     def run_prepared(
         self,
         prepared: np.ndarray,
@@ -84,34 +113,34 @@ class DenseRetriever(Retriever[np.ndarray]):
         for start in range(0, max(n_queries, 1), base.READ_BLOCK_QUERIES):
             part = prepared[start : start + base.READ_BLOCK_QUERIES]
             scores, ids, rows = search(part, top_k)
-            out.extend(_results(scores, ids, rows, len(part), top_k))
+            out.extend(QueryResult(hits, {}) for hits in _hit_lists(scores, ids, rows, len(part), top_k))
         return out
 
 
-def _results(
+def _hit_lists(
     scores: np.ndarray, ids: np.ndarray, rows: Mapping[int, Any], n_queries: int, top_k: int
-) -> list[QueryResult]:
+) -> list[list[Hit]]:
     """Hits from a dense search's ``(scores, ids)`` and the hit rows, without the general path's per-query objects.
 
     FAISS returns each row best first, so only rows with tied scores (or padding) need the shared tie rule.
     """
     if ids.shape[1] == 0:
-        return [QueryResult([], {}) for _ in range(n_queries)]
-    ordered = np.asarray((scores[:, :-1] > scores[:, 1:]).all(axis=1) & (ids >= 0).all(axis=1))
+        return [[] for _ in range(n_queries)]
     out = []
-    for i in range(n_queries):
-        srow, irow = scores[i], ids[i]
-        if not ordered[i]:
-            keep = irow >= 0
-            srow, irow = srow[keep], irow[keep]
-            order = select_top_k(srow, irow, top_k)
-            srow, irow = srow[order], irow[order]
+    get = rows.get
+    for srow, irow in zip(scores.tolist(), ids.tolist(), strict=True):
+        if min(irow) < 0 or any(a <= b for a, b in pairwise(srow)):  # padding or a tie: the shared rule
+            s, i = np.asarray(srow, np.float32), np.asarray(irow, np.int64)
+            keep = i >= 0
+            s, i = s[keep], i[keep]
+            order = select_top_k(s, i, top_k)
+            srow, irow = s[order].tolist(), i[order].tolist()
         hits: list[Hit] = []
-        for rowid, score in zip(irow.tolist(), srow.tolist(), strict=True):
-            row = rows.get(rowid)
+        for rowid, score in zip(irow, srow, strict=True):
+            row = get(rowid)
             if row is not None:  # else deleted meanwhile
                 hits.append(new_hit(row, score, len(hits) + 1))
-        out.append(QueryResult(hits, {}))
+        out.append(hits)
     return out
 
 

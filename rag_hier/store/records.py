@@ -256,12 +256,23 @@ def hit_rows_if_current(db: sqlite3.Connection, rowids: Sequence[int], token: st
     if not ids:
         return None
     # every statement (one per chunk) checks the token: all of them read the token's generation
-    current = "(SELECT value FROM state WHERE key='manifest') = ?"
-    sql = f"SELECT {HIT_COLUMNS}, {current} FROM passages WHERE id IN ({{marks}})"
-    rows = list(rows_in(db, sql, ids, (token,)))
-    if len(rows) != len(ids) or not all(row[-1] == 1 for row in rows):
+    n = len(ids)
+    if n <= CHUNK:  # the search path: one statement, its text kept per number of ids
+        sql = _IF_CURRENT_SQL.get(n)
+        if sql is None:
+            sql = _IF_CURRENT_SQL.setdefault(n, _IF_CURRENT.format(marks=",".join("?" * n)))
+        rows = db.execute(sql, (token, *ids)).fetchall()
+    else:
+        rows = list(rows_in(db, _IF_CURRENT, ids, (token,)))
+    if len(rows) != n or not all(row[-1] == 1 for row in rows):
         return None
     return {row[0]: row[:-1] for row in rows}
+
+
+_IF_CURRENT = (
+    f"SELECT {HIT_COLUMNS}, (SELECT value FROM state WHERE key='manifest') = ? FROM passages WHERE id IN ({{marks}})"
+)
+_IF_CURRENT_SQL: dict[int, str] = {}
 
 
 @dataclass(frozen=True)

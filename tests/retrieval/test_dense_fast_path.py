@@ -9,7 +9,7 @@ import pytest
 
 from rag_hier import HierStore, Passage
 from rag_hier.retrieval import DenseRetriever
-from rag_hier.retrieval.base import READ_BLOCK_QUERIES, Retriever
+from rag_hier.retrieval.base import READ_BLOCK_QUERIES, Queries, Retriever
 
 D = 8
 
@@ -43,6 +43,8 @@ def test_short_path_matches_the_general_path(tmp_path: Path, kind: str, seed: in
     for top_k in (1, 5, 12, 100):  # 100 > live vectors: padded rows
         short, general = _short(retriever, queries, top_k), _general(retriever, queries, top_k)
         assert short == general
+        ran = retriever.run(Queries(vectors=queries), top_k)  # the adapters' entry: the same hits
+        assert [[(h.passage_id, h.score, h.rank) for h in r.hits] for r in ran] == general
         with store.reading():  # inside a read block the short path reads within the block's transaction
             assert _short(retriever, queries, top_k) == general
         if kind == "flat" and top_k >= 9:  # all nine tied passages come back: ordered by insertion
