@@ -25,7 +25,7 @@ import base64
 import copy
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -260,15 +260,69 @@ def _sparse(payload: Mapping[str, Any]) -> SparseEmbedding | None:
 def passage_to_document(passage: Passage, embedding: Any = None, score: float | None = None) -> Document:
     """The Haystack Document for a stored passage (``embedding``: a numpy vector or ``None``)."""
     payload = _payload(passage.extra)
-    return Document(
-        id=passage.id,
-        content=_content(passage.text, payload),
-        blob=_blob(payload),
-        meta=document_meta(passage.meta, passage.extra, passage.doc_id, passage.position, passage.title_path),
-        score=score,
-        embedding=None if embedding is None else embedding.tolist(),
-        sparse_embedding=_sparse(payload),
+    return _document(
+        passage.id,
+        _content(passage.text, payload),
+        _blob(payload),
+        document_meta(passage.meta, passage.extra, passage.doc_id, passage.position, passage.title_path),
+        score,
+        None if embedding is None else embedding.tolist(),
+        _sparse(payload),
     )
+
+
+_DOCUMENT_FIELDS = ("id", "content", "blob", "meta", "score", "embedding", "sparse_embedding")
+
+
+def _fast_documents_possible() -> bool:
+    """Whether ``Document`` has exactly the fields :func:`_document` fills, all with plain defaults."""
+    found = fields(Document)
+    return tuple(f.name for f in found) == _DOCUMENT_FIELDS and all(
+        f.default is not MISSING or f.default_factory is not MISSING for f in found
+    )
+
+
+_FAST_DOCUMENTS = _fast_documents_possible()
+
+
+def _document(
+    doc_id: str,
+    content: str | None,
+    blob: ByteStream | None,
+    meta: dict[str, Any],
+    score: float | None,
+    embedding: list[float] | None,
+    sparse_embedding: SparseEmbedding | None,
+) -> Document:
+    """A ``Document`` from values the store checked when they were written.
+
+    ``Document(...)`` re-checks what cannot be wrong here (content is text or ``None``, the id is set, the
+    embedding a list) and tracks its own construction against in-place mutation: 10x the cost of filling the
+    instance, which is what this does (the instance is an ordinary ``Document``: equality, ``to_dict``,
+    ``dataclasses.replace`` and the mutation warning afterwards all work). Falls back to the constructor when
+    Haystack's ``Document`` has other fields than the seven it knows.
+    """
+    if not _FAST_DOCUMENTS or not doc_id:
+        return Document(
+            id=doc_id,
+            content=content,
+            blob=blob,
+            meta=meta,
+            score=score,
+            embedding=embedding,
+            sparse_embedding=sparse_embedding,
+        )
+    document = object.__new__(Document)
+    document.__dict__.update(
+        id=doc_id,
+        content=content,
+        blob=blob,
+        meta=meta,
+        score=score,
+        embedding=embedding,
+        sparse_embedding=sparse_embedding,
+    )
+    return document
 
 
 def hit_to_document(
@@ -288,14 +342,14 @@ def hit_to_document(
     meta = document_meta(hit.meta, extra, hit.doc_id, hit.position, hit.title_path)
     if extra_meta:
         meta.update(extra_meta)
-    return Document(
-        id=hit.passage_id,
-        content=_content(hit.text, payload),
-        blob=_blob(payload),
-        meta=meta,
-        score=hit.score if score is None else score,
-        embedding=None if embedding is None else embedding.tolist(),
-        sparse_embedding=_sparse(payload),
+    return _document(
+        hit.passage_id,
+        _content(hit.text, payload),
+        _blob(payload) if payload else None,
+        meta,
+        hit.score if score is None else score,
+        None if embedding is None else embedding.tolist(),
+        _sparse(payload) if payload else None,
     )
 
 
