@@ -24,14 +24,10 @@ from rag_hier.index.methods import methods
 
 __all__ = ["PLUGIN_MODULES", "TRAIN_METHODS", "plugin_modules", "plugins", "train_methods"]
 
-_LEGACY_PLUGINS: tuple[str, ...] = ()
-"""Not yet moved onto a method registration."""
-_LEGACY_TRAIN: dict[str, tuple[str, str]] = {}
-
 
 def plugin_modules() -> tuple[str, ...]:
     """The plugin modules of the registered methods, in registration order."""
-    return tuple(m.cli for m in methods() if m.cli is not None) + _LEGACY_PLUGINS
+    return tuple(m.cli for m in methods() if m.cli is not None)
 
 
 def train_methods() -> dict[str, tuple[str, str]]:
@@ -40,8 +36,7 @@ def train_methods() -> dict[str, tuple[str, str]]:
     Read from the registrations, so that ``rag-hier train --help`` and ``rag-hier train METHOD --help`` import no
     other method's module (a test checks that each module's parser has this name and help line).
     """
-    out = {m.name: (m.cli, m.train) for m in methods() if m.cli is not None and m.train is not None}
-    return {**out, **_LEGACY_TRAIN}
+    return {m.name: (m.cli, m.train) for m in methods() if m.cli is not None and m.train is not None}
 
 
 PLUGIN_MODULES: tuple[str, ...] = plugin_modules()

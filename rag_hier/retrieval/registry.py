@@ -181,5 +181,3 @@ def _add_method(spec: MethodSpec, replaced: MethodSpec | None) -> None:
 
 
 on_method(_add_method)
-
-# -- not yet moved onto a method registration ----------------------------------------------------------

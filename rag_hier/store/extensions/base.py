@@ -36,17 +36,14 @@ from rag_hier.errors import StoreCorruptedError
 from rag_hier.index.methods import extension_spec, extension_specs
 from rag_hier.store.contract import StoreExtension
 
-__all__ = ["KNOWN_EXTENSIONS", "StoreExtension", "extension_class", "known_extensions", "register_extension"]
+__all__ = ["StoreExtension", "extension_class", "known_extensions", "register_extension"]
 
 _REGISTRY: dict[str, type[StoreExtension]] = {}
-
-KNOWN_EXTENSIONS: dict[str, str] = {}
-"""Not yet moved onto a method registration: registry key → rag-hier module that defines it."""
 
 
 def known_extensions() -> dict[str, str]:
     """Every extension a store may name → the module defining it (those of the registered methods)."""
-    return {**{n: e.module for n, e in extension_specs().items()}, **KNOWN_EXTENSIONS}
+    return {n: e.module for n, e in extension_specs().items()}
 
 
 E = TypeVar("E", bound="type[StoreExtension]")
@@ -68,9 +65,8 @@ def extension_class(name: str, where: Path | str | None = None) -> type[StoreExt
         raise StoreCorruptedError(f"{where or 'store'}: extension name {name!r} is not a string")
     if name not in _REGISTRY:
         spec = extension_spec(name)
-        module = spec.module if spec is not None else KNOWN_EXTENSIONS.get(name)
-        if module is not None:
-            importlib.import_module(module)
+        if spec is not None:
+            importlib.import_module(spec.module)
     if name not in _REGISTRY:
         raise StoreCorruptedError(
             f"{where or 'store'}: unknown extension {name!r}; this rag-hier knows "

@@ -32,11 +32,9 @@ from rag_hier.errors import StoreError
 from rag_hier.index.methods import EngineData, extension_spec, extension_specs
 
 __all__ = [
-    "LEAF_COLUMNS",
     "LEAF_KINDS",
     "MAX_ARRAY",
     "MAX_SPARSE_INDEX",
-    "SPARSE_EXTENSIONS",
     "LeafRows",
     "SparseRows",
     "engine_data",
@@ -46,10 +44,6 @@ __all__ = [
     "sparse_dicts",
 ]
 
-SPARSE_EXTENSIONS: tuple[str, ...] = ()
-"""Not yet moved onto a method registration: extensions whose rows are a Milvus sparse vector field."""
-LEAF_COLUMNS: dict[str, str] = {}
-"""Not yet moved onto a method registration: extension → the passage field holding each passage's leaves."""
 LEAF_KINDS: tuple[EngineData, ...] = ("leaf", "leaves")
 """The kinds of data kept as a passage field."""
 MAX_ARRAY = 4096
@@ -81,13 +75,7 @@ class LeafRows(Protocol):
 def engine_data(name: str) -> EngineData:
     """The kind of data of extension ``name`` (``"files"`` for one no registered method names)."""
     spec = extension_spec(name)
-    if spec is not None:
-        return spec.data
-    if name in SPARSE_EXTENSIONS:
-        return "sparse-rows"
-    if name in LEAF_COLUMNS:
-        return "leaves"
-    return "files"
+    return spec.data if spec is not None else "files"
 
 
 def leaf_column(name: str, data: EngineData) -> str:
@@ -100,9 +88,7 @@ def leaf_column(name: str, data: EngineData) -> str:
 
 def leaf_extensions() -> dict[str, tuple[str, EngineData]]:
     """Every registered leaf extension → ``(its passage field, "leaf" or "leaves")``, in registration order."""
-    out = {n: (leaf_column(n, e.data), e.data) for n, e in extension_specs().items() if e.data in LEAF_KINDS}
-    legacy = {n: (c, engine_data(n)) for n, c in LEAF_COLUMNS.items()}
-    return {**out, **legacy}
+    return {n: (leaf_column(n, e.data), e.data) for n, e in extension_specs().items() if e.data in LEAF_KINDS}
 
 
 def sparse_dicts(rows: sp.csr_matrix, where: str, rowids: np.ndarray | None = None) -> list[dict[int, float]]:
