@@ -169,6 +169,21 @@ def create_collections(
         ip.add_index("dummy", index_type="FLAT", metric_type="IP")
         return ip
 
+    def dummy_collection(what: str, name: str, /, **fields: dict[str, Any]) -> None:
+        """Create collection ``name``: ``fields`` (name → ``add_field`` options) in order, then the dummy vector."""
+        s = dummy_schema()
+        for field, options in fields.items():
+            s.add_field(field, **options)
+        s.add_field("dummy", DataType.FLOAT_VECTOR, dim=DUMMY_DIM)
+        call(
+            f"creating the {what} collection",
+            "create_collection",
+            name,
+            schema=s,
+            index_params=dummy_index(),
+            consistency_level="Strong",
+        )
+
     # passages
     s = client.create_schema(auto_id=False, enable_dynamic_field=False)
     s.add_field("vid", DataType.INT64, is_primary=True)
@@ -227,48 +242,30 @@ def create_collections(
         consistency_level="Strong",
     )
     # extension files
-    s = dummy_schema()
-    s.add_field("key", DataType.VARCHAR, is_primary=True, max_length=512)
-    s.add_field("file", DataType.VARCHAR, max_length=256)
-    s.add_field("gen", DataType.INT64)
-    s.add_field("chunk", DataType.INT64)
-    s.add_field("data", DataType.VARCHAR, max_length=VARCHAR)
-    s.add_field("dummy", DataType.FLOAT_VECTOR, dim=DUMMY_DIM)
-    call(
-        "creating the file collection",
-        "create_collection",
+    dummy_collection(
+        "file",
         names.files,
-        schema=s,
-        index_params=dummy_index(),
-        consistency_level="Strong",
+        key={"datatype": DataType.VARCHAR, "is_primary": True, "max_length": 512},
+        file={"datatype": DataType.VARCHAR, "max_length": 256},
+        gen={"datatype": DataType.INT64},
+        chunk={"datatype": DataType.INT64},
+        data={"datatype": DataType.VARCHAR, "max_length": VARCHAR},
     )
     # retired row versions
-    s = dummy_schema()
-    s.add_field("key", DataType.VARCHAR, is_primary=True, max_length=64)
-    s.add_field("kind", DataType.VARCHAR, max_length=4)
-    s.add_field("target", DataType.INT64)
-    s.add_field("gen", DataType.INT64)
-    s.add_field("dummy", DataType.FLOAT_VECTOR, dim=DUMMY_DIM)
-    call(
-        "creating the retired collection",
-        "create_collection",
+    dummy_collection(
+        "retired",
         names.retired,
-        schema=s,
-        index_params=dummy_index(),
-        consistency_level="Strong",
+        key={"datatype": DataType.VARCHAR, "is_primary": True, "max_length": 64},
+        kind={"datatype": DataType.VARCHAR, "max_length": 4},
+        target={"datatype": DataType.INT64},
+        gen={"datatype": DataType.INT64},
     )
     # the state, created last: its existence marks a complete rag-hier collection
-    s = dummy_schema()
-    s.add_field("key", DataType.VARCHAR, is_primary=True, max_length=64)
-    s.add_field("value", DataType.VARCHAR, max_length=VARCHAR)
-    s.add_field("dummy", DataType.FLOAT_VECTOR, dim=DUMMY_DIM)
-    call(
-        "creating the state collection",
-        "create_collection",
+    dummy_collection(
+        "state",
         names.state,
-        schema=s,
-        index_params=dummy_index(),
-        consistency_level="Strong",
+        key={"datatype": DataType.VARCHAR, "is_primary": True, "max_length": 64},
+        value={"datatype": DataType.VARCHAR, "max_length": VARCHAR},
     )
 
 
