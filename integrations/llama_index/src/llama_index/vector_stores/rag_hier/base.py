@@ -5,26 +5,23 @@ passage records (:mod:`._filters`) and the engine's hits back into nodes; everyt
 public API. Queries run the registered strategies (``dense``, ``svdr-*``, ``bm25``, ``fusion``); filters
 become candidate rowids through ``HierStore.matching_rowids``; ``persist`` is ``HierStore.snapshot``; the token
 index and the BM25 index are ``HierStore.ensure_extension("token-index")`` and ``ensure_extension("bm25")``.
-Reads go through a read-only handle; the first write opens a read-write handle on the same directory, and both
-share the store's one engine (one consistent view, which also follows other processes' commits). With ``uri=``
-the store is a collection on the engine's Milvus backend (a Milvus Lite file or a server); everything above
-works there the same way.
+Reads go through a read-only handle; the first write opens a read-write handle on the same directory (both are
+the engine's ``StoreSession``, opened by :mod:`._lifecycle`), and both share the store's one engine (one
+consistent view, which also follows other processes' commits). With ``uri=`` the store is a collection on the
+engine's Milvus backend (a Milvus Lite file or a server); everything above works there the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-import os
 import shutil
-import tempfile
 import uuid
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, cast, get_args
+from typing import Any, Literal, get_args
 
 import fsspec
 import numpy as np
@@ -39,21 +36,29 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryResult,
 )
 from llama_index.vector_stores.rag_hier._filters import build_filter, build_predicate
+from llama_index.vector_stores.rag_hier._lifecycle import MILVUS_TOKEN_ENV as MILVUS_TOKEN_ENV
+from llama_index.vector_stores.rag_hier._lifecycle import (
+    bm25_options,
+    close_session,
+    milvus_options,
+    open_session,
+    token_options,
+)
 from llama_index.vector_stores.rag_hier._nodes import hit_to_node, node_to_passage, passage_record, record_to_node
 
-from rag_hier.encoders.dense import DEFAULT_MODEL, DenseEncoder
+from rag_hier.encoders.dense import DenseEncoder
 from rag_hier.errors import InvalidInputError, StoreError
 from rag_hier.retrieval.base import Queries, Retriever
 from rag_hier.retrieval.fusion import FUSIONS, FusionRetriever
 from rag_hier.retrieval.hit import Hit
 from rag_hier.retrieval.registry import build_retriever
 from rag_hier.retrieval.svdr import SvdrMode
+from rag_hier.store.contract import StoreBackend
 from rag_hier.store.extensions.bm25 import BM25Extension
 from rag_hier.store.extensions.token_index import TokenIndexExtension
 from rag_hier.store.filters import Predicate
-from rag_hier.store.milvus.client import check_connection_options
-from rag_hier.store.milvus.store import MilvusStore
-from rag_hier.store.store import MANIFEST, HierStore
+from rag_hier.store.session import StoreSession
+from rag_hier.store.state import MANIFEST
 
 logger = logging.getLogger(__name__)
 
@@ -68,19 +73,14 @@ _BM25_MODE = "bm25"
 _SPARSE_MODES: tuple[str, ...] = (*_SVDR_MODES, _BM25_MODE)
 _TOKEN_MODES = frozenset({"beta", "beta-rerank", "lexical"})
 _TOKEN_INDEX = TokenIndexExtension.name
-_TOKEN_INDEX_OPTIONS = frozenset({"model", "max_length"})
 _BM25 = BM25Extension.name
-_BM25_OPTIONS = frozenset({"stopwords", "stemmer"})
 DEFAULT_NAMESPACE = "default"
-_CONFIG_KEY = "llama_index"
 _PERSIST_SUFFIX = "__vector_store"
-MILVUS_TOKEN_ENV = "RAG_HIER_MILVUS_TOKEN"  # noqa: S105 - the name of a variable, not a secret
-"""The environment variable a Milvus store reads its token from when ``token=`` is not given (as the CLI)."""
 _MILVUS_POINTER = "rag_hier_milvus"
 """The key of the JSON file :meth:`RagHierVectorStore.persist` writes for a Milvus store (where it lives)."""
 
-Store = HierStore | MilvusStore
-"""A handle on the store: a local directory (:class:`HierStore`) or a Milvus collection (:class:`MilvusStore`)."""
+Store = StoreBackend
+"""A handle on the store: a local directory or a Milvus collection, through the store contract."""
 
 
 def _store_filter(
@@ -132,64 +132,6 @@ def _store_dir_for(persist_path: str | Path) -> Path:
     """The store directory for a persist path: ``d/default__vector_store.json`` → ``d/default__vector_store``."""
     p = Path(persist_path)
     return p.with_suffix("") if p.suffix == ".json" else p
-
-
-def _token_options(token_index: bool | Mapping[str, Any]) -> dict[str, Any] | None:
-    """``None`` (no token index asked for) or the token index options, validated."""
-    if isinstance(token_index, bool):
-        return {} if token_index else None
-    if isinstance(token_index, Mapping):
-        unknown = set(token_index) - _TOKEN_INDEX_OPTIONS
-        if unknown:
-            raise ValueError(f"token_index options must be among {sorted(_TOKEN_INDEX_OPTIONS)}; got {sorted(unknown)}")
-        max_length = token_index.get("max_length", 256)
-        if max_length is not None and (
-            isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2
-        ):
-            raise ValueError(f"token_index max_length must be an integer >= 2 or None, got {max_length!r}")
-        return dict(token_index)
-    raise ValueError(f"token_index must be True, False or a dict of token index options, got {token_index!r}")
-
-
-def _bm25_options(bm25: bool | Mapping[str, Any]) -> dict[str, Any] | None:
-    """``None`` (no BM25 index asked for) or the BM25 index's tokenization options (checked when it is built)."""
-    if isinstance(bm25, bool):
-        return {} if bm25 else None
-    if isinstance(bm25, Mapping):
-        unknown = set(bm25) - _BM25_OPTIONS
-        if unknown:
-            raise ValueError(f"bm25 options must be among {sorted(_BM25_OPTIONS)}; got {sorted(unknown)}")
-        return dict(bm25)
-    raise ValueError(f"bm25 must be True, False or a dict of BM25 index options, got {bm25!r}")
-
-
-def _milvus_options(path: Any, uri: Any, token: Any, db_name: Any, timeout: Any, client_options: Any) -> dict[str, Any]:
-    """The checked connection options of a Milvus store (the token from ``RAG_HIER_MILVUS_TOKEN`` by default)."""
-    if path is not None:
-        raise ValueError("give either path (a store directory) or uri (a Milvus Lite file or server), not both")
-    check_connection_options(
-        uri,
-        timeout,
-        client_options,
-        credentials_hint="they would be serialized with the store's configuration; pass token=... (or set "
-        "RAG_HIER_MILVUS_TOKEN) instead",
-    )
-    if token is not None and not isinstance(token, str):
-        raise ValueError(f"token must be a string or None, got {type(token).__name__}")
-    if not isinstance(db_name, str):
-        raise ValueError(f"db_name must be a string, got {db_name!r}")
-    if token is None:
-        token = os.environ.get(MILVUS_TOKEN_ENV, "")
-    return {"token": token, "db_name": db_name, "timeout": timeout, "client_options": dict(client_options or {})}
-
-
-def _close_and_remove(handles: list[Store], tmpdir: str | None) -> None:
-    for handle in handles:
-        with contextlib.suppress(Exception):
-            handle.close()
-    handles.clear()
-    if tmpdir is not None:
-        shutil.rmtree(tmpdir, ignore_errors=True)
 
 
 def llm_questions(llm: Any, *, prompt: str | None = None, num_questions: int = 2) -> Callable[[str], list[str]]:
@@ -321,10 +263,8 @@ class RagHierVectorStore(BasePydanticVectorStore):
 
     _root: Path | None = PrivateAttr(default=None)
     _milvus: dict[str, Any] | None = PrivateAttr(default=None)
-    _encoder: DenseEncoder | None = PrivateAttr(default=None)
+    _session: StoreSession = PrivateAttr()
     _reader: Store = PrivateAttr()
-    _writer: Store | None = PrivateAttr(default=None)
-    _handles: list[Store] = PrivateAttr(default_factory=list)
     _sparse: Retriever[Any] | None = PrivateAttr(default=None)
     _dense: Retriever[Any] | None = PrivateAttr(default=None)
     _finalizer: weakref.finalize = PrivateAttr()
@@ -366,140 +306,53 @@ class RagHierVectorStore(BasePydanticVectorStore):
             )
         if dense is not None and not isinstance(dense, bool):
             raise ValueError(f"dense must be True, False or None, got {dense!r}")
-        token_options = _token_options(token_index)
-        bm25_options = _bm25_options(bm25)
+        tokens, bm25_config = token_options(token_index), bm25_options(bm25)
         kwargs.pop("is_embedding_query", None)  # follows ``dense`` (present in to_dict() output)
         if dimension is not None and (isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1):
             raise ValueError(f"dimension must be a positive integer or None, got {dimension!r}")
-        milvus = _milvus_options(path, uri, token, db_name, timeout, client_options) if uri is not None else None
+        milvus = milvus_options(path, uri, token, db_name, timeout, client_options) if uri is not None else None
         if store is not None and (path is not None or uri is not None):
             raise ValueError("give one of path, uri and store")
-        tmpdir: str | None = None
-        handles: list[Store] = []
-        writer: Store | None = None
-        root: Path | None = None
-        if store is not None:
-            reader = writer = store  # the caller's handle, read-only or not, serves both
-            if store.path is None:  # a Milvus collection: reopened by its location and connection options
-                uri = store.location
-                milvus = store.connection_options
-            else:
-                root = store.path
-        else:
-            if path is None and uri is None:
-                tmpdir = tempfile.mkdtemp(prefix="rag-hier-llama-index-")
-                root = Path(tmpdir) / "store"
-            elif path is not None:
-                root = Path(path)
-        location = str(root) if root is not None else str(uri)
-
-        def open_handle(*, read_only: bool) -> Store:
-            # an explicit model=/encoder= is the user's choice, used even for a store built with another model
-            # (the store logs a warning naming both)
-            if milvus is None:
-                return HierStore.open(cast(Path, root), encoder=encoder, read_only=read_only, allow_other_model=True)
-            return HierStore.open(
-                uri=cast(str, uri), encoder=encoder, read_only=read_only, allow_other_model=True, **milvus
-            )
-
-        try:
-            exists = False
-            if store is None:
-                exists = (
-                    (cast(Path, root) / MANIFEST).exists()
-                    if milvus is None
-                    else MilvusStore.exists(cast(str, uri), **milvus)
-                )
-            if store is None and encoder is None and model is not None and dense is not False and exists:
-                encoder = DenseEncoder(model)  # e.g. for text queries on a store fed with vectors
-            if store is None:
-                if exists:
-                    reader = open_handle(read_only=True)
-                    handles.append(reader)
-                else:
-                    keep_dense = dense is not False
-                    config: dict[str, Any] = {
-                        "model": model if keep_dense else None,
-                        "encoder": encoder if keep_dense else None,
-                        "dimension": dimension,
-                        "index": index if isinstance(index, str) else dict(index),
-                        "similarity": similarity or "cosine",
-                        "corpus": {_CONFIG_KEY: {"similarity": similarity or "cosine", "dense": keep_dense}},
-                    }
-                    if milvus is None:
-                        writer = HierStore.create(cast(Path, root), **config)
-                    else:
-                        if config["model"] is None and config["encoder"] is None and dimension is None:
-                            raise ValueError(
-                                f"cannot create the Milvus collection {uri}: Milvus fixes the vector dimension when "
-                                "a collection is created; pass dimension=... (the size of your embed model's "
-                                "vectors; any size for a dense=False store, which writes none)"
-                                + ("" if not keep_dense else " or model=...")
-                            )
-                        writer = HierStore.create(uri=cast(str, uri), **config, **milvus)
-                    handles.append(writer)
-                    encoder = writer.encoder if keep_dense else None  # one encoder for both handles
-                    reader = open_handle(read_only=True)
-                    handles.append(reader)
-            if token_options is not None and reader.extension(_TOKEN_INDEX) is None:
-                if writer is None:
-                    writer = open_handle(read_only=False)
-                    handles.append(writer)
-                _ensure_token_index(writer, token_options, model)
-            elif token_options is not None:
-                _warn_other_tokenizer(reader, token_options)
-            if bm25_options is not None and reader.extension(_BM25) is None:
-                if writer is None:
-                    writer = open_handle(read_only=False)
-                    handles.append(writer)
-                writer.ensure_extension(_BM25, **bm25_options)
-            elif bm25_options:
-                _warn_other_bm25_tokenizer(reader, bm25_options)
-            config = reader.corpus_info.get(_CONFIG_KEY, {})
-            resolved_dense = dense if dense is not None else config.get("dense", True)
-            has_tokens = reader.extension(_TOKEN_INDEX) is not None
-            has_bm25 = reader.extension(_BM25) is not None
-            if not resolved_dense and not has_tokens and not has_bm25:
-                raise ValueError(
-                    f"dense=False needs a token index or a BM25 index to search, and the store at {location} has "
-                    "neither; pass token_index=True or bm25=True"
-                )
-            recorded = config.get("similarity")
-            if similarity is not None and recorded is not None and similarity != recorded:
-                raise StoreError(f"similarity={similarity!r} but the store at {location} was created with {recorded!r}")
-        except BaseException:
-            _close_and_remove(handles, tmpdir)
-            raise
-        # A store built by the engine itself records nothing here: the similarity it recorded applies.
-        resolved = similarity or recorded or reader.similarity
-        opts = milvus or {}
+        opened = open_session(
+            path,
+            uri=uri,
+            milvus=milvus,
+            store=store,
+            encoder=encoder,
+            model=model,
+            dimension=dimension,
+            similarity=similarity,
+            index=index,
+            dense=dense,
+            tokens=tokens,
+            bm25=bm25_config,
+        )
+        fields, opts = opened.fields, opened.milvus or {}
         super().__init__(  # type: ignore[call-arg]  # pydantic fields of this class
-            path=None if tmpdir is not None or root is None else str(root),
-            uri=uri if milvus is not None else None,
+            path=None if opened.tmpdir is not None or opened.root is None else str(opened.root),
+            uri=opened.uri,
             db_name=opts.get("db_name", ""),
             timeout=opts.get("timeout", 30.0),
             client_options=opts.get("client_options") or None,
-            similarity=resolved,
-            model=reader.encoder.model_name if reader.encoder is not None else None,
-            index=reader.index_config.to_dict(),
-            dense=bool(resolved_dense),
-            token_index=has_tokens,
-            bm25=has_bm25,
-            sparse_mode=sparse_mode or (_BM25_MODE if has_bm25 and not has_tokens else "beta-rerank"),
+            similarity=fields["similarity"],
+            model=fields["model"],
+            index=fields["index"],
+            dense=fields["dense"],
+            token_index=fields["token_index"],
+            bm25=fields["bm25"],
+            sparse_mode=sparse_mode or fields["default_sparse_mode"],
             vocab_model=vocab_model,
             rerank_m=rerank_m,
             hybrid_fusion=hybrid_fusion,
-            is_embedding_query=bool(resolved_dense),
+            is_embedding_query=fields["dense"],
             **kwargs,
         )
-        self._root = root
-        self._milvus = milvus
-        self._encoder = encoder
-        self._reader = reader
-        self._writer = writer
-        self._handles = handles
+        self._root = opened.root
+        self._milvus = opened.milvus
+        self._session = opened.session
+        self._reader = opened.reader
         self._sparse = None
-        self._finalizer = weakref.finalize(self, _close_and_remove, handles, tmpdir)
+        self._finalizer = weakref.finalize(self, close_session, opened.session, opened.tmpdir)
 
     @classmethod
     def class_name(cls) -> str:
@@ -554,24 +407,14 @@ class RagHierVectorStore(BasePydanticVectorStore):
         """
         return self._writable()
 
+    @property
+    def _writer(self) -> Store | None:
+        """The read-write handle, if one is open."""
+        return self._session.open_writer
+
     def _writable(self) -> Store:
         """The read-write handle, opened on the first write (it shares the reader's engine)."""
-        writer = self._writer
-        if writer is None:
-            opened: Store
-            if self._milvus is None:
-                opened = HierStore.open(cast(Path, self._root), encoder=self._encoder, allow_other_model=True)
-            else:
-                opened = HierStore.open(
-                    uri=cast(str, self.uri), encoder=self._encoder, allow_other_model=True, **self._milvus
-                )
-            if self._writer is None:
-                self._writer = opened
-                self._handles.append(opened)
-            else:  # another thread opened one meanwhile: keep the first
-                opened.close()
-            writer = self._writer
-        return writer
+        return self._session.writer()
 
     def tune(self, queries: Any = None, qrels: Any = None, **options: Any) -> Any:
         """Fine-tune the store's model on judged queries; adopt it only when it measures better.
@@ -953,43 +796,6 @@ class RagHierVectorStore(BasePydanticVectorStore):
     async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """:meth:`query` in a worker thread."""
         return await asyncio.to_thread(self.query, query, **kwargs)
-
-
-def _ensure_token_index(store: Store, options: Mapping[str, Any], model: str | None) -> None:
-    """Give ``store`` a token index (tokenizing the nodes it holds) through the engine's ``ensure_extension``."""
-    tokenizer = options.get("model") or model or (store.encoder.model_name if store.encoder else DEFAULT_MODEL)
-    store.ensure_extension(_TOKEN_INDEX, model=str(tokenizer), max_length=options.get("max_length", 256))
-    _warn_other_tokenizer(store, options)
-
-
-def _warn_other_tokenizer(store: Store, options: Mapping[str, Any]) -> None:
-    existing = store.extension(_TOKEN_INDEX)
-    held = getattr(existing, "model", None)
-    if "model" in options and held is not None and held != options["model"]:
-        logger.warning(
-            "%s has a token index built with %r; keeping it (token_index asked for %r)",
-            store.location,
-            held,
-            options["model"],
-        )
-
-
-def _warn_other_bm25_tokenizer(store: Store, options: Mapping[str, Any]) -> None:
-    """Warn when the store's BM25 index tokenizes otherwise than ``bm25=`` asks (the index is kept as it is)."""
-    held = store.extension(_BM25)
-    if held is None:
-        return
-    asked = BM25Extension(**options).config()
-    have = held.config()
-    differs = {k: (have.get(k), asked[k]) for k in ("stopwords", "stemmer") if have.get(k) != asked[k]}
-    if differs:
-        logger.warning(
-            "%s has a BM25 index built with %s; keeping it (bm25 asked for %s). Rebuild it with "
-            "`client.add_extension(BM25Extension(...), replace=True)` to change its tokenization",
-            store.location,
-            {k: v[0] for k, v in differs.items()},
-            {k: v[1] for k, v in differs.items()},
-        )
 
 
 def _check_local(fs: fsspec.AbstractFileSystem | None) -> None:
