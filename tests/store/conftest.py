@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from rag_hier import Document, HierStore, Section
+from rag_hier import Document, HierStore
 from rag_hier.encoders import DenseEncoder
+from tests.store.contract.base import DOCS
 
 
 @pytest.fixture(scope="session")
@@ -15,33 +18,11 @@ def tiny_encoder(tiny_model_path: str) -> DenseEncoder:
 
 @pytest.fixture()
 def docs() -> list[Document]:
-    return [
-        Document(
-            "tides",
-            "Tides",
-            ("The moon pulls the oceans and makes tides.",),
-            metadata={"topic": "sea", "year": 2001},
-        ),
-        Document(
-            "bees",
-            "Honeybees",
-            ("Honeybees live in colonies.",),
-            sections=(
-                Section(
-                    "Honey",
-                    ("Bees turn nectar into honey.",),
-                    (Section("Storage", ("Honey is stored in wax cells.",)),),
-                ),
-            ),
-            metadata={"topic": "animals", "year": 2010},
-        ),
-        Document(
-            "volcano",
-            "Volcanoes",
-            ("Magma rises through the crust.", "Eruptions can be explosive."),
-            metadata={"topic": "earth", "year": 1999},
-        ),
-    ]
+    """The contract's :data:`~tests.store.contract.base.DOCS` with only their ``topic`` and ``year`` metadata.
+
+    (The contract's copies carry more: the bees' ``tags``, the volcano's hostile strings.)
+    """
+    return [replace(d, metadata={k: d.metadata[k] for k in ("topic", "year")}) for d in DOCS]
 
 
 @pytest.fixture()
