@@ -102,8 +102,9 @@ class StoreSession:
         uri: A Milvus collection (``./file.db#name`` or ``http://host:19530#name``).
         connection: The Milvus connection options (``token``, ``db_name``, ``timeout``, ``client_options``), or a
             function giving them at each open (a token resolved when connecting, never kept).
-        encoder: A function giving the dense encoder the handles share (called at each open or creation; the
-            store created by the session then lends its own encoder to the later handles).
+        encoder: A function giving the dense encoder the handles share, called at each open with whether the
+            collection is being created (the store created by the session then lends its own encoder to the later
+            handles).
         device: The device passed when opening (or a function giving it at each open).
         create: How a missing collection is created.
         extensions: How each extension is built (:class:`ExtensionSpec`), by name; others with no configuration.
@@ -121,7 +122,7 @@ class StoreSession:
         *,
         uri: str | None = None,
         connection: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None,
-        encoder: Callable[[], DenseEncoder | None] | None = None,
+        encoder: Callable[[bool], DenseEncoder | None] | None = None,
         device: str | Callable[[], str | None] | None = None,
         create: CreateOptions | None = None,
         extensions: Mapping[str, ExtensionSpec] | None = None,
@@ -194,16 +195,24 @@ class StoreSession:
 
     def reader(self) -> StoreBackend:
         """The handle reads use, opened on first use (creating the collection when there is none: a write)."""
+        # the open handle without the lock (what every read asks for; handles change only when opened or closed)
+        writer, reader = self._writer, self._reader
+        if writer is not None and self.reads_use_writer:
+            return writer
+        if reader is not None:
+            return reader
         with self._lock:
             self._check_open()
             if self._writer is not None and self.reads_use_writer:
                 return self._writer
             if self._reader is None:
-                if not self.exists():
-                    writer = self.writer()  # nothing to read yet: create the store
+                store, created = self._open(write=False)
+                if created:  # nothing to read yet: the store was created, by a read-write handle
+                    self._adopt_writer(store)
                     if self.reads_use_writer:
-                        return writer
-                self._reader = self._open(write=False)
+                        return store
+                    store, _ = self._open(write=False)
+                self._reader = store
             return self._reader
 
     def writer(self, dimension_hint: int | None = None) -> StoreBackend:
@@ -211,37 +220,44 @@ class StoreSession:
 
         ``dimension_hint``: the size of the embeddings about to be written, for a Milvus collection created now.
         """
+        writer = self._writer
+        if writer is not None:
+            return writer
         with self._lock:
             self._check_open()
             if self._writer is None:
-                store = self._open(write=True, dimension_hint=dimension_hint)
-                try:
-                    for name in self.configured:
-                        if name not in self._ensured:
-                            self.ensure_extension(name, store)
-                except BaseException:
-                    store.close()
-                    raise
-                self._writer = store
-            return self._writer
+                store, _ = self._open(write=True, dimension_hint=dimension_hint)
+                self._adopt_writer(store)
+            return cast("StoreBackend", self._writer)
+
+    def _adopt_writer(self, store: StoreBackend) -> None:
+        """Make ``store`` the read-write handle, once the configured extensions are ensured on it."""
+        try:
+            for name in self.configured:
+                if name not in self._ensured:
+                    self.ensure_extension(name, store)
+        except BaseException:
+            store.close()
+            raise
+        self._writer = store
 
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError(f"the store session on {self.location} is closed")
 
-    def _encoder(self) -> DenseEncoder | None:
+    def _encoder(self, creating: bool) -> DenseEncoder | None:
         if self._created:
             return self._created_encoder
-        return self._encoder_factory() if self._encoder_factory is not None else None
+        return self._encoder_factory(creating) if self._encoder_factory is not None else None
 
     def _device_now(self) -> str | None:
         return self._device() if callable(self._device) else self._device
 
-    def _open(self, *, write: bool, dimension_hint: int | None = None) -> StoreBackend:
-        """A new handle (creating the collection when there is none: then read-write whatever ``write`` says)."""
+    def _open(self, *, write: bool, dimension_hint: int | None = None) -> tuple[StoreBackend, bool]:
+        """A new handle, and whether it created the collection (then it is read-write whatever ``write`` says)."""
         with _OPEN_LOCK:
             if not self.exists():
-                return self._create(dimension_hint)
+                return self._create(dimension_hint), True
             # an explicit encoder is the adapter's choice, used even when the store was built with another model
             # (the store logs a warning naming both)
             store = cast(
@@ -249,7 +265,7 @@ class StoreSession:
                 open_store(
                     self.path,
                     uri=self.uri,
-                    encoder=self._encoder(),
+                    encoder=self._encoder(False),
                     device=self._device_now(),
                     read_only=not write,
                     allow_other_model=True,
@@ -262,12 +278,12 @@ class StoreSession:
                 except BaseException:
                     store.close()
                     raise
-            return store
+            return store, False
 
     def _create(self, dimension_hint: int | None) -> StoreBackend:
         """A new collection, with the dimension a Milvus collection needs up front."""
         options = self.create_options
-        encoder = self._encoder()
+        encoder = self._encoder(True)
         dimension = options.dimension
         if self.uri is not None and dimension is None and encoder is None and options.model is None:
             dimension = dimension_hint

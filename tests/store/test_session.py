@@ -92,8 +92,8 @@ def test_create_options_are_what_the_new_store_records(tmp_path: Path) -> None:
 def test_the_created_store_lends_its_encoder_to_later_handles(tmp_path: Path, tiny_model_path: str) -> None:
     calls: list[int] = []
 
-    def no_encoder() -> Any:
-        calls.append(1)
+    def no_encoder(creating: bool) -> Any:
+        calls.append(creating)
         return None
 
     session = StoreSession(
@@ -102,7 +102,7 @@ def test_the_created_store_lends_its_encoder_to_later_handles(tmp_path: Path, ti
     writer = session.writer()
     reader = session.reader()
     assert writer.encoder is not None and reader.encoder is writer.encoder
-    assert calls == [1]  # asked once, at creation; later handles take the created store's encoder
+    assert calls == [True]  # asked once, at creation; later handles take the created store's encoder
     session.close()
 
 

@@ -102,7 +102,7 @@ def store_session(ds: RagHierDocumentStore, token_options: dict[str, Any] | None
         ds.path,
         uri=ds.uri,
         connection=ds._milvus_options,  # the token resolved at each connection, never kept
-        encoder=ds._dense_encoder,
+        encoder=lambda creating: ds._dense_encoder(),  # one object for both handles, created or opened
         device=ds._device,
         create=CreateOptions(
             model=None,  # the model, if any, is the encoder's (one object for both handles)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from haystack import Document, default_from_dict, default_to_dict
+from haystack.document_stores.errors import DocumentStoreError
 from haystack.utils import ComponentDevice, Secret
 from haystack.utils.filters import document_matches_filter
 from haystack_integrations.components.embedders.rag_hier._backend import resolve_device
@@ -313,16 +314,20 @@ class RagHierDocumentStore(StrategySearch, MetadataAggregates, DocumentWrites, A
 
     def _read_handle(self) -> Store:
         """The handle reads use: read-only until this instance writes (then its read-write handle)."""
-        with _engine_errors():
+        try:  # not _engine_errors(): every read asks, and a context manager costs more than the answer
             return self._session.reader()
+        except StoreError as exc:
+            raise DocumentStoreError(str(exc)) from exc
 
     def _write_handle(self, dimension_hint: int | None = None) -> Store:
         """The read-write handle, opened on first use (with the configured extensions ensured).
 
         ``dimension_hint``: the size of the embeddings about to be written, for a Milvus collection created now.
         """
-        with _engine_errors():
+        try:
             return self._session.writer(dimension_hint)
+        except StoreError as exc:
+            raise DocumentStoreError(str(exc)) from exc
 
     def _ensure_extension(self, store: Store, name: str) -> Any:
         """The store's extension ``name``, built with this store's configuration when it has none.

@@ -176,7 +176,18 @@ def open_session(
     elif store is None and path is not None:
         root = Path(path)
     keep_dense = dense is not False
-    chosen: list[DenseEncoder | None] = [encoder]
+    loaded: list[DenseEncoder] = []
+
+    def encoder_for(creating: bool) -> DenseEncoder | None:
+        """The given encoder; a new store gets none with ``dense=False``, an existing one the model's if asked."""
+        if creating:
+            return encoder if keep_dense else None
+        if encoder is None and model is not None and keep_dense:
+            if not loaded:
+                loaded.append(DenseEncoder(model))  # e.g. for text queries on a store fed with vectors
+            return loaded[0]
+        return encoder
+
     specs = {}
     if tokens is not None:
         specs[_TOKEN_INDEX] = _token_index_spec(tokens, model)
@@ -188,7 +199,7 @@ def open_session(
             root,
             uri=uri if store is None else None,
             connection=milvus,
-            encoder=lambda: chosen[0],  # the store created by the session lends its own to later handles
+            encoder=encoder_for,  # a store the session creates lends its own to later handles
             create=CreateOptions(
                 model=model if keep_dense else None,
                 dimension=dimension,
@@ -204,11 +215,6 @@ def open_session(
             reads_use_writer=False,  # queries read through the read-only handle, which sees every write
             handle=store,
         )
-        if store is None:
-            if not session.exists():
-                chosen[0] = encoder if keep_dense else None
-            elif encoder is None and model is not None and keep_dense:
-                chosen[0] = DenseEncoder(model)  # e.g. for text queries on a store fed with vectors
         session.ensure_configured()
         reader = session.reader()
         location = session.location
