@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -287,8 +288,34 @@ def _open_store(args: argparse.Namespace, *, read_only: bool) -> Any:
     return store
 
 
+@contextlib.contextmanager
+def _one_connection(location: str) -> Iterator[None]:
+    """Hold one connection to a Milvus ``location`` for the block, so that every handle opened inside shares it.
+
+    Handles on one URI share a client while one of them holds it (:class:`~rag_hier.store.milvus.client.Connection`):
+    a command that asks whether a collection exists and then opens or creates it connects once, not twice.
+    """
+    held = None
+    if _is_uri(location):
+        from rag_hier.store.milvus.client import Connection, split_uri
+
+        uri, _ = split_uri(location)
+        if not (uri.endswith(".db") and not Path(uri).exists()):  # a Lite file not there yet: creating connects
+            held = Connection(uri, **_milvus_options())
+    try:
+        yield
+    finally:
+        if held is not None:
+            held.close()
+
+
 def cmd_index(args: argparse.Namespace) -> int:
-    """``rag-hier index``."""
+    """``rag-hier index``: one connection for the whole command when the store is a Milvus collection."""
+    with _one_connection(args.store):
+        return _cmd_index(args)
+
+
+def _cmd_index(args: argparse.Namespace) -> int:
     from rag_hier.corpus.readers import detect_format, read_corpus
     from rag_hier.encoders.dense import DEFAULT_MODEL
     from rag_hier.index.dense import IndexConfig
@@ -522,7 +549,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     """``rag-hier info``."""
     store = _open_location(args.store, read_only=True, verify=not args.no_verify)
     try:
-        info = store.info()
+        with store.reading():  # every figure from one generation (on Milvus: one read of its state)
+            info = store.info()
     finally:
         store.close()
     if args.json:

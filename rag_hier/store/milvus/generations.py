@@ -90,11 +90,15 @@ class GenerationLog(ExtensionFiles, FieldSync):
     # ------------------------------------------------------------------------------------------------
     # what reads see
     # ------------------------------------------------------------------------------------------------
-    def _sync(self, *, force: bool = False) -> None:
-        """Bring the handle to the committed generation (reload extensions whose files changed)."""
+    def _sync(self, *, force: bool = False, state: dict[str, Any] | None = None) -> None:
+        """Bring the handle to the committed generation (reload extensions whose files changed).
+
+        ``state``: the collection state as just read (else it is read now).
+        """
         if self._batch is not None or self._syncing or self._pinned:
             return
-        state = self._get_state()
+        if state is None:
+            state = self._get_state()
         gen = int(state["generation"])
         if not force and self._loaded_files.get("__gen__") == gen:
             return

@@ -257,8 +257,9 @@ class MilvusStore(Rows, Search, DenseSearch):
         store = cls(conn, name, encoder=encoder, read_only=read_only, device=device)
         try:
             names = store._collections
-            if not store._call("listing collections", "has_collection", names.state):
-                if store._call("listing collections", "has_collection", names.passages):
+            present = set(store._call("listing collections", "list_collections"))  # one round trip for all
+            if names.state not in present:
+                if names.passages in present:
                     raise StoreError(
                         f"{store.location}: the Milvus collection {name!r} was not created by rag-hier "
                         "(no state collection); choose another name"
@@ -266,7 +267,9 @@ class MilvusStore(Rows, Search, DenseSearch):
                 raise StoreError(f"{store.location}: no rag-hier collection {name!r} there")
             for coll in names.always:
                 store._call("loading the collection", "load_collection", coll)
-            store._sparse_collection_present()
+            if names.sparse in present:
+                store._call("loading the collection", "load_collection", names.sparse)
+                store._has_sparse = True
             store._load_state()
             store._check_schema()
             check_given_encoder(
@@ -275,7 +278,9 @@ class MilvusStore(Rows, Search, DenseSearch):
             if not read_only:
                 with store._lock:
                     store._recover()
-            store._sync(force=True)
+                store._sync(force=True)
+            else:  # nothing happened since the state was read: sync to it without reading it again
+                store._sync(force=True, state=store._state)
         except BaseException:
             store.close()
             raise
