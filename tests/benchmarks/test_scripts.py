@@ -124,6 +124,9 @@ SMOKE: dict[str, list[tuple[str, list[str]]]] = {
     F + "bench_milvus": [
         run(F + "bench_milvus", "--n 500 --dim 16 --queries 5 --kinds flat --embedded --dhr --out {out}/milvus.json"),
     ],
+    F + "bench_milvus_cli": [
+        run(F + "bench_milvus_cli", "--data {data} --model {model} --docs 20 --queries 5 --rounds 1 --out {out}"),
+    ],
     F + "bench_milvus_fields": [
         run(F + "bench_milvus_fields", "--n 60 --queries 5 --data {data} --model {model} --out {out}"),
     ],
@@ -155,6 +158,7 @@ NO_SMOKE = {
 """Scripts without a run here, and why."""
 
 HEAVY = {
+    F + "bench_milvus_cli": "two stores built and seven `rag-hier` processes, three of them on Milvus Lite: ~60 s here",
     S + "bench_writer_wait": "a store index, `rag-hier eval` reader processes and a holder process: ~20 s here",
     F + "bench_milvus_fields": "three Milvus Lite collections, each behind its own server process: ~15 s here",
     F + "bench_milvus_svdr": "a migration into two Milvus Lite layouts, each reopened per mode: ~15 s here",
@@ -167,6 +171,7 @@ NEEDS = {
     F + "bench_haystack": ("haystack",),
     F + "bench_llama_index": ("llama_index.core",),
     F + "bench_milvus": ("milvus_lite", "psutil"),
+    F + "bench_milvus_cli": ("milvus_lite",),
     F + "bench_milvus_fields": ("milvus_lite",),
     F + "bench_milvus_svdr": ("milvus_lite",),
     T + "bench_attention_dropout": ("psutil",),
