@@ -379,3 +379,32 @@ def test_real_model_end_to_end(store_path: str) -> None:
     retriever = HierarchicalRetriever.from_index(index, similarity_top_k=1, auto_document_index=True)
     for doc_id, question in questions.items():
         assert retriever.retrieve(question)[0].node.ref_doc_id == doc_id
+
+
+def test_warm_up_loads_on_construction_what_the_first_query_would(store_path: str, tiny_model_path: str) -> None:
+    first = RagHierVectorStore(store_path, model=tiny_model_path)
+    first.add(
+        [
+            TextNode(text=t, id_=d, relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=d)})
+            for d, t in DOCS.items()
+        ]
+    )
+    store = RagHierVectorStore(store_path)  # opened again: nothing loaded yet
+    assert not store.reader.encoder.is_loaded
+    lazy = HierarchicalRetriever(store, similarity_top_k=1, auto_document_index=True)
+    assert not store.reader.encoder.is_loaded and store.reader.extension("doc-index") is None
+    ready = HierarchicalRetriever(store, similarity_top_k=1, auto_document_index=True, warm_up=True)
+    assert store.reader.encoder.is_loaded  # the store's model embeds the query: loaded
+    assert store.reader.extension("doc-index") is not None  # and the document index it searches: built
+    assert ready.retrieve(DOCS["volcano"])[0].node.node_id == "volcano"
+    assert lazy.retrieve(DOCS["volcano"])[0].node.node_id == "volcano"
+
+
+def test_warm_up_with_an_embed_model_loads_that_model_only(store_path: str, tiny_model_path: str) -> None:
+    RagHierVectorStore(store_path, model=tiny_model_path).add([TextNode(text="lava flows", id_="a")])
+    store = RagHierVectorStore(store_path)
+    embedding = RagHierEmbedding(tiny_model_path, device="cpu")
+    assert not embedding.encoder.is_loaded
+    HierarchicalRetriever(store, mode="flat", embed_model=embedding, warm_up=True)
+    assert embedding.encoder.is_loaded and not store.reader.encoder.is_loaded
+    assert RagHierEmbedding(tiny_model_path, device="cpu", warm_up=True).encoder.is_loaded

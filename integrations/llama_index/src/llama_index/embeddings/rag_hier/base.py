@@ -20,9 +20,9 @@ class RagHierEmbedding(BaseEmbedding):
     """Embed queries and texts with a rag-hier dense encoder (any sentence-transformers model).
 
     Queries go through the encoder's query side (``query_prompt``), texts through its document side
-    (``document_prompt``), so asymmetric models and models trained by rag-hier (HCE) work as intended.
-    The model loads on first use; by default it is the offline all-MiniLM-L6-v2 packaged with rag-hier,
-    so nothing is downloaded. The async methods run the encoder in a worker thread.
+    (``document_prompt``), so asymmetric models and models trained by rag-hier (HCE) work as intended. The model
+    loads on first use (or on construction with ``warm_up=True``); by default it is the offline all-MiniLM-L6-v2
+    packaged with rag-hier, so nothing is downloaded. The async methods run the encoder in a worker thread.
 
     Args:
         model_name: Model name, local directory, or the default offline MiniLM.
@@ -32,6 +32,7 @@ class RagHierEmbedding(BaseEmbedding):
         query_prompt: Prompt (or prompt name defined by the model) for queries.
         document_prompt: Prompt (or prompt name) for texts.
         encoder: A ready :class:`~rag_hier.encoders.DenseEncoder` to share (overrides the options above).
+        warm_up: Load the model on construction (:meth:`warm_up`), so that the first query is as fast as the next.
 
     Example:
         >>> embed_model = RagHierEmbedding()  # doctest: +SKIP
@@ -58,6 +59,7 @@ class RagHierEmbedding(BaseEmbedding):
         query_prompt: str | None = None,
         document_prompt: str | None = None,
         encoder: DenseEncoder | None = None,
+        warm_up: bool = False,
         **kwargs: Any,
     ) -> None:
         if encoder is not None:
@@ -82,6 +84,12 @@ class RagHierEmbedding(BaseEmbedding):
             query_prompt=query_prompt,
             document_prompt=document_prompt,
         )
+        if warm_up:
+            self.warm_up()
+
+    def warm_up(self) -> None:
+        """Load the model now rather than at the first embedding (idempotent)."""
+        self._encoder.model  # noqa: B018 - loads it
 
     @classmethod
     def class_name(cls) -> str:

@@ -79,6 +79,7 @@ class RagHierRetriever(BaseRetriever):
         auto_extensions: Build missing store extensions the strategy needs on first use.
         callback_manager: LlamaIndex callback manager.
         verbose: LlamaIndex verbosity flag.
+        warm_up: Load on construction what the first query would load (:meth:`warm_up`).
         **strategy_kwargs: The strategy's parameters (e.g. ``beam=`` for ``tree``, ``k1=`` for ``hierarchical``).
 
     Raises:
@@ -105,6 +106,7 @@ class RagHierRetriever(BaseRetriever):
         auto_extensions: bool = False,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
+        warm_up: bool = False,
         **strategy_kwargs: Any,
     ) -> None:
         if not isinstance(vector_store, RagHierVectorStore):
@@ -124,6 +126,25 @@ class RagHierRetriever(BaseRetriever):
         self.embed_model = embed_model
         self.auto_extensions = bool(auto_extensions)
         self._engine: Retriever[Any] | None = None
+        if warm_up:
+            self.warm_up()
+
+    def warm_up(self) -> None:
+        """Load now what the first query would load, so that it is as fast as the next; idempotent.
+
+        Builds the engine's retriever, checks the store's extensions (building them when ``auto_extensions``)
+        and loads the models the strategy searches with: ``embed_model``'s when it embeds the query (a
+        :class:`~llama_index.embeddings.rag_hier.RagHierEmbedding` loads its encoder), else the store's own
+        encoder; SVDR's tokenizer and vocabulary encoder; BM25's per-term scores.
+        """
+        self._check_store()
+        engine = self.engine
+        if engine.uses_query_vectors and self.embed_model is not None:
+            load = getattr(self.embed_model, "warm_up", None)
+            if callable(load):
+                load()
+            return
+        engine.warm_up()
 
     @classmethod
     def from_index(cls, index: VectorStoreIndex, *args: Any, **kwargs: Any) -> RagHierRetriever:
@@ -265,6 +286,7 @@ class HierarchicalRetriever(RagHierRetriever):
         auto_document_index: Build the store's document index on first use when it has none.
         callback_manager: LlamaIndex callback manager.
         verbose: LlamaIndex verbosity flag.
+        warm_up: Load on construction what the first query would load (:meth:`warm_up`).
 
     Raises:
         TypeError: ``vector_store`` is not a RagHierVectorStore.
@@ -291,6 +313,7 @@ class HierarchicalRetriever(RagHierRetriever):
         auto_document_index: bool = False,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
+        warm_up: bool = False,
     ) -> None:
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {', '.join(_MODES)}; got {mode!r}")
@@ -312,6 +335,8 @@ class HierarchicalRetriever(RagHierRetriever):
         self.lambda_: float = self.params.lambda_  # type: ignore[attr-defined]
         self.mode: HierarchicalRetrieverMode = mode
         self.auto_document_index = self.auto_extensions
+        if warm_up:  # after the mode is known: mode="flat" needs no document index
+            self.warm_up()
 
     @classmethod
     def from_index(cls, index: VectorStoreIndex, *args: Any, **kwargs: Any) -> HierarchicalRetriever:
