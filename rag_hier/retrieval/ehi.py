@@ -7,7 +7,8 @@ filed under the ``beam`` leaves reached are scored exactly by the encoder (inner
 ``QueryResult.stats`` reports ``passages_scored`` (the passages whose vectors were compared with the query,
 measured: leaves are not balanced, so ``beam / B^H`` is not the fraction), ``fraction_scored`` (their share of
 the passages filed) and ``leaves_visited``. Filters restrict which passages of the reached leaves may be
-scored and returned. The store needs the ``ehi`` extension (``rag-hier index ... --ehi DIR``).
+scored and returned. The store needs the ``ehi`` extension (``rag-hier index ... --ehi DIR``). The search itself
+is :class:`~rag_hier.retrieval.leaf_routed.LeafRoutedRetriever`'s, shared with the HCE tree.
 """
 
 from __future__ import annotations
@@ -17,19 +18,19 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rag_hier.errors import StoreError
-from rag_hier.retrieval.base import ParameterError, Ranking, Retriever
+from rag_hier.retrieval.base import ParameterError, Ranking
+from rag_hier.retrieval.leaf_routed import LeafRoutedRetriever
 from rag_hier.retrieval.params import EHI_DEFAULT_BEAM as DEFAULT_BEAM
 from rag_hier.retrieval.params import EHIParams
-from rag_hier.retrieval.tree import beam_rankings
-from rag_hier.store.contract import engine_extension, remote_vectors
 
 if TYPE_CHECKING:
+    from rag_hier.store.candidates import LeafRouting
     from rag_hier.store.extensions.ehi import EHIExtension
 
 __all__ = ["DEFAULT_BEAM", "EHIParams", "EHIRetriever"]
 
 
-class EHIRetriever(Retriever[np.ndarray]):
+class EHIRetriever(LeafRoutedRetriever):
     """Search a store through its ``ehi`` extension (a trained EHI indexer; ``rag-hier index --ehi DIR``).
 
     Example:
@@ -63,66 +64,23 @@ class EHIRetriever(Retriever[np.ndarray]):
             raise ParameterError(f"beam must be in 1..{n_leaves} (the EHI tree's leaves), got {beam}")
         return beam
 
+    def routing(self) -> LeafRouting:
+        """The store's EHI leaf lists (with their indexer: an error otherwise)."""
+        ext = self._extension()
+        ext.require_indexer()
+        return ext
+
+    def beam_of(self, routing: LeafRouting) -> int:
+        """:meth:`beam_for` the indexer's leaves."""
+        return self.beam_for(self._extension().require_indexer().n_leaves)
+
     def rank(
         self, queries: np.ndarray, k: int, allowed: np.ndarray | None, *, min_documents: int | None = None
     ) -> list[Ranking]:
-        """Beam search, then exact scores for the passages of the leaves reached."""
-        from rag_hier.index.ehi import ehi_search
-
+        """Beam search, then exact scores for the passages of the leaves reached (none when nothing is filed)."""
         ext = self._extension()
-        indexer = ext.require_indexer()
-        beam = self.beam_for(indexer.n_leaves)
+        beam = self.beam_for(ext.require_indexer().n_leaves)
         if ext.rowids.size == 0:
             stats = {"passages_scored": 0.0, "fraction_scored": 0.0, "leaves_visited": float(beam)}
             return [Ranking.empty(**stats) for _ in queries]
-        if remote_vectors(self.store):
-            return self._rank_in_engine(ext, queries, k, allowed, beam)
-        item_vectors = ext.item_vectors(self.store)
-        result = ehi_search(
-            indexer,
-            queries,
-            lambda pos: item_vectors[pos],
-            ext.assignment(),
-            beam=beam,
-            top_k=k,
-            item_ids=ext.rowids,
-            allowed_ids=allowed,
-        )
-        return beam_rankings(result, k, ext.rowids.size)
-
-    def _rank_in_engine(
-        self, ext: EHIExtension, queries: np.ndarray, k: int, allowed: np.ndarray | None, beam: int
-    ) -> list[Ranking]:
-        """Route here, then ONE dense search per query inside the engine over the passages of the leaves reached.
-
-        The engine filters by the passages' leaf field when it keeps one (``search_in_leaves``: Milvus'
-        ``array_contains_any(ehi_leaves, [...])``), else by the leaves' rowids (``search_dense(allowed=...)``).
-        """
-        indexer = ext.require_indexer()
-        engine = engine_extension(self.store, "ehi")
-        leaves, _ = indexer.route(np.asarray(queries, np.float32), beam)
-        assignment = ext.assignment()
-        allowed_ids = None if allowed is None else np.asarray(allowed, dtype=np.int64)
-        out = []
-        for i in range(leaves.shape[0]):
-            items = ext.rowids[assignment.members(leaves[i])]
-            if allowed_ids is not None:
-                items = items[np.isin(items, allowed_ids)]
-            stats = {
-                "passages_scored": float(items.size),
-                "fraction_scored": items.size / ext.rowids.size,
-                "leaves_visited": float(beam),
-            }
-            if items.size == 0:
-                out.append(Ranking.empty(**stats))
-                continue
-            n = min(k, int(items.size))
-            if engine is not None:
-                scores, ids = engine.search_in_leaves("ehi", queries[i : i + 1], n, leaves[i], allowed)
-            else:
-                scores, ids = self.store.search_dense(queries[i : i + 1], n, items)
-            keep = ids[0] >= 0
-            out.append(
-                Ranking(ids[0][keep], scores[0][keep].astype(np.float64), stats=stats, exhausted=int(keep.sum()) < k)
-            )
-        return out
+        return super().rank(queries, k, allowed, min_documents=min_documents)

@@ -38,7 +38,7 @@ from rag_hier.retrieval.params import (
     HierarchicalMode,
     HierarchicalParams,
 )
-from rag_hier.store.contract import remote_vectors
+from rag_hier.store.candidates import gather_vectors
 
 if TYPE_CHECKING:
     from rag_hier.retrieval.hit import Hit
@@ -223,15 +223,11 @@ class HierarchicalRetriever(Retriever[DualQueries]):
                 out.append(Ranking.empty(documents_searched=float(fids.size), passages_scored=0.0))
                 continue
             pool_doc = fscores[owner].astype(np.float64)
-            if pool.size <= self.params.gather_max and not remote_vectors(self.store):
-                try:
-                    vectors = self.store.vectors(pool)
-                except RuntimeError:  # a passage deleted earlier in an open batch: let the index skip it
-                    vectors = None
-                if vectors is not None:
-                    ps = (vectors @ q[i]).astype(np.float64)
-                    out.append(_pack(pool, ps, pool_doc, ps + lam * pool_doc, top_k, int(fids.size), int(pool.size)))
-                    continue
+            vectors = gather_vectors(self.store, pool, self.params.gather_max)  # None: search them in the index
+            if vectors is not None:
+                ps = (vectors @ q[i]).astype(np.float64)
+                out.append(_pack(pool, ps, pool_doc, ps + lam * pool_doc, top_k, int(fids.size), int(pool.size)))
+                continue
             order = np.argsort(pool, kind="stable")
             pool, pool_doc = pool[order], pool_doc[order]
             # start with a few times top_k passages and widen until no unseen passage can beat the

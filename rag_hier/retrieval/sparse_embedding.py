@@ -16,7 +16,7 @@ import scipy.sparse as sp
 
 from rag_hier.retrieval.base import Queries, Ranking, Retriever
 from rag_hier.retrieval.params import SparseEmbeddingParams
-from rag_hier.store.contract import engine_extension
+from rag_hier.store.candidates import search_sparse_rows
 from rag_hier.store.extensions.sparse_embeddings import SparseEmbeddingExtension, parse_sparse_embedding
 
 __all__ = ["SparseEmbeddingParams", "SparseEmbeddingRetriever"]
@@ -53,22 +53,30 @@ class SparseEmbeddingRetriever(Retriever[list[SparseQuery]]):
         ext = self.store.extension(SparseEmbeddingExtension.name)
         if not isinstance(ext, SparseEmbeddingExtension):
             return [Ranking.empty() for _ in queries]
-        engine = engine_extension(self.store, ext.name)
-        if engine is not None:  # the rows are a sparse field of the engine (Milvus): one sparse search there
-            parsed = [parse_sparse_embedding({"indices": list(i), "values": list(v)}, "query") for i, v in queries]
-            width = max([int(i.max()) + 1 for i, _ in parsed if i.size] or [1])
-            rows = sp.vstack(
-                [sp.csr_matrix((v, (np.zeros(i.size, np.int64), i)), shape=(1, width)) for i, v in parsed],
-                format="csr",
-            )
-            scores, ids = engine.search_sparse(ext.name, rows, k, allowed)
-            found = []
-            for srow, irow in zip(scores, ids, strict=True):
-                keep = irow >= 0
-                found.append(Ranking(irow[keep], srow[keep].astype(np.float64), exhausted=int(keep.sum()) < k))
-            return found
+
+        def here() -> tuple[np.ndarray, np.ndarray]:  # the extension's index in this process, one query at a time
+            scores = np.full((len(queries), k), -np.inf, np.float64)
+            ids = np.full((len(queries), k), -1, np.int64)
+            for r, (indices, values) in enumerate(queries):
+                found_scores, rowids = ext.search(indices, values, k, allowed_ids=allowed)
+                scores[r, : rowids.size], ids[r, : rowids.size] = found_scores, rowids
+            return scores, ids
+
+        scores, ids = search_sparse_rows(
+            self.store, ext.name, k, allowed, queries=lambda: _query_rows(queries), here=here
+        )
         out = []
-        for indices, values in queries:
-            scores, rowids = ext.search(indices, values, k, allowed_ids=allowed)
-            out.append(Ranking(rowids, scores.astype(np.float64), exhausted=rowids.size < k))
+        for srow, irow in zip(scores, ids, strict=True):
+            keep = irow >= 0
+            out.append(Ranking(irow[keep], srow[keep].astype(np.float64), exhausted=int(keep.sum()) < k))
         return out
+
+
+def _query_rows(queries: list[SparseQuery]) -> sp.csr_matrix:
+    """The sparse queries as the rows of one CSR matrix (checked as stored embeddings are)."""
+    parsed = [parse_sparse_embedding({"indices": list(i), "values": list(v)}, "query") for i, v in queries]
+    width = max([int(i.max()) + 1 for i, _ in parsed if i.size] or [1])
+    return sp.vstack(
+        [sp.csr_matrix((v, (np.zeros(i.size, np.int64), i)), shape=(1, width)) for i, v in parsed],
+        format="csr",
+    )

@@ -48,7 +48,8 @@ from rag_hier.errors import StoreError
 from rag_hier.index.sparse import SearchMethod, SparseRowIndex
 from rag_hier.retrieval.base import Aggregate, Queries, Ranking, Retriever
 from rag_hier.retrieval.params import SVDR_MODES, SvdrMode, SvdrParams
-from rag_hier.store.contract import EngineExtensions, Filters, engine_extension
+from rag_hier.store.candidates import complete_with_zeros, search_sparse_rows, sparse_rows_engine
+from rag_hier.store.contract import EngineExtensions, Filters
 from rag_hier.store.extensions.svdr_vectors import SparseVectorExtension
 from rag_hier.store.extensions.token_index import TokenIndexExtension, passage_texts
 
@@ -138,7 +139,7 @@ def encode_missing_vectors(
                 f"{store.location} holds SVDR vectors of another encoder ({ext.model}); remove the "
                 f"'{SparseVectorExtension.name}' extension first to encode with {encoder.model_name}"
             )
-        engine = engine_extension(store, ext.name)
+        engine = sparse_rows_engine(store, ext.name)
         have = engine.sparse_rowids(ext.name) if engine is not None else ext.index.ids()
     missing = np.setdiff1d(store.passage_rowids(), have)
     done = 0
@@ -262,7 +263,7 @@ class SvdrRetriever(Retriever[sp.csr_matrix]):
         ext = self._store_vectors()
         if ext is None or ext.fingerprint != fingerprint or fingerprint in self._memory:
             return None
-        return engine_extension(self.store, ext.name)
+        return sparse_rows_engine(self.store, ext.name)
 
     def _engine_rows(self, fingerprint: str) -> SparseRowIndex:
         """E(d) this retriever computed that the engine lacks, for the store's committed generation."""
@@ -302,7 +303,7 @@ class SvdrRetriever(Retriever[sp.csr_matrix]):
                 order = np.lexsort((all_ids, -all_s))[:k]
                 ids[r], scores[r] = -1, -np.inf
                 ids[r, : order.size], scores[r, : order.size] = all_ids[order], all_s[order]
-        return self._zero_padded(scores, ids, allowed)
+        return complete_with_zeros(self.store, scores, ids, allowed)
 
     def _engine_vectors_of(self, engine: EngineExtensions, fingerprint: str, rowids: np.ndarray) -> SparseRowIndex:
         """E(d) of ``rowids``: their rows read from the engine by rowid, plus memory; missing ones encoded."""
@@ -442,7 +443,7 @@ class SvdrRetriever(Retriever[sp.csr_matrix]):
             else np.unique(np.asarray(allowed, np.int64))
         )
         if model_free:  # α with complete vectors: no model needed (as on the local store)
-            engine = engine_extension(self.store, ext.name)
+            engine = sparse_rows_engine(self.store, ext.name)
             if engine is None:
                 return None
             if np.isin(wanted, engine.sparse_rowids(ext.name)).all():
@@ -480,7 +481,7 @@ class SvdrRetriever(Retriever[sp.csr_matrix]):
         """The query side this mode uses: E(q), T(q) (α) or idf-weighted T(q) (lexical)."""
         if self.mode == "lexical":
             tok = self._token_index()
-            engine = engine_extension(self.store, tok.name)
+            engine = sparse_rows_engine(self.store, tok.name)
             if engine is None:
                 return tok.index.query_vectors(queries, weighting="idf")
             # the rows are in the engine: idf from its document frequencies (read once per generation)
@@ -539,11 +540,15 @@ class SvdrRetriever(Retriever[sp.csr_matrix]):
             if mode != "lexical":
                 self._check_vocabulary(tok)
             depth = max(k, self.rerank_m) if mode == "beta-rerank" else k
-            engine = engine_extension(self.store, tok.name)
-            if engine is not None:  # one sparse search inside the engine (Milvus): ⟨q, T(d)⟩
-                scores, ids = self._zero_padded(*engine.search_sparse(tok.name, q, depth, allowed), allowed)
-            else:
-                scores, ids = tok.index.search(q, depth, allowed_ids=allowed, method=self.method)
+            scores, ids = search_sparse_rows(  # ⟨q, T(d)⟩: one sparse search in the engine when it keeps T(d)
+                self.store,
+                tok.name,
+                depth,
+                allowed,
+                queries=lambda: q,
+                here=lambda: tok.index.search(q, depth, allowed_ids=allowed, method=self.method),
+                zero_padded=True,
+            )
             if mode == "beta-rerank":
                 return self._rerank(q, scores, ids, k)
             name = "beta" if mode == "beta" else "lexical"
@@ -561,31 +566,6 @@ class SvdrRetriever(Retriever[sp.csr_matrix]):
             s64 = srow[keep].astype(np.float64)
             out.append(Ranking(irow[keep], s64, components={name: s64}))
         return out
-
-    def _zero_padded(
-        self, scores: np.ndarray, ids: np.ndarray, allowed: np.ndarray | None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Fill short engine results with the passages sharing no token with the query (score 0, by rowid).
-
-        An engine's sparse search leaves those out; the local token index ranks them last, so a short list is
-        completed here (one read of the candidate rowids, only when a query matched fewer than asked).
-        """
-        depth = ids.shape[1]
-        found = (ids >= 0).sum(axis=1)
-        if not (found < depth).any():
-            return scores, ids
-        pool = (
-            np.asarray(self.store.passage_rowids(), np.int64)
-            if allowed is None
-            else np.unique(np.asarray(allowed, dtype=np.int64))
-        )
-        scores, ids = scores.copy(), ids.copy()
-        for r in np.flatnonzero(found < depth):
-            got = ids[r, : found[r]]
-            rest = pool[~np.isin(pool, got)][: depth - found[r]]
-            ids[r, found[r] : found[r] + rest.size] = rest
-            scores[r, found[r] : found[r] + rest.size] = 0.0
-        return scores, ids
 
     def _rerank(self, q: sp.csr_matrix, scores: np.ndarray, ids: np.ndarray, k: int) -> list[Ranking]:
         m = self.rerank_m

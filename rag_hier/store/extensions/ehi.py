@@ -24,12 +24,13 @@ import numpy as np
 
 from rag_hier.errors import DimensionMismatchError, ParameterError, StoreCorruptedError, StoreError
 from rag_hier.index.dense import Journal
-from rag_hier.index.ehi import EHIIndexer, LeafAssignment
+from rag_hier.index.ehi import EHIIndexer, LeafAssignment, ehi_search
 from rag_hier.store.extensions.base import StoreExtension, register_extension
 from rag_hier.store.segments import Delta
 
 if TYPE_CHECKING:
     from rag_hier.corpus.model import Passage
+    from rag_hier.index.tree import TreeSearchResult
     from rag_hier.store.contract import StoreBackend
 
 __all__ = ["EHI_FILES", "EHIExtension"]
@@ -262,6 +263,36 @@ class EHIExtension(StoreExtension):
         if self._vectors is None or self._vectors.shape[0] != self._rowids.size:
             _, self._vectors = self._store_vectors(store, self._rowids)
         return self._vectors
+
+    # -- search support (rag_hier.store.candidates.LeafRouting) ----------------------------------------
+    def routed_total(self) -> int:
+        """Passages filed."""
+        return int(self._rowids.size)
+
+    def route(self, queries: np.ndarray, beam: int) -> np.ndarray:
+        """The ``beam`` most probable leaves of each query, ``(n, beam)``."""
+        leaves, _ = self.require_indexer().route(np.asarray(queries, np.float32), beam)
+        return leaves
+
+    def leaf_members(self, leaves: np.ndarray) -> np.ndarray:
+        """The rowids filed under ``leaves``."""
+        return self._rowids[self.assignment().members(leaves)]
+
+    def search_here(
+        self, store: StoreBackend, queries: np.ndarray, beam: int, k: int, allowed: np.ndarray | None
+    ) -> TreeSearchResult:
+        """Route and score exactly over the passage vectors held here (:meth:`item_vectors`)."""
+        item_vectors = self.item_vectors(store)
+        return ehi_search(
+            self.require_indexer(),
+            queries,
+            lambda pos: item_vectors[pos],
+            self.assignment(),
+            beam=beam,
+            top_k=k,
+            item_ids=self._rowids,
+            allowed_ids=allowed,
+        )
 
 
 def _read_leaves(path: Path, n_leaves: int, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -28,6 +28,7 @@ from rag_hier.store.segments import Delta
 
 if TYPE_CHECKING:
     from rag_hier.corpus.model import Passage
+    from rag_hier.index.tree import TreeSearchResult
     from rag_hier.store.contract import StoreBackend
 
 logger = logging.getLogger(__name__)
@@ -234,10 +235,31 @@ class TreeExtension(StoreExtension):
         """Tree shape and balance (for ``rag-hier info``)."""
         return self.tree.describe() if self.tree is not None else {"built": False}
 
-    # -- search support ---------------------------------------------------------------------------
+    # -- search support (rag_hier.store.candidates.LeafRouting) ----------------------------------------
     def item_vectors(self, store: StoreBackend) -> np.ndarray:
         """The passage vectors aligned with the tree's items (read from the dense index once, then cached)."""
         tree = self.require_tree()
         if self._vectors is None or self._vectors.shape[0] != len(tree):
             _, self._vectors = self._store_vectors(store, tree.item_ids)
         return self._vectors
+
+    def routed_total(self) -> int:
+        """Passages in the tree."""
+        return len(self.require_tree())
+
+    def route(self, queries: np.ndarray, beam: int) -> list[np.ndarray]:
+        """The leaves each query reaches, keeping ``beam`` nodes per level."""
+        tree = self.require_tree()
+        return [tree.beam_leaves(q, beam) for q in queries]
+
+    def leaf_members(self, leaves: np.ndarray) -> np.ndarray:
+        """The rowids in ``leaves``, ascending."""
+        return self.require_tree().leaf_items(leaves)
+
+    def search_here(
+        self, store: StoreBackend, queries: np.ndarray, beam: int, k: int, allowed: np.ndarray | None
+    ) -> TreeSearchResult:
+        """Beam search and exact scores over the passage vectors held here (:meth:`item_vectors`)."""
+        tree = self.require_tree()
+        item_vectors = self.item_vectors(store)
+        return tree.search(queries, beam=beam, top_k=k, vectors_of=lambda pos: item_vectors[pos], allowed_ids=allowed)
