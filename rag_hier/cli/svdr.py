@@ -198,7 +198,7 @@ def add_train_parser(subparsers: Any) -> None:
         help="precision of the projection that picks the kept dimensions (default float32)",
     )
     add_eval_arguments(p)
-    add_runtime_arguments(p, precision=False)  # --device places the encoder
+    add_runtime_arguments(p)  # --fp16/--bf16; --device places the encoder
     add_config_arguments(p, SvdrTrainingConfig, rename={"max_seconds": "--max-minutes"})
     p.set_defaults(func=_cmd_train)
 
@@ -259,6 +259,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
     )
     result = trainer.train()
     out = trainer.save(args.output)
+    from rag_hier.training.distributed import rank
+
+    if rank() != 0:  # torchrun: rank 0 saved the model and reports
+        return 0
     print(
         f"trained SVDR encoder from {args.model or DEFAULT_MODEL}: {result.steps} steps "
         f"({result.epochs_completed:.2f} epochs, {result.seconds:.0f}s, stopped by {result.stopped_by}), "

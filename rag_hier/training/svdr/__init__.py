@@ -27,9 +27,14 @@ checkpoints use two), masked max-pooling, and three loss terms as the paper writ
 code averages four, pairing sparsified with unsparsified vectors).
 
 * :class:`SvdrTrainingConfig` (:mod:`~rag_hier.training.svdr.config`) — hyper-parameters.
-* :func:`semi_parametric_loss` (:mod:`~rag_hier.training.svdr.loss`) — the loss.
-* :class:`SvdrTrainer`, :func:`train_svdr` (:mod:`~rag_hier.training.svdr.trainer`) — the training loop (its own:
-  the mining between steps needs the current model) and the saved directory (``training.json`` next to the model).
+* :mod:`~rag_hier.training.svdr.data` — examples, batches without a repeated query or document, the collator.
+* :func:`semi_parametric_loss`, :class:`SemiParametricLoss` (:mod:`~rag_hier.training.svdr.loss`) — the loss, and
+  the loss module sentence-transformers' trainer runs over the encoder wrapped as a sentence-transformers module.
+* :class:`SvdrMiningCallback` (:mod:`~rag_hier.training.svdr.mining`) — the negative schedule as a trainer callback:
+  BM25 or β-mined negatives refreshed before each step with the current model.
+* :class:`SvdrTrainer`, :func:`train_svdr` (:mod:`~rag_hier.training.svdr.trainer`) — training on
+  sentence-transformers' trainer (fp16/bf16, torch.distributed) and the saved directory (``training.json`` next to
+  the model).
 """
 
 from __future__ import annotations
@@ -40,12 +45,15 @@ from rag_hier._lazy import lazy_getattr
 from rag_hier.training.svdr.config import SvdrTrainingConfig
 
 if TYPE_CHECKING:
-    from rag_hier.training.svdr.loss import semi_parametric_loss
+    from rag_hier.training.svdr.loss import SemiParametricLoss, semi_parametric_loss
+    from rag_hier.training.svdr.mining import SvdrMiningCallback
     from rag_hier.training.svdr.trainer import TRAINING_INFO, SvdrTrainer, SvdrTrainingResult, train_svdr
 
 # the loss and trainer import NumPy and torch: loaded on first use, so the CLI's parser stays light
 _LAZY = {
     "semi_parametric_loss": "loss",
+    "SemiParametricLoss": "loss",
+    "SvdrMiningCallback": "mining",
     "TRAINING_INFO": "trainer",
     "SvdrTrainer": "trainer",
     "SvdrTrainingResult": "trainer",
@@ -58,6 +66,8 @@ __getattr__ = lazy_getattr(__name__, _LAZY, globals())
 
 __all__ = [
     "TRAINING_INFO",
+    "SemiParametricLoss",
+    "SvdrMiningCallback",
     "SvdrTrainer",
     "SvdrTrainingConfig",
     "SvdrTrainingResult",

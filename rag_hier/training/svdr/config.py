@@ -39,6 +39,8 @@ class SvdrTrainingConfig(TrainingConfig):
         gradient_checkpointing: Recompute the backbone's activations in the backward pass (less memory,
             ~30% more compute).
         show_progress_bar: Show a progress bar.
+        fp16: float16 mixed precision (CUDA only; the loss itself is computed in float32).
+        bf16: bfloat16 mixed precision (CUDA or CPU; the loss itself is computed in float32).
         log_every: Log the mean loss every N steps.
 
     """
@@ -68,6 +70,8 @@ class SvdrTrainingConfig(TrainingConfig):
     attention_dropout: float | None = shared_field("attention_dropout", 0.0)
     gradient_checkpointing: bool = train_field(False, help="less memory, ~30% more compute (recompute activations)")
     show_progress_bar: bool = shared_field("show_progress_bar", False)
+    fp16: bool = shared_field("fp16", False)
+    bf16: bool = shared_field("bf16", False)
     log_every: int = train_field(10, help="log the mean loss every N steps", minimum=1, cli=False)
 
     def __post_init__(self) -> None:

@@ -1,4 +1,9 @@
-"""SvdrTrainer: the training loop of an SVDR vocabulary encoder (batches, β- and BM25-mined negatives, AdamW).
+"""SvdrTrainer: SVDR training on sentence-transformers' trainer (batches, β- and BM25-mined negatives, AdamW).
+
+The data (:mod:`~rag_hier.training.svdr.data`), the loss and the encoder as a sentence-transformers module
+(:mod:`~rag_hier.training.svdr.loss`) and the negative schedule as a trainer callback
+(:mod:`~rag_hier.training.svdr.mining`) run on sentence-transformers' trainer, which brings mixed precision,
+clipping, logging and torch.distributed data parallelism.
 
 Example:
     >>> encoder = VocabEncoder()  # doctest: +SKIP
@@ -12,7 +17,9 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import random
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -21,12 +28,17 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from rag_hier._logging import progress
+from rag_hier._compat import st_training
 from rag_hier.corpus.model import Document, split_document
+from rag_hier.encoders._st_loading import quiet_trainer_setup
 from rag_hier.errors import MissingDependencyError, RagHierError
 from rag_hier.training._attention import attention_dropout
+from rag_hier.training._limits import TimeLimit
+from rag_hier.training.distributed import rank, world_size
 from rag_hier.training.svdr.config import SvdrTrainingConfig
-from rag_hier.training.svdr.loss import semi_parametric_loss
+from rag_hier.training.svdr.data import ExampleCollator, SvdrBatchSampler, SvdrExample, make_batches
+from rag_hier.training.svdr.loss import SemiParametricLoss, VocabTrainingModule
+from rag_hier.training.svdr.mining import SvdrMiningCallback
 
 if TYPE_CHECKING:
     from rag_hier.encoders.vocab import VocabEncoder
@@ -67,12 +79,6 @@ class SvdrTrainingResult:
         out["step_seconds"] = [round(x, 3) for x in self.step_seconds]
         out["last_loss"] = self.last_loss
         return out
-
-
-@dataclass(frozen=True)
-class _Example:
-    qid: str
-    doc: str
 
 
 class SvdrTrainer:
@@ -120,7 +126,7 @@ class SvdrTrainer:
         self.units: dict[str, list[int]] = {}
         self.relevant: dict[str, set[str]] = {}
         self.relevant_rows: dict[str, set[int]] = {}
-        examples: list[_Example] = []
+        examples: list[SvdrExample] = []
         skipped = 0
         for qid, judged in qrels.items():
             if qid not in self.queries:
@@ -140,7 +146,7 @@ class SvdrTrainer:
             if rel:
                 self.relevant[qid] = rel
                 self.relevant_rows[qid] = {i for d in rel for i in self.units[d]}
-                examples.extend(_Example(qid, d) for d in sorted(rel))
+                examples.extend(SvdrExample(qid, d) for d in sorted(rel))
         if not examples:
             raise RagHierError(
                 "no training pair: no judged query has a relevant document or passage in the corpus "
@@ -263,28 +269,11 @@ class SvdrTrainer:
         return self._bm25
 
     # -- batches ------------------------------------------------------------------------------------
-    def _batches(self, rng: random.Random) -> list[list[_Example]]:
-        """Shuffled batches in which no query and no document appears twice."""
-        pending = list(self.examples)
-        rng.shuffle(pending)
-        batches: list[list[_Example]] = []
-        while pending:
-            batch: list[_Example] = []
-            seen_q: set[str] = set()
-            seen_d: set[str] = set()
-            rest: list[_Example] = []
-            for ex in pending:
-                if len(batch) < self.config.batch_size and ex.qid not in seen_q and ex.doc not in seen_d:
-                    batch.append(ex)
-                    seen_q.add(ex.qid)
-                    seen_d.add(ex.doc)
-                else:
-                    rest.append(ex)
-            batches.append(batch)
-            pending = rest
-        return batches
+    def _batches(self, rng: random.Random) -> list[list[SvdrExample]]:
+        """Shuffled batches in which no query and no document appears twice (:func:`~.data.make_batches`)."""
+        return [[self.examples[i] for i in b] for b in make_batches(self.examples, self.config.batch_size, rng)]
 
-    def _step_inputs(self, batch: list[_Example], rng: random.Random) -> tuple[list[str], list[str], np.ndarray]:
+    def _step_inputs(self, batch: list[SvdrExample], rng: random.Random) -> tuple[list[str], list[str], np.ndarray]:
         """Query texts, passage texts (positives first), and the false-negative mask ``(n, m)``."""
         positives = [rng.choice(self.units[ex.doc]) for ex in batch]
         passages = list(positives)
@@ -304,133 +293,150 @@ class SvdrTrainer:
 
     # -- training -----------------------------------------------------------------------------------
     def train(self) -> SvdrTrainingResult:
-        """Run the training; the encoder is updated in place (and left in eval mode)."""
+        """Run the training on sentence-transformers' trainer; the encoder is updated in place (left in eval mode).
+
+        The trainer brings mixed precision (``fp16`` on CUDA, ``bf16``), gradient clipping, logging and
+        torch.distributed data parallelism (``torchrun``: each process trains on its share of the batches,
+        in-batch negatives stay within a process's batch, ``max_seconds`` is ignored so every process takes the
+        same number of steps). The hard negatives are refreshed before each step by
+        :class:`~rag_hier.training.svdr.mining.SvdrMiningCallback`.
+
+        Raises:
+            RagHierError: ``fp16`` on a device other than CUDA.
+            MissingDependencyError: The training stack (``datasets``, ``accelerate``) is missing.
+
+        """
         import torch
+        from datasets import Dataset
+        from sentence_transformers import SentenceTransformer
+        from transformers import PrinterCallback
 
         cfg = self.config
-        rng = random.Random(cfg.seed)  # noqa: S311 - sampling, not security
+        device = str(self.encoder.device)
+        if cfg.fp16 and not device.startswith("cuda"):
+            raise RagHierError(
+                f"SvdrTrainingConfig.fp16 needs a CUDA device; the encoder is on {device!r} (use bf16 there)"
+            )
+        st = st_training("SVDR")
         torch.manual_seed(cfg.seed)
         module = self.encoder.module
-        device = self.encoder.device
-        params = [p for p in module.parameters() if p.requires_grad]
-        decay = [p for p in params if p.ndim >= 2]
-        no_decay = [p for p in params if p.ndim < 2]
-        optimizer = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=cfg.learning_rate,
-            eps=1e-8,
-        )
-        per_epoch = len(self._batches(random.Random(cfg.seed)))  # noqa: S311
-        planned = per_epoch * cfg.epochs
-        if cfg.max_steps is not None:
-            planned = min(planned, cfg.max_steps)
         start = time.perf_counter()
-
-        def lr_factor(step: int) -> float:
-            # linear warm-up then linear decay over the run's progress: steps done of those planned, or
-            # time spent of max_seconds, whichever is further along (so a time budget ends at lr 0)
-            progress = (step + 1) / max(1, planned)
-            if cfg.max_seconds:
-                progress = max(progress, (time.perf_counter() - start) / cfg.max_seconds)
-            progress = min(progress, 1.0)
-            if progress < cfg.warmup_ratio:
-                return progress / cfg.warmup_ratio
-            return max(0.0, (1.0 - progress) / max(1e-9, 1.0 - cfg.warmup_ratio))
-
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
-        losses: list[float] = []
-        step_seconds: list[float] = []
-        mining = 0.0
-        step = 0
-        bm25_steps = 0
-        phase = ""
-        stopped: Literal["epochs", "max_steps", "max_seconds"] = "epochs"
-        epochs_done = 0.0
-        backbone = module.backbone
-        if cfg.gradient_checkpointing:
-            backbone.gradient_checkpointing_enable()
-        dropout = attention_dropout(module, cfg.attention_dropout)
-        dropout.__enter__()
-        try:
-            for epoch in range(cfg.epochs):
-                batches = self._batches(rng)
-                for b, batch in enumerate(
-                    progress(batches, show_progress_bar=cfg.show_progress_bar, desc=f"SVDR epoch {epoch + 1}")
-                ):
-                    if cfg.max_steps is not None and step >= cfg.max_steps:
-                        stopped = "max_steps"
-                        break
-                    if cfg.max_seconds is not None and time.perf_counter() - start >= cfg.max_seconds:
-                        stopped = "max_seconds"
-                        break
-                    t0 = time.perf_counter()
-                    done = step / max(1, planned)
-                    if cfg.max_seconds:
-                        done = max(done, (t0 - start) / cfg.max_seconds)
-                    if cfg.hard_negatives and cfg.negative_schedule == "paper" and done < 0.5:
-                        self._negatives = dict(self.bm25_negatives())  # the first half: BM25 negatives
-                        bm25_steps += 1
-                        phase = "bm25"
-                    elif cfg.mining == "batch" or b == 0 or phase == "bm25":
-                        module.eval()
-                        self.mine_negatives([ex.qid for ex in batch] if cfg.mining == "batch" else None)
-                        phase = "beta"
-                    mining += time.perf_counter() - t0
-                    module.train()
-                    q_texts, p_texts, false_neg = self._step_inputs(batch, rng)
-                    q = self.encoder.encode_for_training(q_texts, "query")
-                    p = self.encoder.encode_for_training(p_texts, "document")
-                    loss, parts = semi_parametric_loss(
-                        q.values,
-                        q.lexical,
-                        p.values,
-                        p.lexical,
-                        torch.as_tensor(false_neg, device=device),
-                        cfg.temperature,
-                    )
-                    optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
-                    optimizer.step()
-                    scheduler.step()
-                    losses.append(float(loss.detach()))
-                    step_seconds.append(time.perf_counter() - t0)
-                    step += 1
-                    epochs_done = epoch + (b + 1) / len(batches)
-                    if step % cfg.log_every == 0:
-                        logger.info(
-                            "step %d (epoch %.2f): loss %.4f (%s) %.0fs",
-                            step,
-                            epochs_done,
-                            float(np.mean(losses[-cfg.log_every :])),
-                            ", ".join(f"{k} {v:.3f}" for k, v in parts.items()),
-                            time.perf_counter() - start,
-                        )
-                else:
-                    continue
-                break
-        finally:
-            dropout.__exit__(None, None, None)
+        with tempfile.TemporaryDirectory(prefix="svdr-trainer-") as scratch:
+            probe = self._args(st, scratch, 1, None)
+            _ = probe.device  # initialises torch.distributed under torchrun
+            world, me = world_size(), rank()
+            max_seconds = cfg.max_seconds
+            if max_seconds is not None and world > 1:
+                logger.warning("max_seconds applies to single-process training; ignored under torch.distributed")
+                max_seconds = None
+            # one stream for the shuffles and the steps' draws in a single process; under torch.distributed the
+            # shuffles must agree on every process and the draws differ with each one's batches
+            draws = random.Random(cfg.seed)  # noqa: S311 - sampling, not security
+            shuffles = draws if world == 1 else random.Random(cfg.seed)  # noqa: S311
+            if world > 1:
+                draws = random.Random(f"{cfg.seed}/{me}")  # noqa: S311
+            sampler = SvdrBatchSampler(self.examples, cfg.batch_size, shuffles, seed=cfg.seed)
+            per_epoch = math.ceil(len(sampler) / world)
+            natural = per_epoch * cfg.epochs
+            planned = natural if cfg.max_steps is None else min(natural, cfg.max_steps)
+            collator = ExampleCollator(self.examples)
+            model = SentenceTransformer(modules=[VocabTrainingModule(self.encoder)], device=device)
+            loss = SemiParametricLoss(
+                model,
+                lambda rows: self._step_inputs([self.examples[i] for i in rows], draws),
+                temperature=cfg.temperature,
+            )
+            mining = SvdrMiningCallback(
+                self, loss, collator.pending, planned=planned, max_seconds=max_seconds, log=me == 0
+            )
+            params = [p for p in module.parameters() if p.requires_grad]
+            optimizer = torch.optim.AdamW(
+                [
+                    {"params": [p for p in params if p.ndim >= 2], "weight_decay": cfg.weight_decay},
+                    {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+                ],
+                lr=cfg.learning_rate,
+                eps=1e-8,
+            )
+            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, mining.lr_factor)
+            limit = TimeLimit(max_seconds / 60 if max_seconds is not None else None)
+            with quiet_trainer_setup():
+                trainer = st.trainer(
+                    model=model,
+                    args=self._args(st, scratch, planned, sampler),
+                    train_dataset=Dataset.from_dict({"example": list(range(len(self.examples)))}),
+                    loss=loss,
+                    data_collator=collator,
+                    optimizers=(optimizer, scheduler),
+                    callbacks=[mining, limit.callback()],
+                )
+            trainer.remove_callback(PrinterCallback)  # the mining callback logs the steps
             if cfg.gradient_checkpointing:
-                backbone.gradient_checkpointing_disable()
-            module.eval()
-            self.encoder.weights_changed()
+                module.backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            try:
+                with attention_dropout(module, cfg.attention_dropout):
+                    trainer.train()
+            finally:
+                if cfg.gradient_checkpointing:
+                    module.backbone.gradient_checkpointing_disable()
+                module.eval()
+                self.encoder.weights_changed()
+            steps = int(trainer.state.global_step)
+            epochs_done = float(trainer.state.epoch or 0.0)
+        stopped: Literal["epochs", "max_steps", "max_seconds"] = "epochs"
+        if limit.reached and steps < planned:
+            stopped = "max_seconds"
+        elif cfg.max_steps is not None and cfg.max_steps < natural and steps >= cfg.max_steps:
+            stopped = "max_steps"
         self.result = SvdrTrainingResult(
-            steps=step,
+            steps=steps,
             epochs_completed=round(epochs_done, 4),
             seconds=time.perf_counter() - start,
             stopped_by=stopped,
             examples=len(self.examples),
             passages=len(self.texts),
-            losses=tuple(losses),
-            mining_seconds=mining,
-            step_seconds=tuple(step_seconds),
-            bm25_steps=bm25_steps,
+            losses=tuple(mining.losses),
+            mining_seconds=mining.mining_seconds,
+            step_seconds=tuple(mining.step_seconds),
+            bm25_steps=mining.bm25_steps,
         )
         return self.result
 
+    def _args(self, st: Any, scratch: str, steps: int, sampler: SvdrBatchSampler | None) -> Any:
+        """sentence-transformers' training arguments of a run of ``steps`` optimizer steps."""
+        cfg = self.config
+        extra = {"batch_sampler": sampler.factory} if sampler is not None else {}
+        return st.arguments(
+            output_dir=scratch,
+            max_steps=steps,
+            per_device_train_batch_size=cfg.batch_size,
+            learning_rate=cfg.learning_rate,
+            weight_decay=cfg.weight_decay,
+            max_grad_norm=cfg.grad_clip,
+            fp16=cfg.fp16,
+            bf16=cfg.bf16,
+            seed=cfg.seed,
+            data_seed=cfg.seed,
+            save_strategy="no",
+            eval_strategy="no",
+            logging_steps=cfg.log_every,
+            report_to="none",
+            disable_tqdm=not cfg.show_progress_bar,
+            dataloader_pin_memory=False,
+            # a backbone's pooler (tied-embeddings projection) has no gradient: DDP must not wait for it
+            ddp_find_unused_parameters=True,
+            use_cpu=str(self.encoder.device) == "cpu",
+            **extra,
+        )
+
     def save(self, path: str | Path) -> Path:
-        """Save the encoder (a directory :class:`VocabEncoder` loads) plus ``training.json``."""
+        """Save the encoder (a directory :class:`VocabEncoder` loads) plus ``training.json``.
+
+        Under torch.distributed only rank 0 writes (every process holds the same weights); the others return the
+        path.
+        """
+        if rank() != 0:
+            return Path(path)
         out = self.encoder.save(path)
         info = {
             "method": "svdr",
