@@ -171,15 +171,15 @@ class StrategySearch:
                     f"the query embedding has {len(vector)} dimensions; the documents in {self.location} have {dim}. "
                     "Embed queries with the model that embedded the documents."
                 )
+        matrix = None
+        if vector is not None:
+            v = np.asarray(vector, dtype=np.float64)
             if store.similarity == "cosine":  # as InMemoryDocumentStore: cosine of the query, whatever its norm
-                norm = math.sqrt(math.fsum(float(x) * float(x) for x in vector))
+                norm = math.sqrt(math.fsum((v * v).tolist()))  # the exactly rounded norm, as in float64 by hand
                 if norm > 0:
-                    vector = [float(x) / norm for x in vector]
-        return Queries(
-            texts=None if query is None else [query],
-            vectors=None if vector is None else np.asarray([vector], dtype=np.float32),
-            sparse=sparse,
-        )
+                    v = v / norm
+            matrix = v.astype(np.float32)[None, :]
+        return Queries(texts=None if query is None else [query], vectors=matrix, sparse=sparse)
 
     def _documents(
         self,
