@@ -75,6 +75,12 @@ def main(argv: list[str] | None = None) -> None:
         "(the overlap column is then its recall@10 against the exact retrievers)",
     )
     parser.add_argument(
+        "--faiss-haystack-index",
+        default="Flat",
+        help="faiss-haystack's FAISS index factory string (e.g. HNSW32: M 32, FAISS's efConstruction 40 and "
+        "efSearch 16; match them in --index for a like-for-like HNSW comparison)",
+    )
+    parser.add_argument(
         "--no-in-memory",
         action="store_true",
         help="leave out InMemoryEmbeddingRetriever (a brute-force Python scan: about 18 s per query at 100k)",
@@ -142,9 +148,11 @@ def main(argv: list[str] | None = None) -> None:
             fh_version = version("faiss-haystack")
         except Exception:
             fh_version = "installed"
-        fh_store = FAISSDocumentStore(embedding_dim=args.dim)
+        fh_store = FAISSDocumentStore(embedding_dim=args.dim, index_string=args.faiss_haystack_index)
         build(
-            "FAISSEmbeddingRetriever (faiss-haystack, Flat)", fh_store, FAISSEmbeddingRetriever(document_store=fh_store)
+            f"FAISSEmbeddingRetriever (faiss-haystack, {args.faiss_haystack_index})",
+            fh_store,
+            FAISSEmbeddingRetriever(document_store=fh_store),
         )
     except ImportError:
         log("faiss-haystack not importable; skipping it (install it into DIR and run with PYTHONPATH=DIR)")
@@ -182,7 +190,7 @@ def main(argv: list[str] | None = None) -> None:
             f"| {name} | {write_seconds[name]:.1f} | {median:.2f} | {percentile(times[name], 95):.2f} | "
             f"{median / base:.1f}x | {statistics.mean(overlap[name]):.2f} |"
         )
-    fh_name = "FAISSEmbeddingRetriever (faiss-haystack, Flat)"
+    fh_name = f"FAISSEmbeddingRetriever (faiss-haystack, {args.faiss_haystack_index})"
     if fh_name in times:
         print()
         print(f"rag-hier / faiss-haystack (medians): {base / statistics.median(times[fh_name]):.3f}x")
