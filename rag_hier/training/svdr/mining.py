@@ -14,25 +14,38 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from transformers import TrainerCallback
 
 if TYPE_CHECKING:
+    from rag_hier.training.svdr.config import SvdrTrainingConfig
     from rag_hier.training.svdr.loss import SemiParametricLoss
-    from rag_hier.training.svdr.trainer import SvdrTrainer
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SvdrMiningCallback"]
+__all__ = ["NegativeSource", "SvdrMiningCallback"]
+
+
+class NegativeSource(Protocol):
+    """What the callback refreshes: the hard-negative pools of an SVDR trainer (:class:`~.trainer.SvdrTrainer`)."""
+
+    config: SvdrTrainingConfig
+
+    def use_bm25_negatives(self) -> None:
+        """Make the BM25 candidates every query's pool."""
+
+    def mine_negatives(self, qids: Sequence[str] | None = None) -> dict[str, list[int]]:
+        """β-search ``qids`` (default: every training query) with the current model; update their pools."""
 
 
 class SvdrMiningCallback(TrainerCallback):  # type: ignore[misc,unused-ignore]
     """Refresh SVDR's hard negatives before each step, and record the run.
 
     Args:
-        trainer: The SVDR trainer whose negatives are refreshed (its ``bm25_negatives`` and ``mine_negatives``).
+        trainer: The SVDR trainer whose negatives are refreshed.
         loss: The loss module (its last loss and parts are recorded after each step).
         pending: The queries of each batch the data loader collated, oldest first
             (:attr:`~rag_hier.training.svdr.data.ExampleCollator.pending`); one is taken per step.
@@ -44,7 +57,7 @@ class SvdrMiningCallback(TrainerCallback):  # type: ignore[misc,unused-ignore]
 
     def __init__(
         self,
-        trainer: SvdrTrainer,
+        trainer: NegativeSource,
         loss: SemiParametricLoss,
         pending: deque[list[str]],
         *,
@@ -111,7 +124,7 @@ class SvdrMiningCallback(TrainerCallback):  # type: ignore[misc,unused-ignore]
         cfg = self.trainer.config
         batch = self.pending.popleft() if self.pending else None
         if cfg.hard_negatives and cfg.negative_schedule == "paper" and self.progress(int(state.global_step)) < 0.5:
-            self.trainer._negatives = dict(self.trainer.bm25_negatives())  # the first half: BM25 negatives
+            self.trainer.use_bm25_negatives()  # the first half: BM25 negatives
             self.bm25_steps += 1
             self.phase = "bm25"
         elif cfg.mining == "batch" or self.epoch_start or self.phase == "bm25":

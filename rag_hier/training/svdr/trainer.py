@@ -238,6 +238,10 @@ class SvdrTrainer:
         self._negatives.update(out)
         return out
 
+    def use_bm25_negatives(self) -> None:
+        """Make the BM25 candidates (:meth:`bm25_negatives`) every query's hard-negative pool."""
+        self._negatives = dict(self.bm25_negatives())
+
     def bm25_negatives(self) -> dict[str, list[int]]:
         """BM25 (bm25s, English stopwords) top ``negative_depth`` usable passages of every training query."""
         if self._bm25 is None:
