@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m benchmarks.training.svdr_dev_pilot LR TEMPERATURE MINUTES BATCH_SIZE [--untrained]
+    python -m benchmarks.training.svdr_dev_pilot LR TEMPERATURE MINUTES BATCH_SIZE [--untrained] [--bf16]
 
 Holds out 100 (``--dev-queries``) of the 809 judged SciFact train queries (shuffled with seed 0; the data folder as
 in ``benchmarks/README.md``), trains the offline MiniLM (``--model``) as an SVDR encoder on the rest for MINUTES,
@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default=None, help="the starting model (default: the offline all-MiniLM-L6-v2)")
     parser.add_argument("--dev-queries", type=int, default=100, help="training queries held out as the dev split")
     parser.add_argument("--max-steps", type=int, default=None, help="also stop after this many steps")
+    parser.add_argument("--bf16", action="store_true", help="train in bfloat16 mixed precision")
     args = parser.parse_args(argv)
     import numpy as np
     import torch
@@ -70,6 +71,7 @@ def main(argv: list[str] | None = None) -> None:
         temperature=args.temperature,
         max_seconds=args.minutes * 60,
         max_steps=args.max_steps,
+        bf16=args.bf16,
         log_every=5,
     )
     trainer = SvdrTrainer.from_documents(encoder, docs, queries, {q: qrels[q] for q in train}, config=config)
