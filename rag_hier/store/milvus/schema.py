@@ -157,7 +157,11 @@ def create_collections(
     config: IndexConfig,
     leaf_fields: Mapping[str, str] | None = None,
 ) -> None:
-    """Create the passage, document, file, retired and state collections (the state last: it marks them complete)."""
+    """Create the passage, document, file, retired and state collections (the state last: it marks them complete).
+
+    ``leaf_fields``: the passage field of each leaf extension → its kind of data, ``"leaf"`` (a nullable INT64 with an
+    INVERTED index) or ``"leaves"`` (a nullable ARRAY of INT64); see :mod:`rag_hier.store.milvus.fields`.
+    """
     from pymilvus import DataType
 
     def dummy_schema() -> Any:
