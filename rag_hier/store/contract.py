@@ -347,9 +347,10 @@ def remote_vectors(store: object) -> bool:
     """Whether a store's vectors live in a remote engine (an optional capability; default ``False``).
 
     A backend sets the class attribute ``remote_vectors = True`` when reading vectors into the client costs
-    a network transfer (Milvus). Strategies then restrict a dense search to a candidate set
-    (``search_dense(queries, k, allowed=...)``, done inside the engine) instead of gathering the candidates'
-    vectors and scoring them in the client, which is what they do on the local store.
+    a network transfer (Milvus). The store-level candidate search (:mod:`rag_hier.store.candidates`) then
+    restricts a dense search to a candidate set (``search_dense(queries, k, allowed=...)``, done inside the
+    engine) instead of gathering the candidates' vectors and scoring them in the client, which is what it does on
+    the local store; strategies call that module rather than asking this themselves.
     """
     return bool(getattr(store, "remote_vectors", False))
 
@@ -384,8 +385,9 @@ def engine_extension(store: object, name: str) -> EngineExtensions | None:
     """The store as :class:`EngineExtensions` when it searches extension ``name`` inside its engine, else ``None``.
 
     An optional capability (default: none). The Milvus backend keeps the token index and sparse embeddings as
-    sparse vector fields and the tree / EHI leaves as passage fields; strategies then send those searches to
-    the engine instead of loading the extension's rows into the client.
+    sparse vector fields and the tree / EHI leaves as passage fields (by the kind of data each method's
+    registration declares); :mod:`rag_hier.store.candidates` then sends those searches to the engine instead of
+    loading the extension's rows into the client.
     """
     probe = getattr(store, "extension_in_engine", None)
     if callable(probe) and probe(name):
