@@ -48,7 +48,14 @@ from rag_hier.errors import StoreError
 from rag_hier.index.sparse import SearchMethod, SparseRowIndex
 from rag_hier.retrieval.base import Aggregate, Queries, Ranking, Retriever
 from rag_hier.retrieval.params import SVDR_MODES, SvdrMode, SvdrParams
-from rag_hier.store.candidates import complete_with_zeros, search_sparse_rows, sparse_rows_engine
+from rag_hier.store.candidates import (
+    complete_with_zeros,
+    idf_weighted_queries,
+    search_sparse_rows,
+    sparse_rowids,
+    sparse_rows_engine,
+    sparse_rows_kept_in_engine,
+)
 from rag_hier.store.contract import EngineExtensions, Filters
 from rag_hier.store.extensions.svdr_vectors import SparseVectorExtension
 from rag_hier.store.extensions.token_index import TokenIndexExtension, passage_texts
@@ -139,8 +146,7 @@ def encode_missing_vectors(
                 f"{store.location} holds SVDR vectors of another encoder ({ext.model}); remove the "
                 f"'{SparseVectorExtension.name}' extension first to encode with {encoder.model_name}"
             )
-        engine = sparse_rows_engine(store, ext.name)
-        have = engine.sparse_rowids(ext.name) if engine is not None else ext.index.ids()
+        have = sparse_rowids(store, ext)
     missing = np.setdiff1d(store.passage_rowids(), have)
     done = 0
     for start in range(0, missing.shape[0], batch_passages):
@@ -252,11 +258,8 @@ class SvdrRetriever(Retriever[sp.csr_matrix]):
         reader re-syncs to, and Milvus does not arbitrate two writers (a searching process would race the
         indexing one). The vectors computed stay in memory (see :meth:`_engine_rows`).
         """
-        probe = getattr(self.store, "extension_in_engine", None)
-        if not callable(probe):
-            return False
         ext = self._store_vectors()
-        return ext is None or bool(probe(ext.name))
+        return sparse_rows_kept_in_engine(self.store, SparseVectorExtension.name, attached=ext is not None)
 
     def _engine(self, fingerprint: str) -> EngineExtensions | None:
         """The store, when it keeps E(d) of this encoder in its engine (else ``None``: the client-side path)."""
@@ -480,18 +483,7 @@ class SvdrRetriever(Retriever[sp.csr_matrix]):
     def query_vectors(self, queries: Sequence[str]) -> sp.csr_matrix:
         """The query side this mode uses: E(q), T(q) (α) or idf-weighted T(q) (lexical)."""
         if self.mode == "lexical":
-            tok = self._token_index()
-            engine = sparse_rows_engine(self.store, tok.name)
-            if engine is None:
-                return tok.index.query_vectors(queries, weighting="idf")
-            # the rows are in the engine: idf from its document frequencies (read once per generation)
-            from rag_hier.index.token import TokenIndex
-
-            idx, counts, n = engine.sparse_document_frequency(tok.name)
-            df = np.zeros(tok.index.vocab_size, np.int64)
-            df[idx] = counts
-            binary = tok.index.binarizer.transform(queries, max_length=None)
-            return sp.csr_matrix(binary.multiply(TokenIndex.idf_of(df, n)[None, :]))
+            return idf_weighted_queries(self.store, self._token_index(), queries)
         if self.mode == "alpha":
             return self._binarizer().transform(queries, max_length=self._query_length())
         return self.encoder.encode_queries(queries)

@@ -10,7 +10,9 @@ rows, stored sparse embeddings) ask this module instead of asking which backend 
 - :func:`gather_vectors`: a small candidate set's vectors to score here, or ``None`` when a filtered search in the
   engine is the cheaper way (vectors in a remote engine, or more candidates than worth gathering).
 - :func:`search_sparse_rows`: a sparse extension's top rows, searched by the engine when it keeps them in a sparse
-  field (Milvus), else by the extension's index here; :func:`sparse_rows_engine` says which.
+  field (Milvus), else by the extension's index here; :func:`sparse_rows_engine` says which, and
+  :func:`sparse_rows_kept_in_engine` whether a store keeps (or would keep) an extension's rows there;
+  :func:`sparse_rowids` and :func:`idf_weighted_queries` read a sparse extension's rowids and idf wherever they are.
 
 A backend offers the engine side through the optional capabilities of :mod:`rag_hier.store.contract`
 (``remote_vectors``, :class:`~rag_hier.store.contract.EngineExtensions`); a new backend that keeps no extension data
@@ -34,9 +36,12 @@ __all__ = [
     "LeafRouting",
     "complete_with_zeros",
     "gather_vectors",
+    "idf_weighted_queries",
     "search_routed",
     "search_sparse_rows",
+    "sparse_rowids",
     "sparse_rows_engine",
+    "sparse_rows_kept_in_engine",
     "vectors_in_client",
 ]
 
@@ -119,6 +124,45 @@ def gather_vectors(store: StoreBackend, rowids: np.ndarray, limit: int) -> np.nd
 def sparse_rows_engine(store: object, name: str) -> EngineExtensions | None:
     """The store's engine when it keeps the rows of sparse extension ``name`` (Milvus' sparse field), else ``None``."""
     return engine_extension(store, name)
+
+
+def sparse_rows_kept_in_engine(store: object, name: str, *, attached: bool) -> bool:
+    """Whether ``store`` keeps the rows of sparse extension ``name`` in its engine, or would once it is attached.
+
+    ``attached``: the store has the extension. One that has not attached it yet is answered by the backend's kind
+    (a store that can keep extension rows in its engine will keep a new one there); one that has, by where it
+    keeps that extension's rows (a collection created before its engine kept them keeps them here).
+    """
+    probe = getattr(store, "extension_in_engine", None)
+    if not callable(probe):
+        return False
+    return not attached or bool(probe(name))
+
+
+def sparse_rowids(store: object, ext: Any) -> np.ndarray:
+    """Rowids (ascending) holding a row of sparse extension ``ext``, in the engine or in the extension's index here."""
+    engine = sparse_rows_engine(store, ext.name)
+    return engine.sparse_rowids(ext.name) if engine is not None else ext.index.ids()
+
+
+def idf_weighted_queries(store: object, ext: Any, queries: Any) -> Any:
+    """T(q) of query texts weighted by the idf of token-index ``ext``'s rows, wherever the store keeps them.
+
+    Here: the token index's own :meth:`~rag_hier.index.token.TokenIndex.query_vectors`; in the engine: the same
+    weights from the engine's document frequencies.
+    """
+    engine = sparse_rows_engine(store, ext.name)
+    if engine is None:
+        return ext.index.query_vectors(queries, weighting="idf")
+    import scipy.sparse as sp
+
+    from rag_hier.index.token import TokenIndex
+
+    idx, counts, n = engine.sparse_document_frequency(ext.name)
+    df = np.zeros(ext.index.vocab_size, np.int64)
+    df[idx] = counts
+    binary = ext.index.binarizer.transform(queries, max_length=None)
+    return sp.csr_matrix(binary.multiply(TokenIndex.idf_of(df, n)[None, :]))
 
 
 def search_sparse_rows(
