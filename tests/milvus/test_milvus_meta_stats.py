@@ -42,3 +42,17 @@ def test_aggregates_inside_one_reading_block(milvus_mixed: Any) -> None:
     with milvus_mixed.reading():
         check_aggregates(milvus_mixed)
         assert milvus_mixed.count_with_extra([("haystack",)]) == (120, [20])
+
+
+def test_rows_kept_for_aggregates_go_when_the_reading_block_ends(milvus_mixed: Any) -> None:
+    """The rows a reading() block kept for its aggregates are not held by the handle after the block."""
+    with milvus_mixed.reading():
+        first = milvus_mixed.count_unique_meta(["s"])
+        assert first == {"s": 6}
+        assert milvus_mixed._meta_rows is not None  # kept for the next aggregate of the block
+        with milvus_mixed.reading():  # a nested block leaves them to the outer one
+            assert milvus_mixed.count_unique_meta(["s"]) == first
+        assert milvus_mixed._meta_rows is not None
+    assert milvus_mixed._meta_rows is None
+    assert milvus_mixed.count_unique_meta(["s"]) == first  # read again, kept by nothing
+    assert milvus_mixed._meta_rows is None

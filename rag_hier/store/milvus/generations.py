@@ -154,8 +154,9 @@ class GenerationLog(ExtensionFiles, FieldSync):
                 yield self
             finally:
                 self._pinned -= 1
-                if not self._pinned:
+                if not self._pinned:  # what the block kept for its own reads goes with it
                     self._hit_rows = (-1, {})
+                    self._meta_rows = None
 
     # ------------------------------------------------------------------------------------------------
     # write batches
