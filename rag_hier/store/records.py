@@ -176,6 +176,17 @@ class Hit:
         """The same hit at another rank."""
         return replace(self, rank=rank)
 
+    def json_text(self, name: str) -> str | None:
+        """The stored JSON text of ``title_path``, ``meta`` or ``extra`` while it is still undecoded, else ``None``.
+
+        Lets an adapter recognise a value it wrote (e.g. an empty payload of its own) without decoding it.
+        """
+        key = _RAW.get(name)
+        if key is None:
+            raise ValueError(f"json_text names title_path, meta or extra, got {name!r}")
+        raw = self.__dict__.get(key)
+        return raw if isinstance(raw, str) else None
+
     if not TYPE_CHECKING:  # hidden from type checkers, so a misspelt attribute stays an error
 
         def __getattr__(self, name: str) -> Any:

@@ -77,3 +77,20 @@ def test_the_fast_build_is_used_only_for_the_fields_it_knows(monkeypatch):
     assert _convert._fast_documents_possible()  # the installed Haystack's Document: the seven known fields
     monkeypatch.setattr(_convert, "_DOCUMENT_FIELDS", (*_convert._DOCUMENT_FIELDS, "new_field"))
     assert not _convert._fast_documents_possible()
+
+
+def test_an_empty_payload_is_recognised_without_decoding_it() -> None:
+    from rag_hier.store.records import new_hit
+
+    row = (7, "p7", "d1", "some text", "[]", '{"n":1}', 3, '{"haystack":{}}')
+    hit = new_hit(row, 0.5, 1)
+    document = _convert.hit_to_document(hit)
+    assert hit.json_text("extra") == '{"haystack":{}}'  # still undecoded: the Document did not need it
+    assert document.meta == {"n": 1} and document.content == "some text" and document.score == 0.5
+    decoded = new_hit(row, 0.5, 1)
+    assert decoded.extra == {"haystack": {}} and decoded.json_text("extra") is None
+    assert _convert.hit_to_document(decoded) == document  # the decoding path gives the same Document
+    engine_written = new_hit((8, "p8", "d1", "x", "[]", '{"n":1}', 3, "{}"), 0.5, 1)  # no Haystack payload
+    assert _convert.hit_to_document(engine_written).meta == {"n": 1, "source_id": "d1", "split_id": 3}
+    with pytest.raises(ValueError, match="json_text names"):
+        hit.json_text("text")

@@ -271,6 +271,9 @@ def passage_to_document(passage: Passage, embedding: Any = None, score: float | 
     )
 
 
+_EMPTY_PAYLOAD_JSON = json.dumps({EXTRA_KEY: {}}, separators=(",", ":"))
+"""How the store keeps the extras of a Document with nothing but its metadata (recognised without decoding)."""
+
 _DOCUMENT_FIELDS = ("id", "content", "blob", "meta", "score", "embedding", "sparse_embedding")
 
 
@@ -337,9 +340,13 @@ def hit_to_document(
         extra_meta: Keys added to (replacing those of) the returned Document's meta, e.g. ``scores``.
 
     """
-    extra = hit.extra  # decoded once: the JSON stays undecoded in the hit until read
-    payload = _payload(extra)
-    meta = document_meta(hit.meta, extra, hit.doc_id, hit.position, hit.title_path)
+    if hit.json_text("extra") == _EMPTY_PAYLOAD_JSON:  # written by this adapter with nothing beside the meta
+        payload: Mapping[str, Any] = {}
+        meta = _restore_meta(hit.meta, None)
+    else:
+        extra = hit.extra  # decoded once: the JSON stays undecoded in the hit until read
+        payload = _payload(extra)
+        meta = document_meta(hit.meta, extra, hit.doc_id, hit.position, hit.title_path)
     if extra_meta:
         meta.update(extra_meta)
     return _document(
