@@ -38,10 +38,37 @@ if TYPE_CHECKING:
     from rag_hier.index.dense import IndexConfig
     from rag_hier.store.contract import StoreBackend, StoreExtension
 
-__all__ = ["CreateOptions", "DimensionRequiredError", "ExtensionSpec", "StoreSession"]
+__all__ = ["CreateOptions", "DimensionRequiredError", "ExtensionSpec", "StoreSession", "token_index_options"]
 
 _OPEN_LOCK = threading.Lock()
 """Serializes creating and opening collections in this process (two sessions may race on a new location)."""
+
+
+TOKEN_INDEX_OPTIONS = frozenset({"model", "max_length"})
+"""What an adapter's ``token_index=`` may set: the tokenizer's model and the longest passage it indexes."""
+
+
+def token_index_options(token_index: bool | Mapping[str, Any]) -> dict[str, Any] | None:
+    """``None`` (no token index asked for) or the checked options of an adapter's ``token_index=`` argument.
+
+    Raises:
+        ValueError: Not a bool or a mapping, an option other than ``model`` / ``max_length``, or a ``max_length``
+            that is not an integer >= 2 or None.
+
+    """
+    if isinstance(token_index, bool):
+        return {} if token_index else None
+    if isinstance(token_index, Mapping):
+        unknown = set(token_index) - TOKEN_INDEX_OPTIONS
+        if unknown:
+            raise ValueError(f"token_index options must be among {sorted(TOKEN_INDEX_OPTIONS)}; got {sorted(unknown)}")
+        max_length = token_index.get("max_length", 256)
+        if max_length is not None and (
+            isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2
+        ):
+            raise ValueError(f"token_index max_length must be an integer >= 2 or None, got {max_length!r}")
+        return dict(token_index)
+    raise ValueError(f"token_index must be True, False or a dict of token index options, got {token_index!r}")
 
 
 class DimensionRequiredError(StoreError, ValueError):

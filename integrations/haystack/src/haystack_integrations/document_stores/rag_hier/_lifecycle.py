@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MILVUS_TOKEN_ENV", "SPARSE_EMBEDDING_KEY", "parse_index", "parse_token_index", "store_session"]
+__all__ = ["MILVUS_TOKEN_ENV", "SPARSE_EMBEDDING_KEY", "parse_index", "store_session"]
 
 MILVUS_TOKEN_ENV = "RAG_HIER_MILVUS_TOKEN"  # noqa: S105 - the name of a variable, not a secret
 """The environment variable the Milvus token is read from by default (the CLI reads the same one)."""
@@ -34,7 +34,6 @@ MILVUS_TOKEN_ENV = "RAG_HIER_MILVUS_TOKEN"  # noqa: S105 - the name of a variabl
 SPARSE_EMBEDDING_KEY = (EXTRA_KEY, "sparse_embedding")
 """Where a Document's ``sparse_embedding`` lives in ``Passage.extra`` (read by the ``sparse-embeddings`` extension)."""
 
-_TOKEN_INDEX_OPTIONS = frozenset({"model", "max_length"})
 _EMBEDDED_BY = "embedded_by"
 """The corpus fact naming the model that embedded a model-less store's documents (RagHierDocumentEmbedder's)."""
 
@@ -57,21 +56,6 @@ def parse_index(index: str | dict[str, Any]) -> IndexConfig:
     if isinstance(index, Mapping):
         return IndexConfig.from_dict(dict(index))
     raise ValueError(f"index must be 'flat', 'ivf', 'hnsw' or a dict of index options, got {index!r}")
-
-
-def parse_token_index(token_index: bool | dict[str, Any]) -> dict[str, Any] | None:
-    """``None`` (no token index) or the checked options of ``token_index=``."""
-    if isinstance(token_index, bool):
-        return {} if token_index else None
-    if isinstance(token_index, Mapping):
-        unknown = set(token_index) - _TOKEN_INDEX_OPTIONS
-        if unknown:
-            raise ValueError(f"token_index options must be among {sorted(_TOKEN_INDEX_OPTIONS)}; got {sorted(unknown)}")
-        max_length = token_index.get("max_length", 256)
-        if max_length is not None and (not isinstance(max_length, int) or max_length < 2):
-            raise ValueError(f"token_index max_length must be an integer >= 2 or None, got {max_length!r}")
-        return dict(token_index)
-    raise ValueError(f"token_index must be True, False or a dict of token index options, got {token_index!r}")
 
 
 def _check_sparse_key(store: StoreBackend, ext: StoreExtension) -> None:

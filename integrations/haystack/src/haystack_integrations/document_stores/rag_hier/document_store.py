@@ -42,7 +42,6 @@ from haystack_integrations.document_stores.rag_hier._lifecycle import (
     MILVUS_TOKEN_ENV,
     _engine_errors,
     parse_index,
-    parse_token_index,
     store_session,
 )
 from haystack_integrations.document_stores.rag_hier._lifecycle import (
@@ -83,6 +82,7 @@ from rag_hier.retrieval.base import RetrieverParams
 from rag_hier.store.contract import SIMILARITIES, StoreBackend
 from rag_hier.store.filters import Predicate, Refined
 from rag_hier.store.milvus.client import check_connection_options
+from rag_hier.store.session import token_index_options
 
 logger = logging.getLogger(__name__)
 
@@ -245,7 +245,7 @@ class RagHierDocumentStore(StrategySearch, MetadataAggregates, DocumentWrites, A
         if similarity is not None and similarity not in SIMILARITIES:
             raise ValueError(f"similarity must be one of {', '.join(SIMILARITIES)} or None, got {similarity!r}")
         self._index_config = parse_index(index)
-        self._token_options = parse_token_index(token_index)
+        self._token_options = token_index_options(token_index)
         self.path = path
         self.uri = uri
         self.token = token

@@ -25,10 +25,9 @@ from rag_hier.store.session import CreateOptions, ExtensionSpec, StoreSession
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CONFIG_KEY", "MILVUS_TOKEN_ENV", "Opened", "bm25_options", "open_session", "token_options"]
+__all__ = ["CONFIG_KEY", "MILVUS_TOKEN_ENV", "Opened", "bm25_options", "open_session"]
 
 _TOKEN_INDEX = TokenIndexExtension.name
-_TOKEN_INDEX_OPTIONS = frozenset({"model", "max_length"})
 _BM25 = BM25Extension.name
 _BM25_OPTIONS = frozenset({"stopwords", "stemmer"})
 _BM25_MODE = "bm25"
@@ -36,23 +35,6 @@ CONFIG_KEY = "llama_index"
 """The corpus fact where a store this adapter creates records its similarity and ``dense``."""
 MILVUS_TOKEN_ENV = "RAG_HIER_MILVUS_TOKEN"  # noqa: S105 - the name of a variable, not a secret
 """The environment variable a Milvus store reads its token from when ``token=`` is not given (as the CLI)."""
-
-
-def token_options(token_index: bool | Mapping[str, Any]) -> dict[str, Any] | None:
-    """``None`` (no token index asked for) or the token index options, validated."""
-    if isinstance(token_index, bool):
-        return {} if token_index else None
-    if isinstance(token_index, Mapping):
-        unknown = set(token_index) - _TOKEN_INDEX_OPTIONS
-        if unknown:
-            raise ValueError(f"token_index options must be among {sorted(_TOKEN_INDEX_OPTIONS)}; got {sorted(unknown)}")
-        max_length = token_index.get("max_length", 256)
-        if max_length is not None and (
-            isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2
-        ):
-            raise ValueError(f"token_index max_length must be an integer >= 2 or None, got {max_length!r}")
-        return dict(token_index)
-    raise ValueError(f"token_index must be True, False or a dict of token index options, got {token_index!r}")
 
 
 def bm25_options(bm25: bool | Mapping[str, Any]) -> dict[str, Any] | None:

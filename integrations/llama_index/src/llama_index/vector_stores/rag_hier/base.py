@@ -42,7 +42,6 @@ from llama_index.vector_stores.rag_hier._lifecycle import (
     close_session,
     milvus_options,
     open_session,
-    token_options,
 )
 from llama_index.vector_stores.rag_hier._nodes import hit_to_node, node_to_passage, passage_record, record_to_node
 
@@ -57,7 +56,7 @@ from rag_hier.store.contract import StoreBackend
 from rag_hier.store.extensions.bm25 import BM25Extension
 from rag_hier.store.extensions.token_index import TokenIndexExtension
 from rag_hier.store.filters import Predicate
-from rag_hier.store.session import StoreSession
+from rag_hier.store.session import StoreSession, token_index_options
 from rag_hier.store.state import MANIFEST
 
 logger = logging.getLogger(__name__)
@@ -306,7 +305,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
             )
         if dense is not None and not isinstance(dense, bool):
             raise ValueError(f"dense must be True, False or None, got {dense!r}")
-        tokens, bm25_config = token_options(token_index), bm25_options(bm25)
+        tokens, bm25_config = token_index_options(token_index), bm25_options(bm25)
         kwargs.pop("is_embedding_query", None)  # follows ``dense`` (present in to_dict() output)
         if dimension is not None and (isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1):
             raise ValueError(f"dimension must be a positive integer or None, got {dimension!r}")
