@@ -640,7 +640,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
         if top_k < 1:
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
         vec = self.query_vector(query.query_str, query.query_embedding)
-        return self._result(self._dense_retriever().run(Queries(vectors=vec), top_k, self._predicate(query))[0].hits)
+        return self._result(self._dense_retriever().search_vectors(vec, top_k, self._predicate(query))[0])
 
     def _dense_retriever(self) -> Retriever[Any]:
         """The ``dense`` strategy's retriever, built once per handle (it holds no other state)."""
