@@ -164,6 +164,7 @@ class StrategySearch:
                     "SentenceTransformersTextEmbedder, with the model that embedded the documents), or create "
                     "the RagHierDocumentStore with model=..."
                 )
+        matrix = None
         if vector is not None:
             dim = store.dimension
             if dim is not None and len(vector) != dim:
@@ -171,8 +172,6 @@ class StrategySearch:
                     f"the query embedding has {len(vector)} dimensions; the documents in {self.location} have {dim}. "
                     "Embed queries with the model that embedded the documents."
                 )
-        matrix = None
-        if vector is not None:
             v = np.asarray(vector, dtype=np.float64)
             if store.similarity == "cosine":  # as InMemoryDocumentStore: cosine of the query, whatever its norm
                 norm = math.sqrt(math.fsum((v * v).tolist()))  # the exactly rounded norm, as in float64 by hand
