@@ -234,6 +234,7 @@ def ehi_config(args: argparse.Namespace, seed: int, **overrides: Any) -> Any:
         "encoder_lr": args.encoder_lr,
         "epochs": args.epochs,
         "refit_epochs": args.refit_epochs,
+        "warmup_epochs": getattr(args, "warmup_epochs", 0),
         "refresh_every": args.refresh_every,
         "remine_every": getattr(args, "remine_every", None),
         "lambda_balance": getattr(args, "lambda_balance", 0.0),
@@ -694,6 +695,9 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=0,
         help="train: refit the indexer on the final vectors (0: keep the joint one; the sweep refits)",
+    )
+    p.add_argument(
+        "--warmup-epochs", type=int, default=0, help="train: indexer alone on the starting vectors first (epochs)"
     )
     p.add_argument("--remine-every", type=int, default=None, help="re-mine with the current indexer every N steps")
     p.add_argument("--lambda-balance", type=float, default=0.0, help="weight of the leaf load-balancing term")

@@ -167,6 +167,8 @@ def _train(args: argparse.Namespace) -> int:
     leaves = result.leaf_stats
     config = result.config
     mode = "indexer only (frozen encoder)" if config.freeze_encoder else "encoder + indexer"
+    if result.warmup_history:
+        mode += f", indexer warmed up alone for {config.warmup_epochs} epochs first"
     if result.refit_history:
         mode += f", indexer refit on the final vectors for {config.refit_epochs} epochs"
     print(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -180,3 +181,47 @@ def test_automatic_branching() -> None:
         qrels={f"q{i}": {f"d{i}": 1} for i in range(24)}, corpus_embeddings=docs, query_embeddings=qv,
     )  # fmt: skip
     assert result.config.branching == 2 and result.indexer.n_leaves == 2
+
+
+def test_warmup_trains_the_indexer_alone_before_the_joint_training(
+    tmp_path: Path, tiny_model_path: str, ehi_corpus, ehi_queries, monkeypatch
+):
+    queries, qrels = ehi_queries
+    cfg = EHIConfig(
+        branching=4, height=1, epochs=1, refresh_every=1, batch_size=8, max_steps=1, max_seq_length=24,
+        init_steps=20, refit_epochs=0, warmup_epochs=3, seed=3,
+    )  # fmt: skip
+    starts: list[dict] = []
+    from rag_hier.training.ehi import trainer as trainer_module
+
+    real_loss = trainer_module.EHILoss
+
+    def recording_loss(model, indexer, **kwargs):  # the indexer each training run starts from
+        starts.append({"frozen": model is None, **{k: v.detach().clone() for k, v in indexer.state_dict().items()}})
+        return real_loss(model, indexer, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "EHILoss", recording_loss)
+    result = EHITrainer(tiny_model_path, cfg, device="cpu", show_progress_bar=False).train(
+        ehi_corpus, tmp_path / "out", queries=queries, qrels=qrels
+    )
+    # the warm-up (frozen encoder, 3 epochs) runs first; the joint training starts from its trained indexer
+    assert [s["frozen"] for s in starts] == [True, False]
+    assert sum(p.epochs for p in result.warmup_history) == 3 and result.steps == 1
+    warm_kmeans, joint_start = starts
+    keys = [k for k in joint_start if k != "frozen"]
+    assert not all(torch.equal(warm_kmeans[k], joint_start[k]) for k in keys)  # the warm-up trained it
+    assert not result.refit_history
+    report = json.loads((tmp_path / "out" / "ehi_training.json").read_text())
+    assert report["config"]["warmup_epochs"] == 3 and len(report["warmup_history"]) == len(result.warmup_history)
+    # without a warm-up the joint training starts from the k-means initialisation, the warm-up's own start
+    starts.clear()
+    EHITrainer(tiny_model_path, replace(cfg, warmup_epochs=0), device="cpu", show_progress_bar=False).train(
+        ehi_corpus, None, queries=queries, qrels=qrels
+    )
+    assert [s["frozen"] for s in starts] == [False]
+    assert all(torch.equal(warm_kmeans[k], starts[0][k]) for k in keys)
+
+
+def test_warmup_epochs_must_not_be_negative() -> None:
+    with pytest.raises(ValueError, match="warmup_epochs must be >= 0"):
+        EHIConfig(warmup_epochs=-1)

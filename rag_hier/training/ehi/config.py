@@ -62,6 +62,10 @@ class EHIConfig(TrainingConfig):
             (0: keep the jointly trained indexer, the paper's). Default 20, chosen on SciFact dev: the jointly
             trained indexer's leaves grow unbalanced as the encoder moves the documents (Recall@100 at ≤ 10 %
             scored 0.812 jointly trained vs 0.924 refit after 1,760 GPU steps; 0.876 vs 0.905 after 44; docs/ehi.md).
+        warmup_epochs: Before joint training, train the indexer alone (encoder frozen) for this many epochs on the
+            starting encoder's vectors, then train it jointly with the encoder from there (0: the joint training
+            starts from the initialisation, the paper's). Not in the paper: on a short joint budget the indexer
+            otherwise sees only that budget's steps (docs/ehi.md).
         refresh_every: ``r``: every ``r`` epochs re-encode the corpus (not with a frozen encoder), reassign
             documents to leaves and re-mine hard negatives (paper: 5).
         remine_every: Between refreshes, every this many optimizer steps route the documents and the training
@@ -127,6 +131,12 @@ class EHIConfig(TrainingConfig):
         20,
         help="after joint training, fit a new indexer on the final vectors for this many epochs and keep it; "
         "0 keeps the jointly trained indexer, as the paper does",
+        minimum=0,
+    )
+    warmup_epochs: int = train_field(
+        0,
+        help="before joint training, train the indexer alone on the starting encoder's vectors for this many "
+        "epochs (0: the joint training starts from the initialisation, as the paper's)",
         minimum=0,
     )
     refresh_every: int = train_field(

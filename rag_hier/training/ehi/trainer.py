@@ -78,7 +78,7 @@ class EHITrainingResult:
     ``indexer`` is the trained indexer (with ``refit_epochs``, the one refit on the final vectors), ``leaves``
     the final ``(n_items, leaves_per_document)`` leaf assignment of the training corpus (with the final
     encoder), ``leaf_stats`` its balance facts, ``corpus_embeddings`` the final encoder's vectors of the corpus
-    items and ``refit_history`` the periods of the refit.
+    items, ``refit_history`` the periods of the refit and ``warmup_history`` those of the indexer's warm-up.
     """
 
     output_dir: Path | None
@@ -91,6 +91,7 @@ class EHITrainingResult:
     leaf_stats: dict[str, Any]
     corpus_embeddings: np.ndarray | None = None
     refit_history: tuple[EHIPeriod, ...] = ()
+    warmup_history: tuple[EHIPeriod, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (what ``ehi_training.json`` holds)."""
@@ -103,6 +104,7 @@ class EHITrainingResult:
             "leaves": self.leaf_stats,
             "history": [asdict(p) for p in self.history],
             "refit_history": [asdict(p) for p in self.refit_history],
+            "warmup_history": [asdict(p) for p in self.warmup_history],
         }
 
 
@@ -240,9 +242,16 @@ class EHITrainer:
                 q_emb = self._encode(tq.texts, query=True)
             dim = emb.shape[1]
             device = self._train_device(st, scratch)
-            indexer = EHIIndexer(dim, cast(int, cfg.branching), cfg.height, seed=cfg.seed)
-            if cfg.init == "kmeans":
-                indexer.init_kmeans(emb, seed=cfg.seed, steps=cfg.init_steps)
+            warmup: EHITrainingResult | None = None
+            if cfg.warmup_epochs and not cfg.freeze_encoder:  # the indexer trained alone first, then jointly
+                logger.info("warming the indexer up on the starting vectors for %d epochs", cfg.warmup_epochs)
+                warmup = self._indexer_alone(items, queries, qrels, tq, emb, q_emb, cfg.warmup_epochs)
+                indexer = warmup.indexer
+                indexer.train()
+            else:
+                indexer = EHIIndexer(dim, cast(int, cfg.branching), cfg.height, seed=cfg.seed)
+                if cfg.init == "kmeans":
+                    indexer.init_kmeans(emb, seed=cfg.seed, steps=cfg.init_steps)
             indexer.to(device)
             self._sync_parameters(indexer)
             loss = EHILoss(
@@ -327,6 +336,7 @@ class EHITrainer:
                 leaf_stats=assignment.describe(),
                 corpus_embeddings=emb,
                 refit_history=refit.history if refit is not None else (),
+                warmup_history=warmup.history if warmup is not None else (),
             )
             if output_dir is not None and rank() == 0:
                 out = Path(output_dir)
@@ -347,17 +357,30 @@ class EHITrainer:
         emb: np.ndarray,
     ) -> EHITrainingResult:
         """A new indexer trained alone (frozen encoder, ``refit_epochs``) on the final encoder's vectors."""
-        cfg = self.config
-        logger.info("refitting the indexer on the final vectors for %d epochs", cfg.refit_epochs)
+        logger.info("refitting the indexer on the final vectors for %d epochs", self.config.refit_epochs)
         q_emb = self._encode(tq.texts, query=True)
+        return self._indexer_alone(items, queries, qrels, tq, emb, q_emb, self.config.refit_epochs)
+
+    def _indexer_alone(
+        self,
+        items: TrainingCorpus,
+        queries: Mapping[str, str],
+        qrels: Mapping[str, Mapping[str, int]],
+        tq: TrainingQueries,
+        emb: np.ndarray,
+        q_emb: np.ndarray,
+        epochs: int,
+    ) -> EHITrainingResult:
+        """A new indexer (initialised as ``init``) trained alone for ``epochs`` on fixed vectors of the encoder."""
         sub = EHITrainer(
             self.model,
             replace(
-                cfg, freeze_encoder=True, epochs=cfg.refit_epochs, refit_epochs=0, max_steps=None, max_minutes=None
+                self.config, freeze_encoder=True, epochs=epochs, refit_epochs=0, warmup_epochs=0, max_steps=None,
+                max_minutes=None,
             ),
             device=self.device,
             show_progress_bar=self.show_progress_bar,
-        )
+        )  # fmt: skip
         return sub.train(
             items, None, queries=queries, qrels=qrels, corpus_embeddings=emb,
             query_embeddings=dict(zip(tq.ids, q_emb, strict=True)),
