@@ -55,6 +55,7 @@ from rag_hier.store.files import (
     sha256_fd,
     sha256_file,
 )
+from rag_hier.store.hit_table import HitTable, record_changes
 from rag_hier.store.models import stored_model_dir
 from rag_hier.store.records import PassageRecord, iter_records
 from rag_hier.store.schema import check_schema, dumps, ensure_incremental_schema, has_incremental_schema
@@ -253,11 +254,15 @@ class StoreCore:
         self.rewrite_ext: set[str] = set()  # extensions changed outside their hooks: written whole
         self.ext_room: dict[str, int] = {}  # entries each extension's segments may still take (batch start)
         self.changed_docs: set[str] = set()
+        self.changed_rows: set[int] = set()  # passage rowids rewritten in place or deleted (the hit-row log)
         self.merge_requested = False  # HierStore.optimize(): write dense.faiss whole at the next commit
         self.saved_state: dict[str, Any] = {}
         self._records: tuple[int, list[PassageRecord]] | None = None
         self._loaded_files: dict[str, Any] = {}  # what the in-memory indexes were loaded from
         self._fd: int | None = None  # store.sqlite, read by rag-hier itself: kept open (see database_fd)
+        self.hit_table: HitTable | None = None  # the hit rows in memory, while a handle opened with them is open
+        self._header: bytes | None = None  # the database header when this core last synced (see unchanged())
+        self._hit_table_users = 0
 
     def _close_fd(self) -> None:
         if self._fd is not None:
@@ -307,8 +312,21 @@ class StoreCore:
             core.users += 1
         return core
 
-    def release(self) -> None:
-        """Drop one handle; the last one closes the database and the writer lock."""
+    def use_hit_table(self) -> None:
+        """A handle opened with ``hit_rows="memory"`` is attached: keep the hit rows in memory (built lazily)."""
+        with self.lock:
+            self._hit_table_users += 1
+            if self.hit_table is None:
+                self.hit_table = HitTable()
+
+    def release(self, *, hit_table: bool = False) -> None:
+        """Drop one handle (``hit_table``: one that kept the hit rows in memory); the last one closes the database."""
+        if hit_table:
+            with self.lock:
+                self._hit_table_users -= 1
+                if self._hit_table_users <= 0:
+                    self._hit_table_users = 0
+                    self.hit_table = None  # the memory goes with the last handle that asked for it
         with _CORES_LOCK:
             self.users -= 1
             if self.users > 0:
@@ -622,6 +640,24 @@ class StoreCore:
     def _data_version(self) -> int:
         return int(self.db.execute("PRAGMA data_version").fetchone()[0])
 
+    def _read_header(self) -> bytes:
+        """Bytes 18-27 of the database header: the file format versions (1, 1: rollback journal) .. change counter."""
+        return os.pread(self.database_fd(), 10, 18)
+
+    def unchanged(self) -> bool:
+        """Whether the database file is as it was when this core last synced (no commit since, by anyone).
+
+        For a search that answers from memory only (the index and the hit rows this core holds), outside any
+        transaction, the lock held. One ``pread`` of the database header, on the descriptor this core keeps open
+        (no lock taken, none released): in rollback-journal mode SQLite increments the header's change counter with
+        every commit, before the commit point (the journal's deletion). So a commit that has completed is always
+        seen; one in progress may be, and then the caller reads within a read transaction, which waits for it.
+        False also when the header names another journal mode (a WAL database does not count commits there), and
+        until a read transaction has recorded the header after this core's own last commit or rollback.
+        """
+        header = self._header
+        return header is not None and header[:2] == b"\x01\x01" and self._read_header() == header
+
     @contextlib.contextmanager
     def _read_transaction(self) -> Iterator[None]:
         _until_unlocked(self.root, "a read", functools.partial(_begin_read, self.db))
@@ -635,6 +671,7 @@ class StoreCore:
         """Reload what another process committed since this core last looked (inside a transaction)."""
         version = self._data_version()
         if version == self.data_version:
+            self._header = self._read_header()
             return
         state = read_state(self.db, self.root / DATABASE)
         if state["generation"] < self.generation:
@@ -654,6 +691,7 @@ class StoreCore:
                 raise
             self.settled = False
         self.data_version = version
+        self._header = self._read_header()  # only once synced: unchanged() then means "this generation is current"
 
     def reading(self, handle: StoreBackend) -> _ReadBlock:
         """Run a read against one committed generation (see the module docstring)."""
@@ -707,6 +745,8 @@ class StoreCore:
             self.writer.release()
             raise
         self.saved_state = copy.deepcopy(self.state)
+        self.changed_rows = set()
+        self._header = None  # this batch changes the file: the next read records the header anew
         index = self.indexes.get("dense")
         if index is not None:
             index.journal = Journal(limit=self._segment_room(index))
@@ -788,6 +828,7 @@ class StoreCore:
             self.dirty_ext.clear()
             self.rewrite_ext.clear()
             self.changed_docs.clear()
+            self.changed_rows = set()
             self.merge_requested = False
             self._records = None
             self.writer.release()
@@ -928,6 +969,8 @@ class StoreCore:
         state["counts"] = self.count_rows()
         if extensions_state or "extensions" in state:
             state["extensions"] = extensions_state
+        record_changes(self.db, gen, self.changed_rows)  # what a table of hit rows re-reads (rag_hier.store.hit_table)
+        self.changed_rows = set()
         self.db.execute("UPDATE state SET value=? WHERE key='manifest'", (dumps(state),))
         self.state = state
         return pending, dropped

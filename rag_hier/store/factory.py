@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rag_hier.encoders.identity import DEFAULT_MODEL
+from rag_hier.store.hit_table import HitRowsMode, check_hit_rows
 from rag_hier.store.store import HierStore
 
 if TYPE_CHECKING:
@@ -24,6 +25,15 @@ if TYPE_CHECKING:
     from rag_hier.store.milvus.store import MilvusStore
 
 __all__ = ["create_store", "open_store"]
+
+
+def _local_only(hit_rows: object) -> None:
+    """Refuse ``hit_rows="memory"`` for a Milvus collection (its hits come from Milvus)."""
+    if check_hit_rows(hit_rows) != "sqlite":
+        raise ValueError(
+            f"hit_rows={hit_rows!r} is an option of a local store (a directory path); a Milvus collection (uri=) "
+            "reads its hits from Milvus: leave hit_rows out or pass 'sqlite'"
+        )
 
 
 def create_store(
@@ -37,6 +47,7 @@ def create_store(
     corpus: Mapping[str, Any] | None = None,
     similarity: Similarity | None = None,
     exist_ok: bool = False,
+    hit_rows: HitRowsMode = "sqlite",
     **milvus_options: Any,
 ) -> HierStore | MilvusStore:
     """Create a store at ``path`` (a directory) or ``uri`` (a Milvus collection); see :meth:`HierStore.create`."""
@@ -50,9 +61,10 @@ def create_store(
         "exist_ok": exist_ok,
     }
     if uri is None:  # Milvus options without uri= are refused by the local store, named
-        return HierStore.create(path, **kwargs, **milvus_options)
+        return HierStore.create(path, **kwargs, hit_rows=hit_rows, **milvus_options)
     if path is not None:
         raise ValueError("pass either a directory path or uri= (a Milvus URI), not both")
+    _local_only(hit_rows)
     from rag_hier.store.milvus.store import MilvusStore
 
     return MilvusStore.create(uri, **kwargs, **milvus_options)
@@ -67,6 +79,7 @@ def open_store(
     read_only: bool = False,
     verify_checksums: bool = True,
     allow_other_model: bool = False,
+    hit_rows: HitRowsMode = "sqlite",
     **milvus_options: Any,
 ) -> HierStore | MilvusStore:
     """Open the store at ``path`` (a directory) or ``uri`` (a Milvus collection); see :meth:`HierStore.open`."""
@@ -78,10 +91,12 @@ def open_store(
             read_only=read_only,
             verify_checksums=verify_checksums,
             allow_other_model=allow_other_model,
+            hit_rows=hit_rows,
             **milvus_options,
         )
     if path is not None:
         raise ValueError("pass either a directory path or uri= (a Milvus URI), not both")
+    _local_only(hit_rows)
     from rag_hier.store.milvus.store import MilvusStore
 
     return MilvusStore.open(

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from rag_hier.errors import StoreError
 from rag_hier.store.factory import create_store, open_store
+from rag_hier.store.hit_table import HitRowsMode, check_hit_rows
 from rag_hier.store.state import MANIFEST
 
 if TYPE_CHECKING:
@@ -140,6 +141,10 @@ class StoreSession:
         check: Called with every handle opened on an existing collection (not on one the session creates); an
             error closes the handle and propagates.
         handle: A caller's handle, used for reads and writes alike (and never closed by the session).
+        hit_rows: Where the handles the session opens read the rows of dense hits: ``"sqlite"`` (default) or
+            ``"memory"`` (a table of the rows of every passage with a vector, kept in memory while a handle is
+            open; see :meth:`HierStore.open <rag_hier.store.HierStore.open>`). A local-store option: with ``uri``,
+            ``"memory"`` raises ``ValueError``.
 
     """
 
@@ -157,7 +162,9 @@ class StoreSession:
         reads_use_writer: bool = True,
         check: Callable[[StoreBackend], None] | None = None,
         handle: StoreBackend | None = None,
+        hit_rows: HitRowsMode = "sqlite",
     ) -> None:
+        check_hit_rows(hit_rows)
         if handle is not None:
             if path is not None or uri is not None:
                 raise ValueError("give one of path, uri and handle")
@@ -167,6 +174,12 @@ class StoreSession:
                 path = handle.path
         elif (path is None) == (uri is None):
             raise ValueError(f"give either path or uri, not {'both' if path is not None else 'neither'}")
+        if uri is not None and hit_rows != "sqlite":
+            raise ValueError(
+                f"hit_rows={hit_rows!r} is an option of a local store (a directory path); a Milvus collection "
+                f"({uri}) reads its hits from Milvus: leave hit_rows out or pass 'sqlite'"
+            )
+        self.hit_rows: HitRowsMode = hit_rows
         self.path: Path | None = Path(path) if path is not None else None
         self.uri = uri
         self._connection = connection
@@ -277,6 +290,10 @@ class StoreSession:
             return self._created_encoder
         return self._encoder_factory(creating) if self._encoder_factory is not None else None
 
+    def _hit_rows_option(self) -> dict[str, Any]:
+        """``hit_rows=`` for opening and creating: passed only when not the default (a Milvus store has none)."""
+        return {} if self.hit_rows == "sqlite" else {"hit_rows": self.hit_rows}
+
     def _device_now(self) -> str | None:
         return self._device() if callable(self._device) else self._device
 
@@ -296,6 +313,7 @@ class StoreSession:
                     device=self._device_now(),
                     read_only=not write,
                     allow_other_model=True,
+                    **self._hit_rows_option(),
                     **self.connection_options(),
                 ),
             )
@@ -330,6 +348,7 @@ class StoreSession:
                 index=options.index,
                 similarity=options.similarity,  # type: ignore[arg-type]  # checked by the store
                 corpus=options.corpus,
+                **self._hit_rows_option(),
                 **self.connection_options(),
             ),
         )

@@ -566,6 +566,7 @@ class Writer:
                 rowid,
             ),
         )
+        self.core.changed_rows.add(rowid)
         self._reindex_meta([rowid])
 
     def _reindex_meta(self, rowids: Sequence[int]) -> None:
@@ -584,6 +585,7 @@ class Writer:
         self.core.changed_docs.update(docs)
         with_vec = query_in(db, "SELECT id FROM passages WHERE has_vector=1 AND id IN ({marks})", rowids)
         query_in(db, "DELETE FROM passages WHERE id IN ({marks})", rowids)
+        self.core.changed_rows.update(rowids)
         self._reindex_meta(rowids)
         index = self.core.indexes.get("dense")
         if with_vec and index is not None:
@@ -656,6 +658,7 @@ class Writer:
             new = {**json.loads(old), **payload} if merge else payload
             self.db.execute("UPDATE passages SET meta=? WHERE id=?", (dumps(new), rowid))
             updated.append(rowid)
+        self.core.changed_rows.update(updated)
         self._reindex_meta(updated)
         return len(updated)
 

@@ -20,6 +20,7 @@ from rag_hier.store import meta_index
 from rag_hier.store.contract import Filters
 from rag_hier.store.core import StoreCore
 from rag_hier.store.filters import Refined
+from rag_hier.store.hit_table import HitRowsMode, check_hit_rows
 from rag_hier.store.models import stored_model_dir
 from rag_hier.store.records import PassageRecord, records_by_rowid
 from rag_hier.store.sql_filters import select_matching
@@ -39,8 +40,17 @@ class LocalBase:
     read_only: bool
     _core: StoreCore
 
-    def __init__(self, path: Path, encoder: DenseEncoder | None, read_only: bool, device: str | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        encoder: DenseEncoder | None,
+        read_only: bool,
+        device: str | None = None,
+        hit_rows: HitRowsMode = "sqlite",
+    ) -> None:
         self.path = path
+        self.hit_rows_mode: HitRowsMode = check_hit_rows(hit_rows)
+        """Where this handle's dense searches read their hit rows: ``"sqlite"`` or ``"memory"`` (see ``open``)."""
         self.read_only = read_only
         self._encoder_arg = encoder
         self._device = device
@@ -50,7 +60,10 @@ class LocalBase:
 
     def _attach(self, core: StoreCore) -> None:
         self._core = core
-        self._closer = weakref.finalize(self, core.release)
+        memory = self.hit_rows_mode == "memory"
+        if memory:
+            core.use_hit_table()
+        self._closer = weakref.finalize(self, core.release, hit_table=memory)
 
     def _reading(self) -> contextlib.AbstractContextManager[None]:
         return self._core.reading(cast("StoreBackend", self))  # the front implements the contract

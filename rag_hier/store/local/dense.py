@@ -51,11 +51,25 @@ class LocalDense(LocalBase):
         holds; when another process has committed since, it searches again within a read transaction (which
         loads that generation first). The first search of each generation a handle holds runs in a read
         transaction too, which keeps the stored state's text to check against.
+
+        With the hit rows in memory (``hit_rows="memory"``, :mod:`rag_hier.store.hit_table`) it takes no table read:
+        one ``PRAGMA data_version`` says whether another process committed since; if none did and the table holds
+        this handle's generation, the rows come from the table; else the search runs within a read transaction
+        (which loads the new generation) and the table catches up to it first.
         """
         core = self._core
         q = np.asarray(queries, dtype=np.float32)
         with core.lock:
             outside = not core.db.in_transaction
+            table = core.hit_table
+            if table is not None and outside:
+                if not (table.current(core.generation) and core.unchanged()):
+                    with self._reading():
+                        table.catch_up(core.db, core.generation, int(core.state["counts"]["vectors"]))
+                        scores, ids = self._search_dense(q, top_k)
+                        return scores, ids, table.get_many(ids[ids >= 0].tolist())
+                scores, ids = self._search_dense(q, top_k)
+                return scores, ids, table.get_many(ids[ids >= 0].tolist())
             token = core.state_token()
             if outside and token is not None:  # an empty result has nothing to check: the read block below
                 scores, ids = self._search_dense(q, top_k)
@@ -74,8 +88,15 @@ class LocalDense(LocalBase):
         The search path's read: one statement of exactly the fields a :class:`Hit` needs, JSON left undecoded
         (an optional fast path of the store contract; retrievers fall back to :meth:`records`).
         """
+        core = self._core
         with self._reading():
-            return hit_rows(self._core.db, rowids)
+            table = core.hit_table
+            if table is not None and core.depth == 0:  # a write batch's own rows are read from SQLite
+                table.catch_up(core.db, core.generation, int(core.state["counts"]["vectors"]))
+                held = table.get_many(rowids)
+                if len(held) == len(rowids):
+                    return held
+            return hit_rows(core.db, rowids)
 
     def vectors(self, rowids: np.ndarray) -> np.ndarray:
         """The stored float32 vectors of ``rowids`` (each must have one)."""
