@@ -21,6 +21,10 @@ and scores only) and the same search followed by a bare ``sqlite3`` fetch of the
 store's file (one ``SELECT ... WHERE id IN (...)`` on a read-only connection, no objects built: the floor of a
 store that keeps its text on disk), and reports store / raw and store / (raw + fetch) for both sides.
 
+``--hit-rows memory`` opens the candidate's stores with ``hit_rows="memory"`` (the hit rows kept in memory;
+``--anchor-hit-rows`` likewise for the anchor, whose engine must know the option): ``--anchor HEAD --hit-rows
+memory`` compares the same engine with and without it.
+
 Results go to ``<out>/hit-path-<N>.json`` (``--out``, default ``benchmarks/out``).
 """
 
@@ -73,7 +77,8 @@ def worker(threads: int) -> None:
     for line in sys.stdin:
         cmd = json.loads(line)
         if cmd["op"] == "open":
-            store = HierStore.open(cmd["path"])
+            options = {"hit_rows": cmd["hit_rows"]} if cmd.get("hit_rows", "sqlite") != "sqlite" else {}
+            store = HierStore.open(cmd["path"], **options)
             retrievers[cmd["kind"]] = DenseRetriever(store)
             queries = np.load(cmd["queries"], allow_pickle=False)
             answer: dict[str, Any] = {"ok": True}
@@ -194,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also time raw FAISS: each store's own index searched directly (ids only), interleaved",
     )
+    p.add_argument("--hit-rows", default="sqlite", choices=["sqlite", "memory"], help="the candidate's hit_rows=")
+    p.add_argument("--anchor-hit-rows", default="sqlite", choices=["sqlite", "memory"], help="the anchor's hit_rows=")
     p.add_argument("--out", type=Path, default=OUT, help="where hit-path-<N>.json goes (default %(default)s)")
     a = p.parse_args(argv)
 
@@ -244,9 +251,10 @@ def main(argv: list[str] | None = None) -> int:
         ]
         assert workers[0].module.startswith(str(anchor_src)), workers[0].module
         assert workers[1].module.startswith(str(ROOT)), workers[1].module
+        hit_rows = {"anchor": a.anchor_hit_rows, "candidate": a.hit_rows}
         for w in workers:
             for kind in kinds:
-                w.ask(op="open", kind=kind, path=str(paths[kind]), queries=str(qpath))
+                w.ask(op="open", kind=kind, path=str(paths[kind]), queries=str(qpath), hit_rows=hit_rows[w.name])
 
         results: dict[str, Any] = {}
         load_before = loadavg()
@@ -309,8 +317,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
         report = {
             "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-            "anchor": {"rev": a.anchor, "commit": commit},
-            "candidate": {"rev": candidate_rev},
+            "anchor": {"rev": a.anchor, "commit": commit, "hit_rows": a.anchor_hit_rows},
+            "candidate": {"rev": candidate_rev, "hit_rows": a.hit_rows},
             "n": a.n,
             "queries": a.queries,
             "block": a.block,

@@ -68,6 +68,9 @@ SMOKE: dict[str, list[tuple[str, list[str]]]] = {
     R + "bench_hit_path": [
         run(R + "bench_hit_path", "--n 2000 --kinds flat --queries 20 --block 10 --batch 10 --raw --out {out}"),
     ],
+    R + "bench_hit_rows_memory": [
+        run(R + "bench_hit_rows_memory", "--sizes 500 --queries 3 --commits 2 --rounds 1 --words 5 --out {out}"),
+    ],
     R + "bench_scifact": [
         run(R + "bench_scifact", "--data {data} --model {model} --out {out}/scifact.json --top-k 10"),
     ],
