@@ -3,7 +3,8 @@
 A dense search returns rowids; a :class:`~rag_hier.store.records.Hit` needs the row of each (the columns of
 :data:`~rag_hier.store.records.HIT_COLUMNS`). By default the search reads them from SQLite, one statement per
 search. A handle opened with ``hit_rows="memory"`` keeps them instead in a :class:`HitTable` on its core (the
-engine every handle on the directory in the process shares): the rows of every passage that has a vector, built
+engine every handle on the directory in the process shares, so all of them read from it while one such handle is
+open; the last one to close frees it): the rows of every passage that has a vector, built
 by the first search, then brought up to each new generation by reading only what changed:
 
 - **New rows.** Passage rowids are ``AUTOINCREMENT``: a row committed after the table's generation has a rowid
@@ -16,12 +17,14 @@ by the first search, then brought up to each new generation by reading only what
   ``G`` and covers every commit after ``g``; otherwise (a larger change, a commit by a rag-hier that keeps no
   log, a damaged log) it reads every row again. Its size is then checked against the committed count of vectors.
 
-The table answers only for the generation it holds: a search compares that generation with the core's and asks
-SQLite (``PRAGMA data_version``, no table read) whether another process committed since the core last looked;
-when either differs, the search runs inside a read transaction, which loads the new generation's index first,
-and the table catches up within the same transaction. The index and the rows a search returns are therefore
-of one generation, and a deleted row is never returned (the index of that generation no longer holds it, and the
-table drops it). The table is a cache: nothing in it is written to disk, and a crash loses nothing.
+The table answers only for the generation it holds: a search compares that generation with the core's, and the
+database header (its change counter, one ``pread``: no lock, no table read) with the one recorded when the core
+last synced (``StoreCore.unchanged``); when either differs, the search runs inside a read transaction, which
+loads the new generation's index first, and the table catches up within the same transaction. The index and
+the rows a search returns are therefore of one generation, and a deleted row is never returned (the index of
+that generation no longer holds it, and the table drops it). The table is a cache: nothing in it is written to
+disk, and a crash loses nothing. (The header check assumes what rag-hier's own connections guarantee: a
+rollback-journal database, written by SQLite in its normal locking mode.)
 """
 
 from __future__ import annotations
@@ -118,10 +121,13 @@ class HitTable:
     Not thread-safe by itself: the core's lock guards every call.
     """
 
-    __slots__ = ("_docs", "generation", "last_rowid", "rebuilds", "rows", "updates")
+    __slots__ = ("_docs", "_slots", "generation", "last_rowid", "rebuilds", "rows", "updates")
 
     def __init__(self) -> None:
         self.rows: dict[int, tuple[Any, ...]] = {}
+        # the same rows by position = rowid (None in the gaps), when rowids are dense enough: a search's lookups
+        # then touch fewer cache lines than the dict's (hash slot, entry, key object, row)
+        self._slots: list[tuple[Any, ...] | None] | None = None
         self.generation: int | None = None  # None: not built yet
         self.last_rowid = 0  # the highest passage rowid ever committed at self.generation
         self._docs: dict[str, str] = {}  # one string per document id, shared by its rows
@@ -137,13 +143,41 @@ class HitTable:
 
     def get_many(self, rowids: Sequence[int]) -> dict[int, tuple[Any, ...]]:
         """The rows of ``rowids`` held (a new dict: the caller may keep it while the table moves on)."""
+        slots = self._slots
+        if slots is not None:  # the search path: every rowid the index returned is held
+            try:
+                out = {r: slots[r] for r in rowids if r >= 0}
+            except IndexError:
+                pass
+            else:
+                if None not in out.values():
+                    return out  # type: ignore[return-value]  # no None among them
         rows = self.rows
-        out = {}
-        for r in rowids:
-            row = rows.get(r)
-            if row is not None:
-                out[r] = row
-        return out
+        return {r: rows[r] for r in rowids if r in rows}
+
+    def _put(self, rowid: int, row: tuple[Any, ...]) -> None:
+        self.rows[rowid] = row
+        slots = self._slots
+        if slots is not None:
+            if rowid >= len(slots):
+                slots.extend([None] * (rowid + 1 - len(slots)))
+            slots[rowid] = row
+
+    def _drop(self, rowid: int) -> None:
+        if self.rows.pop(rowid, None) is not None and self._slots is not None:
+            self._slots[rowid] = None
+
+    def _index_slots(self) -> None:
+        """The list by rowid, when it costs at most ~4 pointers per row held (else lookups use the dict)."""
+        rows = self.rows
+        top = max(rows, default=0)
+        if top > 4 * len(rows) + 65536:
+            self._slots = None
+            return
+        slots: list[tuple[Any, ...] | None] = [None] * (top + 1)
+        for rowid, row in rows.items():
+            slots[rowid] = row
+        self._slots = slots
 
     def catch_up(self, db: sqlite3.Connection, generation: int, vectors: int) -> None:
         """Bring the table to ``generation`` (inside a read transaction of it; ``vectors``: its committed count)."""
@@ -156,7 +190,7 @@ class HitTable:
             return
         self._rebuild(db)
         if len(self.rows) != vectors:  # pragma: no cover - the core checked the counts when it loaded them
-            found, self.rows = len(self.rows), {}
+            found, self.rows, self._slots = len(self.rows), {}, None
             raise StoreCorruptedError(f"hit rows: {found} passages with vectors, the committed state records {vectors}")
         self.generation = generation
         self.rebuilds += 1
@@ -190,6 +224,7 @@ class HitTable:
             for row in batch:
                 rows[row[0]] = compact(row)
         self.rows = rows
+        self._index_slots()
         self.last_rowid = last
         logger.debug("hit rows: read %d rows", len(rows))
 
@@ -200,18 +235,18 @@ class HitTable:
             return False
         changed = [r for r in log[2] if r <= self.last_rowid]
         last = self._sequence(db)
-        rows, compact = self.rows, self._compact
+        put, compact = self._put, self._compact
         found: set[int] = set()
         for row in rows_in(db, f"SELECT {_COLUMNS} FROM passages WHERE has_vector=1 AND id IN ({{marks}})", changed):
-            rows[row[0]] = compact(row)
+            put(row[0], compact(row))
             found.add(row[0])
         for r in changed:
             if r not in found:
-                rows.pop(r, None)
+                self._drop(r)
         if last > self.last_rowid:
             cur = db.execute(f"SELECT {_COLUMNS} FROM passages WHERE id > ? AND has_vector=1", (self.last_rowid,))
             while batch := cur.fetchmany(4096):
                 for row in batch:
-                    rows[row[0]] = compact(row)
+                    put(row[0], compact(row))
         self.last_rowid = last
         return True

@@ -308,11 +308,13 @@ class HierStore(LocalReads, LocalMetaAggregates, LocalDense, LocalWrites, LocalS
                 (logged as a warning): its query vectors are compared with the store's passage vectors.
             hit_rows: Where dense searches read the rows of their hits. ``"sqlite"`` (default): from the database,
                 one statement per search. ``"memory"``: from a table of the rows of every passage with a vector,
-                kept in memory by the handles on this directory in this process (built by the first search, about
-                the size of the passages' text and metadata plus ~150 bytes a row; freed when the last handle
-                opened with ``"memory"`` closes), brought up to each new generation by reading only what changed;
-                a search then reads no table, which saves about the time of that statement (the same hits, of one
-                committed generation, either way). A local-store option: ``uri=`` refuses ``"memory"``.
+                kept in memory by the engine this process shares between the handles on the directory (built by
+                the first search, about the size of the passages' text and metadata plus ~150 bytes a row; every
+                handle on the directory reads from it while it is there; freed when the last handle opened with
+                ``"memory"`` closes), brought up to each new generation by reading only what changed; a search
+                whose generation is current then reads no table (one ``pread`` of the database header checks
+                that no process committed since). The same hits, of one committed generation, either way. A
+                local-store option: ``uri=`` refuses ``"memory"``.
             uri: Instead of ``path``: a Milvus URI (see :meth:`create`); Milvus options pass through.
 
         """

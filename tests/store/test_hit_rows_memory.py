@@ -378,3 +378,18 @@ def test_a_reader_thread_sees_one_generation_while_another_handle_commits(tmp_pa
     assert not errors, errors[0]
     assert _check_one_generation(retriever.search_vectors(_QUERY[None, :], top_k=4)[0], 0) == 30
     store.close()
+
+
+def test_lookups_by_list_and_by_dict_agree(tmp_path: Path) -> None:
+    x = _make(tmp_path / "s")
+    store = HierStore.open(tmp_path / "s", hit_rows="memory")
+    DenseRetriever(store).search_vectors(x[:1], top_k=3)
+    table = store._core.hit_table
+    assert table is not None and table._slots is not None  # dense rowids: the list
+    store.delete_passages(["d0#1"])
+    DenseRetriever(store).search_vectors(x[:1], top_k=3)
+    asked = [1, 2, 3, 40, 41, 10_000, -1]  # 2: deleted; 41 and 10,000: never written; -1: FAISS padding
+    by_list = table.get_many(asked)
+    table._slots = None  # what a table over sparse rowids uses
+    assert table.get_many(asked) == by_list and sorted(by_list) == [1, 3, 40]
+    store.close()

@@ -67,9 +67,9 @@ class LocalDense(LocalBase):
                     with self._reading():
                         table.catch_up(core.db, core.generation, int(core.state["counts"]["vectors"]))
                         scores, ids = self._search_dense(q, top_k)
-                        return scores, ids, table.get_many(ids[ids >= 0].tolist())
+                        return scores, ids, table.get_many(ids.ravel().tolist())
                 scores, ids = self._search_dense(q, top_k)
-                return scores, ids, table.get_many(ids[ids >= 0].tolist())
+                return scores, ids, table.get_many(ids.ravel().tolist())
             token = core.state_token()
             if outside and token is not None:  # an empty result has nothing to check: the read block below
                 scores, ids = self._search_dense(q, top_k)
