@@ -150,7 +150,8 @@ def test_train_methods_are_listed_as_their_modules_define_them() -> None:
 
 
 @pytest.mark.parametrize("method", ["hce", "dhr", "svdr", "ehi", "tied-atomic"])
-def test_train_method_help_imports_no_other_method(method: str) -> None:
+def test_train_method_help_imports_no_method_module(method: str) -> None:
+    # the flags come from the generated tables: not even the method's own plugin module is imported
     from rag_hier.cli.plugins import TRAIN_METHODS
 
     code = (
@@ -161,5 +162,93 @@ def test_train_method_help_imports_no_other_method(method: str) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
     has_flags, modules = json.loads(out.stdout.strip().splitlines()[-1])
-    others = {module for name, (module, _) in TRAIN_METHODS.items() if name != method}
-    assert has_flags and TRAIN_METHODS[method][0] in modules and not others & set(modules)
+    assert has_flags and not {module for module, _ in TRAIN_METHODS.values()} & set(modules)
+
+
+LIGHT = {"rag_hier", "rag_hier._version", "rag_hier.cli", "rag_hier.cli.main", "rag_hier.cli._base", "__future__"}
+"""What ``--version`` and every ``--help`` may import beyond what argparse itself needs to print a help (and the
+import system's own ``importlib``)."""
+
+
+def _all_help_commands() -> list[list[str]]:
+    from rag_hier.cli._base import COMMAND_HELP
+    from rag_hier.cli._tables import TRAIN_METHODS
+
+    return [
+        ["--version"],
+        ["--help"],
+        [],
+        *([name, "--help"] for name in COMMAND_HELP),
+        *(["train", method, "--help"] for method in TRAIN_METHODS),
+        ["train"],
+        ["index"],
+    ]
+
+
+@pytest.mark.parametrize("argv", _all_help_commands(), ids=" ".join)
+def test_help_imports_only_argparse_and_the_cli_entry(argv: list[str]) -> None:
+    # no numpy, no dataclasses/inspect (the flags' declarations), no logging (the package's NullHandler waits for
+    # it), no typing, no plugin, registry or training configuration: argparse and the tables of the command asked
+    code = (
+        "import argparse, contextlib, io, json, sys\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        "    p = argparse.ArgumentParser(prog='x')\n    p.add_argument('--y', type=int)\n"
+        "    p.add_subparsers(dest='c', required=True).add_parser('z')\n    p.format_help()\n"
+        "    try:\n        p.parse_args(['--y', 'q'])\n    except SystemExit:\n        pass\n"
+        "argparse_needs = set(sys.modules)\n"
+        "from rag_hier.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        f"    try:\n        main({argv!r})\n    except SystemExit:\n        pass\n"
+        "print(json.dumps(sorted(set(sys.modules) - argparse_needs)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    imported = set(json.loads(out.stdout.strip().splitlines()[-1]))
+    tables = {m for m in imported if m.startswith("rag_hier.cli._tables")}
+    rest = {m for m in imported - tables if m != "importlib" and not m.startswith("importlib._bootstrap")}
+    assert rest <= LIGHT, sorted(rest - LIGHT)
+    assert len(tables) <= 2  # the package and, for a sub-command's help, that command's module
+    for heavy in ("numpy", "inspect", "dataclasses", "logging", "typing", "rag_hier.index.methods"):
+        assert heavy not in imported
+
+
+def _run(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+
+
+def test_the_package_logger_has_its_null_handler_once_logging_loads() -> None:
+    # `import rag_hier` does not import logging; when logging loads, rag_hier's logger gets its NullHandler before
+    # anything can log through it: a warning of a rag_hier logger is not printed by logging's last resort
+    code = (
+        "import sys, rag_hier\n"
+        "assert 'logging' not in sys.modules\n"
+        "import logging\n"
+        "handlers = logging.getLogger('rag_hier').handlers\n"
+        "assert [type(h) for h in handlers] == [logging.NullHandler], handlers\n"
+        "assert not [f for f in sys.meta_path if 'NullHandler' in type(f).__name__], sys.meta_path\n"
+        "loader = logging.__loader__\n"
+        "assert loader is logging.__spec__.loader and 'NullHandler' not in type(loader).__name__, loader\n"
+        "logging.getLogger('rag_hier.store').warning('not shown')\n"
+        "import logging.handlers\n"
+        "logging.getLogger('elsewhere').warning('shown')\n"
+    )
+    assert _run(code).stderr == "shown\n"
+
+
+def test_the_package_logger_has_its_null_handler_when_logging_was_loaded_first() -> None:
+    code = (
+        "import logging, sys, rag_hier\n"
+        "assert [type(h) for h in logging.getLogger('rag_hier').handlers] == [logging.NullHandler]\n"
+        "assert not [f for f in sys.meta_path if 'NullHandler' in type(f).__name__], sys.meta_path\n"
+        "from rag_hier.cli.main import main\n"
+        "logging.getLogger('rag_hier.cli').warning('not shown')\n"
+    )
+    assert _run(code).stderr == ""
+
+
+def test_verbose_still_configures_logging(tmp_path: Path) -> None:
+    # -v: the error's details are logged (logging configured by the command line, after parsing)
+    argv = ["-v", "info", "--store", str(tmp_path / "missing")]
+    code = f"import sys\nfrom rag_hier.cli.main import main\nsys.exit(main({argv!r}))\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2
+    assert "rag-hier info: error:" in out.stderr and "ERROR rag_hier.cli: details" in out.stderr

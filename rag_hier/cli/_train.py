@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rag_hier.cli._base import CliError
+from rag_hier.cli._base import comma_list as _comma_list
+
 __all__ = [
     "ConfigFlags",
     "add_config_arguments",
@@ -34,8 +37,6 @@ __all__ = [
 
 def cli_error(message: str) -> Exception:
     """A one-line CLI error (exit 2)."""
-    from rag_hier.cli.main import CliError  # main imports the plugins: imported on use
-
     return CliError(message)
 
 
@@ -56,10 +57,6 @@ _RUNTIME_FLAGS: Mapping[str, tuple[str, str]] = {
     "show_progress_bar": ("--no-progress", "no_progress"),
 }
 """Configuration fields set by the runtime flags (:func:`add_runtime_arguments`): field → (flag, dest)."""
-
-
-def _comma_list(text: str) -> tuple[str, ...]:
-    return tuple(x.strip() for x in text.split(",") if x.strip())
 
 
 def _shown(value: Any) -> str:

@@ -1,50 +1,70 @@
-"""The ``rag-hier`` command line: ``index``, ``search``, ``eval``, ``compare``, ``info``, ``migrate``, ``train``."""
+"""The ``rag-hier`` command line: ``index``, ``search``, ``eval``, ``compare``, ``info``, ``migrate``, ``train``.
+
+Start-up is kept to ``argparse``: ``rag-hier --help`` and every sub-command's ``--help`` build their parser from
+generated tables (:mod:`rag_hier.cli._tables`); what a command needs is imported when it runs
+(:mod:`rag_hier.cli.commands`).
+"""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
-import logging
 import os
 import sys
-import time
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
-from typing import Any
 
-__all__ = ["build_parser", "main"]
+from rag_hier.cli._base import COMMAND_HELP as _COMMAND_HELP
+from rag_hier.cli._base import LATE, CliError
 
-logger = logging.getLogger("rag_hier.cli")
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from typing import Any
 
-
-class CliError(Exception):
-    """An error reported as one line on stderr with a non-zero exit status."""
+__all__ = ["COMMANDS", "INDEX_COMMIT_DOCUMENTS", "CliError", "build_parser", "main", "table_parser"]
 
 
 # ----------------------------------------------------------------------------------------------------
 # parser
 # ----------------------------------------------------------------------------------------------------
-_COMMAND_HELP: dict[str, str] = {
-    "index": "index a corpus into a store (re-running adds/updates, never duplicates)",
-    "search": "search a store; writes a TREC run for a queries file",
-    "eval": "search a queries file and score it against qrels (nDCG@10, Recall@10/100, MRR@10)",
-    "compare": "paired comparison of systems (TREC runs or --per-query files): differences, CIs, tests",
-    "info": "describe a store (counts, encoder, index, files)",
-    "migrate": "copy a store between a local directory and Milvus (no re-encoding)",
-    "tune": "fine-tune the store's model on judged queries; adopt it only if it measures better",
-    "train": "train or fine-tune a model with one of the methods",
-}
-"""Each sub-command's one-line help (``rag-hier --help`` lists them without building their parsers)."""
-
-
 def build_parser(command: str | None = None, method: str | None = None) -> argparse.ArgumentParser:
-    """The argument parser (exposed for documentation and tests).
+    """The argument parser (exposed for documentation and tests), built by the modules that declare the flags.
 
     ``command``: build only that sub-command's arguments (the others, all of them for ``""``, are listed with
     their help line), so ``rag-hier --help`` and a sub-command's ``--help`` import only what its flags need.
     ``method``: likewise for ``train``: only that training method's arguments (``""``: list the methods only).
+
+    ``rag-hier`` itself parses with the same parser built from the generated tables (:func:`table_parser`).
     """
+    return _assemble(command, method, _build_command, _build_method, _source_train_methods)
+
+
+def table_parser(command: str | None = None, method: str | None = None) -> argparse.ArgumentParser:
+    """:func:`build_parser`'s parser, built from the generated tables (:mod:`rag_hier.cli._tables`).
+
+    Imports no module that declares flags (no plugin, strategy registry or configuration dataclass), and only the
+    tables of the sub-command asked for. Defaults that the tables cannot hold are :data:`~rag_hier.cli._base.LATE`
+    (a command that runs gets them from :func:`build_parser`'s parser).
+    """
+    import importlib
+
+    from rag_hier.cli._tables import TRAIN_METHODS, module_name
+
+    def build_command(name: str, sub: Any) -> None:
+        _replay(importlib.import_module(module_name(name)).OPS, sub)
+
+    def build_method(name: str, train_sub: Any) -> None:
+        _replay(importlib.import_module(module_name("train", name)).OPS, train_sub)
+
+    return _assemble(command, method, build_command, build_method, lambda: TRAIN_METHODS)
+
+
+def _assemble(
+    command: str | None,
+    method: str | None,
+    build_command: Callable[[str, Any], None],
+    build_method: Callable[[str, Any], None],
+    train_methods: Callable[[], Mapping[str, str]],
+) -> argparse.ArgumentParser:
+    """The parser: ``build_command(name, subparsers)`` adds a sub-command, ``build_method(name, sub)`` a method."""
     from rag_hier._version import __version__
 
     parser = argparse.ArgumentParser(
@@ -55,576 +75,83 @@ def build_parser(command: str | None = None, method: str | None = None) -> argpa
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, help_line in _COMMAND_HELP.items():
-        if name == "train" and (command is None or command == name):
-            _train_parser(sub, method)
-        elif command is None or command == name:
-            _BUILDERS[name](sub)
-        else:
+        if command is not None and command != name:
             sub.add_parser(name, help=help_line)
+        elif name != "train":
+            build_command(name, sub)
+        else:  # every method's arguments, or (``method`` given) that one's only
+            t = sub.add_parser("train", help=help_line)
+            train_sub = t.add_subparsers(dest="method", required=True, metavar="METHOD")
+            for method_name, method_help in train_methods().items():
+                if method is None or method == method_name:
+                    build_method(method_name, train_sub)
+                else:
+                    train_sub.add_parser(method_name, help=method_help)
     return parser
 
 
-def _index_parser(sub: Any) -> None:
-    from rag_hier.cli.plugins import plugins
-    from rag_hier.corpus.formats import CORPUS_FORMATS
-    from rag_hier.index.kinds import INDEX_KINDS
+def _replay(ops: Sequence[tuple[int, str, tuple[Any, ...], dict[str, Any]]], root: Any) -> None:
+    """Repeat recorded parser calls (:mod:`rag_hier.cli._tables`), each ``(target, method, args, kwargs)``.
 
-    p = sub.add_parser(
-        "index",
-        help=_COMMAND_HELP["index"],
-        description="Read a corpus, split it into passages, encode them and store them. Re-running on the "
-        "same store adds new documents, re-encodes changed passages only, and leaves unchanged ones alone.",
-    )
-    p.add_argument("corpus", help="corpus file or directory")
-    p.add_argument(
-        "--store",
-        required=True,
-        help="store directory (created if missing), or a Milvus URI (./x.db, http://host:19530#name)",
-    )
-    p.add_argument(
-        "--model",
-        default=None,
-        help="sentence-transformers model name or path "
-        "(default: the offline all-MiniLM-L6-v2; must match an existing store's model)",
-    )
-    p.add_argument("--format", choices=CORPUS_FORMATS, default=None, help="corpus format (default: detect)")
-    p.add_argument("--index", choices=INDEX_KINDS, default=None, help="FAISS index kind for a new store (default flat)")
-    p.add_argument("--nlist", type=int, default=None, help="IVF lists (default: chosen from the corpus size)")
-    p.add_argument("--nprobe", type=int, default=None, help="IVF lists probed per query (default 16)")
-    p.add_argument(
-        "--max-passage-words",
-        type=int,
-        default=None,
-        help="split sections into passages of at most N words, cut at sentence ends; 0 keeps paragraphs whole "
-        "(default: 0 for BEIR corpora, whose documents are kept whole, and for QA documents, whose questions "
-        "are judged by paragraph; else 100)",
-    )
-    p.add_argument("--prune", action="store_true", help="also delete stored documents absent from the corpus")
-    for mod in plugins():
-        if hasattr(mod, "add_index_arguments"):
-            mod.add_index_arguments(p)
-    _add_runtime_args(p)
+    ``target`` indexes ``[root, what the 1st call returned, what the 2nd call returned, ...]``.
+    """
+    made = [root]
+    for target, call, args, kwargs in ops:
+        made.append(getattr(made[target], call)(*args, **kwargs))
 
 
-def _search_parser(sub: Any) -> None:
-    s = sub.add_parser(
-        "search",
-        help=_COMMAND_HELP["search"],
-        description="Search with one query (printed) or a queries file (BEIR queries.jsonl or QA questions.jsonl; "
-        "written as a TREC run 'qid Q0 id rank score tag').",
-    )
-    s.add_argument("--store", required=True, help="store directory, or a Milvus URI")
-    q = s.add_mutually_exclusive_group(required=True)
-    q.add_argument("--query", help="one query text")
-    q.add_argument("--queries", help="queries file: BEIR queries.jsonl, QA questions.jsonl, or qid<TAB>text")
-    s.add_argument("--top-k", type=int, default=10, help="results per query (default 10)")
-    s.add_argument("--output", help="write the TREC run here (default: stdout)")
-    _add_search_args(s)
-    _add_runtime_args(s)
+def _build_command(name: str, sub: Any) -> None:
+    from rag_hier.cli._builders import BUILDERS
+
+    BUILDERS[name](sub)
 
 
-def _eval_parser(sub: Any) -> None:
-    e = sub.add_parser(
-        "eval",
-        help=_COMMAND_HELP["eval"],
-        description="Run every query that has relevance judgements and compute IR metrics with pytrec_eval, "
-        "as BEIR and MTEB do (hits whose id equals the query id removed first). See docs/evaluation.md.",
-    )
-    from rag_hier.cli.evaluate import add_eval_arguments
-
-    add_eval_arguments(e)
-    _add_search_args(e)
-    _add_runtime_args(e)
-
-
-def _compare_parser(sub: Any) -> None:
-    from rag_hier.cli.compare import add_compare_parser
-
-    add_compare_parser(sub, _COMMAND_HELP["compare"])
-
-
-def _info_parser(sub: Any) -> None:
-    i = sub.add_parser("info", help=_COMMAND_HELP["info"])
-    i.add_argument("--store", required=True, help="store directory, or a Milvus URI (./x.db, http://host:19530#name)")
-    i.add_argument("--json", action="store_true", help="print the full manifest as JSON")
-    i.add_argument("--no-verify", action="store_true", help="skip checksum verification")
-
-
-def _migrate_parser(sub: Any) -> None:
-    m = sub.add_parser(
-        "migrate",
-        help=_COMMAND_HELP["migrate"],
-        description="Copy a collection — passages, vectors, extensions — from a local store directory into a new "
-        "Milvus collection (--to URI: a Milvus Lite file ./x.db, or http://host:19530; #name picks the "
-        "collection), or from Milvus into a new local directory. Nothing is re-encoded; rowids are kept, so the "
-        "extensions' files are copied as they are. Token and database: RAG_HIER_MILVUS_TOKEN, RAG_HIER_MILVUS_DB.",
-    )
-    m.add_argument("--store", required=True, help="the source: a store directory or a Milvus URI")
-    m.add_argument("--to", required=True, help="the target: a Milvus URI (from a directory) or a new directory")
-
-
-def _tune_parser(sub: Any) -> None:
-    from rag_hier.cli.tune import add_tune_parser
-
-    _add_runtime_args(add_tune_parser(sub, _COMMAND_HELP["tune"]))
-
-
-def _train_parser(sub: Any, method: str | None = None) -> None:
-    """``train`` and its methods: every method's arguments, or (``method`` given) that one's only."""
+def _build_method(name: str, train_sub: Any) -> None:
     import importlib
 
     from rag_hier.cli.plugins import train_methods
 
-    t = sub.add_parser("train", help=_COMMAND_HELP["train"])
-    train_sub = t.add_subparsers(dest="method", required=True, metavar="METHOD")
-    for name, (module, help_line) in train_methods().items():
-        if method is None or method == name:
-            importlib.import_module(module).add_train_parser(train_sub)
-        else:
-            train_sub.add_parser(name, help=help_line)
+    importlib.import_module(train_methods()[name][0]).add_train_parser(train_sub)
 
 
-_BUILDERS: dict[str, Callable[[Any], None]] = {
-    "index": _index_parser,
-    "search": _search_parser,
-    "eval": _eval_parser,
-    "compare": _compare_parser,
-    "info": _info_parser,
-    "migrate": _migrate_parser,
-    "tune": _tune_parser,
-    "train": _train_parser,
-}
-"""Sub-command builders (``train`` is built by :func:`_train_parser` with the method asked for)."""
+def _source_train_methods() -> dict[str, str]:
+    from rag_hier.cli.plugins import train_methods
+
+    return {name: help_line for name, (_, help_line) in train_methods().items()}
 
 
-def _add_search_args(p: argparse.ArgumentParser) -> None:
-    from rag_hier.cli.strategies import add_strategy_arguments
+def _parser(command: str | None, method: str | None) -> argparse.ArgumentParser:
+    """The tables' parser; the flags' modules' one where a method or strategy was registered since generation."""
+    if "rag_hier.index.methods" in sys.modules or "rag_hier.retrieval.registry" in sys.modules:
+        from rag_hier.cli._base import registry_fingerprint
+        from rag_hier.cli._tables import REGISTRY
 
-    add_strategy_arguments(p)
-    p.add_argument(
-        "--aggregate",
-        choices=("passage", "doc"),
-        default=None,
-        help="rank passages, or documents by their best passage (MaxP); default: doc for BEIR "
-        "stores (evaluated at the document level), else passage",
-    )
-    p.add_argument("--filters", default=None, help="metadata filter as JSON in the Haystack syntax")
-    p.add_argument("--batch-size", type=_positive_int, default=None, help="query encoding batch size")
+        if registry_fingerprint() != REGISTRY:
+            return build_parser(command, method)
+    return table_parser(command, method)
 
 
-def _add_runtime_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: CUDA when available)")
-    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
-    if "--batch-size" not in p._option_string_actions:
-        p.add_argument("--batch-size", type=_positive_int, default=None, help="encoding batch size")
-
-
-def _positive_int(text: str) -> int:
-    """An argparse type: an integer >= 1 (argparse reports anything else as a usage error, exit 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
-    return value
+def _resolve_late(args: argparse.Namespace) -> None:
+    """Fill in the defaults the tables left :data:`~rag_hier.cli._base.LATE`, from :func:`build_parser`'s parser."""
+    late = [name for name, value in vars(args).items() if value is LATE]
+    if not late:
+        return
+    method = getattr(args, "method", None) if args.command == "train" else None
+    parser: Any = build_parser(args.command, method)
+    for dest, name in (("command", args.command), ("method", method)):
+        if name is None:
+            break
+        (action,) = [a for a in parser._actions if a.dest == dest]
+        parser = action.choices[name]
+    for name in late:
+        setattr(args, name, parser.get_default(name))
 
 
 # ----------------------------------------------------------------------------------------------------
-# commands
+# running a command
 # ----------------------------------------------------------------------------------------------------
 def _err(msg: str) -> None:
     print(msg, file=sys.stderr)
-
-
-def _encoder_for(args: argparse.Namespace, model: str) -> Any:
-    from rag_hier.encoders.dense import DenseEncoder
-
-    kwargs: dict[str, Any] = {"device": args.device, "show_progress_bar": not args.no_progress}
-    if args.batch_size:
-        kwargs["batch_size"] = args.batch_size
-    return DenseEncoder(model, **kwargs)
-
-
-def _milvus_options() -> dict[str, Any]:
-    """Milvus connection options from the environment (``RAG_HIER_MILVUS_TOKEN``, ``RAG_HIER_MILVUS_DB``)."""
-    import os
-
-    out: dict[str, Any] = {}
-    if os.environ.get("RAG_HIER_MILVUS_TOKEN"):
-        out["token"] = os.environ["RAG_HIER_MILVUS_TOKEN"]
-    if os.environ.get("RAG_HIER_MILVUS_DB"):
-        out["db_name"] = os.environ["RAG_HIER_MILVUS_DB"]
-    return out
-
-
-def _is_uri(location: str) -> bool:
-    from rag_hier.store.milvus.client import is_milvus_uri
-
-    return is_milvus_uri(location)
-
-
-def _open_location(location: str, *, read_only: bool, device: str | None = None, verify: bool = True) -> Any:
-    """A local store directory, or a Milvus collection (``URI`` / ``URI#collection``)."""
-    from rag_hier.store.store import HierStore
-
-    if _is_uri(location):
-        return HierStore.open(uri=location, device=device, read_only=read_only, **_milvus_options())
-    return HierStore.open(location, device=device, read_only=read_only, verify_checksums=verify)
-
-
-def _milvus_exists(location: str) -> bool:
-    from rag_hier.store.milvus.store import MilvusStore
-
-    return MilvusStore.exists(location, **_milvus_options())
-
-
-def _open_store(args: argparse.Namespace, *, read_only: bool) -> Any:
-    store = _open_location(args.store, read_only=read_only, device=args.device)
-    if store.encoder is not None:
-        store.encoder.show_progress_bar = not getattr(args, "no_progress", True)
-        if getattr(args, "batch_size", None):
-            store.encoder.batch_size = args.batch_size
-    return store
-
-
-@contextlib.contextmanager
-def _one_connection(location: str) -> Iterator[None]:
-    """Hold one connection to a Milvus ``location`` for the block, so that every handle opened inside shares it.
-
-    Handles on one URI share a client while one of them holds it (:class:`~rag_hier.store.milvus.client.Connection`):
-    a command that asks whether a collection exists and then opens or creates it connects once, not twice.
-    """
-    held = None
-    if _is_uri(location):
-        from rag_hier.store.milvus.client import Connection, split_uri
-
-        uri, _ = split_uri(location)
-        if not (uri.endswith(".db") and not Path(uri).exists()):  # a Lite file not there yet: creating connects
-            held = Connection(uri, **_milvus_options())
-    try:
-        yield
-    finally:
-        if held is not None:
-            held.close()
-
-
-def cmd_index(args: argparse.Namespace) -> int:
-    """``rag-hier index``: one connection for the whole command when the store is a Milvus collection."""
-    with _one_connection(args.store):
-        return _cmd_index(args)
-
-
-def _cmd_index(args: argparse.Namespace) -> int:
-    from rag_hier.corpus.readers import detect_format, read_corpus
-    from rag_hier.encoders.dense import DEFAULT_MODEL
-    from rag_hier.index.dense import IndexConfig
-    from rag_hier.store.store import MANIFEST, HierStore
-
-    corpus_path = Path(args.corpus)
-    if not corpus_path.exists():
-        raise CliError(f"corpus {corpus_path} does not exist")
-    fmt = args.format or detect_format(corpus_path)
-    t0 = time.perf_counter()
-    documents = read_corpus(corpus_path, fmt)
-    t_read = time.perf_counter() - t0
-    store_dir = Path(args.store)
-    model = args.model
-    if model and Path(model).exists():
-        # a local model is recorded by its absolute path, so the store works from any directory
-        model = str(Path(model).absolute())
-    milvus = _is_uri(args.store)
-    if (milvus and _milvus_exists(args.store)) or (not milvus and (store_dir / MANIFEST).exists()):
-        store = _open_store(args, read_only=False)
-        recorded = (store.manifest.get("encoder") or {}).get("model")
-        if model and recorded and model != recorded:
-            store.close()
-            raise CliError(f"store {store_dir} was built with model {recorded!r}; got --model {args.model!r}")
-        if args.index and args.index != store.index_config.kind:
-            store.close()
-            raise CliError(f"store {store_dir} uses a {store.index_config.kind!r} index; got --index {args.index}")
-        max_words = args.max_passage_words
-        if max_words is None:
-            max_words = int(store.corpus_info.get("max_passage_words", 100))
-        created = False
-    else:
-        max_words = args.max_passage_words
-        if max_words is None:
-            max_words = 0 if fmt in ("beir", "qa-docs") else 100
-        if max_words < 0:
-            raise CliError(f"--max-passage-words must be >= 0, got {max_words}")
-        options: dict[str, Any] = {"kind": args.index or "flat"}
-        if args.nlist is not None:
-            options["nlist"] = args.nlist
-        if args.nprobe is not None:
-            options["nprobe"] = args.nprobe
-        no_dense = bool(getattr(args, "no_dense", False))  # SVDR plugin: a store with no dense vectors
-        location: dict[str, Any] = {"uri": args.store, **_milvus_options()} if milvus else {"path": store_dir}
-        store = HierStore.create(
-            **location,
-            model=None,
-            encoder=None if no_dense else _encoder_for(args, model or DEFAULT_MODEL),
-            index=IndexConfig(**options),
-            corpus={"format": fmt, "max_passage_words": max_words, "source": str(corpus_path)}
-            | ({"dense": False} if no_dense else {}),
-        )
-        created = True
-    try:
-        t1 = time.perf_counter()
-        summary = _add_in_commits(store, documents, max_words, show_progress_bar=not args.no_progress)
-        with store.batch():
-            if store.corpus_info.get("max_passage_words") != max_words:
-                store.update_corpus_info(max_passage_words=max_words)
-            pruned = 0
-            if args.prune:
-                wanted = {d.doc_id for d in documents}
-                stale = [d for d in store.document_ids() if d not in wanted]
-                pruned = len(stale)
-                store.delete_documents(stale)
-            from rag_hier.cli.plugins import plugins
-
-            extra_lines = [
-                line for mod in plugins() if hasattr(mod, "after_index") and (line := mod.after_index(store, args))
-            ]
-        t_write = time.perf_counter() - t1
-        counts = store.manifest["counts"]
-    finally:
-        store.close()
-    if summary.documents_empty:  # the reader has warned already, naming each document and its file or line
-        noun = "document" if summary.documents_empty == 1 else "documents"
-        extra_lines.append(f"warning: {summary.documents_empty} {noun} without text, stored with no passages")
-    print(
-        f"{'created' if created else 'updated'} store {store_dir} from {len(documents)} {fmt} documents "
-        f"(read {t_read:.1f}s, encode+write {t_write:.1f}s)\n"
-        f"  documents: {summary.documents_added} added, {summary.documents_updated} updated, "
-        f"{summary.documents_unchanged} unchanged" + (f", {pruned} pruned" if args.prune else "") + "\n"
-        f"  passages:  {summary.passages_added} encoded and written, {summary.passages_unchanged} unchanged, "
-        f"{summary.passages_removed} removed\n"
-        f"  store now holds {counts['documents']} documents, {counts['passages']} passages, "
-        f"{counts['vectors']} vectors" + "".join(f"\n  {line}" for line in extra_lines)
-    )
-    return 0
-
-
-INDEX_COMMIT_DOCUMENTS = 1000
-"""``rag-hier index`` commits every this many documents: an interrupted run keeps what it encoded, and a re-run
-finds those documents unchanged (nothing re-encoded)."""
-
-
-def _add_in_commits(store: Any, documents: Sequence[Any], max_words: int, *, show_progress_bar: bool) -> Any:
-    """``add_documents`` in commits of :data:`INDEX_COMMIT_DOCUMENTS` documents; the summaries added up."""
-    from dataclasses import fields
-
-    from rag_hier.store.records import WriteSummary
-
-    total = {f.name: 0 for f in fields(WriteSummary)}
-    encode = store.corpus_info.get("dense", True) is not False
-    for start in range(0, max(len(documents), 1), INDEX_COMMIT_DOCUMENTS):
-        with store.batch():
-            part = store.add_documents(
-                documents[start : start + INDEX_COMMIT_DOCUMENTS],
-                max_passage_words=max_words,
-                show_progress_bar=show_progress_bar,
-                encode=encode,
-            )
-        for name in total:
-            total[name] += getattr(part, name)
-    return WriteSummary(**total)
-
-
-def _default_aggregate(store: Any, requested: str | None) -> str:
-    if requested:
-        return requested
-    return "doc" if store.corpus_info.get("format") == "beir" else "passage"
-
-
-def _parse_filters(text: str | None) -> dict[str, Any] | None:
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CliError(f"--filters is not valid JSON: {exc}") from exc
-    except RecursionError as exc:
-        raise CliError("--filters nests lists or objects too deeply (at most 100 levels are allowed)") from exc
-    if not isinstance(value, dict):
-        raise CliError("--filters must be a JSON object")
-    return value
-
-
-def _search(store: Any, args: argparse.Namespace, queries: list[str], top_k: int, aggregate: Any) -> list[Any]:
-    """One :class:`~rag_hier.retrieval.hit.QueryResult` per query, from ``--strategy`` and its flags."""
-    from rag_hier.cli.strategies import run_strategy
-
-    if top_k < 1:
-        raise CliError(f"--top-k must be >= 1, got {top_k}")
-    return run_strategy(store, args, queries, top_k, _parse_filters(args.filters), aggregate)
-
-
-def cmd_search(args: argparse.Namespace) -> int:
-    """``rag-hier search``."""
-    from rag_hier.corpus.readers import read_queries
-    from rag_hier.eval.trec import hits_to_run, write_run
-
-    queries = read_queries(args.queries) if args.queries else None
-    store = _open_store(args, read_only=True)
-    try:
-        aggregate = _default_aggregate(store, args.aggregate)
-        if queries is None:
-            (result,) = _search(store, args, [args.query], args.top_k, aggregate)
-            hits = result.hits
-            if args.output:
-                write_run(hits_to_run(["query"], [hits], level=aggregate), args.output)
-                return 0
-            if not hits:
-                print("no results")
-            for h in hits:
-                path = " > ".join(h.title_path)
-                snippet = h.text if len(h.text) <= 200 else h.text[:197] + "..."
-                shown = h.doc_id if aggregate == "doc" else h.passage_id
-                print(f"{h.rank:>3}. {h.score:.4f}  {shown}  [{path}]\n     {snippet}")
-            return 0
-        if not queries:
-            raise CliError(f"{args.queries} holds no queries")
-        qids = list(queries)
-        results = [r.hits for r in _search(store, args, [queries[q] for q in qids], args.top_k, aggregate)]
-    finally:
-        store.close()
-    run = hits_to_run(qids, results, level=aggregate)
-    if args.output:
-        write_run(run, args.output)
-        print(
-            f"wrote {sum(len(r) for r in run.values())} results for {len(qids)} queries to {args.output}",
-            file=sys.stderr,
-        )
-    else:
-        import tempfile
-
-        with tempfile.TemporaryDirectory() as tmp:
-            out = Path(tmp) / "run.trec"
-            write_run(run, out)
-            sys.stdout.write(out.read_text(encoding="utf-8"))
-    return 0
-
-
-def cmd_eval(args: argparse.Namespace) -> int:
-    """``rag-hier eval`` (in :mod:`rag_hier.cli.evaluate`)."""
-    from rag_hier.cli.evaluate import run_eval
-
-    return run_eval(args, open_store=_open_store, search=_search, default_aggregate=_default_aggregate)
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    """``rag-hier compare`` (in :mod:`rag_hier.cli.compare`)."""
-    from rag_hier.cli.compare import run_compare
-
-    return run_compare(args)
-
-
-def cmd_migrate(args: argparse.Namespace) -> int:
-    """``rag-hier migrate``."""
-    from rag_hier.store.milvus.migrate import local_to_milvus, milvus_to_local
-
-    src_uri, dst_uri = _is_uri(args.store), _is_uri(args.to)
-    t0 = time.perf_counter()
-    if not src_uri and dst_uri:
-        target: Any = local_to_milvus(args.store, args.to, **_milvus_options())
-    elif src_uri and not dst_uri:
-        target = milvus_to_local(args.store, args.to, **_milvus_options())
-    else:
-        raise CliError("migrate copies between a store directory and a Milvus URI: give one of each")
-    try:
-        counts = target.info()["counts"]
-        extensions = sorted(target.extensions)
-    finally:
-        target.close()
-    print(
-        f"copied {args.store} to {args.to} in {time.perf_counter() - t0:.1f}s: {counts['documents']} documents, "
-        f"{counts['passages']} passages, {counts['vectors']} vectors, extensions: {', '.join(extensions) or 'none'}"
-    )
-    return 0
-
-
-def cmd_info(args: argparse.Namespace) -> int:
-    """``rag-hier info``."""
-    store = _open_location(args.store, read_only=True, verify=not args.no_verify)
-    try:
-        with store.reading():  # every figure from one generation (on Milvus: one read of its state)
-            info = store.info()
-    finally:
-        store.close()
-    if args.json:
-        print(json.dumps(info, indent=2, sort_keys=True))
-        return 0
-    if info.get("backend") == "milvus":
-        enc = info.get("encoder") or {}
-        counts = info["counts"]
-        milvus_index = info["indexes"]["dense"].get("milvus", {})
-        print(f"store      {info['path']}  (Milvus, format v{info['format_version']}, generation {info['generation']})")
-        print(
-            f"encoder    {enc.get('model', '(none: vectors come from outside)')}  dim={info.get('dimension')}"
-            f"  normalized={enc.get('normalize_embeddings')}"
-        )
-        _print_model_source(enc)
-        print(f"index      {milvus_index.get('index_type')} {milvus_index.get('params') or {}} (metric IP)")
-        print(f"corpus     {info.get('corpus') or {}}")
-        print(f"counts     {counts['documents']} documents, {counts['passages']} passages, {counts['vectors']} vectors")
-        for name, desc in sorted(info.get("extensions_state", {}).items()):
-            print(f"extension  {name}  {desc}")
-        return 0
-    enc = info.get("encoder") or {}
-    counts = info["counts"]
-    idx = info.get("index_state") or {"kind": info["indexes"]["dense"]["config"]["kind"], "ntotal": 0}
-    print(f"store      {info['path']}  (format v{info['format_version']}, generation {info['generation']})")
-    no_model = (
-        "(none: built with --no-dense: token or BM25 index only)"
-        if (info.get("corpus") or {}).get("dense") is False
-        else "(none: vectors come from outside)"
-    )
-    print(
-        f"encoder    {enc.get('model', no_model)}  dim={info.get('dimension')}"
-        f"  normalized={enc.get('normalize_embeddings')}"
-    )
-    if enc.get("stored"):
-        tuned = enc.get("adopted") or {}
-        line = f"model      kept in the store (sha256 {str(enc.get('sha256'))[:16]}…)"
-        if isinstance(tuned.get("base"), float) and isinstance(tuned.get("candidate"), float):
-            line += (
-                f", tuned from {tuned.get('base_model')} by {tuned.get('method')}: dev {tuned.get('metric')} "
-                f"{tuned['base']:.4f} -> {tuned['candidate']:.4f}"
-            )
-        print(line)
-    else:
-        _print_model_source(enc)
-    previous = info.get("encoder_previous")
-    if previous:
-        print(f"previous   {previous.get('model')}  (rag-hier tune --rollback returns to it)")
-    print(f"index      {idx}")
-    print(f"corpus     {info.get('corpus') or {}}")
-    print(f"counts     {counts['documents']} documents, {counts['passages']} passages, {counts['vectors']} vectors")
-    for name, f in sorted(info["files"].items()):
-        print(f"file       {name}  {f['bytes']} bytes  sha256 {f['sha256'][:16]}…")
-    return 0
-
-
-def _print_model_source(enc: dict[str, Any]) -> None:
-    """Where a store's model (outside the store) loads from, and whether its weights are the recorded ones."""
-    if not enc.get("model"):
-        return
-    from rag_hier.encoders.identity import weights_digest
-
-    recorded = enc.get("weights_sha256")
-    directory, digest, _ = weights_digest(str(enc["model"]))  # reads the files; loads nothing
-    where = f"loads from {directory}" if directory is not None else "loads by name (not on disk yet)"
-    if not recorded:
-        check = "no weights digest recorded: not checked"
-    elif digest is None:
-        check = f"weights sha256 {recorded[:16]}…, checked when they are on disk"
-    elif digest == recorded:
-        check = f"weights sha256 {recorded[:16]}…, as recorded"
-    else:
-        check = f"weights sha256 {digest[:16]}…, NOT the recorded {recorded[:16]}…: it will be refused"
-    print(f"model      {where}; {check}")
 
 
 def _may_load_model(args: argparse.Namespace) -> bool:
@@ -644,21 +171,6 @@ def _quiet_transformers() -> None:
         pass
 
 
-def cmd_train(args: argparse.Namespace) -> int:
-    """``rag-hier train <method>``: dispatch to the method's plugin."""
-    func = getattr(args, "func", None)
-    if func is None:  # pragma: no cover - argparse requires a method
-        raise CliError("no training method given")
-    return int(func(args))
-
-
-def cmd_tune(args: argparse.Namespace) -> int:
-    """``rag-hier tune``."""
-    from rag_hier.cli.tune import run_tune
-
-    return run_tune(args, open_store=_open_store)
-
-
 _MODEL_COMMANDS = frozenset({"index", "search", "eval", "train", "tune"})
 """Commands that may load a model (the others — ``info``, ``compare``, ``migrate`` — import no model library)."""
 
@@ -671,16 +183,35 @@ _EXTRAS = {
 }
 """Optional dependencies by module, and the extra that installs each."""
 
-COMMANDS = {
-    "index": cmd_index,
-    "search": cmd_search,
-    "eval": cmd_eval,
-    "compare": cmd_compare,
-    "info": cmd_info,
-    "migrate": cmd_migrate,
-    "train": cmd_train,
-    "tune": cmd_tune,
+
+def _command(name: str) -> Callable[[argparse.Namespace], int]:
+    """``rag_hier.cli.commands.cmd_<name>``, imported when it runs."""
+
+    def run(args: argparse.Namespace) -> int:
+        from rag_hier.cli import commands
+
+        return int(getattr(commands, f"cmd_{name}")(args))
+
+    run.__name__ = run.__qualname__ = f"cmd_{name}"
+    return run
+
+
+INDEX_COMMIT_DOCUMENTS = 1000
+"""``rag-hier index`` commits every this many documents: an interrupted run keeps what it encoded, and a re-run
+finds those documents unchanged (nothing re-encoded)."""
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    """``rag-hier index`` (:func:`rag_hier.cli.commands.cmd_index`), in commits of :data:`INDEX_COMMIT_DOCUMENTS`."""
+    from rag_hier.cli import commands
+
+    return commands.cmd_index(args, commit_documents=INDEX_COMMIT_DOCUMENTS)
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    name: cmd_index if name == "index" else _command(name) for name in _COMMAND_HELP
 }
+"""Each sub-command's function (in :mod:`rag_hier.cli.commands`, imported when one runs)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -694,8 +225,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = [i for i, a in enumerate(given) if not a.startswith("-")]
     command = given[words[0]] if words else None
     method = (given[words[1]] if len(words) > 1 else "") if command == "train" else None
-    parser = build_parser(command if command in _COMMAND_HELP else "", method)  # "": list the commands only
-    args = parser.parse_args(given)
+    parser = _parser(command if command in _COMMAND_HELP else "", method)  # "": list the commands only
+    args = parser.parse_args(given)  # --help and usage errors exit here, before anything else is imported
+    _resolve_late(args)
+    import logging
+
     level = logging.WARNING - 10 * min(args.verbose, 2)
     before = list(logging.root.handlers)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
@@ -734,7 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         _err(f"rag-hier {args.command}: error: {message}")
         if args.verbose:
-            logger.exception("details")
+            logging.getLogger("rag_hier.cli").exception("details")
         return 2
     except KeyboardInterrupt:
         _err("rag-hier: interrupted")
