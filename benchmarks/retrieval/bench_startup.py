@@ -21,16 +21,16 @@ import sys
 import time
 from pathlib import Path
 
+from rag_hier.cli._base import COMMAND_HELP
+from rag_hier.cli._tables import TRAIN_METHODS
+
 COMMANDS: dict[str, list[str]] = {
     "--version": ["--version"],
     "--help": ["--help"],
-    "index --help": ["index", "--help"],
-    "search --help": ["search", "--help"],
-    "eval --help": ["eval", "--help"],
-    "info --help": ["info", "--help"],
-    "tune --help": ["tune", "--help"],
-    "train hce --help": ["train", "hce", "--help"],
+    **{f"{name} --help": [name, "--help"] for name in COMMAND_HELP},
+    **{f"train {method} --help": ["train", method, "--help"] for method in TRAIN_METHODS},
 }
+"""Every sub-command's ``--help`` and every ``train`` method's (this checkout's list: the anchor runs the same)."""
 
 NEUTRAL = "/"
 """The working directory of every run: not a checkout, so ``python -m rag_hier`` imports the version asked for."""
@@ -92,12 +92,14 @@ def main(argv: list[str] | None = None) -> None:
             )
             times[key].append(time.perf_counter() - t0)
     anchor = statistics.median(times[("", "python -c pass")])
-    print(f"{'version':7s} {'command':20s} {'median ms':>9s} {'x pass':>7s} {'modules':>8s} numpy")
+    cache = "off (PYTHONDONTWRITEBYTECODE: rag_hier compiles at every start)" if sys.dont_write_bytecode else "on"
+    print(f"# Python {sys.version.split()[0]}, {args.rounds} rounds, bytecode cache {cache}")
+    print(f"{'version':7s} {'command':26s} {'median ms':>9s} {'x pass':>7s} {'modules':>8s} numpy")
     for (label, name), values in times.items():
         count, numpy = _modules(COMMANDS[name], runs[(label, name)][1]) if name in COMMANDS else (0, False)
         median = statistics.median(values)
         print(
-            f"{label:7s} {name:20s} {median * 1000:9.1f} {median / anchor:7.1f} {count or '':>8} "
+            f"{label:7s} {name:26s} {median * 1000:9.1f} {median / anchor:7.2f} {count or '':>8} "
             f"{'yes' if numpy else 'no'}"
         )
 
