@@ -328,6 +328,28 @@ def _document(
     return document
 
 
+_raw_decode = json.JSONDecoder().raw_decode
+
+
+def _fresh_meta(hit: Hit) -> dict[str, Any]:
+    """The metadata of a hit written by this adapter with nothing beside it, as a dict of its own.
+
+    Decoded from the hit's stored JSON text when still undecoded (the decoded value is new, so it needs no
+    copy, and the hit keeps its text); else the hit's decoded value, copied.
+    """
+    raw = hit.json_text("meta")
+    if raw is not None:
+        try:
+            value, end = _raw_decode(raw)
+        except json.JSONDecodeError:
+            value, end = None, -1
+        if end != len(raw):  # leading or trailing text: json.loads says what it makes of it
+            value = json.loads(raw)
+        if type(value) is dict:
+            return value
+    return _restore_meta(hit.meta, None)
+
+
 def hit_to_document(
     hit: Hit, embedding: Any = None, score: float | None = None, extra_meta: Mapping[str, Any] | None = None
 ) -> Document:
@@ -341,12 +363,21 @@ def hit_to_document(
 
     """
     if hit.json_text("extra") == _EMPTY_PAYLOAD_JSON:  # written by this adapter with nothing beside the meta
-        payload: Mapping[str, Any] = {}
-        meta = _restore_meta(hit.meta, None)
-    else:
-        extra = hit.extra  # decoded once: the JSON stays undecoded in the hit until read
-        payload = _payload(extra)
-        meta = document_meta(hit.meta, extra, hit.doc_id, hit.position, hit.title_path)
+        meta = _fresh_meta(hit)
+        if extra_meta:
+            meta.update(extra_meta)
+        return _document(
+            hit.passage_id,
+            hit.text,
+            None,
+            meta,
+            hit.score if score is None else score,
+            None if embedding is None else embedding.tolist(),
+            None,
+        )
+    extra = hit.extra  # decoded once: the JSON stays undecoded in the hit until read
+    payload = _payload(extra)
+    meta = document_meta(hit.meta, extra, hit.doc_id, hit.position, hit.title_path)
     if extra_meta:
         meta.update(extra_meta)
     return _document(
