@@ -7,7 +7,8 @@ hits whenever that many passages match. ``Hit.scores`` is empty: the score is th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from itertools import pairwise
+from itertools import islice
+from operator import le
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -87,6 +88,9 @@ class DenseRetriever(Retriever[np.ndarray]):
         dim = self.store.dimension
         if dim is not None and q.shape[1] != dim:
             raise ValueError(f"query vectors have {q.shape[1]} dimensions; the store holds {dim}-d vectors")
+        if q.shape[0] <= base.READ_BLOCK_QUERIES:  # one block (a single query): no slicing
+            scores, ids, rows = search(q, top_k)
+            return _hit_lists(scores, ids, rows, q.shape[0], top_k)
         out: list[list[Hit]] = []
         for start in range(0, q.shape[0], base.READ_BLOCK_QUERIES):
             part = q[start : start + base.READ_BLOCK_QUERIES]
@@ -129,7 +133,7 @@ def _hit_lists(
     out = []
     get = rows.get
     for srow, irow in zip(scores.tolist(), ids.tolist(), strict=True):
-        if min(irow) < 0 or any(a <= b for a, b in pairwise(srow)):  # padding or a tie: the shared rule
+        if min(irow) < 0 or any(map(le, srow, islice(srow, 1, None))):  # padding or a tie: the shared rule
             s, i = np.asarray(srow, np.float32), np.asarray(irow, np.int64)
             keep = i >= 0
             s, i = s[keep], i[keep]

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from haystack import Document
 from haystack.dataclasses import SparseEmbedding
+from haystack.document_stores.errors import DocumentStoreError, DuplicateDocumentError
 from haystack_integrations.document_stores.rag_hier._convert import (
     hit_to_document,
     validate_filters,
@@ -22,8 +23,9 @@ from haystack_integrations.document_stores.rag_hier._scores import (
     score_scale,
 )
 
-from rag_hier.errors import StoreError
+from rag_hier.errors import DuplicateIdError, StoreError
 from rag_hier.retrieval.base import Queries, Retriever, RetrieverParams
+from rag_hier.retrieval.dense import DenseRetriever
 from rag_hier.retrieval.hit import Hit
 from rag_hier.retrieval.registry import StrategyEntry, strategy
 from rag_hier.store.contract import StoreBackend as Store
@@ -41,15 +43,69 @@ def _check_top_k(top_k: Any) -> int:
 _NUMBERS = frozenset({float, int})
 
 
-def _query_vector(query_embedding: Any) -> list[float]:
-    # an embedder's list of Python floats: one type check per item, not an ABC isinstance (6x slower at 384-d)
-    if type(query_embedding) is list and query_embedding and set(map(type, query_embedding)) <= _NUMBERS:
-        return list(query_embedding)
+def _query_vector(query_embedding: Any) -> np.ndarray | list[float]:
+    """A query embedding checked to be a flat, non-empty list of numbers (as float64 where that is at hand).
+
+    An embedder's list of Python floats becomes its float64 array in one NumPy call (the values themselves;
+    NumPy infers float64 only for numbers that are all real and at least one a float); anything else is checked
+    item by item (one type check per item, not an ABC isinstance: 6x slower at 384-d) and returned as a list.
+    """
+    if type(query_embedding) is list and query_embedding:
+        try:
+            v = np.array(query_embedding)
+        except (TypeError, ValueError):  # nested or ragged: the checks below say what is wrong
+            pass
+        else:
+            if v.dtype == np.float64 and v.ndim == 1:
+                return v
+        if set(map(type, query_embedding)) <= _NUMBERS:
+            return list(query_embedding)
     if isinstance(query_embedding, str | bytes) or not isinstance(query_embedding, Sequence) or not query_embedding:
         raise ValueError("query_embedding should be a non-empty list of floats.")
     if any(isinstance(x, Sequence) for x in query_embedding):
         raise ValueError("query_embedding must be a flat list of floats")
     return list(query_embedding)
+
+
+def _query_matrix(vector: np.ndarray | list[float], cosine: bool) -> np.ndarray:
+    """The ``(1, dimension)`` float32 query matrix of a checked query vector (normalized in a cosine store)."""
+    v = np.asarray(vector, dtype=np.float64)
+    if cosine:  # as InMemoryDocumentStore: cosine of the query, whatever its norm
+        norm = math.sqrt(math.fsum((v * v).tolist()))  # the exactly rounded norm, as in float64 by hand
+        if norm > 0:
+            v = v / norm
+    return v.astype(np.float32)[None, :]
+
+
+class _Classes:
+    """A registry entry's retriever and parameters classes, looked up once (the entry imports them on each access)."""
+
+    __slots__ = ("entry", "params", "retriever")
+
+    def __init__(self, entry: StrategyEntry) -> None:
+        self.entry = entry
+        self.retriever: type[Retriever[Any]] = entry.retriever
+        self.params: type[RetrieverParams] = entry.params
+
+
+_CLASSES: dict[str, _Classes] = {}
+
+
+def _classes(entry: StrategyEntry) -> _Classes:
+    """:class:`_Classes` of ``entry`` (looked up again when the name is registered anew)."""
+    found = _CLASSES.get(entry.name)
+    if found is None or found.entry is not entry:
+        found = _CLASSES[entry.name] = _Classes(entry)
+    return found
+
+
+def _lean(retriever: type[Retriever[Any]]) -> bool:
+    """Whether the ``retriever`` class searches query vectors by :meth:`DenseRetriever.search_vectors`.
+
+    That method is :meth:`Retriever.run` on ``Queries(vectors=...)`` (the same hits, the same checks), by a
+    shorter path for a plain unfiltered search (falling back to :meth:`Retriever.run` for any other).
+    """
+    return retriever.search_vectors is DenseRetriever.search_vectors
 
 
 class _CachedRetriever:
@@ -78,8 +134,11 @@ class StrategySearch:
 
         A strategy built from other registered strategies (``fusion``) names them in a ``strategies`` parameter.
         """
+        strategies = getattr(params, "strategies", None)
+        if not strategies and not entry.extensions:  # dense: the common case, answered at once
+            return ()
         names = list(entry.extensions)
-        for component in getattr(params, "strategies", ()) or ():
+        for component in strategies or ():
             names.extend(strategy(component).extensions)
         return tuple(dict.fromkeys(names))
 
@@ -111,9 +170,10 @@ class StrategySearch:
         entry: StrategyEntry, strategy_params: RetrieverParams | Mapping[str, Any] | None
     ) -> RetrieverParams:
         if isinstance(strategy_params, RetrieverParams):
-            if not isinstance(strategy_params, entry.params):
+            expected = _classes(entry).params
+            if not isinstance(strategy_params, expected):
                 raise ValueError(
-                    f"strategy_params for {entry.name!r} must be a {entry.params.__name__}, "
+                    f"strategy_params for {entry.name!r} must be a {expected.__name__}, "
                     f"got {type(strategy_params).__name__}"
                 )
             return strategy_params
@@ -126,11 +186,15 @@ class StrategySearch:
         query: str | None,
         query_embedding: Any,
         query_sparse_embedding: Any,
-    ) -> Queries:
-        """The engine's queries from Haystack's inputs (checked; clear errors for what cannot be searched)."""
+    ) -> tuple[list[str] | None, np.ndarray | None, list[tuple[list[int], list[float]]] | None]:
+        """The engine's queries from Haystack's inputs: ``Queries``' texts, vectors and sparse vectors.
+
+        Checked here, with clear errors for what cannot be searched; the vectors' values (finite numbers) are
+        checked by ``Queries`` or the engine's search.
+        """
         if query is not None and (not isinstance(query, str) or not query.strip()):
             raise ValueError(f"query must be a non-empty string, got {query!r}")
-        vector: list[float] | None = None
+        vector: np.ndarray | list[float] | None = None
         if query_embedding is not None:
             vector = _query_vector(query_embedding)
         sparse = None
@@ -145,7 +209,7 @@ class StrategySearch:
                 f"the {entry.name!r} strategy needs a query: pass query (text), query_embedding or "
                 "query_sparse_embedding"
             )
-        if entry.retriever.over_vectors and vector is None:
+        if vector is None and _classes(entry).retriever.over_vectors:
             if query is None:
                 raise ValueError(f"the {entry.name!r} strategy ranks dense vectors: pass query or query_embedding")
             embedder = self._embedder_model(store) if store.encoder is None else None
@@ -172,13 +236,8 @@ class StrategySearch:
                     f"the query embedding has {len(vector)} dimensions; the documents in {self.location} have {dim}. "
                     "Embed queries with the model that embedded the documents."
                 )
-            v = np.asarray(vector, dtype=np.float64)
-            if store.similarity == "cosine":  # as InMemoryDocumentStore: cosine of the query, whatever its norm
-                norm = math.sqrt(math.fsum((v * v).tolist()))  # the exactly rounded norm, as in float64 by hand
-                if norm > 0:
-                    v = v / norm
-            matrix = v.astype(np.float32)[None, :]
-        return Queries(texts=None if query is None else [query], vectors=matrix, sparse=sparse)
+            matrix = _query_matrix(vector, store.similarity == "cosine")
+        return None if query is None else [query], matrix, sparse
 
     def _documents(
         self,
@@ -196,6 +255,13 @@ class StrategySearch:
         carry and the caller asked for: embeddings (``return_embedding``) and parent documents, both from one
         committed state.
         """
+        if not (return_embedding or parent_documents or scale):  # a plain search: the hits as they are
+            if component_scores:
+                return [
+                    hit_to_document(hit, None, None, {"scores": dict(hit.scores)} if hit.scores else None)
+                    for hit in hits
+                ]
+            return [hit_to_document(hit) for hit in hits]
         embeddings: list[Any] = [None] * len(hits)
         parents: dict[str, dict[str, Any]] = {}
         if return_embedding or parent_documents:
@@ -250,9 +316,13 @@ class StrategySearch:
         check_scale_score(entry, scale_score)
         if filters:
             validate_filters(filters)
-        with _engine_errors():
+        try:  # _engine_errors() inline: a context manager costs a query more than the try
             store = self._read_handle()
-            queries = self._queries(entry, store, query, query_embedding, query_sparse_embedding)
+            texts, vectors, sparse = self._queries(entry, store, query, query_embedding, query_sparse_embedding)
+            # a plain dense search (query vectors only, unfiltered) takes the engine's lean path, search_vectors,
+            # which checks the vectors' values itself; any other builds the engine's Queries (which checks them)
+            lean = top_k > 0 and texts is None and sparse is None and not filters and _lean(_classes(entry).retriever)
+            queries = None if lean else Queries(texts=texts, vectors=vectors, sparse=sparse)
             if top_k == 0:
                 return []
             if self._needed_extensions(entry, params):  # without any, the engine answers an empty store itself
@@ -261,9 +331,14 @@ class StrategySearch:
                 self._prepare_extensions(entry, params, auto_extensions)
                 store = self._read_handle()  # the read-write handle if extensions were just built
             cached = self._engine_retriever(store, entry, params)
+            retriever = cached.retriever
             try:
                 with cached.lock:
-                    result = cached.retriever.run(queries, top_k, self._predicate(filters, store))[0]
+                    predicate = self._predicate(filters, store)
+                    if queries is None:
+                        hits = retriever.search_vectors(vectors, top_k, predicate)[0]  # type: ignore[arg-type]
+                    else:
+                        hits = retriever.run(queries, top_k, predicate)[0].hits
             except StoreError as exc:
                 hint = self._missing_extension_hint(entry, params, auto_option)
                 if hint:
@@ -272,12 +347,16 @@ class StrategySearch:
             scale = score_scale(entry) if scale_score else None
             return self._documents(
                 store,
-                result.hits,
+                hits,
                 scale=store.similarity if scale == SIMILARITY_SCALE else scale,
                 return_embedding=return_embedding,
                 component_scores=component_scores,
                 parent_documents=parent_documents,
             )
+        except DuplicateIdError as exc:
+            raise DuplicateDocumentError(str(exc)) from exc
+        except StoreError as exc:
+            raise DocumentStoreError(str(exc)) from exc
 
     def retrieve(
         self,
