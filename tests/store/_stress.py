@@ -55,14 +55,14 @@ def writer(path: str, out: str, n_writes: int) -> None:
         json.dump(errors, f)
 
 
-def reader(path: str, out: str, stop_file: str) -> None:
+def reader(path: str, out: str, stop_file: str, hit_rows: str = "sqlite") -> None:
     from rag_hier import HierStore
-    from rag_hier.retrieval import Queries, build_retriever
+    from rag_hier.retrieval import DenseRetriever, Queries, build_retriever
 
     errors: list[str] = []
     ops = 0
     last_generation = -1
-    long_lived = HierStore.open(path, read_only=True)
+    long_lived = HierStore.open(path, read_only=True, hit_rows=hit_rows)  # type: ignore[arg-type]
     rng = np.random.default_rng(os.getpid())
 
     def check(store: HierStore) -> None:
@@ -81,6 +81,13 @@ def reader(path: str, out: str, stop_file: str) -> None:
             hits = build_retriever(name, store).run(q, top_k=10)[0].hits
             assert len(hits) == 10, (name, len(hits))
             assert [h.rank for h in hits] == list(range(1, 11))
+        # the dense search path (hit rows from SQLite or from memory): a full list of hits, each the row of
+        # its own passage (text and metadata of its document)
+        hits = DenseRetriever(store).search_vectors(q.vectors, top_k=40)[0]
+        assert len(hits) == 40, len(hits)
+        for h in hits:
+            doc = int(h.doc_id[1:])
+            assert h.meta == {"g": doc % 5, "doc": doc} and h.text.startswith(f"word{doc % 13} text {doc} part ")
         gen = store.generation
         if store is long_lived:
             assert gen >= last_generation
@@ -90,7 +97,7 @@ def reader(path: str, out: str, stop_file: str) -> None:
     while not os.path.exists(stop_file):
         try:
             check(long_lived)
-            fresh = HierStore.open(path, read_only=True)
+            fresh = HierStore.open(path, read_only=True, hit_rows=hit_rows)  # type: ignore[arg-type]
             try:
                 check(fresh)
             finally:
@@ -110,4 +117,4 @@ if __name__ == "__main__":
     if role == "writer":
         writer(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     else:
-        reader(sys.argv[2], sys.argv[3], sys.argv[4])
+        reader(sys.argv[2], sys.argv[3], sys.argv[4], *sys.argv[5:6])

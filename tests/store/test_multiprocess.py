@@ -3,8 +3,9 @@
 The writer commits documents (two passages each, so a torn state would show as a lone passage) and deletes some,
 logging every write once it returned; two readers open, count, filter and search (dense, DHR, token index)
 the whole time, with a long-lived handle and fresh ones, checking what must hold within one committed
-generation. Afterwards every acknowledged write is there, the store opens cleanly and no temporary file is
-left. The figures of a longer run are in docs/reliability.md.
+generation (one reader keeps the hit rows of dense searches in memory, ``hit_rows="memory"``). Afterwards every
+acknowledged write is there, the store opens cleanly and no temporary file is left. The figures of a longer run
+are in docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -52,9 +53,9 @@ def test_writer_and_readers_in_separate_processes(tmp_path: Path) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     readers = [
         subprocess.Popen(
-            [sys.executable, str(WORKER), "reader", str(path), str(tmp_path / f"r{i}.json"), str(stop)], env=env
+            [sys.executable, str(WORKER), "reader", str(path), str(tmp_path / f"r{i}.json"), str(stop), mode], env=env
         )
-        for i in range(2)
+        for i, mode in enumerate(("sqlite", "memory"))
     ]
     time.sleep(1.0)  # the readers are running before the first write
     t0 = time.perf_counter()
