@@ -313,7 +313,8 @@ class StrategySearch:
         entry = strategy(strategy_name)
         params = self._check_strategy_params(entry, strategy_params)
         top_k = _check_top_k(top_k)
-        check_scale_score(entry, scale_score)
+        if scale_score:
+            check_scale_score(entry, scale_score)
         if filters:
             validate_filters(filters)
         try:  # _engine_errors() inline: a context manager costs a query more than the try
@@ -334,11 +335,10 @@ class StrategySearch:
             retriever = cached.retriever
             try:
                 with cached.lock:
-                    predicate = self._predicate(filters, store)
-                    if queries is None:
-                        hits = retriever.search_vectors(vectors, top_k, predicate)[0]  # type: ignore[arg-type]
+                    if queries is None:  # unfiltered
+                        hits = retriever.search_vectors(vectors, top_k)[0]  # type: ignore[arg-type]
                     else:
-                        hits = retriever.run(queries, top_k, predicate)[0].hits
+                        hits = retriever.run(queries, top_k, self._predicate(filters, store))[0].hits
             except StoreError as exc:
                 hint = self._missing_extension_hint(entry, params, auto_option)
                 if hint:

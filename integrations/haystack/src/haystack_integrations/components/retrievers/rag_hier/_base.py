@@ -123,8 +123,23 @@ class StrategyComponent:
         return_embedding: bool | None,
         **queries: Any,
     ) -> dict[str, list[Document]]:
-        inputs = self._inputs(filters, top_k, scale_score, return_embedding)
-        documents = self.document_store._retrieve(self._strategy, self._params, **queries, **inputs)
+        # _inputs() spelt out: the search path of every run, one keyword call instead of a dict and two unpackings
+        top_k = self.top_k if top_k is None else top_k
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
+            raise ValueError(f"top_k must be greater than or equal to 0, but got {top_k}")
+        documents = self.document_store._retrieve(
+            self._strategy,
+            self._params,
+            **queries,
+            filters=apply_filter_policy(self.filter_policy, self.filters, filters),
+            top_k=top_k,
+            scale_score=self._scale_score if scale_score is None else scale_score,
+            return_embedding=self.return_embedding if return_embedding is None else return_embedding,
+            auto_extensions=self._auto_extensions,
+            auto_option=self._auto_option,
+            component_scores=self._component_scores,
+            parent_documents=self._parent_documents,
+        )
         return {"documents": documents}
 
     async def _search_async(
