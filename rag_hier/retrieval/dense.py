@@ -6,7 +6,6 @@ hits whenever that many passages match. ``Hit.scores`` is empty: the score is th
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from itertools import islice
 from operator import le
@@ -84,7 +83,7 @@ class DenseRetriever(Retriever[np.ndarray]):
             return super().search_vectors(vectors, top_k, filters, aggregate)
         if isinstance(vectors, np.ndarray) and vectors.ndim == 2 and vectors.shape[0] == 0:
             return []
-        q = vectors if _one_finite_query(vectors) else _query_matrix(vectors)
+        q = _query_matrix(vectors)
         if type(top_k) is not int or top_k < 1:
             top_k = _check_top_k(top_k)
         dim = self.store.dimension
@@ -121,23 +120,6 @@ class DenseRetriever(Retriever[np.ndarray]):
             scores, ids, rows = search(part, top_k)
             out.extend(QueryResult(hits, {}) for hits in _hit_lists(scores, ids, rows, len(part), top_k))
         return out
-
-
-def _one_finite_query(vectors: Any) -> bool:
-    """Whether ``vectors`` is one float32 query vector of finite values (:func:`_query_matrix` would return it as is).
-
-    The check of a single query, the search path's usual input, without NumPy's ufunc machinery (which costs more
-    than the check on a cache just emptied by a large search): the sum of float32 values, in float64, is finite
-    exactly when every value is (it cannot overflow; an infinity or NaN makes it infinite or NaN).
-    """
-    return (
-        type(vectors) is np.ndarray
-        and vectors.dtype == np.float32
-        and vectors.ndim == 2
-        and vectors.shape[0] == 1
-        and vectors.shape[1] > 0
-        and math.isfinite(sum(vectors.ravel().tolist()))
-    )
 
 
 def _hit_lists(

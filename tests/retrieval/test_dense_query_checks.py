@@ -10,7 +10,6 @@ import pytest
 from rag_hier import HierStore, Passage
 from rag_hier.retrieval import DenseRetriever
 from rag_hier.retrieval.base import Queries
-from rag_hier.retrieval.dense import _one_finite_query
 
 D = 6
 
@@ -27,26 +26,6 @@ def retriever(tmp_path: Path):
 
 def _ids(hit_lists):
     return [[(h.passage_id, h.score, h.rank) for h in hits] for hits in hit_lists]
-
-
-def test_one_finite_query_is_recognised_exactly() -> None:
-    q = np.ones((1, D), np.float32)
-    assert _one_finite_query(q)
-    big = np.full((1, D), np.finfo(np.float32).max, np.float32)  # its float32 sum would overflow; float64's not
-    assert _one_finite_query(big)
-    for bad in (np.nan, np.inf, -np.inf):
-        v = q.copy()
-        v[0, 2] = bad
-        assert not _one_finite_query(v)
-    both = q.copy()
-    both[0, 1], both[0, 2] = np.inf, -np.inf
-    assert not _one_finite_query(both)
-    assert not _one_finite_query(np.ones((2, D), np.float32))  # more than one query: the general check
-    assert not _one_finite_query(np.ones((1, D), np.float64))
-    assert not _one_finite_query(np.ones(D, np.float32))
-    assert not _one_finite_query(np.ones((1, 0), np.float32))
-    assert not _one_finite_query([[1.0] * D])
-    assert _one_finite_query(np.ones((D, 1), np.float32).T)  # not contiguous: checked all the same
 
 
 @pytest.mark.parametrize(
