@@ -742,3 +742,39 @@ def test_dense_query_reads_the_hit_rows_once(tmp_path: Path) -> None:
     assert "count(" not in " ".join(statements).lower(), statements
     assert result.ids == want.ids and result.ids[0] == W3C
     assert result.nodes[0].metadata["identifier"] == "6FTR78Ztl" and result.nodes[0].get_content() == "lorem ipsum"
+
+
+def test_hit_rows_in_memory_gives_the_same_results_and_reads_no_sql(tmp_path: Path) -> None:
+    path = str(tmp_path / "store")
+    base = RagHierVectorStore(path)
+    base.add(_nodes())
+    want = _query(base)
+    base.close()
+    vs = RagHierVectorStore(path, hit_rows="memory")
+    assert vs.hit_rows == "memory" and vs._reader.hit_rows_mode == "memory"
+    first = _query(vs)  # builds the table
+    db = vs._reader._core.db
+    statements: list[str] = []
+    db.set_trace_callback(statements.append)
+    try:
+        result = _query(vs)
+    finally:
+        db.set_trace_callback(None)
+    assert statements == []
+    assert result.ids == first.ids == want.ids
+    assert [n.metadata for n in result.nodes] == [n.metadata for n in want.nodes]
+    assert [n.get_content() for n in result.nodes] == [n.get_content() for n in want.nodes]
+    vs.delete_nodes([W3C])  # a write through this store: the next query sees it
+    assert W3C not in _query(vs).ids
+    assert RagHierVectorStore.from_dict(vs.to_dict()).hit_rows == "memory"
+
+
+def test_hit_rows_is_checked(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="hit_rows must be 'sqlite' or 'memory'"):
+        RagHierVectorStore(str(tmp_path / "a"), hit_rows="disk")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="local store"):
+        RagHierVectorStore(uri=str(tmp_path / "m.db"), dimension=2, hit_rows="memory")
+    engine = HierStore.create(tmp_path / "b", dimension=2, model=None)
+    with pytest.raises(ValueError, match="with store=, open it with hit_rows"):
+        RagHierVectorStore(store=engine, hit_rows="memory")
+    engine.close()

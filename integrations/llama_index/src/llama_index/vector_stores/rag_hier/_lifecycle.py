@@ -20,6 +20,7 @@ from rag_hier.errors import StoreError
 from rag_hier.store.contract import StoreBackend, StoreExtension
 from rag_hier.store.extensions.bm25 import BM25Extension
 from rag_hier.store.extensions.token_index import TokenIndexExtension
+from rag_hier.store.hit_table import HitRowsMode
 from rag_hier.store.milvus.client import check_connection_options
 from rag_hier.store.session import CreateOptions, ExtensionSpec, StoreSession
 
@@ -144,6 +145,7 @@ def open_session(
     dense: bool | None,
     tokens: dict[str, Any] | None,
     bm25: dict[str, Any] | None,
+    hit_rows: HitRowsMode = "sqlite",
 ) -> Opened:
     """Open (or create) the store of a ``RagHierVectorStore``, its configured indexes ensured and its options checked.
 
@@ -196,6 +198,7 @@ def open_session(
             configured=tuple(specs),
             reads_use_writer=False,  # queries read through the read-only handle, which sees every write
             handle=store,
+            hit_rows=hit_rows,
         )
         session.ensure_configured()
         reader = session.reader()

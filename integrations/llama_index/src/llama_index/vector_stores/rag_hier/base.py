@@ -56,6 +56,7 @@ from rag_hier.store.contract import StoreBackend
 from rag_hier.store.extensions.bm25 import BM25Extension
 from rag_hier.store.extensions.token_index import TokenIndexExtension
 from rag_hier.store.filters import Predicate
+from rag_hier.store.hit_table import HitRowsMode, check_hit_rows
 from rag_hier.store.session import StoreSession, token_index_options
 from rag_hier.store.state import MANIFEST
 
@@ -259,6 +260,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
     vocab_model: str | None = Field(default=None, description="Vocabulary encoder of SVDR queries.")
     rerank_m: int = Field(default=100, description="Candidates re-ranked by beta-rerank.")
     hybrid_fusion: str = Field(default="relative_score", description="Fusion function of HYBRID queries.")
+    hit_rows: str = Field(default="sqlite", description="Where dense hits' rows are read: 'sqlite' or 'memory'.")
 
     _root: Path | None = PrivateAttr(default=None)
     _milvus: dict[str, Any] | None = PrivateAttr(default=None)
@@ -290,6 +292,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
         vocab_model: str | None = None,
         rerank_m: int = 100,
         hybrid_fusion: str = "relative_score",
+        hit_rows: HitRowsMode = "sqlite",
         **kwargs: Any,
     ) -> None:
         if similarity is not None and similarity not in _SIMILARITIES:
@@ -312,6 +315,9 @@ class RagHierVectorStore(BasePydanticVectorStore):
         milvus = milvus_options(path, uri, token, db_name, timeout, client_options) if uri is not None else None
         if store is not None and (path is not None or uri is not None):
             raise ValueError("give one of path, uri and store")
+        check_hit_rows(hit_rows)
+        if store is not None and hit_rows != "sqlite":
+            raise ValueError("hit_rows applies to a store this vector store opens; with store=, open it with hit_rows")
         opened = open_session(
             path,
             uri=uri,
@@ -325,6 +331,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
             dense=dense,
             tokens=tokens,
             bm25=bm25_config,
+            hit_rows=hit_rows,
         )
         fields, opts = opened.fields, opened.milvus or {}
         super().__init__(  # type: ignore[call-arg]  # pydantic fields of this class
@@ -343,6 +350,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
             vocab_model=vocab_model,
             rerank_m=rerank_m,
             hybrid_fusion=hybrid_fusion,
+            hit_rows=hit_rows,
             is_embedding_query=fields["dense"],
             **kwargs,
         )
