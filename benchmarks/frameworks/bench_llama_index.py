@@ -73,6 +73,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="leave out SimpleVectorStore (a Python scan: seconds per query at 100k)",
     )
+    parser.add_argument(
+        "--hit-rows",
+        choices=["sqlite", "memory"],
+        default="sqlite",
+        help="where RagHierVectorStore reads its hits' rows (RagHierVectorStore(hit_rows=...))",
+    )
     parser.add_argument("--out", type=Path, default=out_path("llama_index.json"), help="JSON results file")
     args = parser.parse_args(argv)
 
@@ -113,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
 
     build: dict[str, float] = {}
     tmp = tempfile.TemporaryDirectory(prefix="bench-llama-index-")
-    rag = RagHierVectorStore(Path(tmp.name) / "store")
+    rag = RagHierVectorStore(Path(tmp.name) / "store", hit_rows=args.hit_rows)
     t0 = time.perf_counter()
     for i in range(0, args.n, 2048):
         rag.add(nodes[i : i + 2048])
@@ -222,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         f"LlamaIndex vector stores, {args.n:,} nodes × {args.dim}-d, top_k={k}, {args.queries} queries "
         f"(llama-index-core {llama_index.core.__version__}, faiss {faiss.__version__}, "
-        f"{os.cpu_count()} CPUs, {faiss.omp_get_max_threads()} FAISS threads, {platform.machine()})",
+        f"{os.cpu_count()} CPUs, {faiss.omp_get_max_threads()} FAISS threads, {platform.machine()}; "
+        f"RagHierVectorStore hit_rows={args.hit_rows!r})",
         "",
         "| query | store | median ms | p95 ms | median vs RagHier | add (s) |",
         "|---|---|---:|---:|---:|---:|",
@@ -246,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         "queries": args.queries,
         "cpus": os.cpu_count(),
         "faiss_threads": faiss.omp_get_max_threads(),
+        "hit_rows": args.hit_rows,
         "build_s": build,
         "rows": rows,
         "table_md": table,
