@@ -16,6 +16,8 @@ left cold) so that machine noise hits all alike. One warm-up query each is not t
 OpenMP threads (both FAISS-based retrievers); on a shared, loaded machine one thread avoids OpenMP spin-waiting,
 which can cost more than the search itself. Reported: write time, median and p95 latency per query, the ratio to
 rag-hier's median, and the overlap of each top-k with rag-hier's (exact search everywhere, so it should be 1.0).
+With faiss-haystack, also the ratio of the medians and the median of the per-query differences (the same query,
+moments apart: what rag-hier costs beyond faiss-haystack, less exposed to the machine's drift than either median).
 
 faiss-haystack is timed when it is importable. It pins numpy<2; to include it without touching your environment,
 install it without its dependencies into a separate folder (``pip install --no-deps --target DIR faiss-haystack``)
@@ -194,6 +196,8 @@ def main(argv: list[str] | None = None) -> None:
     if fh_name in times:
         print()
         print(f"rag-hier / faiss-haystack (medians): {base / statistics.median(times[fh_name]):.3f}x")
+        paired = statistics.median(a - b for a, b in zip(times[names[0]], times[fh_name], strict=True))
+        print(f"rag-hier - faiss-haystack (median of the per-query differences): {1000 * paired:+.0f} us")
     ours.close()
     tmp.cleanup()
 

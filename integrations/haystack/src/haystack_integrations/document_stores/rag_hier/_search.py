@@ -69,7 +69,7 @@ def _query_vector(query_embedding: Any) -> np.ndarray | list[float]:
 
 def _query_matrix(vector: np.ndarray | list[float], cosine: bool) -> np.ndarray:
     """The ``(1, dimension)`` float32 query matrix of a checked query vector (normalized in a cosine store)."""
-    v = np.asarray(vector, dtype=np.float64)
+    v = vector if type(vector) is np.ndarray else np.asarray(vector, dtype=np.float64)  # _query_vector's: float64
     if cosine:  # as InMemoryDocumentStore: cosine of the query, whatever its norm
         norm = math.sqrt(math.fsum((v * v).tolist()))  # the exactly rounded norm, as in float64 by hand
         if norm > 0:
@@ -122,6 +122,9 @@ class StrategySearch:
     def _engine_retriever(self, store: Store, entry: StrategyEntry, params: RetrieverParams) -> _CachedRetriever:
         """The engine retriever of ``entry`` with ``params`` over ``store``, kept (with what it loaded) while open."""
         key = (entry.name, params)
+        cached = self._retrievers.get(key)  # the common case without the lock: a dict read is atomic
+        if cached is not None and cached.retriever.store is store:
+            return cached
         with self._lock:
             cached = self._retrievers.get(key)
             if cached is None or cached.retriever.store is not store:
