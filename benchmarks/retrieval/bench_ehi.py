@@ -384,6 +384,7 @@ def stage_train(args: argparse.Namespace) -> dict[str, Any]:
              "leaf_max": p.leaves["leaf_size_max"], "nonempty": p.leaves["leaves_nonempty"]}
             for p in res.history
         ],
+        "warmup_seconds": round(sum(p.seconds for p in res.warmup_history), 1),
     }  # fmt: skip
 
 
