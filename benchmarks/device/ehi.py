@@ -3,8 +3,9 @@
 The protocol of docs/ehi.md ("Test split, jointly trained encoder", ``benchmarks/retrieval/bench_ehi.py``):
 SciFact, all-MiniLM-L6-v2 at 128 tokens, 160 leaves (``--init kmeans``), batch 32, encoder lr 2e-5, indexer lr
 0.016, λ = 0.2 / 0.8 / 0.2, the corpus re-encoded every ``--refresh-every`` epochs, plus the end-to-end options
-(``--remine-every``: negatives from the current indexer; ``--lambda-balance``: the leaf load-balancing term) and
-``--refit-epochs 0`` so that the model keeps its jointly trained indexer. Two trainings run side by side on the
+(``--remine-every``: negatives from the current indexer; ``--lambda-balance``: the leaf load-balancing term;
+``--warmup-epochs``: the indexer trained alone first) and ``--refit-epochs 0``, so that the model keeps its jointly
+trained indexer: the trainer's defaults. Two trainings run side by side on the
 one GPU until the deadline leaves time for the sweeps: joint EHI on the test split's training queries, and the
 dual encoder of the same budget (siamese loss only, exact-neighbour negatives). Each saves its vectors and indexer
 after every refresh period, so a run stopped by the deadline keeps its last finished period. Then the sweeps on
@@ -51,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--refresh-every", type=int, default=5, help="re-encode the corpus every r epochs (paper: 5)")
     p.add_argument("--remine-every", type=int, default=1, help="re-mine with the current indexer every N steps")
     p.add_argument("--lambda-balance", type=float, default=0.01, help="weight of the leaf load-balancing term")
+    p.add_argument("--warmup-epochs", type=int, default=20, help="joint EHI: indexer trained alone first (epochs)")
     p.add_argument("--branching", type=int, default=160)
     p.add_argument("--threads", type=int, default=4, help="CPU threads per training process")
     p.add_argument("--no-baseline", action="store_true", help="train joint EHI only (no dual encoder)")
@@ -79,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         "batch_size": batch,
         "remine_every": args.remine_every,
         "lambda_balance": args.lambda_balance,
+        "warmup_epochs": 1 if smoke else args.warmup_epochs,
     }
     bench = [sys.executable, "-m", "benchmarks.retrieval.bench_ehi"]
     logs = args.out / "ehi-logs"
@@ -98,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         result["error"] = "encode failed: see ehi-logs/encode.log"
         write_result(args.out, "ehi", result)
         return 1
-    trainings = {"joint": run(["train", "--kind", "joint", *fit], "joint.log")}
+    warmup = ["--warmup-epochs", str(result["warmup_epochs"])]  # the dual encoder has no indexer to warm up
+    trainings = {"joint": run(["train", "--kind", "joint", *fit, *warmup], "joint.log")}
     if not (args.no_baseline or smoke):  # the smoke run keeps to the joint path (the test suite's time)
         trainings["de"] = run(["train", "--kind", "de", *fit], "de.log")
     stop_at = time.monotonic() + max(deadline.left() - (5.0 if smoke else SWEEP_SECONDS), 1.0)
