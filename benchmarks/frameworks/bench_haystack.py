@@ -7,6 +7,7 @@ Usage::
     PYTHONPATH=DIR python -m benchmarks.frameworks.bench_haystack   # also faiss-haystack, installed in DIR
     python -m benchmarks.frameworks.bench_haystack --no-in-memory   # without InMemory (about 18 s per query at 100k)
     python -m benchmarks.frameworks.bench_haystack --index '{"kind": "hnsw", "ef_search": 128}'   # our store on HNSW
+    python -m benchmarks.frameworks.bench_haystack --hit-rows memory     # hit rows kept in memory, not read by SQL
 
 Both stores receive the same N documents (``--words`` words of text each, 100 by default; random unit vectors held
 as float32 values, as an embedder produces) in one ``write_documents`` call; every retriever then answers the same
@@ -83,6 +84,12 @@ def main(argv: list[str] | None = None) -> None:
         "efSearch 16; match them in --index for a like-for-like HNSW comparison)",
     )
     parser.add_argument(
+        "--hit-rows",
+        choices=["sqlite", "memory"],
+        default="sqlite",
+        help="where the rag-hier store reads its hits' rows (RagHierDocumentStore(hit_rows=...))",
+    )
+    parser.add_argument(
         "--no-in-memory",
         action="store_true",
         help="leave out InMemoryEmbeddingRetriever (a brute-force Python scan: about 18 s per query at 100k)",
@@ -133,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
         retrievers[name] = lambda q: retriever.run(query_embedding=q, top_k=args.top_k)["documents"]
 
     index = json.loads(args.index) if args.index.lstrip().startswith("{") else args.index
-    ours = RagHierDocumentStore(path=str(Path(tmp.name) / "store"), index=index)
+    ours = RagHierDocumentStore(path=str(Path(tmp.name) / "store"), index=index, hit_rows=args.hit_rows)
     kind = index if isinstance(index, str) else json.dumps(index)
     build(f"RagHierEmbeddingRetriever ({kind})", ours, RagHierEmbeddingRetriever(document_store=ours))
     if not args.no_in_memory:
@@ -178,7 +185,8 @@ def main(argv: list[str] | None = None) -> None:
         f"top_k={args.top_k}, {args.queries} queries (one per call), same run; "
         f"haystack-ai {haystack.__version__}, faiss {faiss.__version__}"
         + (f", faiss-haystack {fh_version}" if fh_version else "")
-        + f"; {platform.processor() or platform.machine()}, {faiss.omp_get_max_threads()} FAISS threads."
+        + f"; {platform.processor() or platform.machine()}, {faiss.omp_get_max_threads()} FAISS threads, "
+        f"RagHierDocumentStore hit_rows={args.hit_rows!r}."
     )
     print()
     print(

@@ -81,6 +81,7 @@ from rag_hier.errors import StoreError
 from rag_hier.retrieval.base import RetrieverParams
 from rag_hier.store.contract import SIMILARITIES, StoreBackend
 from rag_hier.store.filters import Predicate, Refined
+from rag_hier.store.hit_table import HitRowsMode
 from rag_hier.store.milvus.client import check_connection_options
 from rag_hier.store.session import token_index_options
 
@@ -194,6 +195,11 @@ class RagHierDocumentStore(StrategySearch, MetadataAggregates, DocumentWrites, A
             or ``"cosine"`` (unit vectors). ``None``: what an existing store recorded; for a new store,
             ``"cosine"`` with a normalizing model, else ``"dot_product"`` (InMemoryDocumentStore's default).
             ``scale_score`` follows it, as in InMemoryDocumentStore.
+        hit_rows: Where a dense search reads the rows of its hits (their text and metadata): ``"sqlite"``
+            (default: the store's database, one statement per search) or ``"memory"`` (a local store keeps
+            the hit rows of every vector in memory, caught up with every commit, including other processes':
+            no SQL on the search path, for more memory; see ``rag_hier.store.hit_table``). The same
+            Documents either way. A Milvus collection reads its hits from Milvus (``"sqlite"`` only).
 
     """
 
@@ -214,6 +220,7 @@ class RagHierDocumentStore(StrategySearch, MetadataAggregates, DocumentWrites, A
         token_index: bool | dict[str, Any] = False,
         dense: bool = True,
         similarity: str | None = None,
+        hit_rows: HitRowsMode = "sqlite",
     ) -> None:
         if isinstance(path, Path):
             path = str(path)
@@ -260,6 +267,7 @@ class RagHierDocumentStore(StrategySearch, MetadataAggregates, DocumentWrites, A
         self.token_index = token_index
         self.dense = dense
         self.similarity = similarity
+        self.hit_rows: HitRowsMode = hit_rows  # checked by the store session (below)
         self._lock = threading.RLock()
         self._encoder: DenseEncoder | None = None
         self._query_encoder: tuple[dict[str, Any], DenseEncoder] | None = None  # the embedder's model, recorded
@@ -403,8 +411,8 @@ class RagHierDocumentStore(StrategySearch, MetadataAggregates, DocumentWrites, A
     def to_dict(self) -> dict[str, Any]:
         """Serialize this store's configuration (the directory path or Milvus URI, never its data) to a dictionary.
 
-        ``token_index``, ``dense``, ``similarity`` and ``dimension`` are written only when set (not at their
-        defaults), so pipelines saved before these options existed serialize exactly as they did. A Milvus
+        ``token_index``, ``dense``, ``similarity``, ``dimension`` and ``hit_rows`` are written only when set (not at
+        their defaults), so pipelines saved before these options existed serialize exactly as they did. A Milvus
         store writes its ``uri`` and connection options; the token as its ``Secret`` (the environment
         variable's name; a token given in clear refuses to serialize).
 
@@ -432,6 +440,8 @@ class RagHierDocumentStore(StrategySearch, MetadataAggregates, DocumentWrites, A
             options["dense"] = self.dense
         if self.similarity is not None:
             options["similarity"] = self.similarity
+        if self.hit_rows != "sqlite":
+            options["hit_rows"] = self.hit_rows
         return default_to_dict(
             self,
             **location,
