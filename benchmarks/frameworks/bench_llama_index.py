@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import json
 import os
 import platform
 import statistics
@@ -39,6 +40,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -72,6 +74,18 @@ def main(argv: list[str] | None = None) -> int:
         "--no-simple",
         action="store_true",
         help="leave out SimpleVectorStore (a Python scan: seconds per query at 100k)",
+    )
+    parser.add_argument(
+        "--index",
+        default="flat",
+        help="RagHierVectorStore's index: a kind, or JSON such as "
+        """'{"kind": "hnsw", "hnsw_m": 32, "ef_construction": 40, "ef_search": 16}'""",
+    )
+    parser.add_argument(
+        "--faiss-index",
+        default="Flat",
+        help="FaissVectorStore's FAISS index factory string, inner product (e.g. HNSW32: M 32, FAISS's "
+        "efConstruction 40 and efSearch 16; match them in --index for a like-for-like HNSW comparison)",
     )
     parser.add_argument(
         "--hit-rows",
@@ -119,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
 
     build: dict[str, float] = {}
     tmp = tempfile.TemporaryDirectory(prefix="bench-llama-index-")
-    rag = RagHierVectorStore(Path(tmp.name) / "store", hit_rows=args.hit_rows)
+    index_config = json.loads(args.index) if args.index.lstrip().startswith("{") else args.index
+    rag = RagHierVectorStore(Path(tmp.name) / "store", index=index_config, hit_rows=args.hit_rows)
     t0 = time.perf_counter()
     for i in range(0, args.n, 2048):
         rag.add(nodes[i : i + 2048])
@@ -131,7 +146,10 @@ def main(argv: list[str] | None = None) -> int:
         simple.add(nodes)
         build["SimpleVectorStore"] = time.perf_counter() - t0
 
-    fstore = None if FaissVectorStore is None else FaissVectorStore(faiss_index=faiss.IndexFlatIP(args.dim))
+    def faiss_index_of() -> Any:
+        return faiss.index_factory(args.dim, args.faiss_index, faiss.METRIC_INNER_PRODUCT)
+
+    fstore = None if FaissVectorStore is None else FaissVectorStore(faiss_index=faiss_index_of())
     if fstore is not None:
         t0 = time.perf_counter()
         for i in range(0, args.n, 2048):
@@ -146,9 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     if FaissVectorStore is not None:
         faiss_index = VectorStoreIndex(
             nodes,
-            storage_context=StorageContext.from_defaults(
-                vector_store=FaissVectorStore(faiss_index=faiss.IndexFlatIP(args.dim))
-            ),
+            storage_context=StorageContext.from_defaults(vector_store=FaissVectorStore(faiss_index=faiss_index_of())),
             embed_model=mock,
             insert_batch_size=2048,
         )
@@ -164,12 +180,13 @@ def main(argv: list[str] | None = None) -> int:
     def q(store, **kw):
         return lambda v: store.query(VectorStoreQuery(query_embedding=v, similarity_top_k=k, **kw))
 
-    # sanity: every store finds the same nearest node for the first query
+    # sanity: every store finds the same nearest node for the first query (exact indexes only)
     v0 = queries[0].tolist()
+    exact = args.index == "flat" and args.faiss_index == "Flat"
     stores = (rag,) if args.no_simple else (rag, simple)
     first = [s.query(VectorStoreQuery(query_embedding=v0, similarity_top_k=k)).ids[0] for s in stores]
-    assert len(set(first)) == 1, first
-    if fstore is not None and faiss_index is not None:
+    assert len(set(first)) == 1 or not exact, first
+    if exact and fstore is not None and faiss_index is not None:
         faiss_first = fstore.query(VectorStoreQuery(query_embedding=v0, similarity_top_k=k)).ids[0]
         assert set(first) == {f"n{faiss_first}"}, (first, faiss_first)
         ours = [n.node.node_id for n in via_index(rag_index)(v0)]
@@ -229,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         f"LlamaIndex vector stores, {args.n:,} nodes × {args.dim}-d, top_k={k}, {args.queries} queries "
         f"(llama-index-core {llama_index.core.__version__}, faiss {faiss.__version__}, "
         f"{os.cpu_count()} CPUs, {faiss.omp_get_max_threads()} FAISS threads, {platform.machine()}; "
-        f"RagHierVectorStore hit_rows={args.hit_rows!r})",
+        f"RagHierVectorStore index={args.index}, hit_rows={args.hit_rows!r}; FaissVectorStore {args.faiss_index})",
         "",
         "| query | store | median ms | p95 ms | median vs RagHier | add (s) |",
         "|---|---|---:|---:|---:|---:|",
@@ -254,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": os.cpu_count(),
         "faiss_threads": faiss.omp_get_max_threads(),
         "hit_rows": args.hit_rows,
+        "index": args.index,
+        "faiss_index": args.faiss_index,
         "build_s": build,
         "rows": rows,
         "table_md": table,
