@@ -29,6 +29,7 @@ from llama_index.core.vector_stores.types import (
     MetadataFilters,
     VectorStoreQuery,
     VectorStoreQueryMode,
+    VectorStoreQueryResult,
 )
 from llama_index.vector_stores.rag_hier import RagHierVectorStore
 
@@ -726,11 +727,8 @@ def test_model_for_text_queries_on_a_store_fed_with_vectors(store_path: str, tin
     assert with_model.query(VectorStoreQuery(query_str="bees make honey", similarity_top_k=1)).ids == ["b"]
 
 
-def test_dense_query_reads_the_hit_rows_once(tmp_path: Path) -> None:
-    """One query: one engine search, one SQLite read of the hit rows, nodes built straight from the hits."""
-    vs = RagHierVectorStore(str(tmp_path / "store"))
-    vs.add(_nodes())
-    want = _query(vs)  # opens the reader
+def _traced_query(vs: RagHierVectorStore) -> tuple[VectorStoreQueryResult, list[str]]:
+    """``_query(vs)`` and the SQL statements it ran on the store's read handle."""
     db = vs._reader._core.db
     statements: list[str] = []
     db.set_trace_callback(statements.append)
@@ -738,6 +736,15 @@ def test_dense_query_reads_the_hit_rows_once(tmp_path: Path) -> None:
         result = _query(vs)
     finally:
         db.set_trace_callback(None)
+    return result, statements
+
+
+def test_dense_query_reads_the_hit_rows_once(tmp_path: Path) -> None:
+    """One query: one engine search, one SQLite read of the hit rows, nodes built straight from the hits."""
+    vs = RagHierVectorStore(str(tmp_path / "store"))
+    vs.add(_nodes())
+    want = _query(vs)  # opens the reader
+    result, statements = _traced_query(vs)
     assert len([s for s in statements if "FROM passages" in s]) == 1, statements
     assert "count(" not in " ".join(statements).lower(), statements
     assert result.ids == want.ids and result.ids[0] == W3C
@@ -753,13 +760,7 @@ def test_hit_rows_in_memory_gives_the_same_results_and_reads_no_sql(tmp_path: Pa
     vs = RagHierVectorStore(path, hit_rows="memory")
     assert vs.hit_rows == "memory" and vs._reader.hit_rows_mode == "memory"
     first = _query(vs)  # builds the table
-    db = vs._reader._core.db
-    statements: list[str] = []
-    db.set_trace_callback(statements.append)
-    try:
-        result = _query(vs)
-    finally:
-        db.set_trace_callback(None)
+    result, statements = _traced_query(vs)
     assert statements == []
     assert result.ids == first.ids == want.ids
     assert [n.metadata for n in result.nodes] == [n.metadata for n in want.nodes]
