@@ -39,7 +39,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -49,6 +48,7 @@ import numpy as np
 
 from benchmarks.common.data import REPO
 from benchmarks.common.report import OUT, write_json
+from benchmarks.common.revision import extract_package
 from benchmarks.common.timing import loadavg, summary
 from benchmarks.common.vectors import mixture
 
@@ -211,17 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     workers: list[Worker] = []
     try:
         anchor_src = tmp / "anchor"
-        anchor_src.mkdir()
-        commit = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", a.anchor], capture_output=True, text=True, check=True
-        ).stdout.strip()
-        archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", commit, "rag_hier"], capture_output=True, check=True
-        ).stdout
-        tar_path = tmp / "anchor.tar"
-        tar_path.write_bytes(archive)
-        with tarfile.open(tar_path) as tf:
-            tf.extractall(anchor_src, filter="data")
+        commit = extract_package(a.anchor, anchor_src)
         candidate_rev = subprocess.run(
             ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True
         ).stdout.strip()

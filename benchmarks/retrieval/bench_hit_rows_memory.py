@@ -31,7 +31,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -41,6 +40,7 @@ import numpy as np
 
 from benchmarks.common.data import REPO
 from benchmarks.common.report import OUT, write_json
+from benchmarks.common.revision import extract_package
 from benchmarks.common.timing import loadavg
 from benchmarks.common.vectors import mixture
 
@@ -148,16 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         sizes = sorted({int(s) for s in a.sizes.split(",") if s} | set(given))
         settings: dict[str, str] = {"sqlite": str(REPO), "memory": str(REPO)}
         if a.anchor:
-            commit = subprocess.run(
-                ["git", "-C", str(REPO), "rev-parse", a.anchor], capture_output=True, text=True, check=True
-            ).stdout.strip()
-            archive = subprocess.run(
-                ["git", "-C", str(REPO), "archive", commit, "rag_hier"], capture_output=True, check=True
-            ).stdout
-            (tmp / "anchor").mkdir()
-            (tmp / "anchor.tar").write_bytes(archive)
-            with tarfile.open(tmp / "anchor.tar") as tf:
-                tf.extractall(tmp / "anchor", filter="data")
+            extract_package(a.anchor, tmp / "anchor")
             settings = {"anchor": str(tmp / "anchor"), **settings}
         qpath = tmp / "queries.npy"
         np.save(qpath, mixture(max(a.queries + a.commits + 1, 64), 384, seed=2), allow_pickle=False)
