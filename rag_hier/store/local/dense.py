@@ -53,9 +53,9 @@ class LocalDense(LocalBase):
         transaction too, which keeps the stored state's text to check against.
 
         With the hit rows in memory (``hit_rows="memory"``, :mod:`rag_hier.store.hit_table`) it takes no table read:
-        one ``PRAGMA data_version`` says whether another process committed since; if none did and the table holds
-        this handle's generation, the rows come from the table; else the search runs within a read transaction
-        (which loads the new generation) and the table catches up to it first.
+        one read of the database header's change counter (``StoreCore.unchanged``) says whether anyone committed
+        since; if none did and the table holds this handle's generation, the rows come from the table; else the
+        search runs within a read transaction (which loads the new generation) and the table catches up to it first.
         """
         core = self._core
         q = np.asarray(queries, dtype=np.float32)
