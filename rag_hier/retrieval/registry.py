@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from rag_hier.errors import ParameterError
@@ -57,17 +58,17 @@ class StrategyEntry:
     extensions: tuple[str, ...] = ()
     parameters: type[RetrieverParams] | str | None = None
 
-    @property
+    @cached_property
     def retriever(self) -> type[Retriever[Any]]:
-        """The retriever class (imported now if registered by path)."""
+        """The retriever class (imported on first use if registered by path, then kept)."""
         if isinstance(self.target, str):
             module, _, cls = self.target.partition(":")
             return getattr(importlib.import_module(module), cls)
         return self.target
 
-    @property
+    @cached_property
     def params(self) -> type[RetrieverParams]:
-        """The parameters dataclass (imported now if registered by path)."""
+        """The parameters dataclass (imported on first use if registered by path, then kept)."""
         if isinstance(self.parameters, str):
             module, _, cls = self.parameters.partition(":")
             found: type[RetrieverParams] = getattr(importlib.import_module(module), cls)

@@ -77,28 +77,6 @@ def _query_matrix(vector: np.ndarray | list[float], cosine: bool) -> np.ndarray:
     return v.astype(np.float32)[None, :]
 
 
-class _Classes:
-    """A registry entry's retriever and parameters classes, looked up once (the entry imports them on each access)."""
-
-    __slots__ = ("entry", "params", "retriever")
-
-    def __init__(self, entry: StrategyEntry) -> None:
-        self.entry = entry
-        self.retriever: type[Retriever[Any]] = entry.retriever
-        self.params: type[RetrieverParams] = entry.params
-
-
-_CLASSES: dict[str, _Classes] = {}
-
-
-def _classes(entry: StrategyEntry) -> _Classes:
-    """:class:`_Classes` of ``entry`` (looked up again when the name is registered anew)."""
-    found = _CLASSES.get(entry.name)
-    if found is None or found.entry is not entry:
-        found = _CLASSES[entry.name] = _Classes(entry)
-    return found
-
-
 def _lean(retriever: type[Retriever[Any]]) -> bool:
     """Whether the ``retriever`` class searches query vectors by :meth:`DenseRetriever.search_vectors`.
 
@@ -173,7 +151,7 @@ class StrategySearch:
         entry: StrategyEntry, strategy_params: RetrieverParams | Mapping[str, Any] | None
     ) -> RetrieverParams:
         if isinstance(strategy_params, RetrieverParams):
-            expected = _classes(entry).params
+            expected = entry.params
             if not isinstance(strategy_params, expected):
                 raise ValueError(
                     f"strategy_params for {entry.name!r} must be a {expected.__name__}, "
@@ -212,7 +190,7 @@ class StrategySearch:
                 f"the {entry.name!r} strategy needs a query: pass query (text), query_embedding or "
                 "query_sparse_embedding"
             )
-        if vector is None and _classes(entry).retriever.over_vectors:
+        if vector is None and entry.retriever.over_vectors:
             if query is None:
                 raise ValueError(f"the {entry.name!r} strategy ranks dense vectors: pass query or query_embedding")
             embedder = self._embedder_model(store) if store.encoder is None else None
@@ -325,7 +303,7 @@ class StrategySearch:
             texts, vectors, sparse = self._queries(entry, store, query, query_embedding, query_sparse_embedding)
             # a plain dense search (query vectors only, unfiltered) takes the engine's lean path, search_vectors,
             # which checks the vectors' values itself; any other builds the engine's Queries (which checks them)
-            lean = top_k > 0 and texts is None and sparse is None and not filters and _lean(_classes(entry).retriever)
+            lean = top_k > 0 and texts is None and sparse is None and not filters and _lean(entry.retriever)
             queries = None if lean else Queries(texts=texts, vectors=vectors, sparse=sparse)
             if top_k == 0:
                 return []
