@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -122,6 +123,9 @@ BAD = {
     "-inf": ([0.0, -math.inf, 0.0], "NaN or infinite"),
     "complex": ([1 + 2j, 0.0, 0.0], "complex"),
     "complex-array": (np.array([1.0, 0.0, 0.0], dtype=np.complex128), "complex"),
+    "beyond-float32": ([1e39, 0.0, 0.0], "NaN or infinite"),
+    "strings": (["1.0", "0.0", "0.0"], "not a vector of numbers"),
+    "timedelta": (np.array([1, 0, 0], dtype="timedelta64[s]"), "not a vector of numbers"),
 }
 
 
@@ -164,6 +168,20 @@ def test_query_refuses_non_finite_or_complex_query_embeddings(store_path: str, n
     query.query_embedding = vector  # type: ignore[assignment]  # a dataclass: no validation
     with pytest.raises(InvalidInputError, match=message):
         vs.query(query)
+
+
+@pytest.mark.parametrize("similarity", ["cosine", "dot_product"])
+@pytest.mark.parametrize(
+    "embedding", [[3.0, 0.0, 4.0], np.array([3, 0, 4], dtype=np.int64), [True, False, False], [0.0, 0.0, 0.0]]
+)
+def test_query_vector_is_float32_and_unit_length_for_cosine(store_path: str, similarity: str, embedding: Any) -> None:
+    vs = RagHierVectorStore(store_path, similarity=similarity, dimension=3)
+    vec = vs.query_vector(embedding=embedding)
+    raw = np.asarray(embedding, dtype=np.float64)
+    norm = np.linalg.norm(raw)
+    expected = raw / norm if similarity == "cosine" and norm > 0 else raw
+    assert vec.dtype == np.float32 and vec.shape == (1, 3)
+    np.testing.assert_allclose(vec[0], expected, rtol=1e-6)
 
 
 def test_engine_refuses_bad_vectors_with_its_own_error(store_path: str) -> None:

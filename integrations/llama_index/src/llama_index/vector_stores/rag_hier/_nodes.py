@@ -72,15 +72,20 @@ def node_to_passage(node: BaseNode, position: int) -> Passage:
 
 def record_to_node(record: Mapping[str, Any]) -> BaseNode:
     """Rebuild the node from a passage record (``id``, ``doc_id``, ``content``, ``meta``, ``extra``)."""
-    payload = record.get("extra", {}).get(NODE_KEY)
-    text = record.get("content", "")
-    meta = dict(record.get("meta", {}))
+    return _node(
+        record["id"], record["doc_id"], record.get("content", ""), record.get("meta", {}), record.get("extra", {})
+    )
+
+
+def _node(node_id: str, doc_id: str, text: str, meta: Mapping[str, Any], extra: Mapping[str, Any]) -> BaseNode:
+    """The node of a stored passage: its stored node payload (``extra``) with the passage's text and metadata."""
+    payload = extra.get(NODE_KEY)
     if payload is None:
         return TextNode(
-            id_=record["id"],
+            id_=node_id,
             text=text,
-            metadata=meta,
-            relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=record["doc_id"])},
+            metadata=dict(meta),
+            relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=doc_id)},
         )
     data = dict(payload["node"])
     cls = _NODE_CLASSES.get(payload.get("type", ""))
@@ -93,7 +98,7 @@ def record_to_node(record: Mapping[str, Any]) -> BaseNode:
         data["text_resource"] = {**resource, "text": text}
         if cls is not TextNode and not issubclass(cls, TextNode):
             data.pop("text", None)
-    data["metadata"] = meta
+    data["metadata"] = dict(meta)
     return cls.model_validate(data)
 
 
@@ -110,6 +115,4 @@ def passage_record(passage: Passage) -> dict[str, Any]:
 
 def hit_to_node(hit: Hit) -> BaseNode:
     """The node a search hit stands for (its text, metadata and stored node payload)."""
-    return record_to_node(
-        {"id": hit.passage_id, "doc_id": hit.doc_id, "content": hit.text, "meta": hit.meta, "extra": hit.extra}
-    )
+    return _node(hit.passage_id, hit.doc_id, hit.text, hit.meta, hit.extra)

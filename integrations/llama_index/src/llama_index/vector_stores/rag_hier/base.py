@@ -112,20 +112,33 @@ def _normalize_rows(mat: np.ndarray) -> np.ndarray:
 
 
 def check_vector(values: Any, what: str) -> np.ndarray:
-    """``values`` as a real, finite, non-empty float32 vector (``InvalidInputError``, a ``ValueError``, otherwise)."""
+    """``values`` as a real, finite, non-empty float32 vector (``InvalidInputError``, a ``ValueError``, otherwise).
+
+    Values too large for float32 count as infinite. The checks read the array's dtype kind only (a query's
+    vector takes this path on every query).
+    """
     try:
         arr = np.asarray(values)
     except (TypeError, ValueError) as exc:
         raise InvalidInputError(f"{what} is not a vector of numbers ({exc})") from exc
-    if np.iscomplexobj(arr):
-        raise InvalidInputError(f"{what} holds complex numbers; vectors must be real")
-    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+    kind = arr.dtype.kind
+    if kind not in "fiub":
+        if kind == "c":
+            raise InvalidInputError(f"{what} holds complex numbers; vectors must be real")
         raise InvalidInputError(f"{what} is not a vector of numbers (dtype {arr.dtype})")
     if arr.ndim != 1 or arr.shape[0] == 0:
         raise InvalidInputError(f"{what} must be a non-empty flat list of numbers, got shape {arr.shape}")
-    if not np.isfinite(arr).all():
-        raise InvalidInputError(f"{what} contains NaN or infinite values")
-    return arr.astype(np.float32)
+    with np.errstate(over="ignore"):
+        vec = arr.astype(np.float32)
+    if not np.isfinite(vec).all():
+        raise InvalidInputError(f"{what} contains NaN or infinite values (or values beyond float32's range)")
+    return vec
+
+
+def _unit(vec: np.ndarray) -> np.ndarray:
+    """A finite float32 vector scaled to unit length, as one ``(1, dimension)`` row (a zero vector stays zero)."""
+    norm = np.sqrt(np.dot(vec, vec))
+    return (vec / norm if norm > 0 else np.zeros_like(vec))[None, :]
 
 
 def _store_dir_for(persist_path: str | Path) -> Path:
@@ -586,8 +599,9 @@ class RagHierVectorStore(BasePydanticVectorStore):
 
         """
         if embedding is not None:
-            vec = check_vector(embedding, "the query embedding")[None, :]
-        elif query_str is not None and self._reader.encoder is not None:
+            vec = check_vector(embedding, "the query embedding")
+            return _unit(vec) if self.similarity == "cosine" else vec[None, :]
+        if query_str is not None and self._reader.encoder is not None:
             vec = self._reader.encode_queries([query_str])
         else:
             raise ValueError(NO_QUERY_EMBEDDING.format(location=self.location))
@@ -648,7 +662,10 @@ class RagHierVectorStore(BasePydanticVectorStore):
         if top_k < 1:
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
         vec = self.query_vector(query.query_str, query.query_embedding)
-        return self._result(self._dense_retriever().search_vectors(vec, top_k, self._predicate(query))[0])
+        # no filters and empty id lists (what VectorStoreIndex retrievers send): no predicate to build
+        restricted = query.filters is not None or query.doc_ids or query.node_ids
+        predicate = self._predicate(query) if restricted else None
+        return self._result(self._dense_retriever().search_vectors(vec, top_k, predicate)[0])
 
     def _dense_retriever(self) -> Retriever[Any]:
         """The ``dense`` strategy's retriever, built once per handle (it holds no other state)."""
