@@ -123,6 +123,7 @@ SMOKE: dict[str, list[tuple[str, list[str]]]] = {
     F + "bench_llama_index": [
         run(F + "bench_llama_index", "--n 300 --dim 16 --queries 5 --after-write-queries 2 --out {out}/llama.json"),
     ],
+    F + "profile_llama_index": [run(F + "profile_llama_index", "--n 300 --dim 16 --queries 5 --rounds 1")],
     F + "bench_meta_aggregates": [run(F + "bench_meta_aggregates", "--n 200 --repeats 1")],
     F + "bench_milvus": [
         run(F + "bench_milvus", "--n 500 --dim 16 --queries 5 --kinds flat --embedded --dhr --out {out}/milvus.json"),
@@ -173,6 +174,7 @@ NEEDS = {
     F + "bench_framework_writes": ("haystack", "llama_index.core"),
     F + "bench_haystack": ("haystack",),
     F + "bench_llama_index": ("llama_index.core",),
+    F + "profile_llama_index": ("llama_index.core",),
     F + "bench_milvus": ("milvus_lite", "psutil"),
     F + "bench_milvus_cli": ("milvus_lite",),
     F + "bench_milvus_fields": ("milvus_lite",),
