@@ -124,6 +124,7 @@ BAD = {
     "complex": ([1 + 2j, 0.0, 0.0], "complex"),
     "complex-array": (np.array([1.0, 0.0, 0.0], dtype=np.complex128), "complex"),
     "beyond-float32": ([1e39, 0.0, 0.0], "NaN or infinite"),
+    "square-overflows": ([1e200, 1.0, 0.0], "NaN or infinite"),
     "strings": (["1.0", "0.0", "0.0"], "not a vector of numbers"),
     "timedelta": (np.array([1, 0, 0], dtype="timedelta64[s]"), "not a vector of numbers"),
 }
@@ -159,6 +160,7 @@ def test_add_refuses_non_finite_or_complex_embeddings_and_stores_nothing(
     assert _ids(vs, [1.0, 0.0, 0.0], 1) == ["d0"]
 
 
+@pytest.mark.filterwarnings("error")  # the error, and no NumPy warning before it
 @pytest.mark.parametrize("name", sorted(BAD))
 def test_query_refuses_non_finite_or_complex_query_embeddings(store_path: str, name: str) -> None:
     vector, message = BAD[name]
@@ -172,16 +174,23 @@ def test_query_refuses_non_finite_or_complex_query_embeddings(store_path: str, n
 
 @pytest.mark.parametrize("similarity", ["cosine", "dot_product"])
 @pytest.mark.parametrize(
-    "embedding", [[3.0, 0.0, 4.0], np.array([3, 0, 4], dtype=np.int64), [True, False, False], [0.0, 0.0, 0.0]]
+    "embedding",
+    [
+        [3.0, 0.0, 4.0],
+        np.array([3, 0, 4], dtype=np.int64),
+        [True, False, False],
+        [0.0, 0.0, 0.0],
+        [1e-30, 0.0, 1e-30],  # squares below float32's smallest: stays zero, as the engine's normalisation
+    ],
 )
 def test_query_vector_is_float32_and_unit_length_for_cosine(store_path: str, similarity: str, embedding: Any) -> None:
     vs = RagHierVectorStore(store_path, similarity=similarity, dimension=3)
     vec = vs.query_vector(embedding=embedding)
-    raw = np.asarray(embedding, dtype=np.float64)
-    norm = np.linalg.norm(raw)
-    expected = raw / norm if similarity == "cosine" and norm > 0 else raw
+    raw = np.asarray(embedding, dtype=np.float32)[None, :]
+    norms = np.linalg.norm(raw, axis=1, keepdims=True)  # the engine's normalisation, bit for bit
+    expected = np.divide(raw, norms, out=np.zeros_like(raw), where=norms > 0) if similarity == "cosine" else raw
     assert vec.dtype == np.float32 and vec.shape == (1, 3)
-    np.testing.assert_allclose(vec[0], expected, rtol=1e-6)
+    assert np.array_equal(vec, expected)
 
 
 def test_engine_refuses_bad_vectors_with_its_own_error(store_path: str) -> None:

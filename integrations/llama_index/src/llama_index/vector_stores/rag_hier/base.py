@@ -135,10 +135,36 @@ def check_vector(values: Any, what: str) -> np.ndarray:
     return vec
 
 
-def _unit(vec: np.ndarray) -> np.ndarray:
-    """A finite float32 vector scaled to unit length, as one ``(1, dimension)`` row (a zero vector stays zero)."""
-    norm = np.sqrt(np.dot(vec, vec))
-    return (vec / norm if norm > 0 else np.zeros_like(vec))[None, :]
+_F32_MAX_SQUARED = float(np.finfo(np.float32).max) ** 2
+
+
+def query_row(values: Any, what: str, *, unit: bool) -> np.ndarray:
+    """``values`` as one ``(1, dimension)`` float32 row, scaled to unit length when ``unit`` (a zero vector stays zero).
+
+    The checks of :func:`check_vector` (the same errors), with one dot product for the finiteness and range checks
+    and the norm: a query's vector takes this path on every query.
+    """
+    try:
+        arr = np.asarray(values)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"{what} is not a vector of numbers ({exc})") from exc
+    if arr.dtype != np.float64 or arr.ndim != 1 or arr.shape[0] == 0:
+        return check_row(values, what, unit=unit)
+    with np.errstate(over="ignore"):  # NaN or inf if any value is, or if a square overflows
+        squares = float(np.dot(arr, arr))
+    if not squares <= _F32_MAX_SQUARED:  # then some value may not be finite in float32: the exact checks say which
+        return check_row(values, what, unit=unit)
+    vec = arr.astype(np.float32)
+    if unit and squares > 0:  # in float32 as np.linalg.norm computes it: the engine's own queries round alike
+        norm = np.sqrt(np.add.reduce(vec * vec))
+        return (vec / norm if norm > 0 else np.zeros_like(vec))[None, :]
+    return vec[None, :]
+
+
+def check_row(values: Any, what: str, *, unit: bool) -> np.ndarray:
+    """:func:`query_row` for any input: :func:`check_vector`, then scaled in float32."""
+    vec = check_vector(values, what)[None, :]
+    return _normalize_rows(vec) if unit else vec
 
 
 def _store_dir_for(persist_path: str | Path) -> Path:
@@ -599,8 +625,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
 
         """
         if embedding is not None:
-            vec = check_vector(embedding, "the query embedding")
-            return _unit(vec) if self.similarity == "cosine" else vec[None, :]
+            return query_row(embedding, "the query embedding", unit=self.similarity == "cosine")
         if query_str is not None and self._reader.encoder is not None:
             vec = self._reader.encode_queries([query_str])
         else:
@@ -669,9 +694,10 @@ class RagHierVectorStore(BasePydanticVectorStore):
 
     def _dense_retriever(self) -> Retriever[Any]:
         """The ``dense`` strategy's retriever, built once per handle (it holds no other state)."""
-        if self._dense is None or self._dense.store is not self._reader:
-            self._dense = build_retriever("dense", self._reader)
-        return self._dense
+        dense = self._dense
+        if dense is None:  # the reader is the handle's for its whole life
+            dense = self._dense = build_retriever("dense", self._reader)
+        return dense
 
     # -- sparse search: SVDR over the token index, or BM25 over the BM25 index ---------------------------
     def _has_sparse_index(self) -> bool:
