@@ -20,6 +20,8 @@ others, each store's own FAISS index searched directly (what raw FAISS with the 
 and scores only) and the same search followed by a bare ``sqlite3`` fetch of the hit rows' columns from the
 store's file (one ``SELECT ... WHERE id IN (...)`` on a read-only connection, no objects built: the floor of a
 store that keeps its text on disk), and reports store / raw and store / (raw + fetch) for both sides.
+``--fetch-mmap SIZE`` adds a second such floor, interleaved too, whose connection reads through a memory map
+(``PRAGMA mmap_size=SIZE``, as the store's own connection does since it set that pragma).
 
 ``--hit-rows memory`` opens the candidate's stores with ``hit_rows="memory"`` (the hit rows kept in memory;
 ``--anchor-hit-rows`` likewise for the anchor, whose engine must know the option): ``--anchor HEAD --hit-rows
@@ -108,11 +110,14 @@ def worker(threads: int) -> None:
             assert queries is not None
             index = retrievers[cmd["kind"]].store.index
             base, ext, _ = index._fast_plan()
-            db = fetchers.get(cmd["kind"])
+            mmap_size = int(cmd.get("mmap_size", 0))
+            db = fetchers.get((cmd["kind"], mmap_size))
             if db is None:
-                db = fetchers[cmd["kind"]] = sqlite3.connect(
+                db = fetchers[(cmd["kind"], mmap_size)] = sqlite3.connect(
                     f"file:{cmd['path']}/store.sqlite?mode=ro", uri=True, check_same_thread=False
                 )
+                if mmap_size:
+                    db.execute(f"PRAGMA mmap_size={mmap_size}")
             sql = "SELECT id, passage_id, doc_id, text, title_path, meta, position, extra FROM passages WHERE id IN "
             times = []
             for i in range(cmd["start"], cmd["start"] + cmd["count"]):
@@ -199,6 +204,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also time raw FAISS: each store's own index searched directly (ids only), interleaved",
     )
+    p.add_argument(
+        "--fetch-mmap",
+        type=int,
+        default=0,
+        help="with --raw: also time the bare fetch on a connection with PRAGMA mmap_size=this (bytes)",
+    )
     p.add_argument("--hit-rows", default="sqlite", choices=["sqlite", "memory"], help="the candidate's hit_rows=")
     p.add_argument("--anchor-hit-rows", default="sqlite", choices=["sqlite", "memory"], help="the anchor's hit_rows=")
     p.add_argument("--out", type=Path, default=OUT, help="where hit-path-<N>.json goes (default %(default)s)")
@@ -254,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
             single: dict[str, list[float]] = {w.name: [] for w in workers}
             raw: list[float] = []
             raw_fetch: list[float] = []
+            raw_fetch_mmap: list[float] = []
             batched: dict[str, list[float]] = {w.name: [] for w in workers}
             for w in workers:  # warm-up
                 w.ask(op="single", kind=kind, start=0, count=a.block)
@@ -267,6 +279,15 @@ def main(argv: list[str] | None = None) -> int:
                     raw_fetch += workers[1].ask(
                         op="raw_fetch", kind=kind, path=str(paths[kind]), start=r * a.block, count=a.block
                     )["times"]
+                    if a.fetch_mmap:
+                        raw_fetch_mmap += workers[1].ask(
+                            op="raw_fetch",
+                            kind=kind,
+                            path=str(paths[kind]),
+                            start=r * a.block,
+                            count=a.block,
+                            mmap_size=a.fetch_mmap,
+                        )["times"]
                 for w in order:
                     batched[w.name].append(w.ask(op="batch", kind=kind, size=a.batch)["time"])
             s = {name: summary(v) for name, v in single.items()}
@@ -288,6 +309,11 @@ def main(argv: list[str] | None = None) -> int:
                 results[kind]["store_over_raw_fetch"] = {
                     name: s[name]["median_ms"] / results[kind]["raw_fetch"]["median_ms"] for name in s
                 }
+            if raw_fetch_mmap:
+                results[kind]["raw_fetch_mmap"] = summary(raw_fetch_mmap)
+                results[kind]["store_over_raw_fetch_mmap"] = {
+                    name: s[name]["median_ms"] / results[kind]["raw_fetch_mmap"]["median_ms"] for name in s
+                }
             print(
                 f"{kind:5s} single median anchor {s['anchor']['median_ms']:.3f} ms, candidate "
                 f"{s['candidate']['median_ms']:.3f} ms, ratio {results[kind]['ratio_single_median']:.3f} "
@@ -305,6 +331,13 @@ def main(argv: list[str] | None = None) -> int:
                     f"store / that: anchor {fetch['anchor']:.3f}x, candidate {fetch['candidate']:.3f}x",
                     flush=True,
                 )
+            if raw_fetch_mmap:
+                fetch = results[kind]["store_over_raw_fetch_mmap"]
+                print(
+                    f"      raw FAISS + memory-mapped fetch median {results[kind]['raw_fetch_mmap']['median_ms']:.3f} "
+                    f"ms; store / that: anchor {fetch['anchor']:.3f}x, candidate {fetch['candidate']:.3f}x",
+                    flush=True,
+                )
         report = {
             "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "anchor": {"rev": a.anchor, "commit": commit, "hit_rows": a.anchor_hit_rows},
@@ -314,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
             "block": a.block,
             "batch": a.batch,
             "threads": a.threads,
+            "fetch_mmap": a.fetch_mmap,
             "loadavg_before": load_before,
             "loadavg_after": loadavg(),
             "results": results,

@@ -13,7 +13,9 @@ every commit writes costs). The order of the settings rotates each round. Each w
 
 - ``open_s``: ``HierStore.open``; ``first_query_s``: the first ``DenseRetriever.search_vectors`` (with
   ``memory``: reading every hit row); ``query_ms``: the median of ``--queries`` more;
-- ``rss_mib``: the process's resident memory after them (and ``rss_open_mib`` after opening);
+- ``rss_mib``: the process's resident memory after them (and ``rss_open_mib`` after opening), and
+  ``rss_file_mib`` the file-backed part of it (mapped files: libraries, and the pages of ``store.sqlite`` that
+  SQLite's memory-mapped reads touched);
 - ``commit_ms``: the median of ``--commits`` one-document commits (a document of 5 passages added, then deleted
   by the next commit, alternately), and ``search_after_commit_ms``: the median of the search that follows each
   (with ``memory``: the table brought up to the new generation).
@@ -55,12 +57,12 @@ def worker(path: str, mode: str, queries_path: str, n_queries: int, n_commits: i
     from rag_hier.retrieval import DenseRetriever
     from rag_hier.store import HierStore
 
-    def rss_mib() -> float:
+    def rss_mib(field: str = "VmRSS") -> float:
         with Path("/proc/self/status").open(encoding="ascii") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) / 1024
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 if field == "VmRSS" else float("nan")
 
     q = np.load(queries_path, allow_pickle=False)
     pc = time.perf_counter
@@ -81,6 +83,7 @@ def worker(path: str, mode: str, queries_path: str, n_queries: int, n_commits: i
         if len(hits[0]) != 10:
             raise SystemExit(f"short hits: {len(hits[0])}")
     rss = rss_mib()
+    rss_file = rss_mib("RssFile")
     rng = np.random.default_rng(5)
     commits, after = [], []
     for c in range(n_commits):
@@ -106,6 +109,7 @@ def worker(path: str, mode: str, queries_path: str, n_queries: int, n_commits: i
                 "query_ms": float(np.median(times)) * 1e3,
                 "rss_open_mib": rss_open,
                 "rss_mib": rss,
+                "rss_file_mib": rss_file,
                 "commit_ms": float(np.median(commits)) * 1e3 if commits else None,
                 "search_after_commit_ms": float(np.median(after)) * 1e3 if after else None,
             }
@@ -178,8 +182,9 @@ def main(argv: list[str] | None = None) -> int:
             for name, figures in results[str(n)].items():
                 print(
                     f"n={n:>7} {name:6s} open {figures['open_s']:.3f}s, first query {figures['first_query_s']:.3f}s, "
-                    f"query {figures['query_ms']:.3f} ms, RSS {figures['rss_mib']:.0f} MiB (after open "
-                    f"{figures['rss_open_mib']:.0f}), commit {figures['commit_ms']:.1f} ms, search after commit "
+                    f"query {figures['query_ms']:.3f} ms, RSS {figures['rss_mib']:.0f} MiB (file-backed "
+                    f"{figures['rss_file_mib']:.0f}; after open {figures['rss_open_mib']:.0f}), commit "
+                    f"{figures['commit_ms']:.1f} ms, search after commit "
                     f"{figures['search_after_commit_ms']:.2f} ms",
                     flush=True,
                 )
