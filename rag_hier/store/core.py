@@ -97,16 +97,6 @@ SEGMENT_MERGE_MIN = 4096
 hold more than this many entries (vectors added plus ids removed; or more than the index holds, if fewer)
 and more than :data:`SEGMENT_MERGE_RATIO` of the index."""
 SEGMENT_MERGE_RATIO = 0.1
-MMAP_SIZE = 256 << 20
-"""Every connection to ``store.sqlite`` reads the first this many bytes of the file through a memory map
-(``PRAGMA mmap_size``) instead of ``read()`` calls: a cold hit-row fetch needs no system call or copy per page.
-Writes still go through ``write()``. The mapped pages a process has read count in its resident memory (they
-are the operating system's file cache, shared and reclaimable); opening a store reads every passage row (the
-index's ids are checked against them), so that is about the file's size up to this bound. An I/O error on a
-mapped page (a failing disk, a network file system gone, the file cut short by something other than SQLite
-during a read) stops the process with ``SIGBUS`` instead of raising an error. SQLite caps the value at its
-compile-time ``SQLITE_MAX_MMAP_SIZE`` and ignores it where memory-mapped I/O is not built in; if mapping fails
-it reads as before."""
 DATABASE_HASH_MAX = 4 << 20
 """``manifest.json`` records the SHA-256 of ``store.sqlite`` up to this size; a larger database is checked
 with SQLite's ``PRAGMA quick_check`` when a store is opened with verification (hashing it on every commit
@@ -149,7 +139,7 @@ def _step(name: str) -> None:
 
 
 def connect(path: Path) -> sqlite3.Connection:
-    """Open ``store.sqlite`` (refusing a symlink) in rollback-journal mode with full syncs, reads memory-mapped."""
+    """Open ``store.sqlite`` (refusing a symlink) in rollback-journal mode with full syncs."""
     regular_file(path)
     try:
         db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=_BUSY_TIMEOUT_S)
@@ -160,7 +150,6 @@ def connect(path: Path) -> sqlite3.Connection:
             db.execute("PRAGMA journal_mode=DELETE")
         db.execute("PRAGMA synchronous=FULL")
         db.execute("PRAGMA trusted_schema=OFF")
-        db.execute(f"PRAGMA mmap_size={MMAP_SIZE}")
     except sqlite3.OperationalError as exc:
         db.close()
         raise StoreError(f"{path}: cannot open the database ({exc})") from exc
