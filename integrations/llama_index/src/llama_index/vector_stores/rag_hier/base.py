@@ -114,8 +114,7 @@ def _normalize_rows(mat: np.ndarray) -> np.ndarray:
 def check_vector(values: Any, what: str) -> np.ndarray:
     """``values`` as a real, finite, non-empty float32 vector (``InvalidInputError``, a ``ValueError``, otherwise).
 
-    Values too large for float32 count as infinite. The checks read the array's dtype kind only (a query's
-    vector takes this path on every query).
+    Values too large for float32 count as infinite.
     """
     try:
         arr = np.asarray(values)
@@ -138,7 +137,7 @@ def check_vector(values: Any, what: str) -> np.ndarray:
 _F32_MAX_SQUARED = float(np.finfo(np.float32).max) ** 2
 
 
-def query_row(values: Any, what: str, *, unit: bool) -> np.ndarray:
+def _query_row(values: Any, what: str, *, unit: bool) -> np.ndarray:
     """``values`` as one ``(1, dimension)`` float32 row, scaled to unit length when ``unit`` (a zero vector stays zero).
 
     The checks of :func:`check_vector` (the same errors), with one dot product for the finiteness and range checks
@@ -149,11 +148,11 @@ def query_row(values: Any, what: str, *, unit: bool) -> np.ndarray:
     except (TypeError, ValueError) as exc:
         raise InvalidInputError(f"{what} is not a vector of numbers ({exc})") from exc
     if arr.dtype != np.float64 or arr.ndim != 1 or arr.shape[0] == 0:
-        return check_row(values, what, unit=unit)
+        return _checked_row(values, what, unit=unit)
     with np.errstate(over="ignore"):  # NaN or inf if any value is, or if a square overflows
         squares = float(np.dot(arr, arr))
     if not squares <= _F32_MAX_SQUARED:  # then some value may not be finite in float32: the exact checks say which
-        return check_row(values, what, unit=unit)
+        return _checked_row(values, what, unit=unit)
     vec = arr.astype(np.float32)
     if unit and squares > 0:  # in float32 as np.linalg.norm computes it: the engine's own queries round alike
         norm = np.sqrt(np.add.reduce(vec * vec))
@@ -161,8 +160,8 @@ def query_row(values: Any, what: str, *, unit: bool) -> np.ndarray:
     return vec[None, :]
 
 
-def check_row(values: Any, what: str, *, unit: bool) -> np.ndarray:
-    """:func:`query_row` for any input: :func:`check_vector`, then scaled in float32."""
+def _checked_row(values: Any, what: str, *, unit: bool) -> np.ndarray:
+    """:func:`_query_row` for any input: :func:`check_vector`, then scaled in float32."""
     vec = check_vector(values, what)[None, :]
     return _normalize_rows(vec) if unit else vec
 
@@ -625,7 +624,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
 
         """
         if embedding is not None:
-            return query_row(embedding, "the query embedding", unit=self.similarity == "cosine")
+            return _query_row(embedding, "the query embedding", unit=self.similarity == "cosine")
         if query_str is not None and self._reader.encoder is not None:
             vec = self._reader.encode_queries([query_str])
         else:
