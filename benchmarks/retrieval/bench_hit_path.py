@@ -21,7 +21,7 @@ and scores only) and the same search followed by a bare ``sqlite3`` fetch of the
 store's file (one ``SELECT ... WHERE id IN (...)`` on a read-only connection, no objects built: the floor of a
 store that keeps its text on disk), and reports store / raw and store / (raw + fetch) for both sides.
 ``--fetch-mmap SIZE`` adds a second such floor, interleaved too, whose connection reads through a memory map
-(``PRAGMA mmap_size=SIZE``, as the store's own connection does since it set that pragma).
+(``PRAGMA mmap_size=SIZE``; the store's own connection leaves SQLite's default, no memory map).
 
 ``--hit-rows memory`` opens the candidate's stores with ``hit_rows="memory"`` (the hit rows kept in memory;
 ``--anchor-hit-rows`` likewise for the anchor, whose engine must know the option): ``--anchor HEAD --hit-rows

@@ -14,8 +14,8 @@ every commit writes costs). The order of the settings rotates each round. Each w
 - ``open_s``: ``HierStore.open``; ``first_query_s``: the first ``DenseRetriever.search_vectors`` (with
   ``memory``: reading every hit row); ``query_ms``: the median of ``--queries`` more;
 - ``rss_mib``: the process's resident memory after them (and ``rss_open_mib`` after opening), and
-  ``rss_file_mib`` the file-backed part of it (mapped files: libraries, and the pages of ``store.sqlite`` that
-  SQLite's memory-mapped reads touched);
+  ``rss_file_mib`` the file-backed part of it (mapped files: the libraries, and the database's pages when a
+  connection reads it through a memory map);
 - ``commit_ms``: the median of ``--commits`` one-document commits (a document of 5 passages added, then deleted
   by the next commit, alternately), and ``search_after_commit_ms``: the median of the search that follows each
   (with ``memory``: the table brought up to the new generation).
