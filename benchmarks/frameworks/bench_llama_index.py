@@ -60,6 +60,28 @@ def _time_interleaved(
     return [[1000.0 * t for t in run.seconds[str(j)]] for j in range(len(fns))]
 
 
+def make_nodes(n: int, dim: int, n_queries: int, words: int, seed: int) -> tuple[list[Any], np.ndarray]:
+    """The benchmark's ``n`` ``TextNode`` s (random unit embeddings, ``words`` words of text, ``{"cat": i % 10}``,
+    SOURCE = one of ``n / 10`` documents) and ``n_queries`` random unit query vectors, all from ``seed``."""
+    from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+
+    rng = np.random.default_rng(seed)
+    data = unit_vectors(rng, n, dim)
+    queries = unit_vectors(rng, n_queries, dim)
+    texts = passage_texts(n, words, seed=seed, prefix="node")
+    nodes = [
+        TextNode(
+            text=texts[i],
+            id_=f"n{i}",
+            embedding=data[i].tolist(),
+            metadata={"cat": i % 10},
+            relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=f"d{i // 10}")},
+        )
+        for i in range(n)
+    ]
+    return nodes, queries
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100_000, help="nodes")
@@ -100,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     import llama_index.core
     from llama_index.core import StorageContext, VectorStoreIndex
     from llama_index.core.embeddings import MockEmbedding
-    from llama_index.core.schema import NodeRelationship, QueryBundle, RelatedNodeInfo, TextNode
+    from llama_index.core.schema import QueryBundle, TextNode
     from llama_index.core.vector_stores import SimpleVectorStore
     from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters, VectorStoreQuery
     from llama_index.vector_stores.rag_hier import RagHierVectorStore
@@ -113,22 +135,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.threads:
         faiss.omp_set_num_threads(args.threads)
-    rng = np.random.default_rng(args.seed)
-    data = unit_vectors(rng, args.n, args.dim)
-    queries = unit_vectors(rng, args.queries, args.dim)
-
-    texts = passage_texts(args.n, args.words, seed=args.seed, prefix="node")
     t0 = time.perf_counter()
-    nodes = [
-        TextNode(
-            text=texts[i],
-            id_=f"n{i}",
-            embedding=data[i].tolist(),
-            metadata={"cat": i % 10},
-            relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=f"d{i // 10}")},
-        )
-        for i in range(args.n)
-    ]
+    nodes, queries = make_nodes(args.n, args.dim, args.queries, args.words, args.seed)
     print(f"built {args.n} nodes in {time.perf_counter() - t0:.1f}s")
 
     build: dict[str, float] = {}

@@ -36,10 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from benchmarks.common.texts import passage_texts
-from benchmarks.common.vectors import unit_vectors
+from benchmarks.frameworks.bench_llama_index import make_nodes
 
 _ORDER = (
     "ours: _get_nodes_with_embeddings",
@@ -113,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     import faiss
     from llama_index.core import StorageContext, VectorStoreIndex
     from llama_index.core.embeddings import MockEmbedding
-    from llama_index.core.schema import NodeRelationship, QueryBundle, RelatedNodeInfo, TextNode
+    from llama_index.core.schema import QueryBundle
     from llama_index.vector_stores.rag_hier import RagHierVectorStore
 
     try:  # the bench extra: llama-index-vector-stores-faiss
@@ -123,20 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         print("FaissVectorStore left out: llama-index-vector-stores-faiss is not installed (rag-hier[bench])")
 
     faiss.omp_set_num_threads(1)
-    rng = np.random.default_rng(args.seed)
-    data = unit_vectors(rng, args.n, args.dim)
-    queries = [q.tolist() for q in unit_vectors(rng, args.queries, args.dim)]
-    texts = passage_texts(args.n, args.words, seed=args.seed, prefix="node")
-    nodes = [
-        TextNode(
-            text=texts[i],
-            id_=f"n{i}",
-            embedding=data[i].tolist(),
-            metadata={"cat": i % 10},
-            relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=f"d{i // 10}")},
-        )
-        for i in range(args.n)
-    ]
+    nodes, query_vectors = make_nodes(args.n, args.dim, args.queries, args.words, args.seed)
+    queries = [q.tolist() for q in query_vectors]
     tmp = tempfile.TemporaryDirectory(prefix="profile-llama-index-")
     index_config = json.loads(args.index) if args.index.lstrip().startswith("{") else args.index
     rag = RagHierVectorStore(Path(tmp.name) / "store", index=index_config, hit_rows=args.hit_rows)
