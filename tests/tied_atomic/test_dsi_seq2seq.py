@@ -90,7 +90,7 @@ def test_t5_v1_0_logits_read_the_scaled_decoder_state(tiny_t5_path):
     np.testing.assert_allclose(dsi.logits(TEXTS), h @ rows.T, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize(("which", "steps", "lr"), [("encdec", 150, 5e-3), ("t5", 500, 1e-2)])
+@pytest.mark.parametrize(("which", "steps", "lr"), [("encdec", 150, 5e-3), ("t5", 800, 1e-2)])
 def test_training_memorises_the_documents(tmp_path, tiny_t5_path, tiny_encdec_path, which, steps, lr, one_thread):
     """The indexing task alone: after training, each document's own text generates its docid first."""
     base = tiny_t5_path if which == "t5" else tiny_encdec_path
