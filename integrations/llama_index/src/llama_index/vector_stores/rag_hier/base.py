@@ -148,11 +148,11 @@ def _query_row(values: Any, what: str, *, unit: bool) -> np.ndarray:
     except (TypeError, ValueError) as exc:
         raise InvalidInputError(f"{what} is not a vector of numbers ({exc})") from exc
     if arr.dtype != np.float64 or arr.ndim != 1 or arr.shape[0] == 0:
-        return _checked_row(values, what, unit=unit)
+        return _checked_row(arr, what, unit=unit)
     with np.errstate(over="ignore"):  # NaN or inf if any value is, or if a square overflows
         squares = float(np.dot(arr, arr))
     if not squares <= _F32_MAX_SQUARED:  # then some value may not be finite in float32: the exact checks say which
-        return _checked_row(values, what, unit=unit)
+        return _checked_row(arr, what, unit=unit)
     vec = arr.astype(np.float32)
     if unit and squares > 0:  # in float32 as np.linalg.norm computes it: the engine's own queries round alike
         norm = np.sqrt(np.add.reduce(vec * vec))
