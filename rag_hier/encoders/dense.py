@@ -139,6 +139,20 @@ class DenseEncoder:
             )
         return True
 
+    def over_model(self, model: SentenceTransformer) -> DenseEncoder:
+        """A copy of this encoder's settings (prompts, normalization, batch size) that encodes with ``model``.
+
+        For scoring a model that lives only in memory (a model in training) exactly as this encoder would
+        encode; the copy checks no weights digest.
+        """
+        import copy
+
+        other = copy.copy(self)
+        other._model = model
+        other._digest = None
+        other.weights_sha256 = None
+        return other
+
     @property
     def is_loaded(self) -> bool:
         """Whether the model has been loaded."""

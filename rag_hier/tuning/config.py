@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from rag_hier.errors import ParameterError
 from rag_hier.eval.metrics import parse_metric
 
-__all__ = ["DEV_SPLITS", "TUNE_METHODS", "DevSplit", "TuneConfig", "TuneMethod"]
+__all__ = ["CROSS_FIT", "DEV_SCORING", "DEV_SPLITS", "TUNE_METHODS", "DevSplit", "TuneConfig", "TuneMethod"]
 
 TuneMethod = Literal["auto", "contrastive", "hce-s", "hce-j"]
 TUNE_METHODS: tuple[str, ...] = ("auto", "contrastive", "hce-s", "hce-j")
 DevSplit = Literal["grouped", "random", "mixed"]
 DEV_SPLITS: tuple[str, ...] = ("grouped", "random", "mixed")
+DevScoring = Literal["auto", "rerank", "full"]
+DEV_SCORING: tuple[str, ...] = ("auto", "rerank", "full")
+CrossFit = Literal["auto", "on", "off"]
+CROSS_FIT: tuple[str, ...] = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
@@ -33,11 +38,23 @@ class TuneConfig:
             separately whichever is chosen.
         refit: Once the dev figures say adopt, train the model to adopt again on every judged query (training
             and dev part, same settings) instead of adopting the candidate trained without the dev part.
+        cross_fit: ``"on"``: K-fold cross-fitting instead of one dev part: every judged query is scored by a
+            candidate that never trained on it, the verdict uses all of them, and the model adopted trains on all;
+            ``"auto"``: when fewer than ``cross_fit_below`` judged queries are usable; ``"off"``: one dev part.
+        folds: K of cross-fitting.
+        cross_fit_below: ``cross_fit="auto"`` cross-fits below this many usable judged queries.
+        dev_scoring: How a candidate is scored on dev queries: ``"full"`` encodes every passage into an index
+            beside the store's; ``"rerank"`` encodes only each dev query's pool (the base's top ``rerank_depth``
+            and its judged-relevant passages, :mod:`rag_hier.tuning.rerank`); ``"auto"`` re-ranks when the pools
+            hold at most half of the store's passages.
+        rerank_depth: The base's top results in each dev query's re-ranking pool.
         metric: The metric adoption is decided on.
         metrics: Every metric reported (the decision metric is added when missing).
         confidence: Level of the paired bootstrap interval of the difference.
         n_resamples: Bootstrap resamples.
-        epochs: Passes over the training (query, positive) pairs.
+        epochs: Passes over the training (query, positive) pairs (at most; with more than one, the candidate is
+            scored on dev after each pass, the best pass kept, and training stops at a pass that is not better).
+        min_steps: Train at least this many steps (more passes over small sets).
         max_steps: Stop after this many optimizer steps (``None``: ``epochs`` decide).
         max_minutes: Stop training after this many minutes (the candidate is still scored).
         batch_size: Training pairs per step (in-batch negatives).
@@ -48,7 +65,8 @@ class TuneConfig:
         negative_depth: Hard negatives are drawn from the store's top this many results per query.
         relative_margin: Skip candidates scoring above ``(1 - relative_margin)`` times the positive (the
             false-negative margin of sentence-transformers' ``mine_hard_negatives``).
-        mini_batch_size: GradCache mini-batch (bounds activation memory, same gradients).
+        mini_batch_size: GradCache mini-batch below ``batch_size`` (bounds activation memory, same gradients, about
+            a third more compute); ``None``: the plain loss, one forward pass per step.
         max_seq_length: Token limit while training (``None``: the store's encoder setting, else the model's).
         seed: Seeds the split, the negatives, the data order and the bootstrap.
         device: ``"cpu"``, ``"cuda"``, ...; ``None`` picks CUDA when available.
@@ -60,22 +78,28 @@ class TuneConfig:
     method: TuneMethod = "auto"
     dev_fraction: float = 0.2
     dev_split: DevSplit = "mixed"
-    refit: bool = True
+    refit: bool = False
+    cross_fit: CrossFit = "auto"
+    folds: int = 5
+    cross_fit_below: int = 200
+    dev_scoring: DevScoring = "auto"
+    rerank_depth: int = 100
     metric: str = "ndcg@10"
     metrics: tuple[str, ...] = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
     confidence: float = 0.95
     n_resamples: int = 10_000
-    epochs: float = 3.0
+    epochs: float = 1.0
+    min_steps: int = 0
     max_steps: int | None = None
     max_minutes: float | None = None
     batch_size: int = 32
     learning_rate: float = 1e-4
     warmup_ratio: float = 0.1
     temperature: float = 0.05
-    num_negatives: int = 4
+    num_negatives: int = 1
     negative_depth: int = 30
     relative_margin: float = 0.05
-    mini_batch_size: int = 32
+    mini_batch_size: int | None = None
     max_seq_length: int | None = None
     seed: int = 42
     device: str | None = None
@@ -99,7 +123,18 @@ class TuneConfig:
         object.__setattr__(self, "metrics", metrics)
         if not 0 < self.confidence < 1:
             raise bad("confidence", "between 0 and 1")
-        for name in ("n_resamples", "batch_size", "negative_depth", "mini_batch_size"):
+        if self.cross_fit not in CROSS_FIT:
+            raise bad("cross_fit", f"one of {', '.join(CROSS_FIT)}")
+        if self.dev_scoring not in DEV_SCORING:
+            raise bad("dev_scoring", f"one of {', '.join(DEV_SCORING)}")
+        if isinstance(self.folds, bool) or not isinstance(self.folds, int) or self.folds < 2:
+            raise bad("folds", "an integer >= 2")
+        if isinstance(self.min_steps, bool) or not isinstance(self.min_steps, int) or self.min_steps < 0:
+            raise bad("min_steps", "an integer >= 0")
+        mini = self.mini_batch_size
+        if mini is not None and (isinstance(mini, bool) or not isinstance(mini, int) or mini < 1):
+            raise bad("mini_batch_size", "a positive integer or None")
+        for name in ("n_resamples", "batch_size", "negative_depth", "cross_fit_below", "rerank_depth"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise bad(name, "a positive integer")
@@ -110,10 +145,10 @@ class TuneConfig:
         if self.max_seq_length is not None and (not isinstance(self.max_seq_length, int) or self.max_seq_length < 8):
             raise bad("max_seq_length", "an integer >= 8 or None")
         for name in ("epochs", "learning_rate", "temperature"):
-            if not float(getattr(self, name)) > 0:
-                raise bad(name, "> 0")
-        if self.max_minutes is not None and not float(self.max_minutes) > 0:
-            raise bad("max_minutes", "> 0 or None")
+            if not math.isfinite(float(getattr(self, name))) or not float(getattr(self, name)) > 0:
+                raise bad(name, "a finite number > 0")
+        if self.max_minutes is not None and not (math.isfinite(float(self.max_minutes)) and self.max_minutes > 0):
+            raise bad("max_minutes", "a finite number > 0 or None")
         if not 0 <= self.warmup_ratio < 1:
             raise bad("warmup_ratio", "in [0, 1)")
         if not 0 <= self.relative_margin < 1:

@@ -40,6 +40,10 @@ class TuneReport:
         config: The settings.
         details: Method-specific facts (pairs, negative pools, ...).
         warnings: Warnings about the judgements (qrels hygiene) and the run.
+        evaluation_only: A trainer's before/after evaluation, not a tuning run (nothing to adopt).
+        dev_subsets: The decision metric's difference on dev queries about documents training saw and on the others.
+        resolution: What the scored queries could resolve (:func:`rag_hier.tuning.workflow.resolution`): the
+            smallest detectable gain, the judged queries the observed difference needs, and advice.
 
     """
 
@@ -67,6 +71,7 @@ class TuneReport:
     warnings: list[str] = field(default_factory=list)
     evaluation_only: bool = False
     dev_subsets: dict[str, dict[str, float]] = field(default_factory=dict)
+    resolution: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

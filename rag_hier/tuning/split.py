@@ -7,7 +7,7 @@ import numpy as np
 from rag_hier.errors import RagHierError
 from rag_hier.eval.judged import JudgedQueries
 
-__all__ = ["seen_documents", "split_dev"]
+__all__ = ["fold_split", "seen_documents", "split_dev"]
 
 
 def _groups(judged: JudgedQueries) -> list[list[str]]:
@@ -94,3 +94,36 @@ def seen_documents(train: JudgedQueries, dev: JudgedQueries) -> tuple[list[str],
     known = set().union(*(train.documents_of(q) for q in train.queries)) if len(train) else set()
     seen = [q for q in dev.queries if dev.documents_of(q) & known]
     return seen, [q for q in dev.queries if q not in set(seen)]
+
+
+def fold_split(judged: JudgedQueries, folds: int, seed: int, *, mode: str = "mixed") -> list[list[str]]:
+    """``folds`` disjoint parts of the query ids for cross-fitting, seeded, as even in size as the units allow.
+
+    ``"grouped"``: groups of queries linked by a shared relevant document stay in one fold (scikit-learn's
+    ``GroupKFold`` idea: each fold's queries are about documents the other folds' queries never name);
+    ``"random"`` and ``"mixed"``: queries are dealt one by one, so every fold follows the judged queries' own mix.
+
+    Raises:
+        RagHierError: Fewer units (queries or groups) than folds, or fewer than two queries per fold.
+
+    """
+    groups = _groups(judged) if mode == "grouped" else [[q] for q in judged.queries]
+    if len(groups) < folds or len(judged) < 2 * folds:
+        unit = "groups of queries linked by shared documents" if mode == "grouped" else "judged queries"
+        raise RagHierError(
+            f"cross-fitting {judged.source} in {folds} folds needs at least {folds} {unit} and two queries per fold; "
+            f"it has {len(judged)} judged queries in {len(groups)} unit(s): give more judged queries"
+            + (", fewer folds or --dev-split random" if mode == "grouped" else " or fewer folds")
+        )
+    rng = np.random.default_rng(seed)
+    parts: list[list[str]] = [[] for _ in range(folds)]
+    for i in rng.permutation(len(groups)).tolist():
+        smallest = min(range(folds), key=lambda k: (len(parts[k]), k))
+        parts[smallest].extend(groups[i])
+    if min(len(p) for p in parts) < 2:
+        raise RagHierError(
+            f"cross-fitting {judged.source} in {folds} folds leaves a fold with fewer than two queries (its queries "
+            "are linked by shared documents into uneven groups): use fewer folds or --dev-split random"
+        )
+    order = {q: i for i, q in enumerate(judged.queries)}
+    return [sorted(p, key=order.__getitem__) for p in parts]

@@ -127,8 +127,8 @@ def _quiet(trainer: Any) -> None:
 
 
 def planned_steps(pairs: int, cfg: TuneConfig) -> int:
-    """Optimizer steps for ``pairs`` training pairs: ``epochs`` passes, capped by ``max_steps``."""
-    steps = max(1, math.ceil(cfg.epochs * pairs / cfg.batch_size))
+    """Optimizer steps for ``pairs`` pairs: ``epochs`` passes (at least ``min_steps``), capped by ``max_steps``."""
+    steps = max(1, math.ceil(cfg.epochs * pairs / cfg.batch_size), cfg.min_steps)
     return min(steps, cfg.max_steps) if cfg.max_steps is not None else steps
 
 
@@ -142,6 +142,8 @@ def train_candidate(
     say: Say,
     on_estimate: Callable[[int, float], None],
     max_steps: int | None = None,
+    start: Any = None,
+    evaluate: Callable[[Any], float] | None = None,
 ) -> TrainOutcome:
     """Train a candidate from the store's model and save it to ``output_dir``.
 
@@ -154,17 +156,24 @@ def train_candidate(
         say: Prints a progress line.
         on_estimate: Called once with ``(planned steps, measured seconds per step)`` after two steps.
         max_steps: Override of the step budget (a dry run's two measured steps).
+        start: The ``SentenceTransformer`` to train from (default: a copy of the store's model).
+        evaluate: With more than one pass (contrastive): scores the model in training on the dev queries after
+            each pass (higher is better); the best pass is kept and training stops at the first pass that does
+            not improve on it (sentence-transformers' ``load_best_model_at_end`` with early stopping).
 
     """
     method = cfg.resolved_method
     encoder = store.encoder
     if encoder is None:
         raise RagHierError(f"the store at {store.location} has no model to tune")
-    model = copy.deepcopy(encoder.model)  # the store's own model stays as it is
+    # the store's own model stays as it is
+    model = copy.deepcopy(encoder.model) if start is None else start
     model.max_seq_length = cfg.max_seq_length or encoder.max_seq_length or model.max_seq_length
     t0 = time.perf_counter()
     if method == "contrastive":
-        outcome = _train_contrastive(store, train, query_vectors, cfg, model, output_dir, say, on_estimate, max_steps)
+        outcome = _train_contrastive(
+            store, train, query_vectors, cfg, model, output_dir, say, on_estimate, max_steps, evaluate
+        )
     else:
         outcome = _train_hce(store, train, cfg, model, output_dir, say, on_estimate, max_steps)
     outcome.seconds = time.perf_counter() - t0
@@ -181,6 +190,7 @@ def _train_contrastive(
     say: Say,
     on_estimate: Callable[[int, float], None],
     max_steps: int | None,
+    evaluate: Callable[[Any], float] | None = None,
 ) -> TrainOutcome:
     import tempfile
 
@@ -221,18 +231,13 @@ def _train_contrastive(
     card = getattr(model, "model_card_data", None)
     if card is not None and hasattr(card, "generate_widget_examples"):
         card.generate_widget_examples = False  # a model card nobody reads, and a progress bar on stderr
-    losses = st.losses
-    loss = losses.CachedMultipleNegativesRankingLoss(
-        model,
-        scale=1.0 / cfg.temperature,
-        mini_batch_size=cfg.mini_batch_size,
-        directions=("query_to_doc", "doc_to_query"),
-        partition_mode="per_direction",
-    )
+    loss = _contrastive_loss(st.losses, model, cfg)
+    outcome.details["gradcache"] = _uses_gradcache(cfg)
     say(
         f"training: {len(examples)} queries, {pairs} pairs, {cfg.num_negatives} hard negatives each "
         f"(pool mean {outcome.details['negative_pool_mean']}), {steps} steps of {cfg.batch_size}"
     )
+    per_pass = max(1, math.ceil(pairs / cfg.batch_size))
     with tempfile.TemporaryDirectory(prefix="rag-hier-tune-") as scratch:
         device = str(model.device)
         args = Args(
@@ -252,15 +257,79 @@ def _train_contrastive(
         )
         timing = _timing_callback(outcome, cfg, say, lambda sps: on_estimate(steps, sps))
         callbacks = [timing] + ([_progress_callback(steps)] if cfg.show_progress_bar else [])
+        selector = None
+        if evaluate is not None and steps > per_pass:
+            selector = _pass_selector(model, per_pass, steps, evaluate, outcome, say)
+            callbacks.append(selector)
         with quiet_trainer_setup():  # the model card's "Computing widget examples" bar
             trainer = Trainer(model=model, args=args, train_dataset=dataset, loss=loss, callbacks=callbacks)
         _quiet(trainer)
         with attention_dropout(model, 0.0):  # PyTorch's fused attention kernel on CPU (docs/hce.md)
             trainer.train()
         outcome.steps = int(trainer.state.global_step)
+        if selector is not None:
+            selector.restore_best()
     with quiet_trainer_setup():  # transformers' "Writing model shards" bar
         model.save(str(output_dir))
     return outcome
+
+
+def _uses_gradcache(cfg: TuneConfig) -> bool:
+    """GradCache only pays when a step's batch does not fit in memory at once: a mini-batch below the batch."""
+    return cfg.mini_batch_size is not None and cfg.mini_batch_size < cfg.batch_size
+
+
+def _contrastive_loss(losses: Any, model: Any, cfg: TuneConfig) -> Any:
+    """Multiple-negatives ranking loss in both directions at scale ``1 / temperature``; cached when asked."""
+    kwargs = {
+        "scale": 1.0 / cfg.temperature,
+        "directions": ("query_to_doc", "doc_to_query"),
+        "partition_mode": "per_direction",
+    }
+    if _uses_gradcache(cfg):
+        return losses.CachedMultipleNegativesRankingLoss(model, mini_batch_size=cfg.mini_batch_size, **kwargs)
+    return losses.MultipleNegativesRankingLoss(model, **kwargs)
+
+
+def _pass_selector(
+    model: Any, per_pass: int, steps: int, evaluate: Callable[[Any], float], outcome: TrainOutcome, say: Say
+) -> Any:
+    """Scores the model after every pass; keeps the best pass's weights; stops at the first pass not better."""
+    base = _callback_base()
+
+    class PassSelector(base):  # type: ignore[misc,valid-type]
+        def __init__(self) -> None:
+            self.best: float | None = None
+            self.best_pass = 0
+            self.best_state: dict[str, Any] | None = None
+            self.values: list[float] = []
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+            step = int(state.global_step)
+            if step % per_pass and step < steps:
+                return control
+            value = float(evaluate(model))
+            self.values.append(round(value, 4))
+            n = len(self.values)
+            outcome.details["dev_by_pass"] = list(self.values)
+            if self.best is None or value > self.best:
+                self.best, self.best_pass = value, n
+                if step < steps:  # the last pass's weights are the model's own
+                    self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+                else:
+                    self.best_state = None
+                say(f"pass {n}: dev {value:.4f} (best so far)")
+            else:
+                say(f"pass {n}: dev {value:.4f}, not better than pass {self.best_pass} ({self.best:.4f}): stopping")
+                control.should_training_stop = True
+            return control
+
+        def restore_best(self) -> None:
+            outcome.details["best_pass"] = self.best_pass
+            if self.best_pass and self.best_pass < len(self.values) and self.best_state is not None:
+                model.load_state_dict(self.best_state)
+
+    return PassSelector()
 
 
 def _train_hce(

@@ -19,7 +19,9 @@ The model measured is the model adopted: nothing is retrained on the dev queries
 from __future__ import annotations
 
 import logging
+import math
 import resource
+import shutil
 import sys
 import tempfile
 import time
@@ -36,13 +38,14 @@ from rag_hier.eval.judged import JudgedQueries, default_level, judged_from_mappi
 from rag_hier.store.encoder_switch import encode_passages
 from rag_hier.tuning.config import TuneConfig
 from rag_hier.tuning.report import TuneReport
+from rag_hier.tuning.rerank import RerankPool, prefer_rerank, rerank_pool
 from rag_hier.tuning.scoring import candidate_index, score_queries
-from rag_hier.tuning.split import seen_documents, split_dev
+from rag_hier.tuning.split import fold_split, seen_documents, split_dev
 from rag_hier.tuning.train import train_candidate
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ADOPTION_RULE", "paired_differences", "report_files", "tune"]
+__all__ = ["ADOPTION_RULE", "paired_differences", "report_files", "resolution", "tune"]
 
 ADOPTION_RULE = (
     "adopt when the lower end of the {confidence:.0%} paired bootstrap interval of the dev {metric} difference "
@@ -181,84 +184,27 @@ def tune(
             f"{'document' if judged.level == 'doc' else 'passage'} the store holds: are the ids from this corpus?"
         )
     answered = judged.subset(answerable)
-    train, dev = split_dev(answered, cfg.dev_fraction, cfg.seed, mode=cfg.dev_split)
     for line in judged.warnings():
         report.warnings.append(line)
         out(f"warning: {line}")
     if len(answerable) < len(judged):
         out(f"warning: {len(judged) - len(answerable)} judged queries name nothing the store holds; they are left out")
-    report.train_queries, report.dev_queries = len(train), len(dev)
-    out(f"{len(judged)} judged queries ({judged.level} level): {len(train)} to train on, {len(dev)} held back")
+    cross_fit = cfg.cross_fit == "on" or (cfg.cross_fit == "auto" and len(answered) < cfg.cross_fit_below)
+    seconds: dict[str, float] = {}
     base = store.encoder
     rate, n_passages = _encode_rate(store, base, cfg.seed)
-    encode_estimate = n_passages / rate if n_passages else 0.0
-    seconds: dict[str, float] = {}
-    t0 = time.perf_counter()
-    q_train = base.encode_queries(list(train.queries.values()))
-    q_dev = base.encode_queries(list(dev.queries.values()))
-    base_values = score_queries(store, dev, q_dev, cfg.metrics)
-    seconds["score_base"] = time.perf_counter() - t0
-    report.base = {m: float(np.mean(list(v.values()))) for m, v in base_values.items()}
-    out("base on dev: " + ", ".join(f"{m} {v:.4f}" for m, v in report.base.items()))
-
-    refit_share = len(answered) / max(len(train), 1) if cfg.refit else 0.0
-
-    def on_estimate(steps: int, seconds_per_step: float) -> None:
-        train_s = seconds_per_step * steps * (1 + refit_share)
-        total = train_s + (3 if cfg.refit else 2) * encode_estimate
-        report.estimate_seconds = round(total, 1)
-        refit = f" (and again on all {len(answered)} queries if adopted)" if cfg.refit else ""
-        out(
-            f"estimate: {seconds_per_step:.2f} s/step (measured) x {steps} steps{refit} + encoding {n_passages} "
-            f"passages and scoring (~{encode_estimate:.0f} s each, measured {rate:.0f} passages/s) = about "
-            f"{total / 60:.1f} min at most"
-        )
-
+    run = _Run(store, cfg, report, seconds, out, rate, n_passages, dry_run)
     with tempfile.TemporaryDirectory(prefix="rag-hier-candidate-") as tmp:
-        candidate_dir = Path(tmp) / "candidate"
-        t0 = time.perf_counter()
-        outcome = train_candidate(
-            store,
-            train,
-            q_train,
-            cfg,
-            candidate_dir,
-            say=out,
-            on_estimate=(lambda steps, sps: None) if dry_run else on_estimate,
-            max_steps=2 if dry_run else None,
-        )
-        seconds["train"] = time.perf_counter() - t0
-        report.steps, report.planned_steps = outcome.steps, outcome.planned_steps
-        report.details = dict(outcome.details)
-        if outcome.stopped_early:
-            report.details["stopped_early"] = outcome.stopped_early
-        if dry_run:
-            if outcome.seconds_per_step is not None:
-                on_estimate(outcome.planned_steps, outcome.seconds_per_step)
-            report.reason = "dry run: two training steps measured, nothing adopted"
-            return _finish(report, store, seconds, t_start)
-        enc_cfg = store.model_info["current"] or {}
-        candidate = store.encoder_for(candidate_dir, device=cfg.device or base.requested_device)
-        t0 = time.perf_counter()
-        encoded = encode_passages(store, candidate, show_progress_bar=cfg.show_progress_bar)
-        seconds["encode"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        index = candidate_index(store, encoded)
-        cand_values = score_queries(
-            store, dev, candidate.encode_queries(list(dev.queries.values())), cfg.metrics, index=index
-        )
-        seconds["score_candidate"] = time.perf_counter() - t0
-        report.candidate = {m: float(np.mean(list(v.values()))) for m, v in cand_values.items()}
-        report.difference = paired_differences(base_values, cand_values, list(dev.queries), cfg)
-        report.dev_subsets = _subsets(train, dev, base_values, cand_values, cfg)
-        d = report.difference[cfg.metric]
-        report.reason, better = _verdict(d, report.dev_subsets.get("unseen_documents"), len(dev), cfg)
-        if better or cfg.force:
-            adopt_dir, adopt_encoded = candidate_dir, encoded
-            if cfg.refit:
-                adopt_dir = Path(tmp) / "refit"
-                adopt_encoded = _refit(store, answered, cfg, adopt_dir, seconds, report, out)
-            t0 = time.perf_counter()
+        adopt = run.cross_fitted(answered, Path(tmp)) if cross_fit else run.held_out(answered, Path(tmp))
+        if adopt is not None:
+            model_dir, encoded = adopt
+            if encoded is None:
+                model = store.encoder_for(model_dir, device=cfg.device or base.requested_device)
+                t0 = time.perf_counter()
+                encoded = encode_passages(store, model, show_progress_bar=cfg.show_progress_bar)
+                seconds["encode"] = seconds.get("encode", 0.0) + time.perf_counter() - t0
+            enc_cfg = store.model_info["current"] or {}
+            d = report.difference[cfg.metric]
             details = {
                 "method": report.method,
                 "base_model": (enc_cfg.get("adopted") or {}).get("base_model", enc_cfg.get("model")),
@@ -269,17 +215,310 @@ def tune(
                 "base": report.base.get(cfg.metric),
                 "candidate": report.candidate.get(cfg.metric),
                 "difference": d,
-                "forced": not better,
+                "forced": not run.better,
             }
+            if "refit" in report.details:
+                details["refit"] = report.details["refit"]
+            if cross_fit:
+                details["folds"] = cfg.folds
             out("adopting: re-encoded passages go into the store's index in one commit")
-            if cfg.refit:
-                details["refit"] = report.details.get("refit")
-            store.adopt_model(
-                adopt_dir, encoded=adopt_encoded, details=details, show_progress_bar=cfg.show_progress_bar
-            )
+            t0 = time.perf_counter()
+            store.adopt_model(model_dir, encoded=encoded, details=details, show_progress_bar=cfg.show_progress_bar)
             seconds["adopt"] = time.perf_counter() - t0
             report.adopted = True
     return _finish(report, store, seconds, t_start)
+
+
+def _mean(values: Mapping[str, float]) -> float:
+    return float(np.mean(list(values.values()))) if values else 0.0
+
+
+class _Run:
+    """The parts of one tuning run: training candidates, scoring them, deciding (held out or cross-fitted)."""
+
+    def __init__(
+        self,
+        store: Any,
+        cfg: TuneConfig,
+        report: TuneReport,
+        seconds: dict[str, float],
+        out: Callable[[str], None],
+        rate: float,
+        n_passages: int,
+        dry_run: bool,
+    ) -> None:
+        self.store, self.cfg, self.report, self.seconds, self.out = store, cfg, report, seconds, out
+        self.rate, self.n_passages, self.dry_run = rate, n_passages, dry_run
+        self.base = store.encoder
+        self.better = False
+        self.estimated = False
+
+    # -- pieces ---------------------------------------------------------------------------------------
+    def _time(self, name: str, t0: float) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
+
+    def _encode_seconds(self, passages: int) -> float:
+        return passages / self.rate if passages and self.rate > 0 else 0.0
+
+    def _announce(self, seconds_per_step: float, trainings: list[int], encode_passages_count: int, what: str) -> None:
+        """The estimate of the whole run, once, after two measured steps."""
+        if self.estimated:
+            return
+        self.estimated = True
+        train_s = seconds_per_step * sum(trainings)
+        encode_s = self._encode_seconds(encode_passages_count)
+        total = train_s + encode_s
+        self.report.estimate_seconds = round(total, 1)
+        steps = " + ".join(str(n) for n in trainings)
+        self.out(
+            f"estimate: {seconds_per_step:.2f} s/step (measured) x {steps} steps{what} + encoding about "
+            f"{encode_passages_count} passages ({self.rate:.0f} passages/s measured) = about {total / 60:.1f} min"
+        )
+
+    def _train(
+        self,
+        judged: JudgedQueries,
+        output_dir: Path,
+        on_estimate: Callable[[int, float], None],
+        evaluate: Callable[[Any], float] | None = None,
+        max_steps: int | None = None,
+    ) -> Any:
+        t0 = time.perf_counter()
+        q = self.base.encode_queries(list(judged.queries.values()))
+        outcome = train_candidate(
+            self.store,
+            judged,
+            q,
+            self.cfg,
+            output_dir,
+            say=self.out,
+            on_estimate=on_estimate,
+            max_steps=max_steps,
+            evaluate=evaluate,
+        )
+        self._time("train", t0)
+        if outcome.stopped_early:
+            self.report.details["stopped_early"] = outcome.stopped_early
+        return outcome
+
+    def _score(
+        self, judged: JudgedQueries, q_base: np.ndarray, model_dir: Path, pool: RerankPool | None
+    ) -> tuple[dict[str, dict[str, float]], Any]:
+        """The candidate's per-query values on ``judged``; its full encoding when that is how it was scored."""
+        cfg = self.cfg
+        candidate = self.store.encoder_for(model_dir, device=cfg.device or self.base.requested_device)
+        if pool is not None:
+            t0 = time.perf_counter()
+            values = pool.score(candidate, cfg.metrics)
+            self._time("score_candidate", t0)
+            return values, None
+        t0 = time.perf_counter()
+        encoded = encode_passages(self.store, candidate, show_progress_bar=cfg.show_progress_bar)
+        self._time("encode", t0)
+        t0 = time.perf_counter()
+        index = candidate_index(self.store, encoded)
+        values = score_queries(
+            self.store, judged, candidate.encode_queries(list(judged.queries.values())), cfg.metrics, index=index
+        )
+        self._time("score_candidate", t0)
+        return values, encoded
+
+    def _pool(self, judged: JudgedQueries, q_base: np.ndarray) -> RerankPool | None:
+        """The re-ranking pools of ``judged`` when the settings (and their size) say to re-rank, else ``None``."""
+        if self.cfg.dev_scoring == "full":
+            return None
+        t0 = time.perf_counter()
+        pool = rerank_pool(self.store, judged, q_base, self.cfg.rerank_depth)
+        self._time("score_base", t0)
+        return pool if prefer_rerank(pool.size, self.n_passages, self.cfg.dev_scoring) else None
+
+    def _decide(
+        self,
+        base_values: dict[str, dict[str, float]],
+        cand_values: dict[str, dict[str, float]],
+        qids: list[str],
+        subsets: dict[str, list[str]],
+        judged_total: int,
+        cross_fit: bool,
+    ) -> None:
+        cfg, report = self.cfg, self.report
+        report.candidate = {m: _mean({q: v[q] for q in qids}) for m, v in cand_values.items()}
+        report.difference = paired_differences(base_values, cand_values, qids, cfg)
+        report.dev_subsets = {}
+        for name, ids in subsets.items():
+            if len(ids) >= 2:
+                diff = paired_differences(base_values, cand_values, ids, cfg, metrics=(cfg.metric,))[cfg.metric]
+                report.dev_subsets[name] = {"queries": float(len(ids)), **diff}
+        d = report.difference[cfg.metric]
+        per_query = [cand_values[cfg.metric][q] - base_values[cfg.metric][q] for q in qids]
+        report.resolution = resolution(per_query, cfg, judged_total=judged_total, cross_fit=cross_fit)
+        report.reason, self.better = _verdict(d, report.dev_subsets.get("unseen_documents"), len(qids), cfg)
+        if not self.better and not cfg.force:
+            report.reason += " " + report.resolution["advice"]
+
+    # -- one dev part -----------------------------------------------------------------------------------
+    def held_out(self, answered: JudgedQueries, tmp: Path) -> tuple[Path, Any] | None:
+        """Train on a training part, score on the dev part; the model (and its encoding) to adopt, if any."""
+        cfg, report, out = self.cfg, self.report, self.out
+        train, dev = split_dev(answered, cfg.dev_fraction, cfg.seed, mode=cfg.dev_split)
+        report.train_queries, report.dev_queries = len(train), len(dev)
+        report.details["evaluation"] = "held out"
+        out(f"{len(answered)} judged queries ({answered.level} level): {len(train)} to train on, {len(dev)} held back")
+        t0 = time.perf_counter()
+        q_dev = self.base.encode_queries(list(dev.queries.values()))
+        base_values = score_queries(self.store, dev, q_dev, cfg.metrics)
+        self._time("score_base", t0)
+        report.base = {m: _mean(v) for m, v in base_values.items()}
+        out("base on dev: " + ", ".join(f"{m} {v:.4f}" for m, v in report.base.items()))
+        pool = self._pool(dev, q_dev)
+        report.details["dev_scoring"] = "rerank" if pool is not None else "full"
+        if pool is not None:
+            report.details["rerank_passages"] = pool.size
+        refit_steps = 0
+        if cfg.refit:
+            from rag_hier.tuning.train import planned_steps
+
+            pairs = sum(sum(1 for g in r.values() if g > 0) for r in answered.qrels.values())
+            refit_steps = planned_steps(pairs, cfg)
+
+        def on_estimate(steps: int, sps: float) -> None:
+            encode = (0 if pool is not None else self.n_passages) + self.n_passages * (1 if cfg.refit else 0)
+            encode += pool.size if pool is not None else 0
+            if pool is not None and not cfg.refit:
+                encode += self.n_passages  # adopting encodes every passage once
+            what = " (the second: the refit on all queries, if adopted)" if cfg.refit else ""
+            self._announce(sps, [steps, refit_steps] if cfg.refit else [steps], encode, what)
+
+        evaluate = None
+        if cfg.epochs > 1:
+            select_pool = pool or rerank_pool(self.store, dev, q_dev, cfg.rerank_depth)
+            metric = cfg.metric
+
+            def evaluate(model: Any) -> float:
+                t = time.perf_counter()
+                values = select_pool.score(self.base.over_model(model), (metric,))[metric]
+                self._time("score_passes", t)
+                return _mean(values)
+
+        candidate_dir = tmp / "candidate"
+        outcome = self._train(
+            train,
+            candidate_dir,
+            (lambda steps, sps: None) if self.dry_run else on_estimate,
+            evaluate=evaluate,
+            max_steps=2 if self.dry_run else None,
+        )
+        report.steps, report.planned_steps = outcome.steps, outcome.planned_steps
+        report.details.update(outcome.details)
+        if self.dry_run:
+            if outcome.seconds_per_step is not None:
+                self.estimated = False
+                on_estimate(outcome.planned_steps, outcome.seconds_per_step)
+            report.reason = "two training steps measured, nothing adopted"
+            return None
+        cand_values, encoded = self._score(dev, q_dev, candidate_dir, pool)
+        seen, unseen = seen_documents(train, dev)
+        subsets = {"seen_documents": seen, "unseen_documents": unseen}
+        self._decide(base_values, cand_values, list(dev.queries), subsets, len(answered), cross_fit=False)
+        if not (self.better or cfg.force):
+            return None
+        if cfg.refit:
+            out(f"refitting on all {len(answered)} judged queries (training and dev part) as the candidate was trained")
+            refit_dir = tmp / "refit"
+            t0 = time.perf_counter()
+            refit = self._train(answered, refit_dir, lambda steps, sps: None)
+            self.seconds["refit"] = time.perf_counter() - t0
+            self.seconds["train"] -= self.seconds["refit"]
+            report.details["refit"] = {"queries": len(answered), "steps": refit.steps}
+            return refit_dir, None
+        return candidate_dir, encoded
+
+    # -- cross-fitting ---------------------------------------------------------------------------------
+    def cross_fitted(self, answered: JudgedQueries, tmp: Path) -> tuple[Path, Any] | None:
+        """K folds: each scored by a candidate trained on the others; the model to adopt trains on all."""
+        from rag_hier.tuning.train import planned_steps
+
+        cfg, report, out = self.cfg, self.report, self.out
+        parts = fold_split(answered, cfg.folds, cfg.seed, mode=cfg.dev_split)
+        report.train_queries = report.dev_queries = len(answered)
+        report.details["evaluation"] = f"cross-fitted, {cfg.folds} folds"
+        report.details["fold_sizes"] = [len(p) for p in parts]
+        out(
+            f"{len(answered)} judged queries ({answered.level} level): cross-fitting in {cfg.folds} folds (each query "
+            "scored by a candidate that never trained on it); the model adopted trains on all"
+        )
+        t0 = time.perf_counter()
+        q_all = self.base.encode_queries(list(answered.queries.values()))
+        base_values = score_queries(self.store, answered, q_all, cfg.metrics)
+        self._time("score_base", t0)
+        report.base = {m: _mean(v) for m, v in base_values.items()}
+        out("base on the judged queries: " + ", ".join(f"{m} {v:.4f}" for m, v in report.base.items()))
+        row = {q: i for i, q in enumerate(answered.queries)}
+
+        def pairs_of(j: JudgedQueries) -> int:
+            return sum(sum(1 for g in r.values() if g > 0) for r in j.qrels.values())
+
+        all_pairs = pairs_of(answered)
+        fold_steps = [planned_steps(all_pairs - pairs_of(answered.subset(p)), cfg) for p in parts]
+        final_steps = planned_steps(all_pairs, cfg)
+        cand_values: dict[str, dict[str, float]] = {m: {} for m in cfg.metrics}
+        seen_all: list[str] = []
+        unseen_all: list[str] = []
+        fold_encodes: list[int] = []
+        steps_done = 0
+        for k, part in enumerate(parts):
+            in_fold = set(part)
+            dev = answered.subset(part)
+            train = answered.subset([q for q in answered.queries if q not in in_fold])
+            q_dev = q_all[[row[q] for q in part]]
+            pool = self._pool(dev, q_dev) if cfg.dev_scoring != "full" else None
+            fold_encodes.append(pool.size if pool is not None else self.n_passages)
+
+            def on_estimate(steps: int, sps: float, k: int = k) -> None:
+                encode = fold_encodes[-1] * len(parts) + self.n_passages
+                self._announce(sps, [*fold_steps, final_steps], encode, f" ({len(parts)} folds, then all queries)")
+
+            out(f"fold {k + 1} of {len(parts)}: training on {len(train)} queries, scoring {len(dev)}")
+            outcome = self._train(
+                train,
+                tmp / f"fold-{k}",
+                (lambda steps, sps: None) if self.dry_run else on_estimate,
+                max_steps=2 if self.dry_run else None,
+            )
+            steps_done += outcome.steps
+            if self.dry_run:
+                report.steps, report.planned_steps = outcome.steps, sum(fold_steps) + final_steps
+                if outcome.seconds_per_step is not None:
+                    self.estimated = False
+                    on_estimate(outcome.steps, outcome.seconds_per_step)
+                report.reason = "two training steps measured, nothing adopted"
+                return None
+            values, _ = self._score(dev, q_dev, tmp / f"fold-{k}", pool)
+            for m in cfg.metrics:
+                cand_values[m].update(values[m])
+            seen, unseen = seen_documents(train, dev)
+            seen_all += seen
+            unseen_all += unseen
+            shutil.rmtree(tmp / f"fold-{k}", ignore_errors=True)
+        report.details["fold_steps"] = steps_done
+        report.details["dev_scoring"] = "rerank" if all(n < self.n_passages for n in fold_encodes) else "full"
+        qids = list(answered.queries)
+        self._decide(
+            base_values,
+            cand_values,
+            qids,
+            {"seen_documents": seen_all, "unseen_documents": unseen_all},
+            len(answered),
+            cross_fit=True,
+        )
+        if not (self.better or cfg.force):
+            report.steps, report.planned_steps = steps_done, sum(fold_steps)
+            return None
+        out(f"training the model to adopt on all {len(answered)} judged queries")
+        final_dir = tmp / "final"
+        outcome = self._train(answered, final_dir, lambda steps, sps: None)
+        report.steps, report.planned_steps = outcome.steps, outcome.planned_steps
+        return final_dir, None
 
 
 def _verdict(d: Mapping[str, float], new: Mapping[str, float] | None, n_dev: int, cfg: TuneConfig) -> tuple[str, bool]:
@@ -310,44 +549,60 @@ def _verdict(d: Mapping[str, float], new: Mapping[str, float] | None, n_dev: int
     ), False
 
 
-def _refit(
-    store: Any,
-    judged: JudgedQueries,
-    cfg: TuneConfig,
-    output_dir: Path,
-    seconds: dict[str, float],
-    report: TuneReport,
-    out: Callable[[str], None],
-) -> Any:
-    """Train the model to adopt on every judged query (same settings) into ``output_dir``; its encoded passages."""
-    out(f"refitting on all {len(judged)} judged queries (training and dev part), as the measured candidate was trained")
-    t0 = time.perf_counter()
-    base = store.encoder
-    q_all = base.encode_queries(list(judged.queries.values()))
-    outcome = train_candidate(store, judged, q_all, cfg, output_dir, say=out, on_estimate=lambda steps, sps: None)
-    seconds["refit"] = time.perf_counter() - t0
-    report.details["refit"] = {"queries": len(judged), "steps": outcome.steps, **dict(outcome.details)}
-    model = store.encoder_for(output_dir, device=cfg.device or base.requested_device)
-    t0 = time.perf_counter()
-    encoded = encode_passages(store, model, show_progress_bar=cfg.show_progress_bar)
-    seconds["encode_refit"] = time.perf_counter() - t0
-    return encoded
+def resolution(per_query: list[float], cfg: TuneConfig, *, judged_total: int, cross_fit: bool) -> dict[str, Any]:
+    """What the scored queries could resolve: the smallest detectable gain and the queries the observed one needs.
 
+    The usual normal approximation of a paired test: a mean difference is detected (two-sided at ``cfg``'s
+    confidence, 80 % power) when it exceeds ``(z_conf + z_0.8) * sd / sqrt(n)``, ``sd`` the spread of the per-query
+    differences. The observed difference ``delta > 0`` needs ``((z_conf + z_0.8) * sd / delta) ** 2`` scored
+    queries; with one dev part (a share of the judged queries) the judged queries needed are that over the share,
+    with cross-fitting (every judged query scored) the same number.
 
-def _subsets(
-    train: JudgedQueries,
-    dev: JudgedQueries,
-    base: dict[str, dict[str, float]],
-    other: dict[str, dict[str, float]],
-    cfg: TuneConfig,
-) -> dict[str, dict[str, float]]:
-    """The decision metric's difference on dev queries about documents training saw, and on the others."""
-    out: dict[str, dict[str, float]] = {}
-    for name, qids in zip(("seen_documents", "unseen_documents"), seen_documents(train, dev), strict=True):
-        if len(qids) >= 2:
-            diff = paired_differences(base, other, qids, cfg, metrics=(cfg.metric,))[cfg.metric]
-            out[name] = {"queries": float(len(qids)), **diff}
-    return out
+    Returns:
+        ``scored``, ``sd``, ``detectable`` (the smallest detectable gain), ``queries_needed`` (judged queries for
+        the observed difference; ``None`` when it is not positive) and ``advice`` (one sentence for the report).
+
+    """
+    from statistics import NormalDist
+
+    d = np.asarray(per_query, dtype=np.float64)
+    n = int(d.size)
+    delta = float(d.mean()) if n else 0.0
+    sd = float(d.std(ddof=1)) if n > 1 else 0.0
+    z = NormalDist().inv_cdf(1 - (1 - cfg.confidence) / 2) + NormalDist().inv_cdf(0.8)
+    detectable = z * sd / math.sqrt(n) if n else float("inf")
+    share = 1.0 if cross_fit else n / max(judged_total, 1)
+    needed: int | None = None
+    m = cfg.metric
+    if n and sd == 0:
+        advice = f"Every scored query has the same {m} under both models: the candidate changed nothing they measure."
+    elif delta <= 0:
+        advice = (
+            f"The candidate did no better on average ({m} {delta:+.4f} over {n} scored queries): more judged queries "
+            "would not by themselves change the verdict; the store's model already serves these queries as well as "
+            "this training makes it."
+        )
+    else:
+        needed = math.ceil(math.ceil((z * sd / delta) ** 2) / share)
+        scored = "scored queries" if cross_fit else "dev queries"
+        advice = (
+            f"With {n} {scored} (per-query spread {sd:.3f}) only a gain of about {detectable:.3f} {m} or more can be "
+            f"told from noise; the observed {delta:+.4f} would need about {needed} judged queries to be resolved"
+        )
+        if not cross_fit:
+            folds_needed = math.ceil((z * sd / delta) ** 2)
+            advice += (
+                f" (about {folds_needed} with --cross-fit on, which scores every judged query; "
+                f"{judged_total} are usable now)"
+            )
+        advice += "."
+    return {
+        "scored": n,
+        "sd": round(sd, 4),
+        "detectable": round(detectable, 4),
+        "queries_needed": needed,
+        "advice": advice,
+    }
 
 
 def paired_differences(

@@ -79,7 +79,7 @@ def test_errors_are_one_line_and_change_nothing(judged_store, tmp_path) -> None:
     one = tmp_path / "one.tsv"
     one.write_text("query-id\tcorpus-id\tscore\nq0_0\td0\t1\n")
     line = _error(["tune", "--store", str(path), "--queries", str(beir / "queries.jsonl"), "--qrels", str(one)])
-    assert "dev split" in line
+    assert "in 5 folds needs at least 5 judged queries" in line
     assert "dev_fraction" in _error(["tune", "--store", str(path), "--beir", str(beir), "--dev-fraction", "1.5"])
     assert "no previous model" in _error(["tune", "--store", str(path), "--rollback", *COMMON])
     assert "does not exist" in _error(["tune", "--store", str(tmp_path / "none"), "--beir", str(beir)])

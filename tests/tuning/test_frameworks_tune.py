@@ -80,7 +80,7 @@ def test_haystack_chat_generator_writes_the_questions(judged_store, stays) -> No
     ds = RagHierDocumentStore(str(path))
     report = ds.tune(generator=chat, **stays)
     assert len(chat.prompts) == 40 and "write 2 questions" in chat.prompts[0]
-    assert report.train_queries + report.dev_queries == 80
+    assert report.dev_queries == 80
     assert ds.hier_store.extension("questions").describe()["generator"].startswith("haystack:")
     ds.close()
 
@@ -108,5 +108,5 @@ def test_llama_index_llm_writes_the_questions(judged_store, stays) -> None:
     llm = EchoLLM()
     vs = RagHierVectorStore(path)
     report = vs.tune(generator=llm, **stays)
-    assert llm.calls == 40 and report.train_queries + report.dev_queries == 80
+    assert llm.calls == 40 and report.dev_queries == 80
     vs.close()
