@@ -27,7 +27,7 @@ def add_tune_parser(subparsers: Any, help_line: str) -> argparse.ArgumentParser:
 
     Its defaults are :class:`~rag_hier.tuning.TuneConfig`'s.
     """
-    from rag_hier.tuning.config import DEV_SPLITS, TUNE_METHODS, TuneConfig
+    from rag_hier.tuning.config import CROSS_FIT, DEV_SCORING, DEV_SPLITS, TUNE_METHODS, TuneConfig
 
     d = TuneConfig()
     p: argparse.ArgumentParser = subparsers.add_parser(
@@ -37,8 +37,9 @@ def add_tune_parser(subparsers: Any, help_line: str) -> argparse.ArgumentParser:
         "rest, score base and candidate on the dev part with the store's search, and switch the store's model "
         f"(one commit, re-encoding every passage) only when the paired bootstrap interval of the dev {d.metric} "
         "difference lies above 0 and the candidate is not shown worse on dev queries about documents no training "
-        "query is about; the adopted model is trained again on every judged query (--no-refit: the candidate "
-        "itself). --rollback returns to the previous model. See docs/tuning.md.",
+        "query is about. Below a few hundred judged queries every query is scored once by a candidate trained on the "
+        "others (--cross-fit) and the adopted model trains on all. --rollback returns to the previous model. See "
+        "docs/tuning.md.",
     )
     p.add_argument("--store", required=True, help="the store directory")
     p.add_argument("--queries", default=None, help="judged queries: BEIR queries.jsonl or QA questions.jsonl")
@@ -73,12 +74,43 @@ def add_tune_parser(subparsers: Any, help_line: str) -> argparse.ArgumentParser:
         action=argparse.BooleanOptionalAction,
         default=d.refit,
         help="once the dev figures say adopt, train the adopted model again on every judged query, dev part "
-        f"included (default {'on' if d.refit else 'off'}; --no-refit adopts the measured candidate itself)",
+        f"included (default {'on' if d.refit else 'off'}: the measured candidate itself is adopted)",
+    )
+    p.add_argument(
+        "--cross-fit",
+        choices=CROSS_FIT,
+        default=d.cross_fit,
+        help=f"score every judged query with a candidate trained on the other folds instead of holding a dev part "
+        f"back (default {d.cross_fit}: when fewer than {d.cross_fit_below} judged queries are usable)",
+    )
+    p.add_argument("--folds", type=int, default=d.folds, help=f"folds of --cross-fit ({d.folds})")
+    p.add_argument(
+        "--dev-scoring",
+        choices=DEV_SCORING,
+        default=d.dev_scoring,
+        help="how a candidate is scored: rerank encodes only each dev query's pool (the base's top "
+        "--rerank-depth and its judged passages), full encodes every passage (default auto: rerank when the pools "
+        "hold at most half of the store)",
+    )
+    p.add_argument(
+        "--rerank-depth", type=int, default=d.rerank_depth, help=f"base results in each pool ({d.rerank_depth})"
     )
     p.add_argument("--dev-fraction", type=float, default=d.dev_fraction, help=f"queries held back ({d.dev_fraction})")
     p.add_argument("--max-steps", type=int, default=None, help=f"cap on optimizer steps (default: {d.epochs:g} passes)")
     p.add_argument("--max-minutes", type=float, default=None, help="stop training after this many minutes")
-    p.add_argument("--epochs", type=float, default=d.epochs, help=f"passes over the training pairs ({d.epochs:g})")
+    p.add_argument(
+        "--epochs",
+        type=float,
+        default=d.epochs,
+        help=f"passes over the training pairs ({d.epochs:g}); with more, the best pass on dev is kept",
+    )
+    p.add_argument("--min-steps", type=int, default=d.min_steps, help=f"train at least this many steps ({d.min_steps})")
+    p.add_argument(
+        "--mini-batch-size",
+        type=int,
+        default=None,
+        help="GradCache mini-batch below --train-batch-size, for large batches in little memory (default: none)",
+    )
     p.add_argument("--train-batch-size", type=int, default=d.batch_size, help=f"pairs per step ({d.batch_size})")
     p.add_argument("--learning-rate", type=float, default=d.learning_rate, help=f"AdamW rate ({d.learning_rate:g})")
     p.add_argument(
@@ -156,7 +188,13 @@ def run_tune(args: argparse.Namespace, *, open_store: Callable[..., Any]) -> int
         dev_fraction=args.dev_fraction,
         dev_split=args.dev_split,
         refit=args.refit,
+        cross_fit=args.cross_fit,
+        folds=args.folds,
+        dev_scoring=args.dev_scoring,
+        rerank_depth=args.rerank_depth,
         epochs=args.epochs,
+        min_steps=args.min_steps,
+        mini_batch_size=args.mini_batch_size,
         max_steps=args.max_steps,
         max_minutes=args.max_minutes,
         batch_size=args.train_batch_size,

@@ -86,7 +86,9 @@ class TuneReport:
         lines = []
         if self.base:
             width = max(len(m) for m in self.base)
-            title = f"{'held out' if self.evaluation_only else 'dev'} ({self.dev_queries} queries)"
+            crossed = str(self.details.get("evaluation", "")).startswith("cross-fitted")
+            kind = "held out" if self.evaluation_only else ("cross-fitted" if crossed else "dev")
+            title = f"{kind} ({self.dev_queries} queries)"
             other = "  trained" if self.evaluation_only else "candidate"
             lines.append(f"{title:<{width + 2}}      base  {other}     delta  interval")
             for m, b in self.base.items():
@@ -127,6 +129,7 @@ class TuneReport:
         rows = {
             "method": self.method,
             "training queries / dev queries": f"{self.train_queries} / {self.dev_queries} ({self.level} level)",
+            "evaluation": str(self.details.get("evaluation", "held out")),
             "steps (planned)": f"{self.steps} ({self.planned_steps})",
             "estimate before training": f"{self.estimate_seconds:.0f} s" if self.estimate_seconds else "-",
             "seconds": ", ".join(f"{k} {v:.1f}" for k, v in self.seconds.items()),
