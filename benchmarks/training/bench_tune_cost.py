@@ -129,9 +129,10 @@ def anchor(store_dir: Path, judged: Any, test: Any, seed: int, base_test: dict[s
         SentenceTransformerTrainingArguments,
     )
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
-    from sentence_transformers.training_args import BatchSamplers
+    from sentence_transformers.sentence_transformer.training_args import BatchSamplers
 
     from rag_hier import HierStore
+    from rag_hier.encoders.identity import resolve_model_path
     from rag_hier.store.encoder_switch import encode_passages
     from rag_hier.tuning.scoring import candidate_index, score_queries
 
@@ -151,7 +152,7 @@ def anchor(store_dir: Path, judged: Any, test: Any, seed: int, base_test: dict[s
                 if g > 0 and d in text_of:
                     anchors.append(text)
                     positives.append(text_of[d])
-        model = SentenceTransformer(store.encoder.model_name, device="cpu")
+        model = SentenceTransformer(str(resolve_model_path(store.encoder.model_name)), device="cpu")
         model.max_seq_length = store.encoder.max_seq_length or model.max_seq_length
         with tempfile.TemporaryDirectory() as tmp:
             args = SentenceTransformerTrainingArguments(

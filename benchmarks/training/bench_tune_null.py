@@ -7,8 +7,13 @@ shuffled (every query judged against a random document), the training signal is 
 are noise too: base and candidate are equally (un)able to find the judged documents, so any adoption is a false
 adoption. Each seed reshuffles the judgements and reseeds the split, the sampling and the bootstrap.
 
+``--queries N`` draws N of the 200 queries per seed (seeded): below 200 usable judged queries ``tune``
+cross-fits (every query scored by a candidate trained on the other folds), so ``--queries 60`` measures the
+small-set path.
+
 Usage:
     python -m benchmarks.training.bench_tune_null [--seeds 40] [--out benchmarks/out/tune/null.json]
+    python -m benchmarks.training.bench_tune_null --queries 60 --seeds 30 --out benchmarks/out/tune/null-60.json
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=40)
     parser.add_argument("--epochs", type=float, default=3.0, help="tune's training epochs")
+    parser.add_argument("--queries", type=int, default=None, help="judged queries drawn per seed (default: all 200)")
     parser.add_argument("--out", type=Path, default=out_path("tune", "null.json"))
     args = parser.parse_args(argv)
     import logging
@@ -56,14 +62,26 @@ def main(argv: list[str] | None = None) -> int:
             store = HierStore.create(path, model=model, corpus={"format": "beir", "max_passage_words": 0})
             store.add_documents([Document(doc_id=d, paragraphs=(t,)) for d, t in corpus.items()], max_passage_words=0)
             judged = qrels
+            asked = queries
+            if args.queries is not None:
+                keep = sorted(queries)
+                random.Random(2000 + seed).shuffle(keep)
+                asked = {q: queries[q] for q in keep[: args.queries]}
+                judged = {q: qrels[q] for q in asked}
             if case == "shuffled":
                 rng = random.Random(1000 + seed)
                 docs = list(corpus)
-                judged = {q: {rng.choice(docs): 1} for q in qrels}
-            report = store.tune(queries, judged, seed=seed, **settings)
+                judged = {q: {rng.choice(docs): 1} for q in asked}
+            report = store.tune(asked, judged, seed=seed, **settings)
             d = report.difference["ndcg@10"]
             rows.append(
-                {"case": case, "seed": seed, "adopted": report.adopted, **{k: d[k] for k in ("delta", "ci_low")}}
+                {
+                    "case": case,
+                    "seed": seed,
+                    "adopted": report.adopted,
+                    "evaluation": report.details.get("evaluation"),
+                    **{k: d[k] for k in ("delta", "ci_low")},
+                }
             )
             store.close()
             print(json.dumps(rows[-1]), flush=True)

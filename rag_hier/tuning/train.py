@@ -62,8 +62,10 @@ def _callback_base() -> Any:
     return TrainerCallback
 
 
-def _timing_callback(outcome: TrainOutcome, cfg: TuneConfig, say: Say, on_estimate: Callable[[float], None]) -> Any:
-    """Stops at ``max_minutes``; measures seconds per step and reports the estimate after the second step."""
+def _timing_callback(
+    outcome: TrainOutcome, time_limit: float | None, say: Say, on_estimate: Callable[[float], None]
+) -> Any:
+    """Stops after ``time_limit`` seconds; measures seconds per step and reports the estimate after the second step."""
     base = _callback_base()
 
     class Timing(base):  # type: ignore[misc,valid-type]
@@ -81,9 +83,12 @@ def _timing_callback(outcome: TrainOutcome, cfg: TuneConfig, say: Say, on_estima
                 if not self.announced:
                     self.announced = True
                     on_estimate(outcome.seconds_per_step)
-            if cfg.max_minutes is not None and now - self.t0 > cfg.max_minutes * 60:
+            if time_limit is not None and now - self.t0 > time_limit:
                 outcome.stopped_early = "max_minutes"
-                say(f"stopping training at step {state.global_step}: --max-minutes {cfg.max_minutes:g} reached")
+                say(
+                    f"stopping training at step {state.global_step}: its share of --max-minutes "
+                    f"({time_limit / 60:.1f} min) is spent"
+                )
                 control.should_training_stop = True
             return control
 
@@ -144,6 +149,7 @@ def train_candidate(
     max_steps: int | None = None,
     start: Any = None,
     evaluate: Callable[[Any], float] | None = None,
+    time_limit: float | None = None,
 ) -> TrainOutcome:
     """Train a candidate from the store's model and save it to ``output_dir``.
 
@@ -160,8 +166,12 @@ def train_candidate(
         evaluate: With more than one pass (contrastive): scores the model in training on the dev queries after
             each pass (higher is better); the best pass is kept and training stops at the first pass that does
             not improve on it (sentence-transformers' ``load_best_model_at_end`` with early stopping).
+        time_limit: Stop training after this many seconds (default: ``cfg.max_minutes``); the model trained so
+            far is saved.
 
     """
+    if time_limit is None and cfg.max_minutes is not None:
+        time_limit = cfg.max_minutes * 60
     method = cfg.resolved_method
     encoder = store.encoder
     if encoder is None:
@@ -172,10 +182,10 @@ def train_candidate(
     t0 = time.perf_counter()
     if method == "contrastive":
         outcome = _train_contrastive(
-            store, train, query_vectors, cfg, model, output_dir, say, on_estimate, max_steps, evaluate
+            store, train, query_vectors, cfg, model, output_dir, say, on_estimate, max_steps, evaluate, time_limit
         )
     else:
-        outcome = _train_hce(store, train, cfg, model, output_dir, say, on_estimate, max_steps)
+        outcome = _train_hce(store, train, cfg, model, output_dir, say, on_estimate, max_steps, time_limit)
     outcome.seconds = time.perf_counter() - t0
     return outcome
 
@@ -191,6 +201,7 @@ def _train_contrastive(
     on_estimate: Callable[[int, float], None],
     max_steps: int | None,
     evaluate: Callable[[Any], float] | None = None,
+    time_limit: float | None = None,
 ) -> TrainOutcome:
     import tempfile
 
@@ -255,7 +266,7 @@ def _train_contrastive(
             use_cpu=device == "cpu",
             dataloader_pin_memory=device != "cpu",
         )
-        timing = _timing_callback(outcome, cfg, say, lambda sps: on_estimate(steps, sps))
+        timing = _timing_callback(outcome, time_limit, say, lambda sps: on_estimate(steps, sps))
         callbacks = [timing] + ([_progress_callback(steps)] if cfg.show_progress_bar else [])
         selector = None
         if evaluate is not None and steps > per_pass:
@@ -341,6 +352,7 @@ def _train_hce(
     say: Say,
     on_estimate: Callable[[int, float], None],
     max_steps: int | None,
+    time_limit: float | None,
 ) -> TrainOutcome:
     from rag_hier.training.hce import HCEConfig, HCETrainer
 
@@ -357,7 +369,7 @@ def _train_hce(
         batch_size=cfg.batch_size,
         epochs=1,
         max_steps=steps,
-        max_minutes=cfg.max_minutes,
+        max_minutes=None if time_limit is None else time_limit / 60,
         recluster="never",
         dev_fraction=0.0,
         max_seq_length=model.max_seq_length,

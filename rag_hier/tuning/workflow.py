@@ -53,6 +53,9 @@ ADOPTION_RULE = (
     "worse on the dev queries about documents no training query is about (when there are at least {min_new}): the "
     "upper end of their interval is not below 0"
 )
+STEP_COST = 3.5
+"""A training step costs about this many times encoding its rows' texts once at the measured encoding rate
+(forward and backward passes and the optimizer; measured: docs/tuning.md). Plans ``--max-minutes`` up front."""
 MIN_NEW_DOCUMENT_QUERIES = 10
 """Dev queries about new documents below which the new-document part of the rule does not apply."""
 _SAMPLE = 64
@@ -193,7 +196,7 @@ def tune(
     seconds: dict[str, float] = {}
     base = store.encoder
     rate, n_passages = _encode_rate(store, base, cfg.seed)
-    run = _Run(store, cfg, report, seconds, out, rate, n_passages, dry_run)
+    run = _Run(store, cfg, report, seconds, out, rate, n_passages, dry_run, t_start)
     with tempfile.TemporaryDirectory(prefix="rag-hier-candidate-") as tmp:
         adopt = run.cross_fitted(answered, Path(tmp)) if cross_fit else run.held_out(answered, Path(tmp))
         if adopt is not None:
@@ -246,12 +249,14 @@ class _Run:
         rate: float,
         n_passages: int,
         dry_run: bool,
+        t_start: float,
     ) -> None:
         self.store, self.cfg, self.report, self.seconds, self.out = store, cfg, report, seconds, out
-        self.rate, self.n_passages, self.dry_run = rate, n_passages, dry_run
+        self.rate, self.n_passages, self.dry_run, self.t_start = rate, n_passages, dry_run, t_start
         self.base = store.encoder
         self.better = False
         self.estimated = False
+        self.time_limits: list[float | None] = []
 
     # -- pieces ---------------------------------------------------------------------------------------
     def _time(self, name: str, t0: float) -> None:
@@ -275,6 +280,37 @@ class _Run:
             f"{encode_passages_count} passages ({self.rate:.0f} passages/s measured) = about {total / 60:.1f} min"
         )
 
+    def _predicted_step(self) -> float:
+        """Seconds a training step should take: :data:`STEP_COST` x encoding its texts at the measured rate."""
+        texts = self.cfg.batch_size * (2 + self.cfg.num_negatives)
+        return STEP_COST * texts / self.rate if self.rate > 0 else 0.0
+
+    def _fit(self, planned: list[int], encode_count: int) -> list[int | None]:
+        """Step caps that fit ``planned`` trainings and ``encode_count`` encoded passages into ``--max-minutes``."""
+        caps: list[int | None] = [None] * len(planned)
+        self.time_limits = [None] * len(planned)
+        if self.cfg.max_minutes is None or self.dry_run:
+            return caps
+        left = self.cfg.max_minutes * 60 - (time.perf_counter() - self.t_start) - self._encode_seconds(encode_count)
+        per = self._predicted_step()
+        total = sum(planned)
+        allowed = max(len(planned), int(left / per)) if per > 0 else total
+        factor = min(1.0, allowed / max(total, 1))
+        caps = [max(1, int(p * factor)) for p in planned] if factor < 1 else caps
+        # each training stops when its share of what is left is spent (the estimate can be off under load)
+        self.time_limits = [
+            max(left, 0.0) * (c or p) / max(sum(c or q for c, q in zip(caps, planned, strict=True)), 1)
+            for c, p in zip(caps, planned, strict=True)
+        ]
+        if factor < 1:
+            self.out(
+                f"--max-minutes {self.cfg.max_minutes:g}: {sum(c or 0 for c in caps)} of {total} planned steps fit "
+                f"(about {per:.1f} s a step from the measured encoding rate, plus encoding about {encode_count} "
+                "passages)"
+            )
+            self.report.details["fitted_steps"] = list(caps)
+        return caps
+
     def _train(
         self,
         judged: JudgedQueries,
@@ -282,6 +318,7 @@ class _Run:
         on_estimate: Callable[[int, float], None],
         evaluate: Callable[[Any], float] | None = None,
         max_steps: int | None = None,
+        time_limit: float | None = None,
     ) -> Any:
         t0 = time.perf_counter()
         q = self.base.encode_queries(list(judged.queries.values()))
@@ -295,6 +332,7 @@ class _Run:
             on_estimate=on_estimate,
             max_steps=max_steps,
             evaluate=evaluate,
+            time_limit=time_limit,
         )
         self._time("train", t0)
         if outcome.stopped_early:
@@ -374,12 +412,15 @@ class _Run:
         report.details["dev_scoring"] = "rerank" if pool is not None else "full"
         if pool is not None:
             report.details["rerank_passages"] = pool.size
-        refit_steps = 0
-        if cfg.refit:
-            from rag_hier.tuning.train import planned_steps
+        from rag_hier.tuning.train import planned_steps
 
-            pairs = sum(sum(1 for g in r.values() if g > 0) for r in answered.qrels.values())
-            refit_steps = planned_steps(pairs, cfg)
+        def pairs_of(j: JudgedQueries) -> int:
+            return sum(sum(1 for g in r.values() if g > 0) for r in j.qrels.values())
+
+        refit_steps = planned_steps(pairs_of(answered), cfg) if cfg.refit else 0
+        planned = [planned_steps(pairs_of(train), cfg)] + ([refit_steps] if cfg.refit else [])
+        to_encode = (pool.size if pool is not None else 0) + self.n_passages
+        caps = self._fit(planned, to_encode)
 
         def on_estimate(steps: int, sps: float) -> None:
             encode = (0 if pool is not None else self.n_passages) + self.n_passages * (1 if cfg.refit else 0)
@@ -406,7 +447,8 @@ class _Run:
             candidate_dir,
             (lambda steps, sps: None) if self.dry_run else on_estimate,
             evaluate=evaluate,
-            max_steps=2 if self.dry_run else None,
+            max_steps=2 if self.dry_run else caps[0],
+            time_limit=self.time_limits[0],
         )
         report.steps, report.planned_steps = outcome.steps, outcome.planned_steps
         report.details.update(outcome.details)
@@ -426,7 +468,9 @@ class _Run:
             out(f"refitting on all {len(answered)} judged queries (training and dev part) as the candidate was trained")
             refit_dir = tmp / "refit"
             t0 = time.perf_counter()
-            refit = self._train(answered, refit_dir, lambda steps, sps: None)
+            refit = self._train(
+                answered, refit_dir, lambda steps, sps: None, max_steps=caps[1], time_limit=self.time_limits[1]
+            )
             self.seconds["refit"] = time.perf_counter() - t0
             self.seconds["train"] -= self.seconds["refit"]
             report.details["refit"] = {"queries": len(answered), "steps": refit.steps}
@@ -461,6 +505,8 @@ class _Run:
         all_pairs = pairs_of(answered)
         fold_steps = [planned_steps(all_pairs - pairs_of(answered.subset(p)), cfg) for p in parts]
         final_steps = planned_steps(all_pairs, cfg)
+        pool_guess = min(self.n_passages, cfg.rerank_depth * len(answered)) if cfg.dev_scoring != "full" else 0
+        caps = self._fit([*fold_steps, final_steps], (pool_guess or self.n_passages * len(parts)) + self.n_passages)
         cand_values: dict[str, dict[str, float]] = {m: {} for m in cfg.metrics}
         seen_all: list[str] = []
         unseen_all: list[str] = []
@@ -483,7 +529,8 @@ class _Run:
                 train,
                 tmp / f"fold-{k}",
                 (lambda steps, sps: None) if self.dry_run else on_estimate,
-                max_steps=2 if self.dry_run else None,
+                max_steps=2 if self.dry_run else caps[k],
+                time_limit=self.time_limits[k],
             )
             steps_done += outcome.steps
             if self.dry_run:
@@ -516,7 +563,9 @@ class _Run:
             return None
         out(f"training the model to adopt on all {len(answered)} judged queries")
         final_dir = tmp / "final"
-        outcome = self._train(answered, final_dir, lambda steps, sps: None)
+        outcome = self._train(
+            answered, final_dir, lambda steps, sps: None, max_steps=caps[-1], time_limit=self.time_limits[-1]
+        )
         report.steps, report.planned_steps = outcome.steps, outcome.planned_steps
         return final_dir, None
 

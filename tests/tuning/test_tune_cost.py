@@ -194,3 +194,15 @@ def test_cost_settings() -> None:
             TuneConfig(**bad)
     with pytest.raises(ParameterError, match="dev_scoring"):
         TuneConfig(dev_scoring="sometimes")  # type: ignore[arg-type]
+
+
+def test_max_minutes_fits_the_steps_up_front(judged_store, judged_maps, learns) -> None:
+    path, _ = judged_store
+    queries, qrels = judged_maps
+    store = HierStore.open(path)
+    lines: list[str] = []
+    report = store.tune(queries, qrels, cross_fit="off", say=lines.append, **{**learns, "max_minutes": 0.001})
+    assert report.details["fitted_steps"] == [1]
+    assert report.steps == 1 < report.planned_steps
+    assert any("planned steps fit" in line for line in lines)
+    store.close()
