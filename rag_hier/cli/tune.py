@@ -27,7 +27,7 @@ def add_tune_parser(subparsers: Any, help_line: str) -> argparse.ArgumentParser:
 
     Its defaults are :class:`~rag_hier.tuning.TuneConfig`'s.
     """
-    from rag_hier.tuning.config import CROSS_FIT, DEV_SCORING, DEV_SPLITS, TUNE_METHODS, TuneConfig
+    from rag_hier.tuning.config import CROSS_FIT, DEV_SCORING, DEV_SPLITS, REFIT, TUNE_METHODS, TuneConfig
 
     d = TuneConfig()
     p: argparse.ArgumentParser = subparsers.add_parser(
@@ -71,11 +71,15 @@ def add_tune_parser(subparsers: Any, help_line: str) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--refit",
-        action=argparse.BooleanOptionalAction,
+        choices=REFIT,
+        nargs="?",
+        const="full",
         default=d.refit,
-        help="once the dev figures say adopt, train the adopted model again on every judged query, dev part "
-        f"included (default {'on' if d.refit else 'off'}: the measured candidate itself is adopted)",
+        help="what is adopted once the dev figures say adopt: off, the measured candidate; continue, the candidate "
+        "trained one more pass on the dev part; full (--refit alone), a model trained again on every judged query "
+        f"(default {d.refit})",
     )
+    p.add_argument("--no-refit", dest="refit", action="store_const", const="off", help="the same as --refit off")
     p.add_argument(
         "--cross-fit",
         choices=CROSS_FIT,

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from rag_hier.errors import ParameterError
 from rag_hier.eval.metrics import parse_metric
 
-__all__ = ["CROSS_FIT", "DEV_SCORING", "DEV_SPLITS", "TUNE_METHODS", "DevSplit", "TuneConfig", "TuneMethod"]
+__all__ = ["CROSS_FIT", "DEV_SCORING", "DEV_SPLITS", "REFIT", "TUNE_METHODS", "DevSplit", "TuneConfig", "TuneMethod"]
 
 TuneMethod = Literal["auto", "contrastive", "hce-s", "hce-j"]
 TUNE_METHODS: tuple[str, ...] = ("auto", "contrastive", "hce-s", "hce-j")
@@ -17,6 +17,8 @@ DevSplit = Literal["grouped", "random", "mixed"]
 DEV_SPLITS: tuple[str, ...] = ("grouped", "random", "mixed")
 DevScoring = Literal["auto", "rerank", "full"]
 DEV_SCORING: tuple[str, ...] = ("auto", "rerank", "full")
+Refit = Literal["off", "continue", "full"]
+REFIT: tuple[str, ...] = ("off", "continue", "full")
 CrossFit = Literal["auto", "on", "off"]
 CROSS_FIT: tuple[str, ...] = ("auto", "on", "off")
 
@@ -36,8 +38,11 @@ class TuneConfig:
             queries, including documents that training queries are about too (how it does on more queries like
             them); ``"mixed"``: half of the dev part each way. The report shows the dev queries of both kinds
             separately whichever is chosen.
-        refit: Once the dev figures say adopt, train the model to adopt again on every judged query (training
-            and dev part, same settings) instead of adopting the candidate trained without the dev part.
+        refit: What is adopted once the dev figures say adopt: ``"off"``, the measured candidate itself;
+            ``"continue"``, the candidate trained one more pass over the dev part's pairs (so the adopted model has
+            seen every judged query, at the cost of the dev part's steps); ``"full"``, a model trained again from
+            the store's model on every judged query with the same settings (a second training). ``True`` and
+            ``False`` mean ``"full"`` and ``"off"``.
         cross_fit: ``"on"``: K-fold cross-fitting instead of one dev part: every judged query is scored by a
             candidate that never trained on it, the verdict uses all of them, and the model adopted trains on all;
             ``"auto"``: when fewer than ``cross_fit_below`` judged queries are usable; ``"off"``: one dev part.
@@ -78,7 +83,7 @@ class TuneConfig:
     method: TuneMethod = "auto"
     dev_fraction: float = 0.2
     dev_split: DevSplit = "mixed"
-    refit: bool = False
+    refit: Refit = "off"
     cross_fit: CrossFit = "auto"
     folds: int = 5
     cross_fit_below: int = 200
@@ -123,6 +128,10 @@ class TuneConfig:
         object.__setattr__(self, "metrics", metrics)
         if not 0 < self.confidence < 1:
             raise bad("confidence", "between 0 and 1")
+        if isinstance(self.refit, bool):
+            object.__setattr__(self, "refit", "full" if self.refit else "off")
+        if self.refit not in REFIT:
+            raise bad("refit", f"one of {', '.join(REFIT)}")
         if self.cross_fit not in CROSS_FIT:
             raise bad("cross_fit", f"one of {', '.join(CROSS_FIT)}")
         if self.dev_scoring not in DEV_SCORING:

@@ -58,6 +58,13 @@ class RerankPool:
     members: tuple[np.ndarray, ...]
     depth: int
 
+    def measurable(self, metrics: Sequence[str]) -> list[str]:
+        """The metrics a re-ranking of these pools can measure: cut-off at most :attr:`depth`."""
+        out = _measurable(metrics, self.depth)
+        if not out:
+            raise ValueError(f"no metric of {list(metrics)} has a cut-off within the re-ranking depth {self.depth}")
+        return out
+
     @property
     def size(self) -> int:
         """Passages to encode."""
@@ -66,7 +73,11 @@ class RerankPool:
     def score(
         self, candidate: Any, metrics: Sequence[str], *, ignore_identical_ids: bool = True
     ) -> dict[str, dict[str, float]]:
-        """Per-query metric values of ``candidate`` (a :class:`~rag_hier.encoders.DenseEncoder`) on the pools."""
+        """Per-query values of ``candidate`` (a :class:`~rag_hier.encoders.DenseEncoder`) on the pools.
+
+        Only the metrics whose cut-off is within the pools' :attr:`depth` (:meth:`measurable`): deeper ones would
+        count every judged passage as found.
+        """
         qids = list(self.judged.queries)
         q = np.asarray(candidate.encode_queries(list(self.judged.queries.values())), dtype=np.float32)
         p = np.asarray(candidate.encode_documents(list(self.texts)), dtype=np.float32)
@@ -83,6 +94,7 @@ class RerankPool:
     ) -> dict[str, dict[str, float]]:
         """Per-query metric values from the pool passages' vectors (rows in :attr:`rowids` order)."""
         qids = qids or list(self.judged.queries)
+        metrics = self.measurable(metrics)
         top_k = max(parse_metric(m)[1] for m in metrics)
         run: dict[str, dict[str, float]] = {}
         for i, qid in enumerate(qids):
@@ -100,6 +112,10 @@ class RerankPool:
             run = remove_identical_ids(run)[0]
         run = {q: dict(list(ranked.items())[:top_k]) for q, ranked in run.items()}
         return evaluate_per_query(run, self.judged.qrels, metrics, ignore_identical_ids=False)
+
+
+def _measurable(metrics: Sequence[str], depth: int) -> list[str]:
+    return [m for m in metrics if parse_metric(m)[1] <= depth]
 
 
 def rerank_pool(store: Any, judged: JudgedQueries, query_vectors: np.ndarray, depth: int) -> RerankPool:
@@ -140,10 +156,16 @@ def rerank_pool(store: Any, judged: JudgedQueries, query_vectors: np.ndarray, de
     return RerankPool(judged=judged, rowids=rowids, texts=tuple(texts), keys=tuple(keys), members=members, depth=depth)
 
 
-def prefer_rerank(pool_size: int, store_size: int, mode: str) -> bool:
-    """Whether to score by re-ranking: ``mode`` ``"rerank"``/``"full"``, or ``"auto"`` (pools ≤ half the store)."""
+def prefer_rerank(pool_size: int, store_size: int, mode: str, *, reuse_full: bool = True) -> bool:
+    """Whether to score by re-ranking: ``mode`` ``"rerank"``/``"full"``, or ``"auto"``.
+
+    ``"auto"``: when a full encode would be adopted as it is (``reuse_full``), re-rank when the pools hold at most
+    :data:`RERANK_SHARE` of the store (the full encode is wasted only when the run does not adopt); otherwise
+    (the adopted model is trained further, so every passage is encoded again anyway) whenever the pools are
+    smaller than the store.
+    """
     if mode == "rerank":
         return True
     if mode == "full":
         return False
-    return pool_size <= RERANK_SHARE * store_size
+    return pool_size <= (RERANK_SHARE * store_size if reuse_full else store_size - 1)

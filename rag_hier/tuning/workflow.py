@@ -35,6 +35,7 @@ from rag_hier.encoders.dense import DenseEncoder
 from rag_hier.errors import RagHierError
 from rag_hier.eval.compare import paired_difference
 from rag_hier.eval.judged import JudgedQueries, default_level, judged_from_mappings, load_judged
+from rag_hier.eval.metrics import parse_metric
 from rag_hier.store.encoder_switch import encode_passages
 from rag_hier.tuning.config import TuneConfig
 from rag_hier.tuning.report import TuneReport
@@ -319,6 +320,7 @@ class _Run:
         evaluate: Callable[[Any], float] | None = None,
         max_steps: int | None = None,
         time_limit: float | None = None,
+        start: Any = None,
     ) -> Any:
         t0 = time.perf_counter()
         q = self.base.encode_queries(list(judged.queries.values()))
@@ -333,6 +335,7 @@ class _Run:
             max_steps=max_steps,
             evaluate=evaluate,
             time_limit=time_limit,
+            start=start,
         )
         self._time("train", t0)
         if outcome.stopped_early:
@@ -361,14 +364,17 @@ class _Run:
         self._time("score_candidate", t0)
         return values, encoded
 
-    def _pool(self, judged: JudgedQueries, q_base: np.ndarray) -> RerankPool | None:
+    def _pool(self, judged: JudgedQueries, q_base: np.ndarray, *, cross_fit: bool = False) -> RerankPool | None:
         """The re-ranking pools of ``judged`` when the settings (and their size) say to re-rank, else ``None``."""
         if self.cfg.dev_scoring == "full":
             return None
+        if parse_metric(self.cfg.metric)[1] > self.cfg.rerank_depth:
+            return None  # the decision metric reaches deeper than the pools
         t0 = time.perf_counter()
         pool = rerank_pool(self.store, judged, q_base, self.cfg.rerank_depth)
         self._time("score_base", t0)
-        return pool if prefer_rerank(pool.size, self.n_passages, self.cfg.dev_scoring) else None
+        reuse = self.cfg.refit == "off" and not cross_fit
+        return pool if prefer_rerank(pool.size, self.n_passages, self.cfg.dev_scoring, reuse_full=reuse) else None
 
     def _decide(
         self,
@@ -380,6 +386,7 @@ class _Run:
         cross_fit: bool,
     ) -> None:
         cfg, report = self.cfg, self.report
+        cand_values = {m: v for m, v in cand_values.items() if all(q in v for q in qids)}
         report.candidate = {m: _mean({q: v[q] for q in qids}) for m, v in cand_values.items()}
         report.difference = paired_differences(base_values, cand_values, qids, cfg)
         report.dev_subsets = {}
@@ -417,18 +424,20 @@ class _Run:
         def pairs_of(j: JudgedQueries) -> int:
             return sum(sum(1 for g in r.values() if g > 0) for r in j.qrels.values())
 
-        refit_steps = planned_steps(pairs_of(answered), cfg) if cfg.refit else 0
-        planned = [planned_steps(pairs_of(train), cfg)] + ([refit_steps] if cfg.refit else [])
-        to_encode = (pool.size if pool is not None else 0) + self.n_passages
+        refit_pairs = {"off": 0, "continue": pairs_of(dev), "full": pairs_of(answered)}[cfg.refit]
+        refit_steps = planned_steps(refit_pairs, cfg) if refit_pairs else 0
+        planned = [planned_steps(pairs_of(train), cfg)] + ([refit_steps] if refit_steps else [])
+        # a full encode for scoring is adopted as it is only without a refit; adopting encodes every passage
+        scoring = pool.size if pool is not None else self.n_passages
+        to_encode = scoring + (self.n_passages if pool is not None or refit_steps else 0)
         caps = self._fit(planned, to_encode)
+        refit_what = {
+            "continue": " (the second: one more pass on the dev part, if adopted)",
+            "full": " (the second: the refit on all queries, if adopted)",
+        }.get(cfg.refit, "")
 
         def on_estimate(steps: int, sps: float) -> None:
-            encode = (0 if pool is not None else self.n_passages) + self.n_passages * (1 if cfg.refit else 0)
-            encode += pool.size if pool is not None else 0
-            if pool is not None and not cfg.refit:
-                encode += self.n_passages  # adopting encodes every passage once
-            what = " (the second: the refit on all queries, if adopted)" if cfg.refit else ""
-            self._announce(sps, [steps, refit_steps] if cfg.refit else [steps], encode, what)
+            self._announce(sps, [steps, refit_steps] if refit_steps else [steps], to_encode, refit_what)
 
         evaluate = None
         if cfg.epochs > 1:
@@ -464,16 +473,28 @@ class _Run:
         self._decide(base_values, cand_values, list(dev.queries), subsets, len(answered), cross_fit=False)
         if not (self.better or cfg.force):
             return None
-        if cfg.refit:
-            out(f"refitting on all {len(answered)} judged queries (training and dev part) as the candidate was trained")
+        if cfg.refit != "off":
             refit_dir = tmp / "refit"
+            start = None
+            data = answered
+            if cfg.refit == "continue":
+                out(f"continuing the candidate for one pass over the {len(dev)} dev queries, so it has seen them all")
+                start = self.store.encoder_for(candidate_dir, device=cfg.device or self.base.requested_device).model
+                data = dev
+            else:
+                out(f"refitting on all {len(answered)} judged queries (training and dev part) as the candidate was")
             t0 = time.perf_counter()
             refit = self._train(
-                answered, refit_dir, lambda steps, sps: None, max_steps=caps[1], time_limit=self.time_limits[1]
+                data,
+                refit_dir,
+                lambda steps, sps: None,
+                max_steps=caps[1],
+                time_limit=self.time_limits[1],
+                start=start,
             )
             self.seconds["refit"] = time.perf_counter() - t0
             self.seconds["train"] -= self.seconds["refit"]
-            report.details["refit"] = {"queries": len(answered), "steps": refit.steps}
+            report.details["refit"] = {"mode": cfg.refit, "queries": len(data), "steps": refit.steps}
             return refit_dir, None
         return candidate_dir, encoded
 
@@ -517,7 +538,7 @@ class _Run:
             dev = answered.subset(part)
             train = answered.subset([q for q in answered.queries if q not in in_fold])
             q_dev = q_all[[row[q] for q in part]]
-            pool = self._pool(dev, q_dev) if cfg.dev_scoring != "full" else None
+            pool = self._pool(dev, q_dev, cross_fit=True)
             fold_encodes.append(pool.size if pool is not None else self.n_passages)
 
             def on_estimate(steps: int, sps: float, k: int = k) -> None:
@@ -664,10 +685,13 @@ def paired_differences(
 ) -> dict[str, dict[str, float]]:
     """Per metric (default: ``cfg.metrics``), the paired difference ``other - base`` over ``qids``.
 
-    Each: delta, interval, p, wins / losses / ties, with ``cfg``'s seed, resamples and confidence.
+    Each: delta, interval, p, wins / losses / ties, with ``cfg``'s seed, resamples and confidence. A metric
+    ``other`` does not hold (a re-ranked score beyond the pools' depth) is left out.
     """
     out = {}
     for m in metrics or cfg.metrics:
+        if m not in other:
+            continue
         stats = paired_difference(
             [base[m][q] for q in qids],
             [other[m][q] for q in qids],

@@ -206,3 +206,28 @@ def test_max_minutes_fits_the_steps_up_front(judged_store, judged_maps, learns) 
     assert report.steps == 1 < report.planned_steps
     assert any("planned steps fit" in line for line in lines)
     store.close()
+
+
+def test_refit_continue_trains_the_candidate_on_the_dev_part(judged_store, judged_maps, learns) -> None:
+    path, _ = judged_store
+    queries, qrels = judged_maps
+    store = HierStore.open(path)
+    report = store.tune(queries, qrels, cross_fit="off", refit="continue", rerank_depth=10, **learns)
+    assert report.adopted, report.reason
+    assert report.details["dev_scoring"] == "rerank"  # every passage is encoded again anyway: the pools suffice
+    assert report.details["refit"]["mode"] == "continue"
+    assert report.details["refit"]["queries"] == report.dev_queries
+    assert store.model_info["current"]["adopted"]["refit"]["mode"] == "continue"
+    assert TuneConfig(refit=True).refit == "full" and TuneConfig(refit=False).refit == "off"
+    store.close()
+
+
+def test_rerank_leaves_out_metrics_deeper_than_its_pools(judged_store, judged_maps, learns) -> None:
+    path, _ = judged_store
+    queries, qrels = judged_maps
+    store = HierStore.open(path)
+    report = store.tune(queries, qrels, cross_fit="off", dev_scoring="rerank", rerank_depth=10, **learns)
+    assert "recall@100" in report.base and "recall@100" not in report.candidate
+    assert "recall@100" not in report.difference and "ndcg@10" in report.difference
+    assert "-" in report.summary()
+    store.close()
