@@ -32,16 +32,20 @@ from rag_hier.store.files import fsync_dir, fsync_file
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "KEPT_ENCODERS",
     "MODELS_DIR",
     "check_given_encoder",
     "check_model_name",
     "install_model",
     "new_model_name",
     "prune_models",
+    "prune_unnamed_models",
     "stored_model_dir",
     "tree_digest",
 ]
 
+KEPT_ENCODERS = ("encoder", "encoder_previous", "encoder_original")
+"""The recorded encoders whose stored models a store keeps: current, previous, and the one it was built with."""
 MODELS_DIR = "models"
 """The folder of a store directory that holds its stored models."""
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,100}")
@@ -186,6 +190,23 @@ def prune_models(root: Path, keep: Collection[str]) -> int:
             removed += 1
     if removed:
         fsync_dir(models)
+    return removed
+
+
+def prune_unnamed_models(root: Path, state: Mapping[str, Any]) -> int:
+    """Remove what interrupted switches left in ``root/models`` (writer lock held): directories no state names.
+
+    ``models/.incoming-*`` copies and ``models/g*`` directories a switch installed but never committed.
+    """
+    keep = set()
+    for key in KEPT_ENCODERS:
+        enc = state.get(key)
+        if isinstance(enc, Mapping) and enc.get("stored"):
+            model = str(enc.get("model", ""))
+            keep.add(model.split("/", 1)[1] if "/" in model else model)
+    removed = prune_models(root, keep)
+    if removed:
+        logger.info("%s: removed %d model directories of interrupted switches", root / MODELS_DIR, removed)
     return removed
 
 

@@ -143,6 +143,7 @@ def tune(
     out = say or logger.info
     t_start = time.perf_counter()
     _check_store(store)
+    measured = store.model_info["current"]  # adopted only if still the store's model at the commit
     lvl = default_level(store, level)
     if lvl not in ("doc", "passage"):
         raise RagHierError(f"level must be 'doc' or 'passage', got {lvl!r}")
@@ -275,7 +276,11 @@ def tune(
             if cfg.refit:
                 details["refit"] = report.details.get("refit")
             store.adopt_model(
-                adopt_dir, encoded=adopt_encoded, details=details, show_progress_bar=cfg.show_progress_bar
+                adopt_dir,
+                encoded=adopt_encoded,
+                details=details,
+                show_progress_bar=cfg.show_progress_bar,
+                expected=measured,
             )
             seconds["adopt"] = time.perf_counter() - t0
             report.adopted = True
@@ -385,10 +390,15 @@ def _finish(report: TuneReport, store: Any, seconds: dict[str, float], t_start: 
 
 
 def report_files(report: TuneReport, store_path: str | Path) -> tuple[Path, Path]:
-    """Write the Markdown report and its plot beside the store: ``<store>.tune.md`` and ``<store>.tune.svg``."""
+    """Write the Markdown report and its plot inside the store directory: ``tune.md`` and ``tune.svg``.
+
+    Each is written to a temporary file and renamed onto its name, so a symbolic link planted there is replaced,
+    never followed.
+    """
+    from rag_hier.store.files import atomic_write_bytes
+
     root = Path(store_path)
-    md = root.with_name(root.name + ".tune.md")
-    svg = root.with_name(root.name + ".tune.svg")
-    svg.write_text(report.svg_plot(), encoding="utf-8")
-    md.write_text(report.to_markdown(plot=svg.name), encoding="utf-8")
+    md, svg = root / "tune.md", root / "tune.svg"
+    atomic_write_bytes(svg, report.svg_plot().encode("utf-8"))
+    atomic_write_bytes(md, report.to_markdown(plot=svg.name).encode("utf-8"))
     return md, svg

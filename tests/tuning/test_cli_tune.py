@@ -41,14 +41,14 @@ def test_tune_adopts_reports_and_rolls_back(judged_store, tmp_path) -> None:
     data = json.loads(report.read_text())
     assert data["adopted"] is True and data["method"] == "contrastive" and data["steps"] > 0
     assert data["difference"]["ndcg@10"]["ci_low"] > 0
-    assert (path.parent / "store.tune.md").is_file() and (path.parent / "store.tune.svg").is_file()
+    assert (path / "tune.md").is_file() and (path / "tune.svg").is_file()
     code, out, _ = _run(["info", "--store", str(path)])
     assert code == 0 and "kept in the store" in out and "previous" in out
     code, out, err = _run(["eval", "--store", str(path), "--beir", str(beir), "--split", "train", *COMMON])
     assert code == 0, err
     code, out, err = _run(["tune", "--store", str(path), "--rollback", *COMMON])
     assert code == 0, err
-    assert out.startswith("rolled back")
+    assert out.startswith("switched back")
 
 
 def test_dry_run_leaves_the_store_as_it_was(judged_store) -> None:

@@ -1,0 +1,153 @@
+"""Tuning's edges: outputs checked before training, the truth after the commit, compare-and-switch, the original
+model always reachable, reports never through a link, leftovers of interrupted switches cleaned."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+from pathlib import Path
+
+import pytest
+
+from rag_hier import HierStore
+from rag_hier.cli.main import main
+from rag_hier.errors import ModelChangedError
+from rag_hier.testing import build_tiny_model
+
+LEARN_FLAGS = ["--epochs", "3", "--learning-rate", "5e-3", "--train-batch-size", "16", "--negatives", "1"]
+STAY_FLAGS = ["--max-steps", "1", "--learning-rate", "1e-9", "--train-batch-size", "16", "--no-refit"]
+COMMON = ["--device", "cpu", "--no-progress"]
+
+
+def _run(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _fingerprint(path: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(path.rglob("*"))
+        if p.is_file() and p.name != "store.lock"
+    }
+
+
+def _model(path: Path) -> str:
+    store = HierStore.open(path, read_only=True)
+    try:
+        return str(store.model_info["current"]["model"])
+    finally:
+        store.close()
+
+
+@pytest.fixture(scope="module")
+def other_model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(build_tiny_model(tmp_path_factory.mktemp("other") / "m", seed=7))
+
+
+def test_a_report_into_a_missing_folder_is_refused_before_training(judged_store, tmp_path) -> None:
+    path, beir = judged_store
+    before = _fingerprint(path)
+    report = tmp_path / "missing" / "tune.json"
+    code, out, err = _run(
+        ["tune", "--store", str(path), "--beir", str(beir), *LEARN_FLAGS, *COMMON, "--report", str(report)]
+    )
+    assert code == 2, (out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rag-hier tune: error: --report") and "does not exist" in lines[0]
+    assert "estimate:" not in err
+    assert _fingerprint(path) == before
+
+
+def test_store_dot_adopts_writes_its_report_inside_and_exits_0(judged_store, monkeypatch) -> None:
+    path, beir = judged_store
+    monkeypatch.chdir(path)
+    code, out, err = _run(["tune", "--store", ".", "--beir", str(beir), *LEARN_FLAGS, *COMMON])
+    assert code == 0, err
+    assert "ADOPTED" in out and "error" not in err
+    assert (path / "tune.md").is_file() and (path / "tune.svg").is_file()
+
+
+def test_ctrl_c_after_the_commit_reports_the_adoption(judged_store, monkeypatch) -> None:
+    import rag_hier.tuning.workflow as workflow
+
+    path, beir = judged_store
+    base = _model(path)
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(workflow, "_finish", interrupted)  # runs after the adoption's commit
+    code, out, err = _run(["tune", "--store", str(path), "--beir", str(beir), *LEARN_FLAGS, *COMMON])
+    now = _model(path)
+    assert now != base  # the switch was committed
+    assert code == 0, err
+    assert "interrupted" not in err
+    assert out.strip().splitlines()[-1].startswith(f"adopted: the store encodes with {now}")
+
+
+def test_an_adoption_is_refused_when_the_model_changed_meanwhile(judged_store, learns, judged_maps, other_model):
+    path, _ = judged_store
+    queries, qrels = judged_maps
+    store = HierStore.open(path)
+    base = store.model_info["current"]["model"]
+
+    def say(line: str) -> None:
+        if line.startswith("adopting"):  # another writer switches the model under the run
+            with HierStore.open(path) as other:
+                other.adopt_model(other_model)
+
+    with pytest.raises(ModelChangedError, match="that this run measured as its base"):
+        store.tune(queries, qrels, say=say, force=True, **learns)
+    info = store.model_info
+    store.close()
+    assert info["previous"]["model"] == base  # the original is still one rollback away
+    assert "adopted" not in info["current"]  # the other writer's model, not this run's candidate
+    assert len(list((path / "models").iterdir())) == 1  # only the other writer's model
+
+
+def test_the_original_model_stays_reachable_after_two_adoptions(judged_store, other_model, tiny_model_path) -> None:
+    path, _ = judged_store
+    store = HierStore.open(path)
+    base = store.model_info["current"]["model"]
+    store.adopt_model(other_model)
+    store.adopt_model(tiny_model_path)  # a second adoption: "previous" is now the first one
+    info = store.model_info
+    assert info["previous"]["model"].startswith("models/") and info["original"]["model"] == base
+    store.close()
+    code, out, err = _run(["tune", "--store", str(path), "--rollback", "original", *COMMON])
+    assert code == 0, err
+    assert out.startswith("rolled back to the model the store was built with") and base in out
+    assert _model(path) == base
+    code, out, err = _run(["tune", "--store", str(path), "--rollback", "original", *COMMON])
+    assert code == 2 and "already" in err
+
+
+def test_a_planted_link_is_replaced_not_followed(judged_store, tmp_path) -> None:
+    path, beir = judged_store
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    for link in (path / "tune.md", path / "tune.svg", path.parent / "store.tune.md", path.parent / "store.tune.svg"):
+        link.symlink_to(victim)
+    code, _out, err = _run(["tune", "--store", str(path), "--beir", str(beir), *STAY_FLAGS, *COMMON])
+    assert code == 0, err
+    assert victim.read_text() == "keep me\n"
+    assert not (path / "tune.md").is_symlink() and "| ndcg@10 |" in (path / "tune.md").read_text()
+
+
+def test_leftovers_of_interrupted_switches_are_removed_at_open(judged_store, other_model) -> None:
+    path, _ = judged_store
+    store = HierStore.open(path)
+    store.adopt_model(other_model)
+    kept = sorted(p.name for p in (path / "models").iterdir())
+    store.close()
+    (path / "models" / ".incoming-g9-0123456789ab").mkdir()
+    (path / "models" / ".incoming-g9-0123456789ab" / "config.json").write_text("{}")
+    (path / "models" / "g9-ba9876543210").mkdir()
+    HierStore.open(path, read_only=True).close()  # a reader removes nothing
+    assert len(list((path / "models").iterdir())) == 3
+    HierStore.open(path).close()
+    assert sorted(p.name for p in (path / "models").iterdir()) == kept
