@@ -36,10 +36,12 @@ __all__ = [
     "MODELS_DIR",
     "check_given_encoder",
     "check_model_name",
+    "earlier_model",
     "install_model",
     "new_model_name",
     "prune_models",
     "prune_unnamed_models",
+    "same_model",
     "stored_model_dir",
     "tree_digest",
 ]
@@ -210,6 +212,11 @@ def prune_unnamed_models(root: Path, state: Mapping[str, Any]) -> int:
     return removed
 
 
+def same_model(encoder: DenseEncoder, recorded: Mapping[str, Any], root: Path | None) -> bool:
+    """Whether ``encoder`` loads the weights of the recorded encoder ``recorded`` (of the store at ``root``)."""
+    return _same_model(encoder, recorded, root)
+
+
 def _same_model(encoder: DenseEncoder, recorded: Mapping[str, Any], root: Path | None) -> bool:
     """Whether ``encoder`` loads the weights the store recorded (by digest where both are known, else by name)."""
     model = str(recorded.get("model", ""))
@@ -230,6 +237,30 @@ def _same_model(encoder: DenseEncoder, recorded: Mapping[str, Any], root: Path |
         return str(Path(resolved).absolute()) if Path(resolved).exists() else resolved
 
     return where(encoder.model_name) == where(model)
+
+
+def earlier_model(encoder: DenseEncoder, state: Mapping[str, Any], root: Path | None) -> Mapping[str, Any] | None:
+    """The recorded encoder ``encoder`` loads, when it is one the store encoded with before its current model.
+
+    The model the store was built with, the one before the last switch, or the base a tuned model was trained from:
+    a pipeline saved with that model, reloaded after ``tune`` adopted, follows the store to its current model.
+    """
+    current = state.get("encoder")
+    if not isinstance(current, Mapping):
+        return None
+    candidates = [state.get(k) for k in ("encoder_original", "encoder_previous")]
+    base = (current.get("adopted") or {}).get("base_model")
+    if isinstance(base, str) and not base.startswith(f"{MODELS_DIR}/"):
+        candidates.append({"model": base})
+    for recorded in candidates:
+        if not isinstance(recorded, Mapping) or recorded.get("model") in (None, "", current.get("model")):
+            continue
+        try:
+            if _same_model(encoder, recorded, root):
+                return recorded
+        except StoreError:  # an earlier stored model removed since: not this one
+            continue
+    return None
 
 
 def check_given_encoder(
@@ -266,6 +297,7 @@ def check_given_encoder(
     else:
         what = f"the store at {location} was built with model {model!r}, not {encoder.model_name!r}"
     raise ModelMismatchError(
-        f"{what}: queries and passages would come from different models. Open it without encoder= to use its "
-        "model, or pass allow_other_model=True to encode with this one anyway"
+        f"{what}: queries and passages would come from different models. Open it without encoder= (model= in the "
+        "Haystack and LlamaIndex stores) to use its model, or pass allow_other_model=True to encode with this one "
+        "anyway"
     )
