@@ -259,6 +259,11 @@ def cmd_search(args: argparse.Namespace) -> int:
     from rag_hier.eval.trec import hits_to_run, write_run
 
     queries = read_queries(args.queries) if args.queries else None
+    if queries is None and args.query is not None:
+        bad = next((c for c in args.query if "\ud800" <= c <= "\udfff"), None)
+        if bad is not None:  # bytes the shell passed that are not UTF-8 (Python keeps them as lone surrogates)
+            byte = f" (byte 0x{ord(bad) - 0xDC00:02x})" if "\udc80" <= bad <= "\udcff" else ""
+            raise CliError(f"--query is not valid UTF-8 text{byte}: pass the query in UTF-8")
     store = _open_store(args, read_only=True)
     try:
         aggregate = _default_aggregate(store, args.aggregate)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -153,6 +154,15 @@ def run_tune(args: argparse.Namespace, *, open_store: Callable[..., Any]) -> int
         )
     if args.generate_passages < 1:
         raise RagHierError(f"--generate-passages must be >= 1, got {args.generate_passages}")
+    for flag, value in (
+        ("--epochs", args.epochs),
+        ("--learning-rate", args.learning_rate),
+        ("--temperature", args.temperature),
+        ("--dev-fraction", args.dev_fraction),
+        ("--max-minutes", args.max_minutes),
+    ):
+        if value is not None and not math.isfinite(value):
+            raise RagHierError(f"{flag} must be a finite number, got {value}")
     config = TuneConfig(
         method=args.method,
         dev_fraction=args.dev_fraction,

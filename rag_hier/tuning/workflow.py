@@ -35,6 +35,7 @@ from rag_hier.eval.compare import paired_difference
 from rag_hier.eval.judged import JudgedQueries, default_level, judged_from_mappings, load_judged
 from rag_hier.store.encoder_switch import encode_passages
 from rag_hier.tuning.config import TuneConfig
+from rag_hier.tuning.edges import check_finite
 from rag_hier.tuning.report import TuneReport
 from rag_hier.tuning.scoring import candidate_index, score_queries
 from rag_hier.tuning.split import seen_documents, split_dev
@@ -140,6 +141,7 @@ def tune(
 
     """
     cfg = config or TuneConfig()
+    check_finite(cfg)
     out = say or logger.info
     t_start = time.perf_counter()
     _check_store(store)

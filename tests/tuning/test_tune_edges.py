@@ -12,7 +12,7 @@ import pytest
 
 from rag_hier import HierStore
 from rag_hier.cli.main import main
-from rag_hier.errors import ModelChangedError
+from rag_hier.errors import ModelChangedError, RagHierError, StoreError
 from rag_hier.testing import build_tiny_model
 
 LEARN_FLAGS = ["--epochs", "3", "--learning-rate", "5e-3", "--train-batch-size", "16", "--negatives", "1"]
@@ -151,3 +151,77 @@ def test_leftovers_of_interrupted_switches_are_removed_at_open(judged_store, oth
     assert len(list((path / "models").iterdir())) == 3
     HierStore.open(path).close()
     assert sorted(p.name for p in (path / "models").iterdir()) == kept
+
+
+def _one_line_error(argv: list[str], command: str) -> str:
+    code, out, err = _run(argv)
+    assert code == 2, (out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"rag-hier {command}: error: "), err
+    return lines[0]
+
+
+def test_a_lone_surrogate_in_a_query_is_refused_with_file_and_line(judged_store, tmp_path) -> None:
+    path, beir = judged_store
+    before = _fingerprint(path)
+    bad = tmp_path / "queries.jsonl"
+    lines = (beir / "queries.jsonl").read_text().splitlines()
+    lines[2] = lines[2].replace('"text": "', '"text": "abc \\ud800 def ', 1)
+    assert "\\ud800" in lines[2]
+    bad.write_text("\n".join(lines) + "\n")
+    qrels = str(beir / "qrels" / "train.tsv")
+    for command, argv in (
+        ("tune", ["tune", "--store", str(path), "--queries", str(bad), "--qrels", qrels, *STAY_FLAGS, *COMMON]),
+        ("eval", ["eval", "--store", str(path), "--queries", str(bad), "--qrels", qrels, *COMMON]),
+        ("search", ["search", "--store", str(path), "--queries", str(bad), *COMMON]),
+    ):
+        line = _one_line_error(argv, command)
+        assert f"{bad}:3" in line and "lone surrogate" in line, line
+    line = _one_line_error(["search", "--store", str(path), "--query", "caf\udcff", *COMMON], "search")
+    assert "not valid UTF-8" in line and "0xff" in line
+    assert _fingerprint(path) == before
+
+
+def test_epochs_inf_is_refused(judged_store, judged_maps) -> None:
+    path, beir = judged_store
+    before = _fingerprint(path)
+    line = _one_line_error(["tune", "--store", str(path), "--beir", str(beir), "--epochs", "inf", *COMMON], "tune")
+    assert "--epochs must be a finite number" in line
+    with HierStore.open(path) as store, pytest.raises(RagHierError, match="epochs must be a finite number"):
+        store.tune(*judged_maps, epochs=float("inf"), show_progress_bar=False, device="cpu")
+    assert _fingerprint(path) == before
+
+
+def test_milvus_stores_say_they_are_not_tuned_in_place(tmp_path, tiny_model_path) -> None:
+    pytest.importorskip("pymilvus")
+    pytest.importorskip("milvus_lite")
+    from rag_hier import Document
+    from rag_hier.store.milvus import MilvusStore
+
+    uri = f"{tmp_path / 'm.db'}#docs"
+    store = MilvusStore.create(uri=uri, model=tiny_model_path)
+    store.add_documents([Document(doc_id="d", title="", paragraphs=("red blue green",))])
+    assert store.model_info["current"]["model"] == tiny_model_path
+    for call in (lambda: store.tune({"q": "red"}, {"q": {"d": 1}}), store.rollback_model):
+        with pytest.raises(StoreError, match="not tuned or rolled back in place"):
+            call()
+    store.close()
+    for argv in (["tune", "--store", uri, "--rollback", *COMMON], ["tune", "--store", uri, "--rollback", "original"]):
+        assert "not tuned or rolled back in place" in _one_line_error(argv, "tune")
+
+    pytest.importorskip("haystack")
+    pytest.importorskip("llama_index.core")
+    from haystack.document_stores.errors import DocumentStoreError
+    from haystack_integrations.document_stores.rag_hier import RagHierDocumentStore
+    from llama_index.vector_stores.rag_hier import RagHierVectorStore
+
+    ds = RagHierDocumentStore(uri=uri)
+    for call in (lambda: ds.tune({"q": "red"}, {"q": {"d": 1}}), ds.rollback_model):
+        with pytest.raises(DocumentStoreError, match="not tuned or rolled back in place"):
+            call()
+    ds.close()
+    vs = RagHierVectorStore(uri=uri)
+    for call in (lambda: vs.tune({"q": "red"}, {"q": {"d": 1}}), vs.rollback_model):
+        with pytest.raises(StoreError, match="not tuned or rolled back in place"):
+            call()
+    vs.close()
