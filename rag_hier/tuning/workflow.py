@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import resource
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -35,7 +34,7 @@ from rag_hier.eval.compare import paired_difference
 from rag_hier.eval.judged import JudgedQueries, default_level, judged_from_mappings, load_judged
 from rag_hier.store.encoder_switch import encode_passages
 from rag_hier.tuning.config import TuneConfig
-from rag_hier.tuning.edges import check_finite
+from rag_hier.tuning.edges import candidate_workspace, check_finite
 from rag_hier.tuning.report import TuneReport
 from rag_hier.tuning.scoring import candidate_index, score_queries
 from rag_hier.tuning.split import seen_documents, split_dev
@@ -217,7 +216,7 @@ def tune(
             f"{total / 60:.1f} min at most"
         )
 
-    with tempfile.TemporaryDirectory(prefix="rag-hier-candidate-") as tmp:
+    with candidate_workspace() as tmp:
         candidate_dir = Path(tmp) / "candidate"
         t0 = time.perf_counter()
         outcome = train_candidate(

@@ -4,8 +4,11 @@ model always reachable, reports never through a link, leftovers of interrupted s
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import io
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -225,3 +228,38 @@ def test_milvus_stores_say_they_are_not_tuned_in_place(tmp_path, tiny_model_path
         with pytest.raises(StoreError, match="not tuned or rolled back in place"):
             call()
     vs.close()
+
+
+def test_candidate_folders_of_dead_runs_are_removed(tmp_path, monkeypatch, judged_store, judged_maps, stays) -> None:
+    from rag_hier.tuning.edges import CANDIDATE_PREFIX, clean_stale_candidates
+
+    root = tmp_path / "tmp"
+    root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+
+    def folder(name: str, *, lock: bool) -> Path:
+        path = root / name
+        (path / "candidate").mkdir(parents=True)
+        (path / "candidate" / "model.safetensors").write_bytes(b"x" * 1024)
+        if lock:
+            (path / ".owner.lock").write_bytes(b"")
+        return path
+
+    alive = folder(f"{CANDIDATE_PREFIX}alive", lock=True)
+    holder = os.open(alive / ".owner.lock", os.O_RDWR)
+    fcntl.flock(holder, fcntl.LOCK_EX)  # a run still going
+    dead = folder(f"{CANDIDATE_PREFIX}dead", lock=True)  # its process was killed: nobody holds the lock
+    old = folder(f"{CANDIDATE_PREFIX}old", lock=False)  # an older version's, days old
+    os.utime(old, (0, 0))
+    young = folder(f"{CANDIDATE_PREFIX}young", lock=False)
+    other = folder("someone-else", lock=False)
+    assert clean_stale_candidates(root) == 2
+    assert not dead.exists() and not old.exists()
+    assert alive.exists() and young.exists() and other.exists()
+    dead = folder(f"{CANDIDATE_PREFIX}dead2", lock=True)
+    path, _ = judged_store
+    with HierStore.open(path) as store:
+        store.tune(*judged_maps, **stays)  # a run removes what dead runs left, and its own folder at the end
+    assert not dead.exists() and alive.exists()
+    assert sorted(p.name for p in root.iterdir() if p.name.startswith(CANDIDATE_PREFIX)) == [alive.name, young.name]
+    os.close(holder)
