@@ -263,3 +263,25 @@ def test_candidate_folders_of_dead_runs_are_removed(tmp_path, monkeypatch, judge
     assert not dead.exists() and alive.exists()
     assert sorted(p.name for p in root.iterdir() if p.name.startswith(CANDIDATE_PREFIX)) == [alive.name, young.name]
     os.close(holder)
+
+
+def test_document_qrels_on_a_passage_store_name_the_flag(tmp_path, judged_template, tiny_model_path) -> None:
+    from rag_hier import Document
+    from rag_hier.testing import translation_collection
+
+    corpus, _queries, _qrels = translation_collection()
+    path = tmp_path / "passages"
+    store = HierStore.create(path, model=tiny_model_path, corpus={"max_passage_words": 0})
+    store.add_documents(
+        [Document(doc_id=d, title="", paragraphs=(t, f"{t} again")) for d, t in corpus.items()], max_passage_words=0
+    )
+    store.close()
+    beir = judged_template[1]  # its qrels name document ids
+    before = _fingerprint(path)
+    flags = ["--queries", str(beir / "queries.jsonl"), "--qrels", str(beir / "qrels" / "train.tsv"), *COMMON]
+    for command in ("eval", "tune"):
+        line = _one_line_error([command, "--store", str(path), *flags], command)
+        assert "name document ids of this store" in line and "--aggregate doc" in line, line
+    code, out, err = _run(["eval", "--store", str(path), *flags, "--aggregate", "doc"])
+    assert code == 0, err
+    assert _fingerprint(path) == before
