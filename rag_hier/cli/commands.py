@@ -390,12 +390,17 @@ def cmd_info(args: argparse.Namespace) -> int:
                 f", tuned from {tuned.get('base_model')} by {tuned.get('method')}: dev {tuned.get('metric')} "
                 f"{tuned['base']:.4f} -> {tuned['candidate']:.4f}"
             )
+            if tuned.get("forced"):
+                line += " (forced with --force: the adoption rule did not adopt it)"
         print(line)
     else:
         _print_model_source(enc)
     previous = info.get("encoder_previous")
     if previous:
         print(f"previous   {previous.get('model')}  (rag-hier tune --rollback returns to it)")
+    original = info.get("encoder_original")
+    if original and original.get("model") not in (enc.get("model"), (previous or {}).get("model")):
+        print(f"original   {original.get('model')}  (rag-hier tune --rollback original returns to it)")
     print(f"index      {idx}")
     print(f"corpus     {info.get('corpus') or {}}")
     print(f"counts     {counts['documents']} documents, {counts['passages']} passages, {counts['vectors']} vectors")

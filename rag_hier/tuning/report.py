@@ -103,15 +103,30 @@ class TuneReport:
         if self.evaluation_only:
             lines.append(self.reason)
         else:
-            verdict = "ADOPTED" if self.adopted else ("dry run" if self.dry_run else "not adopted")
-            lines.append(f"{verdict}: {self.reason}")
+            lines.append(self._verdict("ADOPTED", "not adopted"))
+        if self.dry_run:
+            lines.append(self._estimate_line())
         return "\n".join(lines)
+
+    def _verdict(self, adopted: str, rejected: str) -> str:
+        """``<verdict>: <reason>`` (a dry run's reason says it is one: not said twice)."""
+        if self.dry_run:
+            return self.reason if self.reason.startswith("dry run") else f"dry run: {self.reason}"
+        return f"{adopted if self.adopted else rejected}: {self.reason}"
+
+    def _estimate_line(self) -> str:
+        """What a dry run is for: the estimate of the whole run, from the steps it measured."""
+        if not self.estimate_seconds:
+            return "estimate: none (no training step could be measured)"
+        return (
+            f"estimate: about {self.estimate_seconds / 60:.1f} min for the whole run ({self.planned_steps} steps, "
+            f"encoding and scoring; {self.estimate_seconds:.0f} s, measured on this machine now)"
+        )
 
     def to_markdown(self, plot: str | None = None) -> str:
         """A Markdown report (``plot``: the file name of :meth:`svg_plot`'s output, shown at the top)."""
         out = [f"# Tuning report: `{self.store}`", ""]
-        verdict = "**adopted**" if self.adopted else ("dry run" if self.dry_run else "**not adopted**")
-        out.append(f"{verdict}: {self.reason}")
+        out.append(self._verdict("**adopted**", "**not adopted**"))
         out.append("")
         if plot:
             out += [f"![base vs candidate on the dev queries]({plot})", ""]

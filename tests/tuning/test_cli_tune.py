@@ -48,7 +48,7 @@ def test_tune_adopts_reports_and_rolls_back(judged_store, tmp_path) -> None:
     assert code == 0, err
     code, out, err = _run(["tune", "--store", str(path), "--rollback", *COMMON])
     assert code == 0, err
-    assert out.startswith("switched back")
+    assert out.startswith("rolled back")
 
 
 def test_dry_run_leaves_the_store_as_it_was(judged_store) -> None:

@@ -282,6 +282,27 @@ def test_document_qrels_on_a_passage_store_name_the_flag(tmp_path, judged_templa
     for command in ("eval", "tune"):
         line = _one_line_error([command, "--store", str(path), *flags], command)
         assert "name document ids of this store" in line and "--aggregate doc" in line, line
-    code, out, err = _run(["eval", "--store", str(path), *flags, "--aggregate", "doc"])
+    code, _out, err = _run(["eval", "--store", str(path), *flags, "--aggregate", "doc"])
     assert code == 0, err
     assert _fingerprint(path) == before
+
+
+def test_a_dry_run_summary_gives_the_estimate_once(judged_store, judged_maps, learns) -> None:
+    path, _ = judged_store
+    with HierStore.open(path) as store:
+        summary = store.tune(*judged_maps, dry_run=True, **learns).summary()
+    assert "dry run: dry run" not in summary
+    assert summary.splitlines()[-2].startswith("dry run: ")
+    assert summary.splitlines()[-1].startswith("estimate: about ") and " min for the whole run" in summary
+
+
+def test_info_marks_a_forced_adoption_and_rollbacks_say_which_way(judged_store) -> None:
+    path, beir = judged_store
+    code, out, err = _run(["tune", "--store", str(path), "--beir", str(beir), "--force", *STAY_FLAGS, *COMMON])
+    assert code == 0 and "ADOPTED: forced" in out, (out, err)
+    code, out, err = _run(["info", "--store", str(path)])
+    assert code == 0 and "(forced with --force: the adoption rule did not adopt it)" in out, err
+    code, out, err = _run(["tune", "--store", str(path), "--rollback", *COMMON])
+    assert code == 0 and out.startswith("rolled back: "), err
+    code, out, err = _run(["tune", "--store", str(path), "--rollback", *COMMON])
+    assert code == 0 and out.startswith("rolled forward: "), err
