@@ -594,8 +594,8 @@ class RagHierDocumentStore(StrategySearch, MetadataAggregates, DocumentWrites, A
         :meth:`rag_hier.HierStore.tune` on this store (``queries``: a file or ``{query id: text}``; ``qrels``:
         a file or ``{query id: {document id: grade}}``; ``options``: :class:`rag_hier.TuneConfig` fields). Once
         adopted, the retrievers that take query text (``HierarchicalRetriever``, ``RagHierRetriever``) encode
-        with the tuned model from the next query on; a pipeline that embeds queries with its own text embedder
-        must point it at the store's model (``hier_store.encoder.model_name``). Without judged queries, pass
+        with the tuned model from the next query on, and so does ``RagHierTextEmbedder(document_store=...)``; a
+        ``RagHierTextEmbedder(model=...)`` of the old model is refused by the retriever. Without judged queries, pass
         ``generator=``: a Haystack ChatGenerator (asked for questions about each sampled passage, see
         :func:`chat_generator_questions`) or any callable ``(passage text) -> list[str]``. Returns the
         :class:`rag_hier.TuneReport`.

@@ -477,8 +477,8 @@ class RagHierVectorStore(BasePydanticVectorStore):
         :meth:`rag_hier.HierStore.tune` on this store (``queries``: a file or ``{query id: text}``; ``qrels``:
         a file or ``{query id: {document id: grade}}``; ``options``: :class:`rag_hier.TuneConfig` fields). Once
         adopted, queries given as text (``RagHierRetriever``, or a query without an embedding) are encoded with
-        the tuned model from the next query on; an index that embeds queries with its own ``embed_model`` must
-        point it at the store's model (``client.encoder.model_name``). Without judged queries, pass ``generator=``:
+        the tuned model from the next query on, and so does ``RagHierEmbedding(vector_store=...)``; a
+        ``RagHierEmbedding`` of the old model is refused by :meth:`query`. Without judged queries, pass ``generator=``:
         a LlamaIndex ``LLM`` (asked for questions about each sampled passage, see :func:`llm_questions`) or any
         callable ``(passage text) -> list[str]``. Returns the :class:`rag_hier.TuneReport`.
         """
