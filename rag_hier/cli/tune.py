@@ -206,11 +206,13 @@ def run_tune(args: argparse.Namespace, *, open_store: Callable[..., Any]) -> int
             store.close()
         print(report.summary())
         _write_reports(report, args, report_path, say)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, RagHierError, OSError) as exc:
         # after the commit point the store is adopted: say so, and exit 0 (a retry would tune the tuned model)
         now = report.model if report is not None and report.adopted else _switched_to(args, open_store, before)
         if now is None:
             raise
+        if not isinstance(exc, KeyboardInterrupt):
+            say(f"warning: after the switch was committed: {str(exc).strip().splitlines()[0] if str(exc) else exc!r}")
         print(
             f"adopted: the store encodes with {now} (interrupted after the switch was committed; "
             f"`rag-hier tune --store {args.store} --rollback` returns to {(before or {}).get('model')})"

@@ -92,6 +92,21 @@ def test_ctrl_c_after_the_commit_reports_the_adoption(judged_store, monkeypatch)
     assert out.strip().splitlines()[-1].startswith(f"adopted: the store encodes with {now}")
 
 
+def test_a_failure_after_the_commit_is_a_warning_not_an_error(judged_store, monkeypatch) -> None:
+    import rag_hier.tuning.workflow as workflow
+
+    path, beir = judged_store
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(workflow, "_finish", full)  # runs after the adoption's commit
+    code, out, err = _run(["tune", "--store", str(path), "--beir", str(beir), *LEARN_FLAGS, *COMMON])
+    assert code == 0, err
+    assert "rag-hier tune: warning: after the switch was committed" in err and "error" not in err
+    assert out.strip().splitlines()[-1].startswith(f"adopted: the store encodes with {_model(path)}")
+
+
 def test_an_adoption_is_refused_when_the_model_changed_meanwhile(judged_store, learns, judged_maps, other_model):
     path, _ = judged_store
     queries, qrels = judged_maps
