@@ -8,7 +8,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TuneReport"]
+__all__ = ["QUERY_MODEL_NOTE", "TuneReport"]
+
+
+QUERY_MODEL_NOTE = (
+    "queries: rag-hier's retrievers, and its embedders given the store (RagHierTextEmbedder(document_store=...), "
+    "RagHierEmbedding(vector_store=...)), encode with the adopted model from now on; an embedder from outside "
+    "rag-hier hands the store plain vectors it cannot check: it keeps its own model (docs/tuning.md)"
+)
+"""Said with every adoption: which query encoders follow the store, and which the store cannot see."""
 
 
 @dataclass
@@ -106,6 +114,8 @@ class TuneReport:
             lines.append(self._verdict("ADOPTED", "not adopted"))
         if self.dry_run:
             lines.append(self._estimate_line())
+        if self.adopted:
+            lines.append(QUERY_MODEL_NOTE)
         return "\n".join(lines)
 
     def _verdict(self, adopted: str, rejected: str) -> str:
@@ -127,6 +137,8 @@ class TuneReport:
         """A Markdown report (``plot``: the file name of :meth:`svg_plot`'s output, shown at the top)."""
         out = [f"# Tuning report: `{self.store}`", ""]
         out.append(self._verdict("**adopted**", "**not adopted**"))
+        if self.adopted:
+            out += ["", QUERY_MODEL_NOTE]
         out.append("")
         if plot:
             out += [f"![base vs candidate on the dev queries]({plot})", ""]

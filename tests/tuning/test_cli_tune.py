@@ -37,6 +37,10 @@ def test_tune_adopts_reports_and_rolls_back(judged_store, tmp_path) -> None:
     )
     assert code == 0, err
     assert "ADOPTED" in out and "ndcg@10" in out
+    assert (
+        "an embedder from outside rag-hier" in out
+        and "an embedder from outside rag-hier" in (path / "tune.md").read_text()
+    )
     assert "estimate:" in err and "held back" in err
     data = json.loads(report.read_text())
     assert data["adopted"] is True and data["method"] == "contrastive" and data["steps"] > 0
