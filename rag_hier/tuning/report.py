@@ -32,6 +32,7 @@ class TuneReport:
         dry_run: A dry run (estimate only: nothing trained to the end, nothing adopted).
         train_queries: Judged queries trained on.
         dev_queries: Judged queries held back to decide.
+        dev_query_ids: The ids of those queries (the dev part), in the order of the queries file.
         level: ``"doc"`` or ``"passage"``: what the judgements name.
         steps: Optimizer steps done (planned: ``planned_steps``).
         planned_steps: Steps the settings asked for.
@@ -75,14 +76,17 @@ class TuneReport:
     warnings: list[str] = field(default_factory=list)
     evaluation_only: bool = False
     dev_subsets: dict[str, dict[str, float]] = field(default_factory=dict)
+    dev_query_ids: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return json.loads(json.dumps(asdict(self), default=str))
 
     def write_json(self, path: str | Path) -> None:
-        """Write :meth:`to_dict` as JSON."""
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+        """Write :meth:`to_dict` as JSON (to a temporary file renamed onto ``path``: a link there is replaced)."""
+        from rag_hier.store.files import atomic_write_bytes
+
+        atomic_write_bytes(Path(path), (json.dumps(self.to_dict(), indent=2) + "\n").encode("utf-8"))
 
     def summary(self) -> str:
         """A few lines for a terminal: base and candidate side by side, the difference, the verdict."""
@@ -176,6 +180,12 @@ class TuneReport:
                 f"\n{self.config.get('metric')} on the {sub['queries']:.0f} dev queries {what}: {sub['delta']:+.4f} "
                 f"[{sub['ci_low']:+.4f}, {sub['ci_high']:+.4f}]"
             )
+        if self.dev_query_ids:
+            ids = ", ".join(f"`{q}`" for q in self.dev_query_ids)
+            out += [
+                "",
+                f"Held back (the {len(self.dev_query_ids)} dev queries, never trained on before the decision): {ids}",
+            ]
         if self.warnings:
             out += ["", "Warnings:", ""] + [f"- {w}" for w in self.warnings]
         return "\n".join(out) + "\n"

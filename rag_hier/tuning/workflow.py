@@ -190,6 +190,7 @@ def tune(
     if len(answerable) < len(judged):
         out(f"warning: {len(judged) - len(answerable)} judged queries name nothing the store holds; they are left out")
     report.train_queries, report.dev_queries = len(train), len(dev)
+    report.dev_query_ids = list(dev.queries)
     out(f"{len(judged)} judged queries ({judged.level} level): {len(train)} to train on, {len(dev)} held back")
     base = store.encoder
     rate, n_passages = _encode_rate(store, base, cfg.seed)

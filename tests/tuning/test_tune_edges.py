@@ -321,3 +321,22 @@ def test_info_marks_a_forced_adoption_and_rollbacks_say_which_way(judged_store) 
     assert code == 0 and out.startswith("rolled back: "), err
     code, out, err = _run(["tune", "--store", str(path), "--rollback", *COMMON])
     assert code == 0 and out.startswith("rolled forward: "), err
+
+
+def test_the_report_lists_the_held_back_queries(judged_store, judged_maps, stays, tmp_path) -> None:
+    from rag_hier.tuning.workflow import report_files
+
+    path, _ = judged_store
+    with HierStore.open(path) as store:
+        report = store.tune(*judged_maps, **stays)
+    assert len(report.dev_query_ids) == report.dev_queries > 0
+    assert set(report.dev_query_ids) <= set(judged_maps[0])
+    md, _svg = report_files(report, path)
+    assert f"`{report.dev_query_ids[0]}`" in md.read_text() and "Held back" in md.read_text()
+    target = tmp_path / "victim.json"
+    target.write_text("keep\n")
+    link = tmp_path / "report.json"
+    link.symlink_to(target)
+    report.write_json(link)  # replaces the link, never writes through it
+    assert target.read_text() == "keep\n" and not link.is_symlink()
+    assert report.to_dict()["dev_query_ids"] == report.dev_query_ids
