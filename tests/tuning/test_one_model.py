@@ -139,3 +139,33 @@ def test_llama_index_recipes_follow_the_tuned_model(judged_store, other_model, t
     with pytest.raises(ValueError, match=r"RagHierEmbedding\(vector_store=store\)"):
         stale.as_retriever(similarity_top_k=5).retrieve(QUERY)
     vs.close()
+
+
+def test_haystack_documents_embedded_by_the_old_model_are_refused(judged_store, other_model, tiny_model_path) -> None:
+    pytest.importorskip("haystack")
+    from haystack import Document, Pipeline
+    from haystack.components.writers import DocumentWriter
+    from haystack.core.errors import PipelineRuntimeError
+    from haystack_integrations.components.embedders.rag_hier import RagHierDocumentEmbedder
+    from haystack_integrations.document_stores.rag_hier import RagHierDocumentStore
+
+    path, _ = judged_store
+
+    def indexing(ds: RagHierDocumentStore, *, embedder: bool) -> Pipeline:
+        p = Pipeline()
+        p.add_component("writer", DocumentWriter(document_store=ds))
+        if embedder:
+            p.add_component("embedder", RagHierDocumentEmbedder(model=tiny_model_path, progress_bar=False))
+            p.connect("embedder.documents", "writer.documents")
+        return p
+
+    ds = RagHierDocumentStore(str(path), device="cpu")
+    indexing(ds, embedder=True).run({"embedder": {"documents": [Document(id="before", content="red blue")]}})
+    _adopt(path, other_model)
+    with pytest.raises(PipelineRuntimeError, match="Drop the document embedder") as refused:
+        indexing(ds, embedder=True).run({"embedder": {"documents": [Document(id="after", content="red blue")]}})
+    assert tiny_model_path in str(refused.value)
+    assert ds.filter_documents({"field": "id", "operator": "==", "value": "after"}) == []
+    indexing(ds, embedder=False).run({"writer": {"documents": [Document(id="after", content="red blue")]}})
+    assert len(ds.filter_documents({"field": "id", "operator": "==", "value": "after"})) == 1
+    ds.close()
