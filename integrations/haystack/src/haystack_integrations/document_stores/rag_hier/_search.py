@@ -169,9 +169,12 @@ class StrategySearch:
         Only an embedding that names its weights (``RagHierTextEmbedder``'s) can be checked; a plain list cannot.
         """
         given = getattr(query_embedding, "weights_sha256", None)
-        encoder = store.encoder if given is not None else None
+        if given is None:
+            return
+        with store.reading():  # the store's model now (another process may have switched it)
+            encoder = store.encoder
         ours = encoder.weights_digest() if encoder is not None else None
-        if ours is None or given == ours:
+        if encoder is None or ours is None or given == ours:
             return
         line = (
             f"the query embedding comes from model {getattr(query_embedding, 'model', None)!r}, but the vectors of "

@@ -650,9 +650,12 @@ class RagHierVectorStore(BasePydanticVectorStore):
         Only an embedding that names its weights (``RagHierEmbedding``'s) can be checked; a plain list cannot.
         """
         given = getattr(embedding, "weights_sha256", None)
-        encoder = self._reader.encoder if given is not None else None
+        if given is None:
+            return
+        with self._reader.reading():  # the store's model now (another process may have switched it)
+            encoder = self._reader.encoder
         ours = encoder.weights_digest() if encoder is not None else None
-        if ours is None or given == ours:
+        if encoder is None or ours is None or given == ours:
             return
         line = (
             f"the query embedding comes from model {getattr(embedding, 'model', None)!r}, but the vectors of the "
