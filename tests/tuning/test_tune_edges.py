@@ -340,3 +340,18 @@ def test_the_report_lists_the_held_back_queries(judged_store, judged_maps, stays
     report.write_json(link)  # replaces the link, never writes through it
     assert target.read_text() == "keep\n" and not link.is_symlink()
     assert report.to_dict()["dev_query_ids"] == report.dev_query_ids
+
+
+def test_a_lone_surrogate_given_in_python_is_one_clear_error(judged_store, judged_maps, stays) -> None:
+    from rag_hier.errors import InvalidInputError
+
+    path, _ = judged_store
+    queries, qrels = judged_maps
+    qid = next(iter(queries))
+    before = _fingerprint(path)
+    with HierStore.open(path) as store:
+        with pytest.raises(InvalidInputError, match="lone surrogate"):
+            store.search("caf\udcff", top_k=3)
+        with pytest.raises(InvalidInputError, match="lone surrogate"):
+            store.tune({**queries, qid: "abc \ud800 def"}, qrels, **stays)
+    assert _fingerprint(path) == before
