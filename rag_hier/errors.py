@@ -49,6 +49,10 @@ class ModelMismatchError(StoreError):
     """A model that is not the one a store was built with (other weights at its recorded path, or encoder=)."""
 
 
+class ModelChangedError(StoreError):
+    """A switch of a store's model refused: the store's model is no longer the one the caller measured."""
+
+
 class DuplicateIdError(StoreError, ValueError):
     """A write with ``policy="fail"`` met an id that is already stored."""
 

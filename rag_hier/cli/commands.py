@@ -259,6 +259,11 @@ def cmd_search(args: argparse.Namespace) -> int:
     from rag_hier.eval.trec import hits_to_run, write_run
 
     queries = read_queries(args.queries) if args.queries else None
+    if queries is None and args.query is not None:
+        bad = next((c for c in args.query if "\ud800" <= c <= "\udfff"), None)
+        if bad is not None:  # bytes the shell passed that are not UTF-8 (Python keeps them as lone surrogates)
+            byte = f" (byte 0x{ord(bad) - 0xDC00:02x})" if "\udc80" <= bad <= "\udcff" else ""
+            raise CliError(f"--query is not valid UTF-8 text{byte}: pass the query in UTF-8")
     store = _open_store(args, read_only=True)
     try:
         aggregate = _default_aggregate(store, args.aggregate)
@@ -385,12 +390,17 @@ def cmd_info(args: argparse.Namespace) -> int:
                 f", tuned from {tuned.get('base_model')} by {tuned.get('method')}: dev {tuned.get('metric')} "
                 f"{tuned['base']:.4f} -> {tuned['candidate']:.4f}"
             )
+            if tuned.get("forced"):
+                line += " (forced with --force: the adoption rule did not adopt it)"
         print(line)
     else:
         _print_model_source(enc)
     previous = info.get("encoder_previous")
     if previous:
         print(f"previous   {previous.get('model')}  (rag-hier tune --rollback returns to it)")
+    original = info.get("encoder_original")
+    if original and original.get("model") not in (enc.get("model"), (previous or {}).get("model")):
+        print(f"original   {original.get('model')}  (rag-hier tune --rollback original returns to it)")
     print(f"index      {idx}")
     print(f"corpus     {info.get('corpus') or {}}")
     print(f"counts     {counts['documents']} documents, {counts['passages']} passages, {counts['vectors']} vectors")

@@ -4,14 +4,17 @@ Queries are read as ``rag-hier eval`` reads them (``--beir DIR [--split train]``
 ``--qrels``; QA ``questions.jsonl`` needs no qrels). A dev part is held back, a candidate trained on the rest,
 base and candidate scored on the dev part with the store's own search, and the candidate adopted (one
 commit) when the paired bootstrap interval of the dev nDCG@10 difference lies above 0. ``--rollback`` returns
-to the previous model. The report goes to stdout, ``--report FILE`` (JSON), and ``<store>.tune.md`` with a
-plot (``<store>.tune.svg``) beside the store. See docs/tuning.md.
+to the previous model (``--rollback original``: to the model the store was built with). The report goes to
+stdout, ``--report FILE`` (JSON), and ``tune.md`` with a plot (``tune.svg``) inside the store directory. Every
+output path is checked before training; once the switch is committed the run exits 0. See docs/tuning.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -132,7 +135,14 @@ def add_tune_parser(subparsers: Any, help_line: str) -> argparse.ArgumentParser:
     p.add_argument("--report", default=None, metavar="FILE", help="write the report as JSON here")
     p.add_argument("--dry-run", action="store_true", help="measure two training steps, estimate the run, stop")
     p.add_argument("--force", action="store_true", help="adopt the candidate whatever the dev figures say")
-    p.add_argument("--rollback", action="store_true", help="return the store to its previous model and stop")
+    p.add_argument(
+        "--rollback",
+        nargs="?",
+        const="previous",
+        choices=("previous", "original"),
+        default=None,
+        help="return the store to its previous model (or, with 'original', to the model it was built with) and stop",
+    )
     return p
 
 
@@ -160,23 +170,16 @@ def run_tune(args: argparse.Namespace, *, open_store: Callable[..., Any]) -> int
     """``rag-hier tune`` (``main`` passes its store opener)."""
     from rag_hier.eval.judged import default_level, judged_files, load_judged
     from rag_hier.tuning.config import TuneConfig
-    from rag_hier.tuning.workflow import report_files, tune
+    from rag_hier.tuning.workflow import tune
 
     def say(line: str) -> None:
         print(f"rag-hier tune: {line}" if line.startswith("warning:") else line, file=sys.stderr, flush=True)
 
     if args.rollback:
-        if args.queries or args.beir or args.generator or args.force or args.dry_run:
+        if args.queries or args.beir or args.generator or args.force or args.dry_run or args.report:
             raise RagHierError("--rollback takes only --store")
-        store = open_store(args, read_only=False)
-        try:
-            before = (store.model_info["current"] or {}).get("model")
-            generation = store.rollback_model(show_progress_bar=not args.no_progress)
-            after = (store.model_info["current"] or {}).get("model")
-        finally:
-            store.close()
-        print(f"rolled back: the store encodes with {after} again (was {before}); generation {generation}")
-        return 0
+        return _rollback(args, open_store)
+    report_path = _check_outputs(args)
     generator = _load_generator(args.generator) if args.generator else None
     if generator is not None and (args.queries or args.beir):
         raise RagHierError("--generator writes the questions: drop --queries/--qrels/--beir, or drop --generator")
@@ -187,6 +190,15 @@ def run_tune(args: argparse.Namespace, *, open_store: Callable[..., Any]) -> int
         )
     if args.generate_passages < 1:
         raise RagHierError(f"--generate-passages must be >= 1, got {args.generate_passages}")
+    for flag, value in (
+        ("--epochs", args.epochs),
+        ("--learning-rate", args.learning_rate),
+        ("--temperature", args.temperature),
+        ("--dev-fraction", args.dev_fraction),
+        ("--max-minutes", args.max_minutes),
+    ):
+        if value is not None and not math.isfinite(value):
+            raise RagHierError(f"{flag} must be a finite number, got {value}")
     config = TuneConfig(
         method=args.method,
         dev_fraction=args.dev_fraction,
@@ -212,32 +224,130 @@ def run_tune(args: argparse.Namespace, *, open_store: Callable[..., Any]) -> int
         show_progress_bar=not args.no_progress,
     )
     store = open_store(args, read_only=False)
+    before = _current(store)
+    report = None
     try:
-        level = default_level(store, args.aggregate)
-        if generator is not None:
-            report = tune(
-                store,
-                config=config,
-                level=level,
-                dry_run=args.dry_run,
-                say=say,
-                generator=generator,
-                generator_name=args.generator,
-                max_generated_passages=args.generate_passages,
-            )
-        else:
-            queries_path, qrels_path = judged_files(args.queries, args.qrels, args.beir, args.split)
-            judged = load_judged(store, queries_path, qrels_path, level)
-            report = tune(store, judged, config=config, dry_run=args.dry_run, say=say)
+        try:
+            level = default_level(store, args.aggregate)
+            if generator is not None:
+                report = tune(
+                    store,
+                    config=config,
+                    level=level,
+                    dry_run=args.dry_run,
+                    say=say,
+                    generator=generator,
+                    generator_name=args.generator,
+                    max_generated_passages=args.generate_passages,
+                )
+            else:
+                queries_path, qrels_path = judged_files(args.queries, args.qrels, args.beir, args.split)
+                judged = load_judged(store, queries_path, qrels_path, level)
+                report = tune(store, judged, config=config, dry_run=args.dry_run, say=say)
+        finally:
+            store.close()
+        print(report.summary())
+        _write_reports(report, args, report_path, say)
+    except (KeyboardInterrupt, RagHierError, OSError) as exc:
+        # after the commit point the store is adopted: say so, and exit 0 (a retry would tune the tuned model)
+        now = report.model if report is not None and report.adopted else _switched_to(args, open_store, before)
+        if now is None:
+            raise
+        if not isinstance(exc, KeyboardInterrupt):
+            say(f"warning: after the switch was committed: {str(exc).strip().splitlines()[0] if str(exc) else exc!r}")
+        print(
+            f"adopted: the store encodes with {now} (interrupted after the switch was committed; "
+            f"`rag-hier tune --store {args.store} --rollback` returns to {(before or {}).get('model')})"
+        )
+    return 0
+
+
+def _current(store: Any) -> dict[str, Any] | None:
+    """The store's recorded encoder (``None`` for a store that cannot say: not a local store)."""
+    info = getattr(store, "model_info", None)
+    return info["current"] if isinstance(info, dict) else None
+
+
+def _switched_to(args: argparse.Namespace, open_store: Callable[..., Any], before: dict[str, Any] | None) -> Any:
+    """The model the store encodes with now, if a switch away from ``before`` was committed; else ``None``."""
+    from rag_hier.store.encoder_switch import same_encoder
+
+    if before is None:
+        return None
+    try:
+        store = open_store(args, read_only=True)
+        try:
+            now = _current(store)
+        finally:
+            store.close()
+    except Exception:  # only asked to tell an interrupt's outcome: then the interrupt is reported
+        return None
+    return None if now is None or same_encoder(now, before) else now.get("model")
+
+
+def _rollback(args: argparse.Namespace, open_store: Callable[..., Any]) -> int:
+    """``rag-hier tune --rollback [previous|original]``."""
+    store = open_store(args, read_only=False)
+    try:
+        if not hasattr(store, "rollback_model"):
+            raise RagHierError(f"{store.location} is not a local store directory; only those are tuned and rolled back")
+        info = store.model_info
+        before = (info["current"] or {}).get("model")
+        forward = args.rollback == "previous" and _adopted_at(info["previous"]) > _adopted_at(info["current"])
+        generation = store.rollback_model(to=args.rollback, show_progress_bar=not args.no_progress)
+        after = (_current(store) or {}).get("model")
     finally:
         store.close()
-    print(report.summary())
-    if args.report:
-        Path(args.report).write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
-    if not args.dry_run:
+    if args.rollback == "original":
+        verb = "rolled back to the model the store was built with"
+    else:  # a second rollback returns to the model the first one left: forward
+        verb = "rolled forward" if forward else "rolled back"
+    print(f"{verb}: the store encodes with {after} (was {before}); generation {generation}")
+    return 0
+
+
+def _adopted_at(encoder: Any) -> int:
+    """The generation a stored model was adopted at (its name ``models/g<N>-...``); 0 for a model outside the store."""
+    import re
+
+    found = re.fullmatch(r"models/g(\d+)-[0-9a-f]+", str((encoder or {}).get("model", "")))
+    return int(found.group(1)) if found else 0
+
+
+def _check_outputs(args: argparse.Namespace) -> Path | None:
+    """Check every file the run will write before anything is trained; the ``--report`` path (or ``None``).
+
+    A path that cannot be written would otherwise fail after the store's model was switched.
+    """
+    if args.report is not None:
+        report = Path(args.report)
+        if not args.report or report.is_dir():
+            raise RagHierError(f"--report {args.report!r} is a directory or empty; give a file name")
+        if not report.parent.is_dir():
+            raise RagHierError(f"--report {report}: the folder {report.parent} does not exist")
+        if not os.access(report.parent, os.W_OK):
+            raise RagHierError(f"--report {report}: the folder {report.parent} is not writable")
+    else:
+        report = None
+    root = Path(args.store)
+    if root.is_dir() and not args.dry_run and not os.access(root, os.W_OK):
+        raise RagHierError(f"--store {root}: the directory is not writable (the report goes inside it)")
+    return report
+
+
+def _write_reports(report: Any, args: argparse.Namespace, report_path: Path | None, say: Callable[[str], None]) -> None:
+    """Write the JSON report and the Markdown one; after a switch a failure here is a warning, never an error."""
+    from rag_hier.store.files import atomic_write_bytes
+    from rag_hier.tuning.workflow import report_files
+
+    if report_path is not None:
+        try:
+            atomic_write_bytes(report_path, (json.dumps(report.to_dict(), indent=2) + "\n").encode("utf-8"))
+        except OSError as exc:
+            say(f"warning: cannot write the report to {report_path} ({exc})")
+    if not args.dry_run and Path(args.store).is_dir():
         try:
             md, _svg = report_files(report, args.store)
             print(f"report: {md}")
         except OSError as exc:
-            say(f"rag-hier tune: warning: cannot write the report beside the store ({exc})")
-    return 0
+            say(f"warning: cannot write the report into the store directory ({exc})")

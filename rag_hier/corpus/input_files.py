@@ -10,6 +10,7 @@ import gzip
 import json
 import logging
 import os
+import re
 import zlib
 from collections.abc import Generator, Iterable, Mapping, Sequence, Sized
 from contextlib import closing
@@ -120,6 +121,10 @@ def _json_type(value: Any) -> str:
     return "object" if isinstance(value, dict) else type(value).__name__
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+"""A UTF-16 surrogate code point on its own (JSON's ``"\\ud800"``): not text, and not encodable as UTF-8."""
+
+
 @dataclass(frozen=True)
 class _Record:
     """One JSON object of a JSONL file, with typed accessors whose errors name the file and line."""
@@ -155,6 +160,17 @@ class _Record:
             return ""
         if not isinstance(value, str):
             raise self.error(f"field {name!r} must be a string, got {_json_type(value)}")
+        return value
+
+    def text(self, name: str) -> str:
+        """A required string field that must be valid Unicode (a query to encode): a lone surrogate is refused."""
+        value = self.string(name)
+        bad = _LONE_SURROGATE.search(value)
+        if bad is not None:
+            raise self.error(
+                f"field {name!r} holds a lone surrogate {bad.group()!r} at character {bad.start()}: text must be "
+                "valid Unicode (check the file's escapes or decoding)"
+            )
         return value
 
     def mapping(self, name: str) -> dict[str, Any]:

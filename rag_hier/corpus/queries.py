@@ -82,9 +82,9 @@ def read_queries(path: StrPath) -> dict[str, str]:
     if _looks_like_jsonl(file):
         for record in _iter_jsonl(file):
             if "_id" in record.data:
-                qid, text = record.identifier("_id"), record.string("text")
+                qid, text = record.identifier("_id"), record.text("text")
             elif "qid" in record.data:
-                qid, text = record.identifier("qid"), record.string("question")
+                qid, text = record.identifier("qid"), record.text("question")
             else:
                 raise record.error("missing required field '_id' (BEIR queries) or 'qid' (QA questions)")
             ids.add(qid, record.line)
@@ -291,7 +291,7 @@ def read_qa_questions(path: StrPath) -> list[QAQuestion]:
             raise record.error(f"field 'paragraph_index' must be a non-negative integer, got {index!r}")
         question = QAQuestion(
             qid=qid,
-            question=record.string("question"),
+            question=record.text("question"),
             answers=() if raw_answers is None else record.strings("answers", raw_answers),
             doc_id=record.identifier("doc_id"),
             paragraph_index=index,

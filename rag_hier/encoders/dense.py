@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -204,6 +205,7 @@ class DenseEncoder:
             raise TypeError("texts must be a sequence of strings, not a single string")
         if len(texts) == 0:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        _check_encodable(texts)
         model = self.model
         kwargs: dict[str, Any] = {}
         if prompt:
@@ -233,3 +235,19 @@ class DenseEncoder:
 
     def __repr__(self) -> str:
         return f"DenseEncoder(model={self.model_name!r}, device={self.requested_device!r})"
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _check_encodable(texts: Sequence[str]) -> None:
+    """Refuse a text with a lone surrogate (not valid Unicode: the tokenizer would fail with a ``TypeError``)."""
+    for i, text in enumerate(texts):
+        bad = _LONE_SURROGATE.search(text) if isinstance(text, str) else None
+        if bad is not None:
+            from rag_hier.errors import InvalidInputError
+
+            raise InvalidInputError(
+                f"text {i} to encode holds a lone surrogate {bad.group()!r} at character {bad.start()} "
+                f"({text[:40]!r}): text must be valid Unicode"
+            )

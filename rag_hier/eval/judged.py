@@ -121,11 +121,29 @@ def _known_ids(store: Any, level: str, candidates: Collection[str]) -> tuple[set
     return {p.id for p in found}, {p.id: p.doc_id for p in found}
 
 
+def _check_level(store: Any, level: str, judged_ids: set[str], known: set[str], source: Any) -> None:
+    """Refuse passage-level scoring of judgements that name the store's documents and none of its passages.
+
+    Scoring them would give 0 for every query (and ``tune`` nothing to train on); the flag that fixes it is named.
+    """
+    if level != "passage" or known & judged_ids:
+        return
+    documents = judged_ids & set(store.document_ids())
+    if documents:
+        example = sorted(documents)[0]
+        raise RagHierError(
+            f"the judgements of {source} name document ids of this store ({len(documents)} of them, e.g. "
+            f"{example!r}), not passage ids: score them at document level with --aggregate doc (Python: "
+            "level='doc')"
+        )
+
+
 def load_judged(store: Any, queries_path: Path, qrels_path: Path | None, level: str) -> JudgedQueries:
     """Read queries and judgements as ``rag-hier eval`` does, for ``store`` at ``level``.
 
     Raises:
-        RagHierError: A file that cannot be read (with its line), or no query with both text and judgements.
+        RagHierError: A file that cannot be read (with its line), no query with both text and judgements, or
+            passage-level judgements that name the store's document ids (the message names ``--aggregate doc``).
 
     """
     from rag_hier.corpus.readers import read_qrels_file, read_queries
@@ -141,6 +159,7 @@ def load_judged(store: Any, queries_path: Path, qrels_path: Path | None, level: 
         )
     judged_ids = {d for rel in qrels.values() for d in rel}
     known, doc_of = _known_ids(store, level, judged_ids | set(qids))
+    _check_level(store, level, judged_ids, known, qrels_path if qrels_path is not None else queries_path)
     hygiene = check_qrels(
         qrels,
         known_ids=known,
@@ -186,6 +205,7 @@ def judged_from_mappings(
         raise RagHierError("the queries and the qrels share no query id: no query has judgements")
     judged_ids = {d for rel in clean.values() for d in rel}
     known, doc_of = _known_ids(store, level, judged_ids | set(qids))
+    _check_level(store, level, judged_ids, known, "the qrels given")
     hygiene = check_qrels(clean, known_ids=known, queries=queries.keys())
     return JudgedQueries(
         queries={q: queries[q] for q in qids},

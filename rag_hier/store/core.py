@@ -56,7 +56,7 @@ from rag_hier.store.files import (
     sha256_file,
 )
 from rag_hier.store.hit_table import HitTable, record_changes
-from rag_hier.store.models import stored_model_dir
+from rag_hier.store.models import prune_unnamed_models, stored_model_dir
 from rag_hier.store.records import PassageRecord, iter_records
 from rag_hier.store.schema import check_schema, dumps, ensure_incremental_schema, has_incremental_schema
 from rag_hier.store.segments import (
@@ -781,6 +781,7 @@ class StoreCore:
         if renamed:
             logger.warning("%s: finished %d renames of an interrupted commit", self.root, renamed)
         remove_stray_files(self.root, keep=set())
+        prune_unnamed_models(self.root, self.state)
         try:
             manifest = json.loads((self.root / MANIFEST).read_bytes())
             stale = not isinstance(manifest, dict) or manifest.get("generation") != self.generation
@@ -1028,9 +1029,9 @@ def copy_committed(core: StoreCore, handle: StoreBackend, staging: Path) -> None
             shutil.copyfile(committed_path(core.root, name, info, verify=False), staging / name)
             info.pop("pending", None)
         copy_fd(core.database_fd(), staging / DATABASE)  # never open/close the file under the read lock
-        for key in ("encoder", "encoder_previous"):  # models kept inside the store travel with it
+        for key in ("encoder", "encoder_previous", "encoder_original"):  # models kept inside the store travel with it
             enc = state.get(key)
-            if isinstance(enc, dict) and enc.get("stored"):
+            if isinstance(enc, dict) and enc.get("stored") and not (staging / enc["model"]).exists():
                 source = stored_model_dir(core.root, enc, verify=False)
                 shutil.copytree(source, staging / enc["model"], symlinks=True)
     db_copy = staging / DATABASE

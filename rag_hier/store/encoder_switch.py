@@ -26,10 +26,17 @@ from typing import Any
 import numpy as np
 
 from rag_hier.encoders.dense import DenseEncoder
-from rag_hier.errors import DimensionMismatchError, StoreError
+from rag_hier.errors import DimensionMismatchError, ModelChangedError, StoreError
 from rag_hier.index.dense import DenseIndex
 from rag_hier.store import core as core_module
-from rag_hier.store.models import MODELS_DIR, install_model, new_model_name, prune_models, stored_model_dir
+from rag_hier.store.models import (
+    KEPT_ENCODERS,
+    MODELS_DIR,
+    install_model,
+    new_model_name,
+    prune_models,
+    stored_model_dir,
+)
 from rag_hier.store.records import records_by_rowid
 
 HierStore = Any
@@ -37,7 +44,14 @@ HierStore = Any
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EncodedPassages", "check_extensions", "encode_passages", "switch_encoder"]
+__all__ = [
+    "EncodedPassages",
+    "check_extensions",
+    "check_still_current",
+    "encode_passages",
+    "same_encoder",
+    "switch_encoder",
+]
 
 _ENCODER_OPTIONS = ("normalize_embeddings", "query_prompt", "document_prompt", "max_seq_length")
 
@@ -123,6 +137,7 @@ def switch_encoder(
     target: dict[str, Any] | None = None,
     details: dict[str, Any] | None = None,
     show_progress_bar: bool = False,
+    expected: dict[str, Any] | None = None,
 ) -> int:
     """Make a new encoder the store's, with ``encoded`` as its passage vectors, in one commit.
 
@@ -136,6 +151,9 @@ def switch_encoder(
         target: For a rollback: the recorded configuration of the model to return to.
         details: Free facts recorded with the new encoder (``encoder.adopted``): what trained it, its scores.
         show_progress_bar: Show a progress bar for passages encoded inside the commit.
+        expected: The recorded encoder the caller measured (``model_info["current"]``): the switch happens only
+            if it is still the store's inside the commit (compare-and-switch), else :class:`ModelChangedError`
+            and nothing changes.
 
     Returns:
         The committed generation.
@@ -144,11 +162,34 @@ def switch_encoder(
     override, checked = store._encoder_arg, store._encoder_checked
     try:
         with store.batch():
+            if expected is not None:
+                check_still_current(store, expected)
             _switch(store, source, encoded, encoder, target, details, show_progress_bar)
     except BaseException:
         store._encoder_arg, store._encoder_checked = override, checked
         raise
     return store.generation
+
+
+_IDENTITY = ("model", "sha256", "weights_sha256")
+
+
+def same_encoder(a: Any, b: Any) -> bool:
+    """Whether two recorded encoder configurations name the same model (same name and recorded digests)."""
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return a == b
+    return all(a.get(k) == b.get(k) for k in _IDENTITY)
+
+
+def check_still_current(store: HierStore, expected: dict[str, Any]) -> None:
+    """Refuse a switch when the store's recorded encoder is no longer ``expected`` (inside the batch)."""
+    current = store._core.state.get("encoder")
+    if not same_encoder(current, expected):
+        raise ModelChangedError(
+            f"the store at {store.path} encodes with {(current or {}).get('model')!r} now, not "
+            f"{expected.get('model')!r} that this run measured as its base (another tune or a rollback switched "
+            "it meanwhile): nothing adopted; run again on the store as it is now"
+        )
 
 
 def _switch(
@@ -192,8 +233,10 @@ def _switch(
         raise DimensionMismatchError(
             f"the new model outputs {dimension}-d vectors; the store at {store.path} holds {dim}-d vectors"
         )
+    if "encoder_original" not in state and current:
+        state["encoder_original"] = current  # the model the store was built with: always a rollback target
     if source is not None:
-        referenced = {_dir_name(current), _dir_name(state.get("encoder_previous"))} - {None}
+        referenced = {_dir_name(state.get(k)) for k in KEPT_ENCODERS} - {None}
         prune_models(store.path, {str(n) for n in referenced})
         name = new_model_name(generation)
         digest = install_model(store.path, source, name)

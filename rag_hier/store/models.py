@@ -32,16 +32,22 @@ from rag_hier.store.files import fsync_dir, fsync_file
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "KEPT_ENCODERS",
     "MODELS_DIR",
     "check_given_encoder",
     "check_model_name",
+    "earlier_model",
     "install_model",
     "new_model_name",
     "prune_models",
+    "prune_unnamed_models",
+    "same_model",
     "stored_model_dir",
     "tree_digest",
 ]
 
+KEPT_ENCODERS = ("encoder", "encoder_previous", "encoder_original")
+"""The recorded encoders whose stored models a store keeps: current, previous, and the one it was built with."""
 MODELS_DIR = "models"
 """The folder of a store directory that holds its stored models."""
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,100}")
@@ -189,6 +195,28 @@ def prune_models(root: Path, keep: Collection[str]) -> int:
     return removed
 
 
+def prune_unnamed_models(root: Path, state: Mapping[str, Any]) -> int:
+    """Remove what interrupted switches left in ``root/models`` (writer lock held): directories no state names.
+
+    ``models/.incoming-*`` copies and ``models/g*`` directories a switch installed but never committed.
+    """
+    keep = set()
+    for key in KEPT_ENCODERS:
+        enc = state.get(key)
+        if isinstance(enc, Mapping) and enc.get("stored"):
+            model = str(enc.get("model", ""))
+            keep.add(model.split("/", 1)[1] if "/" in model else model)
+    removed = prune_models(root, keep)
+    if removed:
+        logger.info("%s: removed %d model directories of interrupted switches", root / MODELS_DIR, removed)
+    return removed
+
+
+def same_model(encoder: DenseEncoder, recorded: Mapping[str, Any], root: Path | None) -> bool:
+    """Whether ``encoder`` loads the weights of the recorded encoder ``recorded`` (of the store at ``root``)."""
+    return _same_model(encoder, recorded, root)
+
+
 def _same_model(encoder: DenseEncoder, recorded: Mapping[str, Any], root: Path | None) -> bool:
     """Whether ``encoder`` loads the weights the store recorded (by digest where both are known, else by name)."""
     model = str(recorded.get("model", ""))
@@ -209,6 +237,30 @@ def _same_model(encoder: DenseEncoder, recorded: Mapping[str, Any], root: Path |
         return str(Path(resolved).absolute()) if Path(resolved).exists() else resolved
 
     return where(encoder.model_name) == where(model)
+
+
+def earlier_model(encoder: DenseEncoder, state: Mapping[str, Any], root: Path | None) -> Mapping[str, Any] | None:
+    """The recorded encoder ``encoder`` loads, when it is one the store encoded with before its current model.
+
+    The model the store was built with, the one before the last switch, or the base a tuned model was trained from:
+    a pipeline saved with that model, reloaded after ``tune`` adopted, follows the store to its current model.
+    """
+    current = state.get("encoder")
+    if not isinstance(current, Mapping):
+        return None
+    candidates = [state.get(k) for k in ("encoder_original", "encoder_previous")]
+    base = (current.get("adopted") or {}).get("base_model")
+    if isinstance(base, str) and not base.startswith(f"{MODELS_DIR}/"):
+        candidates.append({"model": base})
+    for recorded in candidates:
+        if not isinstance(recorded, Mapping) or recorded.get("model") in (None, "", current.get("model")):
+            continue
+        try:
+            if _same_model(encoder, recorded, root):
+                return recorded
+        except StoreError:  # an earlier stored model removed since: not this one
+            continue
+    return None
 
 
 def check_given_encoder(
@@ -245,6 +297,7 @@ def check_given_encoder(
     else:
         what = f"the store at {location} was built with model {model!r}, not {encoder.model_name!r}"
     raise ModelMismatchError(
-        f"{what}: queries and passages would come from different models. Open it without encoder= to use its "
-        "model, or pass allow_other_model=True to encode with this one anyway"
+        f"{what}: queries and passages would come from different models. Open it without encoder= (model= in the "
+        "Haystack and LlamaIndex stores) to use its model, or pass allow_other_model=True to encode with this one "
+        "anyway"
     )

@@ -145,6 +145,10 @@ class StoreSession:
             ``"memory"`` (a table of the rows of every passage with a vector, kept in memory while a handle is
             open; see :meth:`HierStore.open <rag_hier.store.HierStore.open>`). A local-store option: with ``uri``,
             ``"memory"`` raises ``ValueError``.
+        allow_other_model: Encode with the ``encoder`` given even when it is not the model the store's vectors come
+            from (logged as a warning); by default such a handle is refused
+            (:class:`~rag_hier.errors.ModelMismatchError`). An encoder of a model the store encoded with before its
+            current one (its base before ``tune`` adopted) is not refused: the store's current model is used.
 
     """
 
@@ -163,6 +167,7 @@ class StoreSession:
         check: Callable[[StoreBackend], None] | None = None,
         handle: StoreBackend | None = None,
         hit_rows: HitRowsMode = "sqlite",
+        allow_other_model: bool = False,
     ) -> None:
         check_hit_rows(hit_rows)
         if handle is not None:
@@ -180,6 +185,7 @@ class StoreSession:
                 f"({uri}) reads its hits from Milvus: leave hit_rows out or pass 'sqlite'"
             )
         self.hit_rows: HitRowsMode = hit_rows
+        self.allow_other_model = allow_other_model
         self.path: Path | None = Path(path) if path is not None else None
         self.uri = uri
         self._connection = connection
@@ -302,8 +308,8 @@ class StoreSession:
         with _OPEN_LOCK:
             if not self.exists():
                 return self._create(dimension_hint), True
-            # an explicit encoder is the adapter's choice, used even when the store was built with another model
-            # (the store logs a warning naming both)
+            # an explicit encoder of a model the store encoded with before (a pipeline saved before `tune` adopted)
+            # gives way to the store's current model; another model is refused unless allow_other_model is set
             store = cast(
                 "StoreBackend",
                 open_store(
@@ -312,7 +318,7 @@ class StoreSession:
                     encoder=self._encoder(False),
                     device=self._device_now(),
                     read_only=not write,
-                    allow_other_model=True,
+                    allow_other_model=self.allow_other_model,
                     **self._hit_rows_option(),
                     **self.connection_options(),
                 ),

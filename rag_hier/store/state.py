@@ -83,7 +83,7 @@ def validate_state(state: Any, where: str | Path) -> dict[str, Any]:
     dim = _field(w, "dimension", state.get("dimension"), int, optional=True)
     if dim is not None and not 0 < dim <= 1 << 20:
         raise StoreCorruptedError(f"{w}: dimension must be between 1 and 1048576, got {dim}")
-    for key in ("encoder", "encoder_previous"):
+    for key in ("encoder", "encoder_previous", "encoder_original"):
         encoder = _field(w, key, state.get(key), dict, optional=True)
         if encoder is None:
             continue

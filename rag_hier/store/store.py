@@ -43,7 +43,7 @@ from rag_hier.store.local.meta_aggregates import LocalMetaAggregates
 from rag_hier.store.local.reads import LocalReads
 from rag_hier.store.local.switching import LocalSwitching
 from rag_hier.store.local.writing import LocalWrites
-from rag_hier.store.models import check_given_encoder
+from rag_hier.store.models import check_given_encoder, earlier_model, same_model
 from rag_hier.store.records import WritePolicy, WriteSummary
 from rag_hier.store.schema import SCHEMA, dumps
 from rag_hier.store.search_hook import DenseSearch, set_default_search
@@ -80,6 +80,24 @@ def _unexpected(method: str, options: Mapping[str, Any]) -> TypeError:
         f"HierStore.{method}() got unexpected keyword argument(s) {names} (Milvus connection options are taken only "
         "with uri=)"
     )
+
+
+def _follows_store(store: HierStore, encoder: DenseEncoder, root: Path) -> bool:
+    """Whether ``encoder`` is a model the store encoded with before its current one (then the store's is used)."""
+    state = store._core.state
+    current = state.get("encoder")
+    if not current or same_model(encoder, current, root.absolute()):
+        return False
+    earlier = earlier_model(encoder, state, root.absolute())
+    if earlier is None:
+        return False
+    logger.info(
+        "%s: %s is a model this store encoded with before; it encodes with %s now, and so does this handle",
+        root,
+        encoder.model_name,
+        current.get("model"),
+    )
+    return True
 
 
 def set_tuner(tuner: Callable[..., Any]) -> None:
@@ -339,6 +357,8 @@ class HierStore(LocalReads, LocalMetaAggregates, LocalDense, LocalWrites, LocalS
         store = cls(root, encoder, read_only=read_only, device=device, hit_rows=hit_rows)
         StoreCore.shared(root, store, store._attach, verify=verify_checksums)
         try:
+            if encoder is not None and _follows_store(store, encoder, root):
+                encoder = store._encoder_arg = None
             check_given_encoder(
                 encoder,
                 store._core.state.get("encoder"),
@@ -502,7 +522,9 @@ class HierStore(LocalReads, LocalMetaAggregates, LocalDense, LocalWrites, LocalS
             queries: A queries file (BEIR ``queries.jsonl``, QA ``questions.jsonl``) or ``{query id: text}``.
             qrels: A qrels file (optional for QA questions) or ``{query id: {document or passage id: grade}}``.
             **options: :class:`~rag_hier.tuning.TuneConfig` fields (``dev_fraction=0.2``, ``max_steps=...``,
-                ``force=True``, ...), ``config=TuneConfig(...)``, ``level="doc"|"passage"``, ``dry_run=True``.
+                ``force=True``, ...), ``config=TuneConfig(...)``, ``level="doc"|"passage"``, ``dry_run=True``,
+                ``say=print`` (progress lines: the split, base on dev, the estimate, adopting; default: the
+                ``rag_hier.tuning.workflow`` logger at INFO).
 
         Returns:
             A :class:`~rag_hier.tuning.TuneReport`: base and candidate dev figures, their paired difference,

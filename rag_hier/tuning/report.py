@@ -8,7 +8,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TuneReport"]
+__all__ = ["QUERY_MODEL_NOTE", "TuneReport"]
+
+
+QUERY_MODEL_NOTE = (
+    "queries: rag-hier's retrievers, and its embedders given the store (RagHierTextEmbedder(document_store=...), "
+    "RagHierEmbedding(vector_store=...)), encode with the adopted model from now on; an embedder from outside "
+    "rag-hier hands the store plain vectors it cannot check: it keeps its own model (docs/tuning.md)"
+)
+"""Said with every adoption: which query encoders follow the store, and which the store cannot see."""
 
 
 @dataclass
@@ -24,6 +32,7 @@ class TuneReport:
         dry_run: A dry run (estimate only: nothing trained to the end, nothing adopted).
         train_queries: Judged queries trained on.
         dev_queries: Judged queries held back to decide.
+        dev_query_ids: The ids of those queries (the dev part), in the order of the queries file.
         level: ``"doc"`` or ``"passage"``: what the judgements name.
         steps: Optimizer steps done (planned: ``planned_steps``).
         planned_steps: Steps the settings asked for.
@@ -72,14 +81,17 @@ class TuneReport:
     evaluation_only: bool = False
     dev_subsets: dict[str, dict[str, float]] = field(default_factory=dict)
     resolution: dict[str, Any] = field(default_factory=dict)
+    dev_query_ids: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return json.loads(json.dumps(asdict(self), default=str))
 
     def write_json(self, path: str | Path) -> None:
-        """Write :meth:`to_dict` as JSON."""
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+        """Write :meth:`to_dict` as JSON (to a temporary file renamed onto ``path``: a link there is replaced)."""
+        from rag_hier.store.files import atomic_write_bytes
+
+        atomic_write_bytes(Path(path), (json.dumps(self.to_dict(), indent=2) + "\n").encode("utf-8"))
 
     def summary(self) -> str:
         """A few lines for a terminal: base and candidate side by side, the difference, the verdict."""
@@ -110,15 +122,34 @@ class TuneReport:
         if self.evaluation_only:
             lines.append(self.reason)
         else:
-            verdict = "ADOPTED" if self.adopted else ("dry run" if self.dry_run else "not adopted")
-            lines.append(f"{verdict}: {self.reason}")
+            lines.append(self._verdict("ADOPTED", "not adopted"))
+        if self.dry_run:
+            lines.append(self._estimate_line())
+        if self.adopted:
+            lines.append(QUERY_MODEL_NOTE)
         return "\n".join(lines)
+
+    def _verdict(self, adopted: str, rejected: str) -> str:
+        """``<verdict>: <reason>`` (a dry run's reason says it is one: not said twice)."""
+        if self.dry_run:
+            return self.reason if self.reason.startswith("dry run") else f"dry run: {self.reason}"
+        return f"{adopted if self.adopted else rejected}: {self.reason}"
+
+    def _estimate_line(self) -> str:
+        """What a dry run is for: the estimate of the whole run, from the steps it measured."""
+        if not self.estimate_seconds:
+            return "estimate: none (no training step could be measured)"
+        return (
+            f"estimate: about {self.estimate_seconds / 60:.1f} min for the whole run ({self.planned_steps} steps, "
+            f"encoding and scoring; {self.estimate_seconds:.0f} s, measured on this machine now)"
+        )
 
     def to_markdown(self, plot: str | None = None) -> str:
         """A Markdown report (``plot``: the file name of :meth:`svg_plot`'s output, shown at the top)."""
         out = [f"# Tuning report: `{self.store}`", ""]
-        verdict = "**adopted**" if self.adopted else ("dry run" if self.dry_run else "**not adopted**")
-        out.append(f"{verdict}: {self.reason}")
+        out.append(self._verdict("**adopted**", "**not adopted**"))
+        if self.adopted:
+            out += ["", QUERY_MODEL_NOTE]
         out.append("")
         if plot:
             out += [f"![base vs candidate on the dev queries]({plot})", ""]
@@ -157,6 +188,12 @@ class TuneReport:
                 f"\n{self.config.get('metric')} on the {sub['queries']:.0f} dev queries {what}: {sub['delta']:+.4f} "
                 f"[{sub['ci_low']:+.4f}, {sub['ci_high']:+.4f}]"
             )
+        if self.dev_query_ids:
+            ids = ", ".join(f"`{q}`" for q in self.dev_query_ids)
+            out += [
+                "",
+                f"Held back (the {len(self.dev_query_ids)} dev queries, never trained on before the decision): {ids}",
+            ]
         if self.warnings:
             out += ["", "Warnings:", ""] + [f"- {w}" for w in self.warnings]
         return "\n".join(out) + "\n"

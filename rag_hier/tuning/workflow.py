@@ -23,7 +23,6 @@ import math
 import resource
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -38,6 +37,7 @@ from rag_hier.eval.judged import JudgedQueries, default_level, judged_from_mappi
 from rag_hier.eval.metrics import parse_metric
 from rag_hier.store.encoder_switch import encode_passages
 from rag_hier.tuning.config import TuneConfig
+from rag_hier.tuning.edges import candidate_workspace, check_finite
 from rag_hier.tuning.report import TuneReport
 from rag_hier.tuning.rerank import RerankPool, prefer_rerank, rerank_pool
 from rag_hier.tuning.scoring import candidate_index, score_queries
@@ -147,9 +147,11 @@ def tune(
 
     """
     cfg = config or TuneConfig()
+    check_finite(cfg)
     out = say or logger.info
     t_start = time.perf_counter()
     _check_store(store)
+    measured = store.model_info["current"]  # adopted only if still the store's model at the commit
     lvl = default_level(store, level)
     if lvl not in ("doc", "passage"):
         raise RagHierError(f"level must be 'doc' or 'passage', got {lvl!r}")
@@ -198,7 +200,7 @@ def tune(
     base = store.encoder
     rate, n_passages = _encode_rate(store, base, cfg.seed)
     run = _Run(store, cfg, report, seconds, out, rate, n_passages, dry_run, t_start)
-    with tempfile.TemporaryDirectory(prefix="rag-hier-candidate-") as tmp:
+    with candidate_workspace() as tmp:
         adopt = run.cross_fitted(answered, Path(tmp)) if cross_fit else run.held_out(answered, Path(tmp))
         if adopt is not None:
             model_dir, encoded = adopt
@@ -227,7 +229,13 @@ def tune(
                 details["folds"] = cfg.folds
             out("adopting: re-encoded passages go into the store's index in one commit")
             t0 = time.perf_counter()
-            store.adopt_model(model_dir, encoded=encoded, details=details, show_progress_bar=cfg.show_progress_bar)
+            store.adopt_model(
+                model_dir,
+                encoded=encoded,
+                details=details,
+                show_progress_bar=cfg.show_progress_bar,
+                expected=measured,
+            )
             seconds["adopt"] = time.perf_counter() - t0
             report.adopted = True
     return _finish(report, store, seconds, t_start)
@@ -407,6 +415,7 @@ class _Run:
         cfg, report, out = self.cfg, self.report, self.out
         train, dev = split_dev(answered, cfg.dev_fraction, cfg.seed, mode=cfg.dev_split)
         report.train_queries, report.dev_queries = len(train), len(dev)
+        report.dev_query_ids = list(dev.queries)
         report.details["evaluation"] = "held out"
         out(f"{len(answered)} judged queries ({answered.level} level): {len(train)} to train on, {len(dev)} held back")
         t0 = time.perf_counter()
@@ -506,6 +515,7 @@ class _Run:
         cfg, report, out = self.cfg, self.report, self.out
         parts = fold_split(answered, cfg.folds, cfg.seed, mode=cfg.dev_split)
         report.train_queries = report.dev_queries = len(answered)
+        report.dev_query_ids = list(answered.queries)
         report.details["evaluation"] = f"cross-fitted, {cfg.folds} folds"
         report.details["fold_sizes"] = [len(p) for p in parts]
         out(
@@ -713,10 +723,15 @@ def _finish(report: TuneReport, store: Any, seconds: dict[str, float], t_start: 
 
 
 def report_files(report: TuneReport, store_path: str | Path) -> tuple[Path, Path]:
-    """Write the Markdown report and its plot beside the store: ``<store>.tune.md`` and ``<store>.tune.svg``."""
+    """Write the Markdown report and its plot inside the store directory: ``tune.md`` and ``tune.svg``.
+
+    Each is written to a temporary file and renamed onto its name, so a symbolic link planted there is replaced,
+    never followed.
+    """
+    from rag_hier.store.files import atomic_write_bytes
+
     root = Path(store_path)
-    md = root.with_name(root.name + ".tune.md")
-    svg = root.with_name(root.name + ".tune.svg")
-    svg.write_text(report.svg_plot(), encoding="utf-8")
-    md.write_text(report.to_markdown(plot=svg.name), encoding="utf-8")
+    md, svg = root / "tune.md", root / "tune.svg"
+    atomic_write_bytes(svg, report.svg_plot().encode("utf-8"))
+    atomic_write_bytes(md, report.to_markdown(plot=svg.name).encode("utf-8"))
     return md, svg

@@ -37,11 +37,15 @@ def test_tune_adopts_reports_and_rolls_back(judged_store, tmp_path) -> None:
     )
     assert code == 0, err
     assert "ADOPTED" in out and "ndcg@10" in out
+    assert (
+        "an embedder from outside rag-hier" in out
+        and "an embedder from outside rag-hier" in (path / "tune.md").read_text()
+    )
     assert "estimate:" in err and "held back" in err
     data = json.loads(report.read_text())
     assert data["adopted"] is True and data["method"] == "contrastive" and data["steps"] > 0
     assert data["difference"]["ndcg@10"]["ci_low"] > 0
-    assert (path.parent / "store.tune.md").is_file() and (path.parent / "store.tune.svg").is_file()
+    assert (path / "tune.md").is_file() and (path / "tune.svg").is_file()
     code, out, _ = _run(["info", "--store", str(path)])
     assert code == 0 and "kept in the store" in out and "previous" in out
     code, out, err = _run(["eval", "--store", str(path), "--beir", str(beir), "--split", "train", *COMMON])

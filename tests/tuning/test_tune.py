@@ -211,9 +211,9 @@ def test_report_files(judged_store, stays, judged_maps) -> None:
     report = store.tune(queries, qrels, **stays)
     store.close()
     md, svg = report_files(report, path)
-    assert md.parent == path.parent and md.name == "store.tune.md"
+    assert md.parent == path and md.name == "tune.md"
     text = md.read_text()
-    assert "not adopted" in text and "| ndcg@10 |" in text and "store.tune.svg" in text
+    assert "not adopted" in text and "| ndcg@10 |" in text and "tune.svg" in text
     assert svg.read_text().startswith("<svg") and "candidate" in svg.read_text()
     assert json.loads(json.dumps(report.to_dict()))["difference"]["ndcg@10"]["wins"] >= 0
 

@@ -46,7 +46,7 @@ OPS: tuple[Op, ...] = (
     (1, 'add_argument', ('--report',), {'default': None, 'metavar': 'FILE', 'help': 'write the report as JSON here'}),
     (1, 'add_argument', ('--dry-run',), {'action': 'store_true', 'help': 'measure two training steps, estimate the run, stop'}),
     (1, 'add_argument', ('--force',), {'action': 'store_true', 'help': 'adopt the candidate whatever the dev figures say'}),
-    (1, 'add_argument', ('--rollback',), {'action': 'store_true', 'help': 'return the store to its previous model and stop'}),
+    (1, 'add_argument', ('--rollback',), {'nargs': '?', 'const': 'previous', 'choices': ('previous', 'original'), 'default': None, 'help': "return the store to its previous model (or, with 'original', to the model it was built with) and stop"}),
     (1, 'add_argument', ('--device',), {'default': None, 'help': 'cpu, cuda, cuda:1, ... (default: CUDA when available)'}),
     (1, 'add_argument', ('--no-progress',), {'action': 'store_true', 'help': 'hide progress bars'}),
     (1, 'add_argument', ('--batch-size',), {'type': positive_int, 'default': None, 'help': 'encoding batch size'}),

@@ -9,7 +9,13 @@ from typing import Any
 
 from rag_hier.encoders.dense import DenseEncoder
 from rag_hier.errors import StoreError
-from rag_hier.store.encoder_switch import EncodedPassages, check_extensions, encode_passages, switch_encoder
+from rag_hier.store.encoder_switch import (
+    EncodedPassages,
+    check_extensions,
+    encode_passages,
+    same_encoder,
+    switch_encoder,
+)
 from rag_hier.store.local.base import LocalBase
 from rag_hier.store.schema import dumps
 
@@ -23,13 +29,19 @@ class LocalSwitching(LocalBase):
     def model_info(self) -> dict[str, Any]:
         """What the store encodes with, without loading it: the recorded encoder, and the one a rollback returns to.
 
-        ``current`` and ``previous`` are the recorded configurations (``None`` when there is none); a stored
-        model (``stored``) lives in the store directory under ``model``, checked by ``sha256`` before loading;
-        ``adopted`` holds what a tuning run recorded when it adopted the model.
+        ``current`` and ``previous`` are the recorded configurations (``None`` when there is none); ``original``
+        the model the store was built with (recorded at its first switch; ``None`` before), which
+        ``rollback_model(to="original")`` returns to. A stored model (``stored``) lives in the store directory
+        under ``model``, checked by ``sha256`` before loading; ``adopted`` holds what a tuning run recorded when it
+        adopted the model.
         """
         with self._reading():
             state = json.loads(dumps(self._core.state))
-        return {"current": state.get("encoder"), "previous": state.get("encoder_previous")}
+        return {
+            "current": state.get("encoder"),
+            "previous": state.get("encoder_previous"),
+            "original": state.get("encoder_original"),
+        }
 
     def encoder_for(self, model: str | Path, *, device: str | None = None) -> DenseEncoder:
         """A :class:`DenseEncoder` for another model with this store's recorded encoder options.
@@ -61,6 +73,7 @@ class LocalSwitching(LocalBase):
         encoded: EncodedPassages | None = None,
         details: Mapping[str, Any] | None = None,
         show_progress_bar: bool = False,
+        expected: Mapping[str, Any] | None = None,
     ) -> int:
         """Make the sentence-transformers model directory ``model`` this store's encoder, in one commit.
 
@@ -77,9 +90,16 @@ class LocalSwitching(LocalBase):
                 encode_passages`), so they are not encoded twice; passages written since are encoded here.
             details: Facts recorded with the model (what trained it, its measured scores).
             show_progress_bar: Show progress while encoding.
+            expected: The recorded encoder (``model_info["current"]``) the caller measured the model against:
+                adopted only if it is still the store's at the commit, else
+                :class:`~rag_hier.errors.ModelChangedError` and the store is unchanged (two tuning runs, or a
+                tuning run and a rollback, at once).
 
         Returns:
             The committed generation.
+
+        Raises:
+            ModelChangedError: ``expected`` is no longer the store's model.
 
         """
         self.check_switchable("adopt_model()")
@@ -96,19 +116,39 @@ class LocalSwitching(LocalBase):
             encoder=encoder,
             details=dict(details) if details is not None else None,
             show_progress_bar=show_progress_bar,
+            expected=dict(expected) if expected is not None else None,
         )
 
-    def rollback_model(self, *, show_progress_bar: bool = False) -> int:
-        """Return to the encoder used before the last switch (re-encoding every passage), in one commit.
+    def rollback_model(self, *, to: str = "previous", show_progress_bar: bool = False) -> int:
+        """Return to an earlier encoder (re-encoding every passage), in one commit.
 
-        The model rolled back from becomes the one a further rollback returns to. Returns the generation.
+        ``to="previous"`` (default) returns to the encoder used before the last switch; the model left becomes the
+        one a further rollback returns to (a second rollback rolls forward again). ``to="original"`` returns to the
+        model the store was built with, whatever was adopted since. Returns the committed generation.
+
+        Raises:
+            StoreError: No such model to return to, or the store is already on it; the store's model changed while
+                the passages were being encoded (:class:`~rag_hier.errors.ModelChangedError`).
+
         """
+        if to not in ("previous", "original"):
+            raise ValueError(f"to must be 'previous' or 'original', got {to!r}")
         self.check_switchable("rollback_model()")
-        previous = self.model_info["previous"]
-        if not previous:
-            raise StoreError(f"the store at {self.path} has no previous model to return to")
-        encoder = self._recorded_encoder(previous)
+        info = self.model_info
+        target = info[to]
+        if not target:
+            what = "previous model" if to == "previous" else "model it was built with recorded (it was never switched)"
+            raise StoreError(f"the store at {self.path} has no {what} to return to")
+        if to == "original" and same_encoder(target, info["current"]):
+            raise StoreError(f"the store at {self.path} encodes with the model it was built with already")
+        encoder = self._recorded_encoder(target)
         encoded = encode_passages(self, encoder, show_progress_bar=show_progress_bar)
         return switch_encoder(
-            self, source=None, target=previous, encoded=encoded, encoder=encoder, show_progress_bar=show_progress_bar
+            self,
+            source=None,
+            target=target,
+            encoded=encoded,
+            encoder=encoder,
+            show_progress_bar=show_progress_bar,
+            expected=info["current"],
         )

@@ -500,6 +500,35 @@ class MilvusStore(Rows, Search, DenseSearch):
         )
 
     # ------------------------------------------------------------------------------------------------
+    # tuning: local stores only (a collection is tuned as a local copy, then built with the tuned model)
+    # ------------------------------------------------------------------------------------------------
+    def _not_tuned(self, what: str) -> StoreError:
+        return StoreError(
+            f"{what} needs a local store directory; the Milvus collection {self.location} is not tuned or rolled "
+            f"back in place: copy it out (`rag-hier migrate --store {self.location} --to DIR`), tune the copy, then "
+            "build the collection with the tuned model"
+        )
+
+    @property
+    def model_info(self) -> dict[str, Any]:
+        """What the collection encodes with: ``current`` (the recorded encoder); no earlier model is kept here."""
+        with self._reading():
+            current = copy.deepcopy(self._state.get("encoder"))
+        return {"current": current, "previous": None, "original": None}
+
+    def tune(self, queries: Any = None, qrels: Any = None, **options: Any) -> Any:
+        """Not offered on Milvus: raises :class:`StoreError` saying what to do instead."""
+        raise self._not_tuned("tuning")
+
+    def adopt_model(self, model: str | Path, **options: Any) -> int:
+        """Not offered on Milvus: raises :class:`StoreError` saying what to do instead."""
+        raise self._not_tuned("adopting a model")
+
+    def rollback_model(self, *, to: str = "previous", show_progress_bar: bool = False) -> int:
+        """Not offered on Milvus: raises :class:`StoreError` saying what to do instead."""
+        raise self._not_tuned("a rollback")
+
+    # ------------------------------------------------------------------------------------------------
     # extensions
     # ------------------------------------------------------------------------------------------------
     @property

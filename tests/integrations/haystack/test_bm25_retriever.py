@@ -324,7 +324,7 @@ def test_hybrid_pipeline_with_document_joiner_and_the_fusion_alternative(store_p
     store = RagHierDocumentStore(path=store_path, model=tiny_model_path, device="cpu")
     store.write_documents(_docs())  # embedded by the store's model
     hybrid = Pipeline()
-    hybrid.add_component("text_embedder", RagHierTextEmbedder(model=tiny_model_path, progress_bar=False))
+    hybrid.add_component("text_embedder", RagHierTextEmbedder(document_store=store, progress_bar=False))
     hybrid.add_component("bm25", RagHierBM25Retriever(document_store=store, top_k=4, auto_extensions=True))
     hybrid.add_component("dense", RagHierEmbeddingRetriever(document_store=store, top_k=4))
     hybrid.add_component("joiner", DocumentJoiner(join_mode="reciprocal_rank_fusion", top_k=3))

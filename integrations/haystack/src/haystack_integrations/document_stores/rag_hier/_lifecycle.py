@@ -104,4 +104,5 @@ def store_session(ds: RagHierDocumentStore, token_options: dict[str, Any] | None
         reads_use_writer=True,  # once this instance writes, it reads what it wrote through the same handle
         check=ds._check_recorded,
         hit_rows=ds.hit_rows,
+        allow_other_model=ds.allow_other_model,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from collections.abc import Mapping, Sequence
@@ -30,6 +31,8 @@ from rag_hier.retrieval.hit import Hit
 from rag_hier.retrieval.registry import StrategyEntry, strategy
 from rag_hier.store.contract import StoreBackend as Store
 from rag_hier.store.extensions.base import extension_class
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["StrategySearch"]
 
@@ -160,6 +163,29 @@ class StrategySearch:
             return strategy_params
         return entry.parse(strategy_params, where=f"strategy_params of {entry.name!r}")
 
+    def _check_query_model(self, store: Store, query_embedding: Any) -> None:
+        """Refuse a query embedding that names another model than the one the store's vectors come from.
+
+        Only an embedding that names its weights (``RagHierTextEmbedder``'s) can be checked; a plain list cannot.
+        """
+        given = getattr(query_embedding, "weights_sha256", None)
+        if given is None:
+            return
+        with store.reading():  # the store's model now (another process may have switched it)
+            encoder = store.encoder
+        ours = encoder.weights_digest() if encoder is not None else None
+        if encoder is None or ours is None or given == ours:
+            return
+        line = (
+            f"the query embedding comes from model {getattr(query_embedding, 'model', None)!r}, but the vectors of "
+            f"the store at {self.location} come from {encoder.model_name!r}: queries and passages would come from "
+            "different models. Give the text embedder the store (RagHierTextEmbedder(document_store=store)) so it "
+            "follows the store's model, or query with text (RagHierRetriever, HierarchicalRetriever)"
+        )
+        if not self.allow_other_model:
+            raise DocumentStoreError(line + ", or create the store with allow_other_model=True to search anyway")
+        logger.warning("%s (allow_other_model=True: searching anyway)", line)
+
     def _queries(
         self,
         entry: StrategyEntry,
@@ -177,6 +203,7 @@ class StrategySearch:
             raise ValueError(f"query must be a non-empty string, got {query!r}")
         vector: np.ndarray | list[float] | None = None
         if query_embedding is not None:
+            self._check_query_model(store, query_embedding)
             vector = _query_vector(query_embedding)
         sparse = None
         if query_sparse_embedding is not None:

@@ -117,6 +117,7 @@ class DocumentWrites:
         with _engine_errors():
             hint = next((len(e) for doc in docs if isinstance(e := doc.embedding, Sequence) and e), None)
             store = self._write_handle(hint)
+            self._check_embedding_model(store, docs)
             if store.similarity == "cosine":
                 _check_unit_vectors(docs, self.location)
             vectors: list[Any] = [doc.embedding for doc in docs]
@@ -140,6 +141,30 @@ class DocumentWrites:
         if policy == DuplicatePolicy.SKIP:
             return summary.passages_added
         return len(docs)
+
+    def _check_embedding_model(self, store: Store, docs: list[Document]) -> None:
+        """Refuse embeddings that name another model than the one the store's vectors come from.
+
+        Only embeddings that name their weights (``RagHierDocumentEmbedder``'s) can be checked.
+        """
+        encoder = store.encoder
+        given = {
+            e.weights_sha256: e.model
+            for doc in docs
+            if isinstance(e := doc.embedding, EmbeddedBy) and e.weights_sha256 is not None
+        }
+        ours = encoder.weights_digest() if encoder is not None and given else None
+        other = next((model for digest, model in given.items() if digest != ours), None) if ours else None
+        if other is None or encoder is None:
+            return
+        line = (
+            f"the documents were embedded by model {other!r}, but the vectors of the store at {self.location} come "
+            f"from {encoder.model_name!r}: passages of two models would be searched together. Drop the document "
+            "embedder (the store encodes documents written without an embedding with its own model)"
+        )
+        if not self.allow_other_model:
+            raise DocumentStoreError(line + ", or create the store with allow_other_model=True to write them anyway")
+        logger.warning("%s (allow_other_model=True: writing anyway)", line)
 
     @staticmethod
     def _encode_missing(store: Store, docs: list[Document], vectors: list[Any], *, skip_stored: bool) -> None:

@@ -178,7 +178,9 @@ class RagHierDocumentStore(StrategySearch, MetadataAggregates, DocumentWrites, A
         model: A sentence-transformers model (name or path) the store encodes with: documents written
             without an embedding are encoded with it, and retrievers encode query text with it. ``None``: the
             store only receives vectors from outside (an embedder), or uses the model recorded in an existing
-            store.
+            store. On an existing store it must be the store's model: a model the store encoded with before
+            (its base, before ``tune`` adopted a tuned one) gives way to the store's current model, so a saved
+            pipeline follows the store; any other model is refused unless ``allow_other_model=True``.
         device: Device for the store's model (``"cpu"``, ``"cuda:0"``, ...); ``None`` picks CUDA when
             available. A device the machine lacks falls back to the CPU with a warning, so a saved pipeline
             loads anywhere.
@@ -200,6 +202,8 @@ class RagHierDocumentStore(StrategySearch, MetadataAggregates, DocumentWrites, A
             the hit rows of every vector in memory, caught up with every commit, including other processes':
             no SQL on the search path, for more memory; see ``rag_hier.store.hit_table``). The same
             Documents either way. A Milvus collection reads its hits from Milvus (``"sqlite"`` only).
+        allow_other_model: Encode with ``model`` even when the existing store's vectors come from another
+            model (a warning names both); by default that is refused with one line naming both.
 
     """
 
@@ -221,6 +225,7 @@ class RagHierDocumentStore(StrategySearch, MetadataAggregates, DocumentWrites, A
         dense: bool = True,
         similarity: str | None = None,
         hit_rows: HitRowsMode = "sqlite",
+        allow_other_model: bool = False,
     ) -> None:
         if isinstance(path, Path):
             path = str(path)
@@ -249,6 +254,8 @@ class RagHierDocumentStore(StrategySearch, MetadataAggregates, DocumentWrites, A
             raise ValueError(f"dimension must be a positive integer or None, got {dimension!r}")
         if not isinstance(dense, bool):
             raise ValueError(f"dense must be True or False, got {dense!r}")
+        if not isinstance(allow_other_model, bool):
+            raise ValueError(f"allow_other_model must be True or False, got {allow_other_model!r}")
         if similarity is not None and similarity not in SIMILARITIES:
             raise ValueError(f"similarity must be one of {', '.join(SIMILARITIES)} or None, got {similarity!r}")
         self._index_config = parse_index(index)
@@ -268,6 +275,7 @@ class RagHierDocumentStore(StrategySearch, MetadataAggregates, DocumentWrites, A
         self.dense = dense
         self.similarity = similarity
         self.hit_rows: HitRowsMode = hit_rows  # checked by the store session (below)
+        self.allow_other_model = allow_other_model
         self._lock = threading.RLock()
         self._encoder: DenseEncoder | None = None
         self._query_encoder: tuple[dict[str, Any], DenseEncoder] | None = None  # the embedder's model, recorded
@@ -376,6 +384,26 @@ class RagHierDocumentStore(StrategySearch, MetadataAggregates, DocumentWrites, A
         if encoder is not None:
             _ = encoder.model
 
+    def query_encoder(self) -> DenseEncoder:
+        """The model that encodes query text for this store now.
+
+        Its own model (the tuned one after ``tune``), else the one that embedded its documents
+        (:class:`RagHierDocumentEmbedder`'s). ``RagHierTextEmbedder(document_store=...)`` encodes with it.
+
+        Raises:
+            DocumentStoreError: The store has no model to encode query text with.
+
+        """
+        store = self._read_handle()
+        with _engine_errors(), store.reading():
+            encoder = store.encoder or self._embedder_model(store)
+        if encoder is None:
+            raise DocumentStoreError(
+                f"the store at {self.location} has no model to encode query text with: create it with model=..., "
+                "or give the text embedder the model that embedded the documents (model=...)"
+            )
+        return encoder
+
     def _embedder_model(self, store: Store) -> DenseEncoder | None:
         """The model that embedded the documents, recorded when a :class:`RagHierDocumentEmbedder`'s were written."""
         if not self.dense:
@@ -442,6 +470,8 @@ class RagHierDocumentStore(StrategySearch, MetadataAggregates, DocumentWrites, A
             options["similarity"] = self.similarity
         if self.hit_rows != "sqlite":
             options["hit_rows"] = self.hit_rows
+        if self.allow_other_model:
+            options["allow_other_model"] = True
         return default_to_dict(
             self,
             **location,
@@ -564,8 +594,8 @@ class RagHierDocumentStore(StrategySearch, MetadataAggregates, DocumentWrites, A
         :meth:`rag_hier.HierStore.tune` on this store (``queries``: a file or ``{query id: text}``; ``qrels``:
         a file or ``{query id: {document id: grade}}``; ``options``: :class:`rag_hier.TuneConfig` fields). Once
         adopted, the retrievers that take query text (``HierarchicalRetriever``, ``RagHierRetriever``) encode
-        with the tuned model from the next query on; a pipeline that embeds queries with its own text embedder
-        must point it at the store's model (``hier_store.encoder.model_name``). Without judged queries, pass
+        with the tuned model from the next query on, and so does ``RagHierTextEmbedder(document_store=...)``; a
+        ``RagHierTextEmbedder(model=...)`` of the old model is refused by the retriever. Without judged queries, pass
         ``generator=``: a Haystack ChatGenerator (asked for questions about each sampled passage, see
         :func:`chat_generator_questions`) or any callable ``(passage text) -> list[str]``. Returns the
         :class:`rag_hier.TuneReport`.
@@ -576,7 +606,10 @@ class RagHierDocumentStore(StrategySearch, MetadataAggregates, DocumentWrites, A
         with _engine_errors():
             return self._write_handle().tune(queries, qrels, **options)
 
-    def rollback_model(self) -> int:
-        """Return the store to the model it encoded with before the last tuning (re-encodes every passage)."""
+    def rollback_model(self, to: str = "previous") -> int:
+        """Return the store to the model it encoded with before the last tuning (re-encodes every passage).
+
+        ``to="original"``: to the model the store was built with. Returns the committed generation.
+        """
         with _engine_errors():
-            return int(self._write_handle().rollback_model())
+            return int(self._write_handle().rollback_model(to=to))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
@@ -13,7 +14,22 @@ from rag_hier.encoders.dense import DEFAULT_MODEL, DenseEncoder
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RagHierEmbedding"]
+__all__ = ["NamedEmbedding", "RagHierEmbedding"]
+
+
+class NamedEmbedding(list[float]):
+    """A query embedding that names the model that computed it; a plain ``list[float]`` to everything else.
+
+    :class:`RagHierEmbedding` returns these for queries, so a ``RagHierVectorStore`` whose vectors come from another
+    model refuses the query (with the fix) instead of comparing vectors of two models.
+    """
+
+    def __init__(
+        self, values: Iterable[float] = (), *, model: str | None = None, weights_sha256: str | None = None
+    ) -> None:
+        super().__init__(values)
+        self.model = model
+        self.weights_sha256 = weights_sha256
 
 
 class RagHierEmbedding(BaseEmbedding):
@@ -33,6 +49,11 @@ class RagHierEmbedding(BaseEmbedding):
         document_prompt: Prompt (or prompt name) for texts.
         encoder: A ready :class:`~rag_hier.encoders.DenseEncoder` to share (overrides the options above).
         warm_up: Load the model on construction (:meth:`warm_up`), so that the first query is as fast as the next.
+        vector_store: A ``RagHierVectorStore`` whose model this embeds with (the other model options are then not
+            used): the store's current model at every call, so queries follow the store when its model is tuned.
+
+    Query embeddings name their model (:class:`NamedEmbedding`): a ``RagHierVectorStore`` whose vectors come from
+    another model refuses them.
 
     Example:
         >>> embed_model = RagHierEmbedding()  # doctest: +SKIP
@@ -48,6 +69,7 @@ class RagHierEmbedding(BaseEmbedding):
     document_prompt: str | None = Field(default=None, description="Prompt prepended to texts.")
 
     _encoder: DenseEncoder = PrivateAttr()
+    _store: Any = PrivateAttr(default=None)
 
     def __init__(
         self,
@@ -60,8 +82,13 @@ class RagHierEmbedding(BaseEmbedding):
         document_prompt: str | None = None,
         encoder: DenseEncoder | None = None,
         warm_up: bool = False,
+        vector_store: Any = None,
         **kwargs: Any,
     ) -> None:
+        if vector_store is not None:
+            if not callable(getattr(vector_store, "query_encoder", None)):
+                raise TypeError(f"vector_store must be a RagHierVectorStore, got {vector_store!r}")
+            encoder = vector_store.query_encoder()
         if encoder is not None:
             model_name = encoder.model_name
             device = encoder.requested_device
@@ -84,12 +111,13 @@ class RagHierEmbedding(BaseEmbedding):
             query_prompt=query_prompt,
             document_prompt=document_prompt,
         )
+        self._store = vector_store
         if warm_up:
             self.warm_up()
 
     def warm_up(self) -> None:
         """Load the model now rather than at the first embedding (idempotent)."""
-        self._encoder.model  # noqa: B018 - loads it
+        self.encoder.model  # noqa: B018 - loads it
 
     @classmethod
     def class_name(cls) -> str:
@@ -98,23 +126,46 @@ class RagHierEmbedding(BaseEmbedding):
 
     @property
     def encoder(self) -> DenseEncoder:
-        """The wrapped :class:`~rag_hier.encoders.DenseEncoder`."""
+        """The wrapped :class:`~rag_hier.encoders.DenseEncoder` (with ``vector_store``: the store's current one)."""
+        if self._store is not None:
+            current = self._store.query_encoder()
+            if current is not self._encoder:
+                self._encoder = current
+                self.model_name = current.model_name
         return self._encoder
 
     @property
     def dimension(self) -> int:
         """Embedding dimension (loads the model)."""
-        return self._encoder.dimension
+        return self.encoder.dimension
+
+    def _named(self, values: Iterable[float], encoder: DenseEncoder) -> NamedEmbedding:
+        return NamedEmbedding(values, model=encoder.model_name, weights_sha256=encoder.weights_digest())
+
+    def get_agg_embedding_from_queries(
+        self, queries: list[str], agg_fn: Callable[..., Embedding] | None = None
+    ) -> Embedding:
+        """LlamaIndex's aggregate of the queries' embeddings, still naming the model (see :class:`NamedEmbedding`)."""
+        encoder = self.encoder
+        return self._named(super().get_agg_embedding_from_queries(queries, agg_fn), encoder)
+
+    async def aget_agg_embedding_from_queries(
+        self, queries: list[str], agg_fn: Callable[..., Embedding] | None = None
+    ) -> Embedding:
+        """Asynchronous :meth:`get_agg_embedding_from_queries`."""
+        encoder = self.encoder
+        return self._named(await super().aget_agg_embedding_from_queries(queries, agg_fn), encoder)
 
     # -- sync -----------------------------------------------------------------------------------------
     def _get_query_embedding(self, query: str) -> Embedding:
-        return self._encoder.encode_queries([query])[0].tolist()
+        encoder = self.encoder
+        return self._named(encoder.encode_queries([query])[0].tolist(), encoder)
 
     def _get_text_embedding(self, text: str) -> Embedding:
-        return self._encoder.encode_documents([text])[0].tolist()
+        return self.encoder.encode_documents([text])[0].tolist()
 
     def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
-        return self._encoder.encode_documents(list(texts)).tolist()
+        return self.encoder.encode_documents(list(texts)).tolist()
 
     # -- async: the encoder runs in a worker thread ---------------------------------------------------
     async def _aget_query_embedding(self, query: str) -> Embedding:

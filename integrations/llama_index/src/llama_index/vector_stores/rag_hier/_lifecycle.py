@@ -146,6 +146,7 @@ def open_session(
     tokens: dict[str, Any] | None,
     bm25: dict[str, Any] | None,
     hit_rows: HitRowsMode = "sqlite",
+    allow_other_model: bool = False,
 ) -> Opened:
     """Open (or create) the store of a ``RagHierVectorStore``, its configured indexes ensured and its options checked.
 
@@ -199,6 +200,7 @@ def open_session(
             reads_use_writer=False,  # queries read through the read-only handle, which sees every write
             handle=store,
             hit_rows=hit_rows,
+            allow_other_model=allow_other_model,
         )
         session.ensure_configured()
         reader = session.reader()

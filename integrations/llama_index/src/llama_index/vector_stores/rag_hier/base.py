@@ -242,8 +242,10 @@ class RagHierVectorStore(BasePydanticVectorStore):
             Haystack adapter, the similarity it records, ``HierStore.similarity``).
         model: A sentence-transformers model for the store's own encoder, used for nodes that arrive
             without an embedding and for text queries (e.g. by ``HierarchicalRetriever``); ``None`` for a
-            store fed only with vectors from a LlamaIndex embedding model. An existing store uses the encoder
-            it was created with unless ``model`` (or ``encoder``) names another one of the same dimension.
+            store fed only with vectors from a LlamaIndex embedding model. On an existing store ``model`` (or
+            ``encoder``) must be the store's model: a model the store encoded with before (its base, before
+            ``tune`` adopted a tuned one) gives way to the store's current model; another one is refused unless
+            ``allow_other_model=True``.
         index: FAISS index kind for a new store: ``"flat"`` (exact), ``"ivf"``, ``"hnsw"``, or an index
             configuration dict (see ``rag_hier.IndexConfig``).
         store: Wrap an already open :class:`rag_hier.HierStore` instead (``path`` and ``model`` are then
@@ -271,6 +273,8 @@ class RagHierVectorStore(BasePydanticVectorStore):
             (``rag_hier.retrieval.fusion.FUSIONS``): ``"relative_score"`` (default, LlamaIndex's own),
             ``"rrf"``, ``"dbsf"``, ``"convex"``, or one added with ``rag_hier.retrieval.register_fusion``
             (the counterpart of Qdrant's ``hybrid_fusion_fn``). Weights are ``(alpha, 1 - alpha)``.
+        allow_other_model: Encode with ``model`` / ``encoder`` even when the existing store's vectors come from
+            another model (a warning names both); by default that is refused with one line naming both.
 
     Example:
         >>> from llama_index.core import StorageContext, VectorStoreIndex
@@ -299,6 +303,9 @@ class RagHierVectorStore(BasePydanticVectorStore):
     rerank_m: int = Field(default=100, description="Candidates re-ranked by beta-rerank.")
     hybrid_fusion: str = Field(default="relative_score", description="Fusion function of HYBRID queries.")
     hit_rows: str = Field(default="sqlite", description="Where dense hits' rows are read: 'sqlite' or 'memory'.")
+    allow_other_model: bool = Field(
+        default=False, description="Encode with model=/encoder= even when the store's vectors come from another model."
+    )
 
     _root: Path | None = PrivateAttr(default=None)
     _milvus: dict[str, Any] | None = PrivateAttr(default=None)
@@ -331,6 +338,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
         rerank_m: int = 100,
         hybrid_fusion: str = "relative_score",
         hit_rows: HitRowsMode = "sqlite",
+        allow_other_model: bool = False,
         **kwargs: Any,
     ) -> None:
         if similarity is not None and similarity not in _SIMILARITIES:
@@ -370,6 +378,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
             tokens=tokens,
             bm25=bm25_config,
             hit_rows=hit_rows,
+            allow_other_model=allow_other_model,
         )
         fields, opts = opened.fields, opened.milvus or {}
         super().__init__(  # type: ignore[call-arg]  # pydantic fields of this class
@@ -389,6 +398,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
             rerank_m=rerank_m,
             hybrid_fusion=hybrid_fusion,
             hit_rows=hit_rows,
+            allow_other_model=allow_other_model,
             is_embedding_query=fields["dense"],
             **kwargs,
         )
@@ -467,8 +477,8 @@ class RagHierVectorStore(BasePydanticVectorStore):
         :meth:`rag_hier.HierStore.tune` on this store (``queries``: a file or ``{query id: text}``; ``qrels``:
         a file or ``{query id: {document id: grade}}``; ``options``: :class:`rag_hier.TuneConfig` fields). Once
         adopted, queries given as text (``RagHierRetriever``, or a query without an embedding) are encoded with
-        the tuned model from the next query on; an index that embeds queries with its own ``embed_model`` must
-        point it at the store's model (``client.encoder.model_name``). Without judged queries, pass ``generator=``:
+        the tuned model from the next query on, and so does ``RagHierEmbedding(vector_store=...)``; a
+        ``RagHierEmbedding`` of the old model is refused by :meth:`query`. Without judged queries, pass ``generator=``:
         a LlamaIndex ``LLM`` (asked for questions about each sampled passage, see :func:`llm_questions`) or any
         callable ``(passage text) -> list[str]``. Returns the :class:`rag_hier.TuneReport`.
         """
@@ -477,9 +487,12 @@ class RagHierVectorStore(BasePydanticVectorStore):
             options["generator"] = llm_questions(generator)
         return self._writable().tune(queries, qrels, **options)
 
-    def rollback_model(self) -> int:
-        """Return the store to the model it encoded with before the last tuning (re-encodes every passage)."""
-        return int(self._writable().rollback_model())
+    def rollback_model(self, to: str = "previous") -> int:
+        """Return the store to the model it encoded with before the last tuning (re-encodes every passage).
+
+        ``to="original"``: to the model the store was built with. Returns the committed generation.
+        """
+        return int(self._writable().rollback_model(to=to))
 
     @property
     def store_path(self) -> Path:
@@ -613,6 +626,47 @@ class RagHierVectorStore(BasePydanticVectorStore):
         passages = self._reader.filter_passages(_store_filter(self._reader, filters))
         return [record_to_node(passage_record(p)) for p in passages]
 
+    def query_encoder(self) -> DenseEncoder:
+        """The model that encodes queries for this store now (its current one, the tuned one after ``tune``).
+
+        ``RagHierEmbedding(vector_store=store)`` embeds with it.
+
+        Raises:
+            ValueError: The store has no model of its own (it is fed with vectors from an embedding model).
+
+        """
+        with self._reader.reading():
+            encoder = self._reader.encoder
+        if encoder is None:
+            raise ValueError(
+                f"the store at {self.location} has no model of its own: embed queries with the embedding model "
+                "that embedded its nodes"
+            )
+        return encoder
+
+    def _check_query_model(self, embedding: Any) -> None:
+        """Refuse a query embedding that names another model than the one the store's vectors come from.
+
+        Only an embedding that names its weights (``RagHierEmbedding``'s) can be checked; a plain list cannot.
+        """
+        given = getattr(embedding, "weights_sha256", None)
+        if given is None:
+            return
+        with self._reader.reading():  # the store's model now (another process may have switched it)
+            encoder = self._reader.encoder
+        ours = encoder.weights_digest() if encoder is not None else None
+        if encoder is None or ours is None or given == ours:
+            return
+        line = (
+            f"the query embedding comes from model {getattr(embedding, 'model', None)!r}, but the vectors of the "
+            f"store at {self.location} come from {encoder.model_name!r}: queries and passages would come from "
+            "different models. Embed queries with RagHierEmbedding(vector_store=store), which follows the store's "
+            "model, or retrieve with RagHierRetriever (query text)"
+        )
+        if not self.allow_other_model:
+            raise ValueError(line + ", or open the store with allow_other_model=True to search anyway")
+        logger.warning("%s (allow_other_model=True: searching anyway)", line)
+
     def query_vector(self, query_str: str | None = None, embedding: Sequence[float] | None = None) -> np.ndarray:
         """The ``(1, dimension)`` dense query vector, L2-normalized for a ``"cosine"`` store.
 
@@ -624,6 +678,7 @@ class RagHierVectorStore(BasePydanticVectorStore):
 
         """
         if embedding is not None:
+            self._check_query_model(embedding)
             return _query_row(embedding, "the query embedding", unit=self.similarity == "cosine")
         if query_str is not None and self._reader.encoder is not None:
             vec = self._reader.encode_queries([query_str])

@@ -21,15 +21,55 @@ class EmbeddedBy(list[float]):
 
     :class:`RagHierDocumentEmbedder` returns these, so a ``RagHierDocumentStore`` created without
     ``model=`` records which model embedded its documents and encodes query text with the same one.
+    :class:`RagHierTextEmbedder` returns one too (with ``weights_sha256``, the digest of the model's weights), so a
+    ``RagHierDocumentStore`` refuses a query embedding from another model than its vectors'.
     The name survives copies (``copy.deepcopy``); serialization writes a plain list.
     """
 
+    _model: str | None = None
+    _weights: str | None = None
+
     def __init__(
-        self, values: Iterable[float] = (), *, model: str | None = None, normalize_embeddings: bool | None = None
+        self,
+        values: Iterable[float] = (),
+        *,
+        model: str | None = None,
+        normalize_embeddings: bool | None = None,
+        weights_sha256: str | None = None,
     ) -> None:
         super().__init__(values)
-        self.model = model
+        cls = type(self)
+        self.model = model if model is not None else cls._model
         self.normalize_embeddings = normalize_embeddings
+        self.weights_sha256 = weights_sha256 if weights_sha256 is not None else cls._weights
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (list(self), self.model, self.normalize_embeddings, self.weights_sha256))
+
+    @classmethod
+    def of_model(cls, model: str, weights_sha256: str | None) -> type[EmbeddedBy]:
+        """The subclass whose instances name ``model`` even when rebuilt from their values alone.
+
+        Haystack copies a component's list outputs as ``type(value)(items)``; the model's name and digest then
+        come from the class.
+        """
+        key = (model, weights_sha256)
+        named = _NAMED.get(key)
+        if named is None:
+            named = _NAMED[key] = type(
+                "EmbeddedBy", (EmbeddedBy,), {"_model": model, "_weights": weights_sha256, "__module__": __name__}
+            )
+        return named
+
+
+_NAMED: dict[tuple[str, str | None], type[EmbeddedBy]] = {}
+
+
+def _rebuild(
+    values: list[float], model: str | None, normalize_embeddings: bool | None, weights_sha256: str | None
+) -> EmbeddedBy:
+    cls = EmbeddedBy.of_model(model, weights_sha256) if model is not None else EmbeddedBy
+    return cls(values, model=model, normalize_embeddings=normalize_embeddings, weights_sha256=weights_sha256)
 
 
 def _available(device: str) -> bool:

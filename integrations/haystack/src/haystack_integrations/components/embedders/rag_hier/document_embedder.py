@@ -135,9 +135,10 @@ class RagHierDocumentEmbedder:
         encoder = self._backend.warm_up()
         vectors = encoder.encode_documents([self._text(d) for d in documents])
         normalize = self.normalize_embeddings
+        named = EmbeddedBy.of_model(self.model, encoder.weights_digest())
         return {
             "documents": [
-                replace(d, embedding=EmbeddedBy(v.tolist(), model=self.model, normalize_embeddings=normalize))
+                replace(d, embedding=named(v.tolist(), model=self.model, normalize_embeddings=normalize))
                 for d, v in zip(documents, vectors, strict=True)
             ]
         }
