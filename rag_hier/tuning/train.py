@@ -95,8 +95,8 @@ def _timing_callback(
     return Timing()
 
 
-def _progress_callback(total: int) -> Any:
-    """A progress bar over the optimizer steps (with its ETA); the trainer's own bar also prints log dicts."""
+def _progress_callback(total: int, label: str = "training") -> Any:
+    """A progress bar ``label`` over the optimizer steps (with its ETA); the trainer's own bar also prints dicts."""
     base = _callback_base()
 
     class Progress(base):  # type: ignore[misc,valid-type]
@@ -106,7 +106,7 @@ def _progress_callback(total: int) -> Any:
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=total, desc="training", unit="step", dynamic_ncols=True)
+            self.bar = tqdm(total=total, desc=label, unit="step", dynamic_ncols=True)
             return control
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
@@ -150,6 +150,7 @@ def train_candidate(
     start: Any = None,
     evaluate: Callable[[Any], float] | None = None,
     time_limit: float | None = None,
+    label: str = "training",
 ) -> TrainOutcome:
     """Train a candidate from the store's model and save it to ``output_dir``.
 
@@ -168,6 +169,8 @@ def train_candidate(
             not improve on it (sentence-transformers' ``load_best_model_at_end`` with early stopping).
         time_limit: Stop training after this many seconds (default: ``cfg.max_minutes``); the model trained so
             far is saved.
+        label: What the progress bar of contrastive training calls this training (``"candidate"``, ``"fold 2/5"``,
+            ``"refit (continue)"``), so the several trainings of one tuning run tell apart.
 
     """
     if time_limit is None and cfg.max_minutes is not None:
@@ -182,7 +185,18 @@ def train_candidate(
     t0 = time.perf_counter()
     if method == "contrastive":
         outcome = _train_contrastive(
-            store, train, query_vectors, cfg, model, output_dir, say, on_estimate, max_steps, evaluate, time_limit
+            store,
+            train,
+            query_vectors,
+            cfg,
+            model,
+            output_dir,
+            say,
+            on_estimate,
+            max_steps,
+            evaluate,
+            time_limit,
+            label,
         )
     else:
         outcome = _train_hce(store, train, cfg, model, output_dir, say, on_estimate, max_steps, time_limit)
@@ -202,6 +216,7 @@ def _train_contrastive(
     max_steps: int | None,
     evaluate: Callable[[Any], float] | None = None,
     time_limit: float | None = None,
+    label: str = "training",
 ) -> TrainOutcome:
     import tempfile
 
@@ -267,7 +282,7 @@ def _train_contrastive(
             dataloader_pin_memory=device != "cpu",
         )
         timing = _timing_callback(outcome, time_limit, say, lambda sps: on_estimate(steps, sps))
-        callbacks = [timing] + ([_progress_callback(steps)] if cfg.show_progress_bar else [])
+        callbacks = [timing] + ([_progress_callback(steps, label)] if cfg.show_progress_bar else [])
         selector = None
         if evaluate is not None and steps > per_pass:
             selector = _pass_selector(model, per_pass, steps, evaluate, outcome, say)

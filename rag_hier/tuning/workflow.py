@@ -329,6 +329,7 @@ class _Run:
         max_steps: int | None = None,
         time_limit: float | None = None,
         start: Any = None,
+        label: str = "training",
     ) -> Any:
         t0 = time.perf_counter()
         q = self.base.encode_queries(list(judged.queries.values()))
@@ -344,6 +345,7 @@ class _Run:
             evaluate=evaluate,
             time_limit=time_limit,
             start=start,
+            label=label,
         )
         self._time("train", t0)
         if outcome.stopped_early:
@@ -467,6 +469,7 @@ class _Run:
             evaluate=evaluate,
             max_steps=2 if self.dry_run else caps[0],
             time_limit=self.time_limits[0],
+            label="candidate",
         )
         report.steps, report.planned_steps = outcome.steps, outcome.planned_steps
         report.details.update(outcome.details)
@@ -500,6 +503,7 @@ class _Run:
                 max_steps=caps[1],
                 time_limit=self.time_limits[1],
                 start=start,
+                label=f"refit ({cfg.refit})",
             )
             self.seconds["refit"] = time.perf_counter() - t0
             self.seconds["train"] -= self.seconds["refit"]
@@ -562,6 +566,7 @@ class _Run:
                 (lambda steps, sps: None) if self.dry_run else on_estimate,
                 max_steps=2 if self.dry_run else caps[k],
                 time_limit=self.time_limits[k],
+                label=f"fold {k + 1}/{len(parts)}",
             )
             steps_done += outcome.steps
             if self.dry_run:
@@ -595,7 +600,12 @@ class _Run:
         out(f"training the model to adopt on all {len(answered)} judged queries")
         final_dir = tmp / "final"
         outcome = self._train(
-            answered, final_dir, lambda steps, sps: None, max_steps=caps[-1], time_limit=self.time_limits[-1]
+            answered,
+            final_dir,
+            lambda steps, sps: None,
+            max_steps=caps[-1],
+            time_limit=self.time_limits[-1],
+            label="final model",
         )
         report.steps, report.planned_steps = outcome.steps, outcome.planned_steps
         return final_dir, None
