@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from rag_hier.errors import RagHierError
     from rag_hier.index import DenseIndex, IndexConfig
     from rag_hier.retrieval import DenseRetriever, Hit
-    from rag_hier.store import HierStore, WriteSummary, create_store, open_store
+    from rag_hier.store import HierStore, ModelSwitch, WriteSummary, create_store, open_store
     from rag_hier.tuning import TuneConfig, TuneReport
 
 _LAZY = {
@@ -37,6 +37,7 @@ _LAZY = {
     "DenseRetriever": "retrieval",
     "Hit": "retrieval",
     "HierStore": "store",
+    "ModelSwitch": "store",
     "WriteSummary": "store",
     "create_store": "store",
     "open_store": "store",
@@ -110,6 +111,7 @@ __all__ = [
     "HierStore",
     "Hit",
     "IndexConfig",
+    "ModelSwitch",
     "Passage",
     "RagHierError",
     "Section",

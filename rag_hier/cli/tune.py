@@ -291,27 +291,11 @@ def _rollback(args: argparse.Namespace, open_store: Callable[..., Any]) -> int:
     try:
         if not hasattr(store, "rollback_model"):
             raise RagHierError(f"{store.location} is not a local store directory; only those are tuned and rolled back")
-        info = store.model_info
-        before = (info["current"] or {}).get("model")
-        forward = args.rollback == "previous" and _adopted_at(info["previous"]) > _adopted_at(info["current"])
-        generation = store.rollback_model(to=args.rollback, show_progress_bar=not args.no_progress)
-        after = (_current(store) or {}).get("model")
+        switch = store.rollback_model(to=args.rollback, show_progress_bar=not args.no_progress)
     finally:
         store.close()
-    if args.rollback == "original":
-        verb = "rolled back to the model the store was built with"
-    else:  # a second rollback returns to the model the first one left: forward
-        verb = "rolled forward" if forward else "rolled back"
-    print(f"{verb}: the store encodes with {after} (was {before}); generation {generation}")
+    print(switch)  # "rolled back|forward: the store encodes with X (was Y); generation N"
     return 0
-
-
-def _adopted_at(encoder: Any) -> int:
-    """The generation a stored model was adopted at (its name ``models/g<N>-...``); 0 for a model outside the store."""
-    import re
-
-    found = re.fullmatch(r"models/g(\d+)-[0-9a-f]+", str((encoder or {}).get("model", "")))
-    return int(found.group(1)) if found else 0
 
 
 def _check_outputs(args: argparse.Namespace) -> Path | None:

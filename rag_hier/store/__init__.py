@@ -3,7 +3,7 @@
 from rag_hier.store.contract import SIMILARITIES, Filters, Similarity, StoreBackend, StoreExtension
 from rag_hier.store.factory import create_store, open_store
 from rag_hier.store.filters import Predicate, Refined, compile_filter
-from rag_hier.store.records import Hit, PassageRecord, QueryResult, WritePolicy, WriteSummary
+from rag_hier.store.records import Hit, ModelSwitch, PassageRecord, QueryResult, WritePolicy, WriteSummary
 from rag_hier.store.state import FORMAT_VERSION
 from rag_hier.store.store import HierStore
 
@@ -13,6 +13,7 @@ __all__ = [
     "Filters",
     "HierStore",
     "Hit",
+    "ModelSwitch",
     "PassageRecord",
     "Predicate",
     "QueryResult",

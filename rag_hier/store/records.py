@@ -20,8 +20,10 @@ from rag_hier.store.schema import CHUNK, PASSAGE_COLUMNS, rows_in
 __all__ = [
     "POLICIES",
     "Hit",
+    "ModelSwitch",
     "PassageRecord",
     "QueryResult",
+    "SwitchDirection",
     "WritePolicy",
     "WriteSummary",
     "hit_rows",
@@ -328,3 +330,36 @@ class WriteSummary:
     passages_removed: int = 0
     passages_unchanged: int = 0
     encoded: int = 0
+
+
+SwitchDirection = Literal["back", "forward", "original"]
+"""Which way a rollback went: to the model before the last switch, to the one a rollback left, or to the first."""
+
+
+@dataclass(frozen=True)
+class ModelSwitch:
+    """What a rollback (``store.rollback_model()``, ``rag-hier tune --rollback``) switched, once committed.
+
+    ``str(switch)`` is the line ``rag-hier tune --rollback`` prints.
+
+    Args:
+        generation: The store's generation (its count of commits) that the switch committed.
+        model: The model the store encodes with now (a path, a name, or ``models/<name>`` inside the store).
+        previous: The model it left, which a further ``rollback_model()`` returns to.
+        direction: ``"back"``: to the model used before the last switch; ``"forward"``: to a newer model that an
+            earlier rollback left; ``"original"``: to the model the store was built with (``to="original"``).
+
+    """
+
+    generation: int
+    model: str
+    previous: str
+    direction: SwitchDirection
+
+    def __str__(self) -> str:
+        verb = {
+            "back": "rolled back",
+            "forward": "rolled forward",
+            "original": "rolled back to the model the store was built with",
+        }[self.direction]
+        return f"{verb}: the store encodes with {self.model} (was {self.previous}); generation {self.generation}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from rag_hier.store.encoder_switch import (
     switch_encoder,
 )
 from rag_hier.store.local.base import LocalBase
+from rag_hier.store.records import ModelSwitch, SwitchDirection
 from rag_hier.store.schema import dumps
 
 __all__ = ["LocalSwitching"]
@@ -119,12 +121,17 @@ class LocalSwitching(LocalBase):
             expected=dict(expected) if expected is not None else None,
         )
 
-    def rollback_model(self, *, to: str = "previous", show_progress_bar: bool = False) -> int:
+    def rollback_model(self, *, to: str = "previous", show_progress_bar: bool = False) -> ModelSwitch:
         """Return to an earlier encoder (re-encoding every passage), in one commit.
 
         ``to="previous"`` (default) returns to the encoder used before the last switch; the model left becomes the
         one a further rollback returns to (a second rollback rolls forward again). ``to="original"`` returns to the
-        model the store was built with, whatever was adopted since. Returns the committed generation.
+        model the store was built with, whatever was adopted since.
+
+        Returns:
+            A :class:`~rag_hier.store.ModelSwitch`: the committed ``generation``, the ``model`` the store encodes
+            with now, the ``previous`` one it left and the ``direction`` (``"back"``, ``"forward"`` or
+            ``"original"``); ``print(switch)`` gives one line.
 
         Raises:
             StoreError: No such model to return to, or the store is already on it; the store's model changed while
@@ -141,9 +148,12 @@ class LocalSwitching(LocalBase):
             raise StoreError(f"the store at {self.path} has no {what} to return to")
         if to == "original" and same_encoder(target, info["current"]):
             raise StoreError(f"the store at {self.path} encodes with the model it was built with already")
+        direction: SwitchDirection = "original" if to == "original" else "back"
+        if to == "previous" and _adopted_at(target) > _adopted_at(info["current"]):
+            direction = "forward"  # a second rollback returns to the newer model the first one left
         encoder = self._recorded_encoder(target)
         encoded = encode_passages(self, encoder, show_progress_bar=show_progress_bar)
-        return switch_encoder(
+        generation = switch_encoder(
             self,
             source=None,
             target=target,
@@ -152,3 +162,15 @@ class LocalSwitching(LocalBase):
             show_progress_bar=show_progress_bar,
             expected=info["current"],
         )
+        return ModelSwitch(
+            generation=generation,
+            model=str(target.get("model")),
+            previous=str((info["current"] or {}).get("model")),
+            direction=direction,
+        )
+
+
+def _adopted_at(encoder: Any) -> int:
+    """The generation a stored model was adopted at (its name ``models/g<N>-...``); 0 for a model outside the store."""
+    found = re.fullmatch(r"models/g(\d+)-[0-9a-f]+", str((encoder or {}).get("model", "")))
+    return int(found.group(1)) if found else 0

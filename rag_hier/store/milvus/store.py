@@ -74,6 +74,7 @@ from rag_hier.store.milvus.schema import (
 )
 from rag_hier.store.milvus.search import MilvusRowids, Search
 from rag_hier.store.models import check_given_encoder
+from rag_hier.store.records import ModelSwitch
 from rag_hier.store.search_hook import DenseSearch
 
 logger = logging.getLogger(__name__)
@@ -524,7 +525,7 @@ class MilvusStore(Rows, Search, DenseSearch):
         """Not offered on Milvus: raises :class:`StoreError` saying what to do instead."""
         raise self._not_tuned("adopting a model")
 
-    def rollback_model(self, *, to: str = "previous", show_progress_bar: bool = False) -> int:
+    def rollback_model(self, *, to: str = "previous", show_progress_bar: bool = False) -> ModelSwitch:
         """Not offered on Milvus: raises :class:`StoreError` saying what to do instead."""
         raise self._not_tuned("a rollback")
 

@@ -83,6 +83,7 @@ from rag_hier.store.contract import SIMILARITIES, StoreBackend
 from rag_hier.store.filters import Predicate, Refined
 from rag_hier.store.hit_table import HitRowsMode
 from rag_hier.store.milvus.client import check_connection_options
+from rag_hier.store.records import ModelSwitch
 from rag_hier.store.session import token_index_options
 
 logger = logging.getLogger(__name__)
@@ -606,10 +607,12 @@ class RagHierDocumentStore(StrategySearch, MetadataAggregates, DocumentWrites, A
         with _engine_errors():
             return self._write_handle().tune(queries, qrels, **options)
 
-    def rollback_model(self, to: str = "previous") -> int:
+    def rollback_model(self, to: str = "previous") -> ModelSwitch:
         """Return the store to the model it encoded with before the last tuning (re-encodes every passage).
 
-        ``to="original"``: to the model the store was built with. Returns the committed generation.
+        ``to="original"``: to the model the store was built with. Returns a :class:`rag_hier.ModelSwitch`: the
+        committed ``generation``, the ``model`` now current, the ``previous`` one left and the ``direction``
+        (``"back"``, ``"forward"``, ``"original"``); ``print()`` it for one line.
         """
         with _engine_errors():
-            return int(self._write_handle().rollback_model(to=to))
+            return self._write_handle().rollback_model(to=to)

@@ -57,6 +57,7 @@ from rag_hier.store.extensions.bm25 import BM25Extension
 from rag_hier.store.extensions.token_index import TokenIndexExtension
 from rag_hier.store.filters import Predicate
 from rag_hier.store.hit_table import HitRowsMode, check_hit_rows
+from rag_hier.store.records import ModelSwitch
 from rag_hier.store.session import StoreSession, token_index_options
 from rag_hier.store.state import MANIFEST
 
@@ -487,12 +488,14 @@ class RagHierVectorStore(BasePydanticVectorStore):
             options["generator"] = llm_questions(generator)
         return self._writable().tune(queries, qrels, **options)
 
-    def rollback_model(self, to: str = "previous") -> int:
+    def rollback_model(self, to: str = "previous") -> ModelSwitch:
         """Return the store to the model it encoded with before the last tuning (re-encodes every passage).
 
-        ``to="original"``: to the model the store was built with. Returns the committed generation.
+        ``to="original"``: to the model the store was built with. Returns a :class:`rag_hier.ModelSwitch`: the
+        committed ``generation``, the ``model`` now current, the ``previous`` one left and the ``direction``
+        (``"back"``, ``"forward"``, ``"original"``); ``print()`` it for one line.
         """
-        return int(self._writable().rollback_model(to=to))
+        return self._writable().rollback_model(to=to)
 
     @property
     def store_path(self) -> Path:
