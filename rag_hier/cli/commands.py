@@ -357,7 +357,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         enc = info.get("encoder") or {}
         counts = info["counts"]
         milvus_index = info["indexes"]["dense"].get("milvus", {})
-        print(f"store      {info['path']}  (Milvus, format v{info['format_version']}, generation {info['generation']})")
+        print(f"store      {info['path']}  (Milvus, format v{info['format_version']}, {_generation(info)})")
         print(
             f"encoder    {enc.get('model', '(none: vectors come from outside)')}  dim={info.get('dimension')}"
             f"  normalized={enc.get('normalize_embeddings')}"
@@ -372,7 +372,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     enc = info.get("encoder") or {}
     counts = info["counts"]
     idx = info.get("index_state") or {"kind": info["indexes"]["dense"]["config"]["kind"], "ntotal": 0}
-    print(f"store      {info['path']}  (format v{info['format_version']}, generation {info['generation']})")
+    print(f"store      {info['path']}  (format v{info['format_version']}, {_generation(info)})")
     no_model = (
         "(none: built with --no-dense: token or BM25 index only)"
         if (info.get("corpus") or {}).get("dense") is False
@@ -407,6 +407,16 @@ def cmd_info(args: argparse.Namespace) -> int:
     for name, f in sorted(info["files"].items()):
         print(f"file       {name}  {f['bytes']} bytes  sha256 {f['sha256'][:16]}…")
     return 0
+
+
+GENERATION_NOTE = "its count of commits: each write batch and each model switch adds one"
+"""What a store's generation counts, said where it is shown: a new local store is not at 1 (``rag-hier index``
+commits at least three times: the empty store, the passages, the corpus settings)."""
+
+
+def _generation(info: dict[str, Any]) -> str:
+    """``generation N (what it counts)`` for ``rag-hier info``."""
+    return f"generation {info['generation']}, {GENERATION_NOTE}"
 
 
 def _print_model_source(enc: dict[str, Any]) -> None:

@@ -86,7 +86,7 @@ class StoreBackend(Protocol):
 
     @property
     def generation(self) -> int:
-        """The committed generation (changes with every commit)."""
+        """The committed generation: the count of commits (every write batch and model switch adds one)."""
         ...
 
     @property

@@ -426,7 +426,12 @@ class HierStore(LocalReads, LocalMetaAggregates, LocalDense, LocalWrites, LocalS
 
     @property
     def generation(self) -> int:
-        """The committed generation: it changes with every commit (cheap to poll)."""
+        """The committed generation: the store's count of commits (cheap to poll).
+
+        Creating the store is commit 1; each write batch (``add_documents``, ``store.batch()``, ...) and each model
+        switch adds one, so a store that ``rag-hier index`` built once is at generation 3 (created, passages written,
+        corpus settings recorded) or more (a large corpus is written in several commits).
+        """
         with self._reading():
             return self._core.generation
 

@@ -44,7 +44,8 @@ class TuneReport:
         candidate: The candidate's dev means.
         difference: Per metric: ``delta`` (candidate − base), ``ci_low``, ``ci_high``, ``p_value``, ``wins``,
             ``losses``, ``ties``.
-        generation: The store's generation after the run.
+        generation: The store's generation after the run: its count of commits (each write batch and each model
+            switch adds one), not of tunings.
         model: The model the store encodes with after the run.
         config: The settings.
         details: Method-specific facts (pairs, negative pools, ...).
@@ -165,7 +166,7 @@ class TuneReport:
             "estimate before training": f"{self.estimate_seconds:.0f} s" if self.estimate_seconds else "-",
             "seconds": ", ".join(f"{k} {v:.1f}" for k, v in self.seconds.items()),
             "peak memory": f"{self.peak_memory_mb:.0f} MB" if self.peak_memory_mb else "-",
-            "store generation after": str(self.generation),
+            "store generation after (its count of commits)": str(self.generation),
             "model after": f"`{self.model}`",
         }
         out += [f"| {k} | {v} |" for k, v in rows.items()]

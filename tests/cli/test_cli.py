@@ -624,3 +624,24 @@ def test_console_script_hides_library_debug_logs(corpora: Corpora, tmp_path: Pat
     assert "DEBUG" not in quiet and "INFO" not in quiet
     verbose = stderr("-v", *train, str(tmp_path / "m2"))
     assert "DEBUG" not in verbose and "INFO rag_hier" in verbose
+
+
+def test_info_says_what_the_generation_of_a_new_store_counts(corpora, index_cli, cli, tmp_path: Path) -> None:
+    store = tmp_path / "new-store"
+    index_cli(corpora.beir, store)
+    result = cli("info", "--store", store)
+    assert result.code == 0, result.err
+    with HierStore.open(store, read_only=True) as s:
+        generation = s.generation
+    # a new store is past generation 1: the count is of commits (the empty store, the passages, the settings)
+    assert generation >= 3
+    assert f"generation {generation}, its count of commits: each write batch and each model switch adds one" in (
+        result.out
+    )
+
+
+def test_the_tune_report_says_what_the_generation_counts() -> None:
+    from rag_hier.tuning.report import TuneReport
+
+    markdown = TuneReport(store="s", method="contrastive", generation=3).to_markdown()
+    assert "| store generation after (its count of commits) | 3 |" in markdown
