@@ -235,3 +235,21 @@ def test_train_dhr_takes_beir_queries_and_qrels(capsys, qa: Path, tmp_path: Path
         capsys, "train", "dhr", qa / "documents.jsonl", "--qa", qa / "questions.jsonl", "--queries", queries, *common
     )
     assert code == 2 and "--qa FILE or as --queries FILE" in err
+
+
+def _train_dhr(capsys, qa: Path, out_dir: Path, tiny_model_path: str, *extra: Any) -> tuple[int, str, str]:
+    return run(
+        capsys, "train", "dhr", qa / "documents.jsonl", "--qa", qa / "questions.jsonl", "--output", out_dir,
+        "--base-model", tiny_model_path, "--batch-size", "2", "--levels", "passage", "--device", "cpu",
+        "--max-steps", "1", *extra,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("progress", [(), ("--no-progress",)], ids=["bar", "no-bar"])
+def test_train_dhr_prints_a_summary_not_the_trainers_dict(
+    capsys, qa: Path, tmp_path: Path, tiny_model_path: str, progress: tuple[str, ...]
+) -> None:
+    code, out, err = _train_dhr(capsys, qa, tmp_path / "m", tiny_model_path, *progress)
+    assert code == 0, err
+    assert out.startswith("trained DHR on 3 questions over 3 documents")
+    assert "train_runtime" not in out + err and "{'" not in out

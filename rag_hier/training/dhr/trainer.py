@@ -34,6 +34,7 @@ from rag_hier.encoders.dense import resolve_model_path
 from rag_hier.errors import RagHierError
 from rag_hier.training._attention import attention_dropout
 from rag_hier.training._limits import TimeLimit
+from rag_hier.training._log_dicts import drop_log_dicts
 from rag_hier.training.dhr.config import LEVELS, DHRTrainingConfig
 from rag_hier.training.dhr.data import DHRCorpus, DHRExample, build_training_rows
 
@@ -272,6 +273,7 @@ class DHRTrainer:
                         loss=loss,
                         callbacks=[self._time_limit.callback()],
                     )
+                drop_log_dicts(trainer)  # the command prints a summary (rows, loss, where the model went)
                 with attention_dropout(model, self.config.attention_dropout):
                     output = trainer.train()
             last_loss = float(output.training_loss) if output is not None else None
