@@ -119,7 +119,11 @@ def _migrate_parser(sub: Any) -> None:
 def _tune_parser(sub: Any) -> None:
     from rag_hier.cli.tune import add_tune_parser
 
-    _add_runtime_args(add_tune_parser(sub, _COMMAND_HELP["tune"]))
+    _add_runtime_args(
+        add_tune_parser(sub, _COMMAND_HELP["tune"]),
+        batch_help="texts per encoding batch, when the store's model or a candidate encodes queries and passages "
+        "(default: the model's); not training's batch, which is --train-batch-size",
+    )
 
 
 BUILDERS: dict[str, Callable[[Any], None]] = {
@@ -149,8 +153,8 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=_positive_int, default=None, help="query encoding batch size")
 
 
-def _add_runtime_args(p: argparse.ArgumentParser) -> None:
+def _add_runtime_args(p: argparse.ArgumentParser, batch_help: str = "encoding batch size") -> None:
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: CUDA when available)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     if "--batch-size" not in p._option_string_actions:
-        p.add_argument("--batch-size", type=_positive_int, default=None, help="encoding batch size")
+        p.add_argument("--batch-size", type=_positive_int, default=None, help=batch_help)

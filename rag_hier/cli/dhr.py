@@ -18,6 +18,7 @@ from rag_hier.cli._train import (
     check_eval_arguments,
     cli_error,
     existing_corpus,
+    passage_words,
     print_before_after,
 )
 
@@ -126,10 +127,18 @@ def add_train_parser(subparsers: Any) -> None:
     p.add_argument("--qrels", default=None, help="judgements of --queries (BEIR TSV or TREC; document or passage ids)")
     p.add_argument("--output", required=True, help="output directory for the model(s)")
     p.add_argument("--format", choices=CORPUS_FORMATS, default=None, help="corpus format (default: detect)")
-    p.add_argument("--eval-qa", default=None, help="held-out questions over the same corpus, scored after training")
+    p.add_argument(
+        "--max-passage-words",
+        type=int,
+        default=None,
+        help="cut documents into passages as `rag-hier index` will (default: 0, whole paragraphs, for BEIR and QA "
+        "documents, else 100); the store the model is used with must be indexed the same way",
+    )
     add_eval_arguments(p)
+    # an older spelling of --eval-queries (held-out questions, scored for the base and the trained model)
+    p.add_argument("--eval-qa", dest="eval_queries", default=None, help=argparse.SUPPRESS)
     add_runtime_arguments(p, precision=False)
-    add_config_arguments(p, DHRTrainingConfig, rename={"learning_rate": "--learning-rate"})
+    add_config_arguments(p, DHRTrainingConfig, skip={"max_passage_words"}, rename={"learning_rate": "--learning-rate"})
     p.set_defaults(func=_train)
 
 
@@ -139,23 +148,24 @@ def _train(args: argparse.Namespace) -> int:
 
     check_eval_arguments(args)
     corpus = existing_corpus(args.corpus)
-    config = args.config_flags.build(args)
+    fmt = args.format or detect_format(corpus)
+    words = passage_words(args, fmt)
+    config = args.config_flags.build(args, max_passage_words=words)
     if (args.qa is None) == (args.queries is None):
         raise cli_error("give the training questions as --qa FILE or as --queries FILE [--qrels FILE]")
     if args.qrels and not args.queries:
         raise cli_error("--qrels goes with --queries")
-    documents = read_corpus(corpus, args.format or detect_format(corpus))
+    documents = read_corpus(corpus, fmt)
     if args.queries and args.qrels:
         from rag_hier.corpus.readers import read_qrels, read_queries
         from rag_hier.training.dhr import examples_from_qrels
 
         examples = examples_from_qrels(
-            read_queries(args.queries), read_qrels(args.qrels), documents, max_passage_words=args.max_passage_words
+            read_queries(args.queries), read_qrels(args.qrels), documents, max_passage_words=words
         )
     else:
-        examples = read_examples(args.qa or args.queries, documents, max_passage_words=args.max_passage_words)
-    held_out = read_examples(args.eval_qa, documents, max_passage_words=args.max_passage_words) if args.eval_qa else ()
-    result = DHRTrainer(config).train(documents, examples, args.output, eval_examples=held_out)
+        examples = read_examples(args.qa or args.queries, documents, max_passage_words=words)
+    result = DHRTrainer(config).train(documents, examples, args.output)
     where = (
         f"model: {result.passage_model}"
         if result.passage_model == result.document_model
@@ -167,15 +177,7 @@ def _train(args: argparse.Namespace) -> int:
         f"  rows: {', '.join(f'{k} {v}' for k, v in result.rows.items())}; final loss per iteration: {losses}\n"
         f"  {where}"
     )
-    for name, value in sorted(result.metrics.items()):
-        if name.endswith(("accuracy@1", "accuracy@5", "accuracy@20", "ndcg@10")):
-            print(f"  held-out {name}: {value:.4f}")
     print_before_after(
-        args,
-        documents,
-        config.base_model,
-        result.passage_model,
-        corpus_format=args.format or detect_format(corpus),
-        max_passage_words=args.max_passage_words,
+        args, documents, config.base_model, result.passage_model, corpus_format=fmt, max_passage_words=words
     )
     return 0

@@ -93,10 +93,13 @@ def _assemble(
 def _replay(ops: Sequence[tuple[int, str, tuple[Any, ...], dict[str, Any]]], root: Any) -> None:
     """Repeat recorded parser calls (:mod:`rag_hier.cli._tables`), each ``(target, method, args, kwargs)``.
 
-    ``target`` indexes ``[root, what the 1st call returned, what the 2nd call returned, ...]``.
+    ``target`` indexes ``[root, what the 1st call returned, what the 2nd call returned, ...]``. A hidden flag's
+    ``help`` is written as the text of ``argparse.SUPPRESS``, which argparse recognizes only as that very object.
     """
     made = [root]
     for target, call, args, kwargs in ops:
+        if kwargs.get("help") == argparse.SUPPRESS:
+            kwargs = {**kwargs, "help": argparse.SUPPRESS}
         made.append(getattr(made[target], call)(*args, **kwargs))
 
 

@@ -118,7 +118,13 @@ def add_tune_parser(subparsers: Any, help_line: str) -> argparse.ArgumentParser:
         default=None,
         help="GradCache mini-batch below --train-batch-size, for large batches in little memory (default: none)",
     )
-    p.add_argument("--train-batch-size", type=int, default=d.batch_size, help=f"pairs per step ({d.batch_size})")
+    p.add_argument(
+        "--train-batch-size",
+        type=int,
+        default=d.batch_size,
+        help=f"training pairs per optimizer step ({d.batch_size}; Python: TuneConfig(batch_size=...)); "
+        "--batch-size is the encoding batch",
+    )
     p.add_argument("--learning-rate", type=float, default=d.learning_rate, help=f"AdamW rate ({d.learning_rate:g})")
     p.add_argument(
         "--negatives", type=int, default=d.num_negatives, help=f"hard negatives per pair ({d.num_negatives})"
@@ -131,7 +137,13 @@ def add_tune_parser(subparsers: Any, help_line: str) -> argparse.ArgumentParser:
     )
     p.add_argument("--max-seq-length", type=int, default=None, help="token limit in training (default: the store's)")
     p.add_argument("--seed", type=int, default=d.seed, help=f"seed of the split, data and bootstrap ({d.seed})")
-    p.add_argument("--aggregate", choices=("passage", "doc"), default=None, help="level the judgements name")
+    p.add_argument(
+        "--aggregate",
+        choices=("passage", "doc"),
+        default=None,
+        help="what the judgements' ids name: doc (document ids; a document ranks by its best passage) or passage "
+        "(default: doc for BEIR-built stores, else passage; Python: store.tune(..., level=...))",
+    )
     p.add_argument("--report", default=None, metavar="FILE", help="write the report as JSON here")
     p.add_argument("--dry-run", action="store_true", help="measure two training steps, estimate the run, stop")
     p.add_argument("--force", action="store_true", help="adopt the candidate whatever the dev figures say")

@@ -527,7 +527,8 @@ class HierStore(LocalReads, LocalMetaAggregates, LocalDense, LocalWrites, LocalS
             queries: A queries file (BEIR ``queries.jsonl``, QA ``questions.jsonl``) or ``{query id: text}``.
             qrels: A qrels file (optional for QA questions) or ``{query id: {document or passage id: grade}}``.
             **options: :class:`~rag_hier.tuning.TuneConfig` fields (``dev_fraction=0.2``, ``max_steps=...``,
-                ``force=True``, ...), ``config=TuneConfig(...)``, ``level="doc"|"passage"``, ``dry_run=True``,
+                ``force=True``, ...), ``config=TuneConfig(...)``, ``level="doc"|"passage"`` (what the judgements'
+                ids name; the CLI's ``--aggregate``), ``dry_run=True``,
                 ``say=print`` (progress lines: the split, base on dev, the estimate, adopting; default: the
                 ``rag_hier.tuning.workflow`` logger at INFO).
 

@@ -253,3 +253,35 @@ def test_train_dhr_prints_a_summary_not_the_trainers_dict(
     assert code == 0, err
     assert out.startswith("trained DHR on 3 questions over 3 documents")
     assert "train_runtime" not in out + err and "{'" not in out
+
+
+def test_train_dhr_cuts_passages_as_index_does(capsys, qa: Path, tmp_path: Path, tiny_model_path: str) -> None:
+    code, _, err = _train_dhr(capsys, qa, tmp_path / "m", tiny_model_path, "--no-progress")
+    assert code == 0, err
+    # QA documents: whole paragraphs, as `rag-hier index` cuts them (the passage ids are DOC#<paragraph>)
+    assert json.loads((tmp_path / "m" / "dhr_training.json").read_text())["config"]["max_passage_words"] == 0
+    code, _, err = _train_dhr(capsys, qa, tmp_path / "m2", tiny_model_path, "--no-progress", "--max-passage-words", 5)
+    assert code == 0, err
+    assert json.loads((tmp_path / "m2" / "dhr_training.json").read_text())["config"]["max_passage_words"] == 5
+
+
+def test_train_dhr_has_one_documented_held_out_flag(capsys, qa: Path, tmp_path: Path, tiny_model_path: str) -> None:
+    with pytest.raises(SystemExit):
+        run(capsys, "train", "dhr", "--help")
+    help_text = capsys.readouterr().out
+    assert "--eval-queries" in help_text and "--eval-qa" not in help_text
+    assert "questions per training step" in help_text  # --batch-size: training, not encoding
+    # the older spelling still works, as --eval-queries does: base and trained model side by side
+    code, out, err = _train_dhr(capsys, qa, tmp_path / "m", tiny_model_path, "--no-progress", "--eval-qa",
+                                qa / "questions.jsonl")  # fmt: skip
+    assert code == 0, err
+    assert "held out (3 queries)" in out and "the trained model is" in out
+
+
+def test_tune_help_says_what_each_batch_size_and_aggregate_mean(capsys) -> None:
+    with pytest.raises(SystemExit):
+        run(capsys, "tune", "--help")
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "texts per encoding batch" in help_text and "not training's batch, which is --train-" in help_text
+    assert "training pairs per optimizer step" in help_text
+    assert "store.tune(..., level=...)" in help_text

@@ -29,7 +29,7 @@ class DHRTrainingConfig(TrainingConfig):
         epochs: Epochs per iteration.
         max_steps: Stop each iteration after this many optimizer steps (``None``: ``epochs`` decide).
         max_minutes: Stop training after this many minutes in all (the model trained so far is saved).
-        batch_size: Questions per batch (each with its positive and negatives).
+        batch_size: Questions per training step (each with its positive and negatives).
         learning_rate: Peak learning rate (linear warm-up and decay).
         warmup_ratio: Fraction of steps for warm-up.
         scale: Inverse temperature of the InfoNCE loss on cosine similarities.
@@ -79,7 +79,9 @@ class DHRTrainingConfig(TrainingConfig):
     epochs: int = shared_field("epochs", 1, help="epochs per iteration")
     max_steps: int | None = shared_field("max_steps", None, help="stop each iteration after N optimizer steps")
     max_minutes: float | None = shared_field("max_minutes", None)
-    batch_size: int = shared_field("batch_size", 16, help="questions per batch")
+    batch_size: int = shared_field(
+        "batch_size", 16, help="questions per training step, each with its positive and negatives (not encoding)"
+    )
     learning_rate: float = shared_field("learning_rate", 2e-5)
     scale: float = train_field(
         20.0, help="inverse temperature of the InfoNCE loss on cosine similarities", above=0, cli=False
