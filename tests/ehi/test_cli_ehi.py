@@ -35,6 +35,7 @@ def test_train_ehi_two_steps(tmp_path: Path, capsys, tiny_model_path: str, beir_
     )  # fmt: skip
     assert code == 0, err
     assert "B=3, H=2: 9 leaves" in stdout and "2 steps" in stdout
+    assert "train_runtime" not in stdout  # the summary, not the transformers trainer's log dicts
     assert "indexer refit on the final vectors for 2 epochs" in stdout
     assert all((out / name).is_file() for name in (*INDEXER_FILES, "modules.json", "ehi_training.json"))
     report = json.loads((out / "ehi_training.json").read_text())

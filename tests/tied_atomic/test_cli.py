@@ -24,6 +24,7 @@ def test_train_index_search_eval(tmp_path, capsys, tiny_t5_path, beir_dir):
     )  # fmt: skip
     assert code == 0, err
     assert "2 steps" in out and "model saved to" in out
+    assert "train_runtime" not in out  # the summary, not the transformers trainer's log dicts
     assert "held out (" in out and "trained" in out and "the trained model is" in out  # base and trained, paired
     assert json.loads((model / "tied_atomic_training.json").read_text())["config"]["max_seq_length"] == 32
     store = tmp_path / "store"

@@ -79,3 +79,15 @@ def test_hce_stops_at_max_minutes(tmp_path, capsys, tiny_model_path, judged_temp
     report = json.loads((tmp_path / "m" / "hce_training.json").read_text())
     trained = [e for e in report["history"] if e["epoch"] > 0]  # epoch 0: the base model's dev figures
     assert report["steps"] == 1 and len(trained) == 1  # stopped after the first step, no second epoch
+
+
+def test_hce_prints_its_summary_not_the_trainers_dict(tmp_path, capsys, tiny_model_path) -> None:
+    docs, questions = _qa_files(tmp_path)
+    for progress in ((), ("--no-progress",)):  # with the bar and without
+        code, out, err = _run(
+            capsys, "train", "hce", docs, "--output", tmp_path / f"m{len(progress)}", "--mode", "supervised",
+            "--queries", questions, "--base-model", tiny_model_path, "--max-steps", "1", "--batch-size", "4",
+            "--branching", "2", "--device", "cpu", *progress,
+        )  # fmt: skip
+        assert code == 0, err
+        assert out.startswith("trained HCE") and "train_runtime" not in out + err

@@ -39,6 +39,7 @@ from rag_hier.encoders._st_loading import quiet_trainer_setup
 from rag_hier.errors import RagHierError
 from rag_hier.index.ehi import EHIIndexer, LeafAssignment
 from rag_hier.training._limits import TimeLimit
+from rag_hier.training._log_dicts import drop_log_dicts
 from rag_hier.training._models import load_base_model
 from rag_hier.training.corpus import CorpusInput, TrainingCorpus, as_training_corpus
 from rag_hier.training.distributed import broadcast_arrays, is_distributed, rank, world_size
@@ -653,6 +654,7 @@ class EHITrainer:
                 optimizers=(optimizer, scheduler),
                 callbacks=[self._limit.callback()],
             )
+        drop_log_dicts(trainer)
         trainer.train()
         logged = [e for e in trainer.state.log_history if any(k in e for k in LOSS_TERMS)]
         return int(trainer.state.global_step), logged

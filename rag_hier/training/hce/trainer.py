@@ -29,6 +29,7 @@ from rag_hier.errors import RagHierError
 from rag_hier.index.tree import ClusterTree, TreeBuildConfig
 from rag_hier.training._attention import attention_dropout
 from rag_hier.training._limits import TimeLimit
+from rag_hier.training._log_dicts import drop_log_dicts
 from rag_hier.training._models import load_base_model
 from rag_hier.training.corpus import CorpusInput, as_training_corpus
 from rag_hier.training.distributed import broadcast_arrays, is_distributed, rank, world_size
@@ -291,6 +292,7 @@ class HCETrainer:
                         optimizers=(optimizer, scheduler),
                         callbacks=[limit.callback()],
                     )
+                drop_log_dicts(trainer)
                 with attention_dropout(model, cfg.attention_dropout):
                     outcome = trainer.train()
                 done = int(trainer.state.global_step)

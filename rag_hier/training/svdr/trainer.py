@@ -34,6 +34,7 @@ from rag_hier.encoders._st_loading import quiet_trainer_setup
 from rag_hier.errors import MissingDependencyError, RagHierError
 from rag_hier.training._attention import attention_dropout
 from rag_hier.training._limits import TimeLimit
+from rag_hier.training._log_dicts import drop_log_dicts
 from rag_hier.training.distributed import rank, world_size
 from rag_hier.training.svdr.config import SvdrTrainingConfig
 from rag_hier.training.svdr.data import ExampleCollator, SvdrBatchSampler, SvdrExample, make_batches
@@ -313,7 +314,6 @@ class SvdrTrainer:
         import torch
         from datasets import Dataset
         from sentence_transformers import SentenceTransformer
-        from transformers import PrinterCallback
 
         cfg = self.config
         device = str(self.encoder.device)
@@ -374,7 +374,7 @@ class SvdrTrainer:
                     optimizers=(optimizer, scheduler),
                     callbacks=[mining, limit.callback()],
                 )
-            trainer.remove_callback(PrinterCallback)  # the mining callback logs the steps
+            drop_log_dicts(trainer)  # the mining callback logs the steps
             if cfg.gradient_checkpointing:
                 module.backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             try:

@@ -26,6 +26,7 @@ from rag_hier.encoders._st_loading import quiet_trainer_setup
 from rag_hier.encoders.encdec import CITATION, build_warm_started_encoder_decoder, encoder_decoder_sentence_transformer
 from rag_hier.errors import RagHierError
 from rag_hier.training._limits import TimeLimit
+from rag_hier.training._log_dicts import drop_log_dicts
 from rag_hier.training.corpus import CorpusInput, TrainingCorpus, as_training_corpus
 from rag_hier.training.distributed import is_distributed, rank, world_size
 from rag_hier.training.hce.data import SupervisedPair, resolve_pairs
@@ -351,6 +352,7 @@ class TiedAtomicTrainer(_Base):
                     loss=loss,
                     callbacks=[TimeLimit(cfg.max_minutes).callback()],
                 )
+            drop_log_dicts(trainer)
             outcome = trainer.train()
             done = int(trainer.state.global_step)
             losses_logged = _loss_log(trainer)
@@ -477,6 +479,7 @@ class DSIAtomicTrainer(_Base):
                 model, trainer, finish = self._seq2seq(scratch, steps, items, texts, labels)
             else:
                 model, trainer, finish = self._docid_softmax(st, scratch, steps, items, texts, labels)
+            drop_log_dicts(trainer)
             outcome = trainer.train()
             done = int(trainer.state.global_step)
             losses_logged = _loss_log(trainer)
