@@ -87,7 +87,8 @@ def _store(args: argparse.Namespace, work: Path) -> Path:
     else:
         build_xquad(args.data, root, pristine)
         for part in ("train", "test"):
-            shutil.copyfile(root / f"questions-{part}.jsonl", work / f"questions-{part}.jsonl")
+            if root.resolve() != work.resolve():
+                shutil.copyfile(root / f"questions-{part}.jsonl", work / f"questions-{part}.jsonl")
     return pristine
 
 

@@ -52,7 +52,8 @@ ADOPTION_RULE = (
     "adopt when the lower end of the {confidence:.0%} paired bootstrap interval of the dev {metric} difference "
     "(candidate - base, per query, {n_resamples} resamples, seed {seed}) is above 0, and the candidate is not shown "
     "worse on the dev queries about documents no training query is about (when there are at least {min_new}): the "
-    "upper end of their interval is not below 0"
+    "upper end of their interval is not below 0; cross-fitted, also: every fold's candidate improves its fold's "
+    "queries on average"
 )
 STEP_COST = 3.5
 """A training step costs about this many times encoding its rows' texts once at the measured encoding rate
@@ -394,6 +395,7 @@ class _Run:
         subsets: dict[str, list[str]],
         judged_total: int,
         cross_fit: bool,
+        folds: list[list[str]] | None = None,
     ) -> None:
         cfg, report = self.cfg, self.report
         cand_values = {m: v for m, v in cand_values.items() if all(q in v for q in qids)}
@@ -408,6 +410,21 @@ class _Run:
         per_query = [cand_values[cfg.metric][q] - base_values[cfg.metric][q] for q in qids]
         report.resolution = resolution(per_query, cfg, judged_total=judged_total, cross_fit=cross_fit)
         report.reason, self.better = _verdict(d, report.dev_subsets.get("unseen_documents"), len(qids), cfg)
+        if folds is not None:
+            m = cfg.metric
+            gains = [_mean({q: cand_values[m][q] - base_values[m][q] for q in part}) for part in folds]
+            report.details["fold_differences"] = [round(g, 4) for g in gains]
+            worse = sum(1 for g in gains if g <= 0)
+            if self.better and worse:
+                self.better = False
+                report.reason = (
+                    f"the candidates are better over the {len(qids)} cross-fitted queries ({m} {d['delta']:+.4f} "
+                    f"[{d['ci_low']:+.4f}, {d['ci_high']:+.4f}]) but not in every fold: {worse} of {len(folds)} "
+                    f"folds' candidates did not improve their queries ({', '.join(f'{g:+.3f}' for g in gains)}); "
+                    "the gain is not consistent enough to adopt; the store is unchanged"
+                )
+                if cfg.force:
+                    report.reason = "forced: " + report.reason
         if not self.better and not cfg.force:
             report.reason += " " + report.resolution["advice"]
 
@@ -593,6 +610,7 @@ class _Run:
             {"seen_documents": seen_all, "unseen_documents": unseen_all},
             len(answered),
             cross_fit=True,
+            folds=parts,
         )
         if not (self.better or cfg.force):
             report.steps, report.planned_steps = steps_done, sum(fold_steps)

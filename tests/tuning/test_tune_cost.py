@@ -231,3 +231,28 @@ def test_rerank_leaves_out_metrics_deeper_than_its_pools(judged_store, judged_ma
     assert "recall@100" not in report.difference and "ndcg@10" in report.difference
     assert "-" in report.summary()
     store.close()
+
+
+def test_cross_fitting_adopts_only_a_gain_every_fold_shows() -> None:
+    from types import SimpleNamespace
+
+    from rag_hier.tuning.report import TuneReport
+    from rag_hier.tuning.workflow import _Run
+
+    cfg = TuneConfig()
+    qids = [f"q{i}" for i in range(40)]
+    folds = [qids[:20], qids[20:]]
+    base = {m: dict.fromkeys(qids, 0.5) for m in cfg.metrics}
+
+    def decide(gain_second_fold: float) -> tuple[bool, TuneReport]:
+        cand = {m: {q: 0.5 + (0.3 if q in folds[0] else gain_second_fold) for q in qids} for m in cfg.metrics}
+        report = TuneReport(store="s", method="contrastive", config=cfg.to_dict())
+        run = _Run(SimpleNamespace(encoder=None), cfg, report, {}, lambda line: None, 1.0, 10, False, 0.0)
+        run._decide(base, cand, qids, {}, len(qids), cross_fit=True, folds=folds)
+        return run.better, report
+
+    better, report = decide(0.05)
+    assert better and report.details["fold_differences"] == [0.3, 0.05]
+    better, report = decide(-0.01)  # better overall, but one fold's candidate made its queries worse
+    assert report.difference["ndcg@10"]["ci_low"] > 0
+    assert not better and "not in every fold" in report.reason
