@@ -49,8 +49,9 @@ logger = logging.getLogger(__name__)
 __all__ = ["ADOPTION_RULE", "paired_differences", "report_files", "resolution", "tune"]
 
 ADOPTION_RULE = (
-    "adopt when the lower end of the {confidence:.0%} paired bootstrap interval of the dev {metric} difference "
-    "(candidate - base, per query, {n_resamples} resamples, seed {seed}) is above 0, and the candidate is not shown "
+    "adopt when the lower ends of the {confidence:.0%} paired bootstrap interval of the dev {metric} difference "
+    "(candidate - base, per query, {n_resamples} resamples, seed {seed}) and of Student's t interval of it are "
+    "above 0, and the candidate is not shown "
     "worse on the dev queries about documents no training query is about (when there are at least {min_new}): the "
     "upper end of their interval is not below 0; cross-fitted, also: every fold's candidate improves its fold's "
     "queries on average"
@@ -408,6 +409,7 @@ class _Run:
                 report.dev_subsets[name] = {"queries": float(len(ids)), **diff}
         d = report.difference[cfg.metric]
         per_query = [cand_values[cfg.metric][q] - base_values[cfg.metric][q] for q in qids]
+        d["t_low"] = _t_low(per_query, cfg.confidence)
         report.resolution = resolution(per_query, cfg, judged_total=judged_total, cross_fit=cross_fit)
         report.reason, self.better = _verdict(d, report.dev_subsets.get("unseen_documents"), len(qids), cfg)
         if folds is not None:
@@ -629,10 +631,26 @@ class _Run:
         return final_dir, None
 
 
+def _t_low(per_query: list[float], confidence: float) -> float:
+    """The lower end of Student's t interval of the mean per-query difference (``-inf`` for fewer than two)."""
+    from scipy import stats
+
+    x = np.asarray(per_query, dtype=np.float64)
+    if x.size < 2:
+        return float("-inf")
+    sd = float(x.std(ddof=1))
+    if sd == 0:
+        return float(x.mean())
+    return float(x.mean() - stats.t.ppf(1 - (1 - confidence) / 2, x.size - 1) * sd / math.sqrt(x.size))
+
+
 def _verdict(d: Mapping[str, float], new: Mapping[str, float] | None, n_dev: int, cfg: TuneConfig) -> tuple[str, bool]:
     """The reason and whether the rule adopts: ``d`` the dev difference, ``new`` that on new-document queries."""
     interval = f"{cfg.metric} {d['delta']:+.4f} [{d['ci_low']:+.4f}, {d['ci_high']:+.4f}]"
-    shown = d["ci_low"] > 0
+    # Student's t interval too: below ~100 queries the percentile bootstrap's interval is narrower than its level
+    shown = d["ci_low"] > 0 and d.get("t_low", d["ci_low"]) > 0
+    if d["ci_low"] > 0 and not shown:
+        interval += f" (Student's t interval reaches {d['t_low']:+.4f})"
     guard = new if new is not None and new["queries"] >= MIN_NEW_DOCUMENT_QUERIES else None
     new_ok = guard is None or guard["ci_high"] >= 0
     about = (

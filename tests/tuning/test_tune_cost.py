@@ -256,3 +256,19 @@ def test_cross_fitting_adopts_only_a_gain_every_fold_shows() -> None:
     better, report = decide(-0.01)  # better overall, but one fold's candidate made its queries worse
     assert report.difference["ndcg@10"]["ci_low"] > 0
     assert not better and "not in every fold" in report.reason
+
+
+def test_the_rule_also_needs_students_t_interval_above_zero() -> None:
+    from scipy import stats
+
+    from rag_hier.tuning.workflow import _t_low, _verdict
+
+    diffs = [0.3, -0.1, 0.25, 0.0, 0.2, -0.05, 0.15, 0.0]
+    x = np.asarray(diffs)
+    expected = x.mean() - stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size)
+    assert _t_low(diffs, 0.95) == pytest.approx(expected)
+    cfg = TuneConfig()
+    d = {"delta": 0.08, "ci_low": 0.004, "ci_high": 0.16, "t_low": -0.004}
+    reason, adopt = _verdict(d, None, 60, cfg)
+    assert not adopt and "Student's t interval reaches -0.0040" in reason
+    assert _verdict({**d, "t_low": 0.001}, None, 60, cfg)[1]
