@@ -117,7 +117,7 @@ class TuneReport:
             for name, sub in self.dev_subsets.items():
                 what = "about documents training saw" if name == "seen_documents" else "about other documents"
                 lines.append(
-                    f"  {key} on the {sub['queries']:.0f} dev queries {what}: {sub['delta']:+.4f} "
+                    f"  {key} on the {sub['queries']:.0f} {kind} queries {what}: {sub['delta']:+.4f} "
                     f"[{sub['ci_low']:+.4f}, {sub['ci_high']:+.4f}]"
                 )
         if self.evaluation_only:

@@ -411,7 +411,8 @@ class _Run:
         per_query = [cand_values[cfg.metric][q] - base_values[cfg.metric][q] for q in qids]
         d["t_low"] = _t_low(per_query, cfg.confidence)
         report.resolution = resolution(per_query, cfg, judged_total=judged_total, cross_fit=cross_fit)
-        report.reason, self.better = _verdict(d, report.dev_subsets.get("unseen_documents"), len(qids), cfg)
+        kind = "cross-fitted" if cross_fit else "dev"
+        report.reason, self.better = _verdict(d, report.dev_subsets.get("unseen_documents"), len(qids), cfg, kind)
         if folds is not None:
             m = cfg.metric
             gains = [_mean({q: cand_values[m][q] - base_values[m][q] for q in part}) for part in folds]
@@ -423,7 +424,7 @@ class _Run:
                     f"the candidates are better over the {len(qids)} cross-fitted queries ({m} {d['delta']:+.4f} "
                     f"[{d['ci_low']:+.4f}, {d['ci_high']:+.4f}]) but not in every fold: {worse} of {len(folds)} "
                     f"folds' candidates did not improve their queries ({', '.join(f'{g:+.3f}' for g in gains)}); "
-                    "the gain is not consistent enough to adopt; the store is unchanged"
+                    "the gain is not consistent enough to adopt; the store is unchanged."
                 )
                 if cfg.force:
                     report.reason = "forced: " + report.reason
@@ -644,34 +645,42 @@ def _t_low(per_query: list[float], confidence: float) -> float:
     return float(x.mean() - stats.t.ppf(1 - (1 - confidence) / 2, x.size - 1) * sd / math.sqrt(x.size))
 
 
-def _verdict(d: Mapping[str, float], new: Mapping[str, float] | None, n_dev: int, cfg: TuneConfig) -> tuple[str, bool]:
-    """The reason and whether the rule adopts: ``d`` the dev difference, ``new`` that on new-document queries."""
+def _verdict(
+    d: Mapping[str, float], new: Mapping[str, float] | None, n_dev: int, cfg: TuneConfig, kind: str = "dev"
+) -> tuple[str, bool]:
+    """The reason and whether the rule adopts: ``d`` the dev difference, ``new`` that on new-document queries.
+
+    ``kind`` names the scored queries (``"dev"``, ``"cross-fitted"``).
+    """
     interval = f"{cfg.metric} {d['delta']:+.4f} [{d['ci_low']:+.4f}, {d['ci_high']:+.4f}]"
     # Student's t interval too: below ~100 queries the percentile bootstrap's interval is narrower than its level
     shown = d["ci_low"] > 0 and d.get("t_low", d["ci_low"]) > 0
+    why = "the interval reaches 0 or below"
     if d["ci_low"] > 0 and not shown:
-        interval += f" (Student's t interval reaches {d['t_low']:+.4f})"
+        why = f"the bootstrap interval clears 0 but Student's t interval reaches {d['t_low']:+.4f}"
     guard = new if new is not None and new["queries"] >= MIN_NEW_DOCUMENT_QUERIES else None
     new_ok = guard is None or guard["ci_high"] >= 0
     about = (
-        f"the {guard['queries']:.0f} dev queries about documents no training query is about ({cfg.metric} "
+        f"the {guard['queries']:.0f} {kind} queries about documents no training query is about ({cfg.metric} "
         f"{guard['delta']:+.4f} [{guard['ci_low']:+.4f}, {guard['ci_high']:+.4f}])"
         if guard is not None
         else ""
     )
     if shown and new_ok:
         tail = f", and not shown worse on {about}" if about else ""
-        return f"the candidate is better on the {n_dev} dev queries: {interval}{tail}", True
+        return f"the candidate is better on the {n_dev} {kind} queries: {interval}{tail}", True
     if cfg.force:
-        return f"forced: the rule does not adopt the candidate (dev {interval}{'; ' + about if about else ''})", False
+        return (
+            f"forced: the rule does not adopt the candidate ({kind} {interval}{'; ' + about if about else ''})",
+            False,
+        )
     if shown:
         return (
-            f"the candidate is better on the {n_dev} dev queries ({interval}) but shown worse on {about}: it would "
-            "hurt queries about new documents; the store is unchanged"
+            f"the candidate is better on the {n_dev} {kind} queries ({interval}) but shown worse on {about}: it would "
+            "hurt queries about new documents; the store is unchanged."
         ), False
     return (
-        f"the candidate is not shown better on the {n_dev} dev queries: {interval} (the interval reaches 0 or "
-        "below); the store is unchanged"
+        f"the candidate is not shown better on the {n_dev} {kind} queries: {interval} ({why}); the store is unchanged."
     ), False
 
 
