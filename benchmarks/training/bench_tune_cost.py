@@ -83,9 +83,9 @@ def _store(args: argparse.Namespace, work: Path) -> Path:
     pristine = root / "store-base"
     if args.case.startswith("scifact"):
         if not pristine.exists():
-            build_scifact(args.data, pristine, 128)
+            build_scifact(args.data, pristine, 128, args.model)
     else:
-        build_xquad(args.data, root, pristine)
+        build_xquad(args.data, root, pristine, args.model)
         for part in ("train", "test"):
             if root.resolve() != work.resolve():
                 shutil.copyfile(root / f"questions-{part}.jsonl", work / f"questions-{part}.jsonl")
@@ -247,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     add_data_argument(parser)
     parser.add_argument("--out", type=Path, default=out_path("tune-cost"))
     parser.add_argument("--tag", default="")
+    parser.add_argument("--model", default=None, help="the store's model (default: the offline all-MiniLM-L6-v2)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a TuneConfig override (JSON)")
     parser.add_argument("--repeats", type=int, default=1, help="anchor and tune alternated this many times")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")

@@ -104,6 +104,10 @@ SMOKE: dict[str, list[tuple[str, list[str]]]] = {
     T + "bench_tune": [
         run(T + "bench_tune", "scifact --data {data} --model {model} --steps 2 --no-test --out {out}"),
     ],
+    T + "bench_tune_cost": [
+        run(T + "bench_tune_cost", "scifact --data {data} --model {model} --out {out} --set max_steps=2"),
+        run(T + "bench_tune_cost", "scifact-small --data {data} --model {model} --out {out} --small 12 --seeds 1"),
+    ],
     T + "bench_tune_null": [run(T + "bench_tune_null", "--seeds 1 --epochs 0.1 --out {out}/null.json")],
     T + "ehi_dev_grid": [EHI_ENCODE, run(T + "ehi_dev_grid", "smoke 'branching=4, epochs=1' " + EHI_INPUTS)],
     T + "svdr_dev_pilot": [
