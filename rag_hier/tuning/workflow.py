@@ -472,7 +472,8 @@ class _Run:
 
         evaluate = None
         if cfg.epochs > 1:
-            select_pool = pool or rerank_pool(self.store, dev, q_dev, cfg.rerank_depth)
+            depth = max(cfg.rerank_depth, parse_metric(cfg.metric)[1])
+            select_pool = pool or rerank_pool(self.store, dev, q_dev, depth)
             metric = cfg.metric
 
             def evaluate(model: Any) -> float:
