@@ -598,8 +598,8 @@ class _Run:
                 report.reason = "two training steps measured, nothing adopted"
                 return None
             values, _ = self._score(dev, q_dev, tmp / f"fold-{k}", pool)
-            for m in cfg.metrics:
-                cand_values[m].update(values[m])
+            for m, v in values.items():  # a re-ranked fold holds only the metrics within its pools' depth
+                cand_values.setdefault(m, {}).update(v)
             seen, unseen = seen_documents(train, dev)
             seen_all += seen
             unseen_all += unseen

@@ -272,3 +272,13 @@ def test_the_rule_also_needs_students_t_interval_above_zero() -> None:
     reason, adopt = _verdict(d, None, 60, cfg)
     assert not adopt and "Student's t interval reaches -0.0040" in reason
     assert _verdict({**d, "t_low": 0.001}, None, 60, cfg)[1]
+
+
+def test_cross_fitting_with_shallow_pools_reports_the_metrics_they_measure(judged_store, judged_maps, learns) -> None:
+    path, _ = judged_store
+    queries, qrels = _subset(judged_maps, 40)
+    store = HierStore.open(path)
+    report = store.tune(queries, qrels, rerank_depth=10, **{**learns, "epochs": 6.0})
+    assert report.details["dev_scoring"] == "rerank"
+    assert "recall@100" not in report.candidate and "ndcg@10" in report.candidate
+    store.close()
