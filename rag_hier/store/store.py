@@ -518,10 +518,11 @@ class HierStore(LocalReads, LocalMetaAggregates, LocalDense, LocalWrites, LocalS
     def tune(self, queries: Any = None, qrels: Any = None, **options: Any) -> Any:
         """Fine-tune this store's model on judged queries; adopt the result only when it measures better.
 
-        A dev part of the queries is held back, a candidate is trained on the rest, base and candidate are
-        scored on the dev part with this store's search, and the candidate replaces the model (one commit, see
-        :meth:`adopt_model`; :meth:`rollback_model` undoes it) only when the paired difference says it is better
-        (docs/tuning.md states the rule).
+        A dev part of the queries is held back (below 200 judged queries: every query is scored by a candidate
+        trained on the other folds), a candidate is trained on the rest, base and candidate are scored on the dev
+        part with this store's search, and the candidate replaces the model (one commit, see :meth:`adopt_model`;
+        :meth:`rollback_model` undoes it) only when the paired difference says it is better (docs/tuning.md
+        states the rule; a refusal says what would resolve it).
 
         Args:
             queries: A queries file (BEIR ``queries.jsonl``, QA ``questions.jsonl``) or ``{query id: text}``.

@@ -1,19 +1,19 @@
 """``tune``: fine-tune a store's model on judged queries and adopt it only when it measures better.
 
-1. The judged queries are read as ``rag-hier eval`` reads them (:mod:`rag_hier.eval.judged`) and split by
-   query into a training part and a dev part (:func:`~rag_hier.tuning.split.split_dev`, seeded; queries that
-   share a relevant document stay on one side).
-2. The base (the store as it is) is scored on the dev queries with the store's own search.
-3. A candidate is trained from the store's model on the training queries (:mod:`rag_hier.tuning.train`);
-   after two steps the whole run is estimated from the measured seconds per step and the measured encoding
-   rate.
-4. Every passage is encoded by the candidate into an index of the store's kind beside the store's own, and
-   the candidate is scored on the same dev queries.
-5. The paired difference per dev query decides (:data:`ADOPTION_RULE`); ``force`` adopts anyway. Adoption is
-   :meth:`HierStore.adopt_model` with the vectors of step 4 (no second encoding): one commit, the model kept
-   inside the store, the previous one kept for ``rollback_model``.
-
-The model measured is the model adopted: nothing is retrained on the dev queries after the decision.
+1. The judged queries are read as ``rag-hier eval`` reads them (:mod:`rag_hier.eval.judged`). With at least
+   ``cross_fit_below`` usable ones a dev part is held back (:func:`~rag_hier.tuning.split.split_dev`, seeded);
+   with fewer they are dealt into folds (:func:`~rag_hier.tuning.split.fold_split`) and cross-fitted.
+2. The base (the store as it is) is scored on the dev queries (every query, cross-fitted) with the store's search.
+3. A candidate is trained from the store's model on the training queries (:mod:`rag_hier.tuning.train`; one per
+   fold when cross-fitting); after two steps the whole run is estimated from the measured seconds per step and
+   the measured encoding rate.
+4. The candidate is scored on the dev queries: by encoding every passage into an index of the store's kind beside
+   the store's own, or by re-ranking each dev query's pool (:mod:`rag_hier.tuning.rerank`) when that is cheaper.
+5. The paired difference per query decides (:data:`ADOPTION_RULE`); ``force`` adopts anyway; a refusal says what
+   would resolve it (:func:`resolution`). Adoption is :meth:`HierStore.adopt_model` (one commit, the model kept
+   inside the store, the previous one kept for ``rollback_model``), with the vectors of step 4 when they are a
+   full encode of the model adopted: the measured candidate, unless ``refit`` trains it further (``continue``)
+   or again on every query (``full``), or cross-fitting trains the model to adopt on every query.
 """
 
 from __future__ import annotations
