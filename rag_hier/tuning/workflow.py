@@ -243,6 +243,11 @@ def tune(
     return _finish(report, store, seconds, t_start)
 
 
+def _pairs(judged: JudgedQueries) -> int:
+    """Judged (query, relevant id) pairs: what one pass of training goes over."""
+    return sum(sum(1 for g in r.values() if g > 0) for r in judged.qrels.values())
+
+
 def _mean(values: Mapping[str, float]) -> float:
     return float(np.mean(list(values.values()))) if values else 0.0
 
@@ -376,6 +381,16 @@ class _Run:
         self._time("score_candidate", t0)
         return values, encoded
 
+    def _score_base(self, judged: JudgedQueries, what: str) -> tuple[np.ndarray, dict[str, dict[str, float]]]:
+        """``judged`` encoded by the store's model and scored by its search; the means go into the report."""
+        t0 = time.perf_counter()
+        q = self.base.encode_queries(list(judged.queries.values()))
+        values = score_queries(self.store, judged, q, self.cfg.metrics)
+        self._time("score_base", t0)
+        self.report.base = {m: _mean(v) for m, v in values.items()}
+        self.out(f"base on {what}: " + ", ".join(f"{m} {v:.4f}" for m, v in self.report.base.items()))
+        return q, values
+
     def _pool(self, judged: JudgedQueries, q_base: np.ndarray, *, cross_fit: bool = False) -> RerankPool | None:
         """The re-ranking pools of ``judged`` when the settings (and their size) say to re-rank, else ``None``."""
         if self.cfg.dev_scoring == "full":
@@ -440,24 +455,16 @@ class _Run:
         report.dev_query_ids = list(dev.queries)
         report.details["evaluation"] = "held out"
         out(f"{len(answered)} judged queries ({answered.level} level): {len(train)} to train on, {len(dev)} held back")
-        t0 = time.perf_counter()
-        q_dev = self.base.encode_queries(list(dev.queries.values()))
-        base_values = score_queries(self.store, dev, q_dev, cfg.metrics)
-        self._time("score_base", t0)
-        report.base = {m: _mean(v) for m, v in base_values.items()}
-        out("base on dev: " + ", ".join(f"{m} {v:.4f}" for m, v in report.base.items()))
+        q_dev, base_values = self._score_base(dev, "dev")
         pool = self._pool(dev, q_dev)
         report.details["dev_scoring"] = "rerank" if pool is not None else "full"
         if pool is not None:
             report.details["rerank_passages"] = pool.size
         from rag_hier.tuning.train import planned_steps
 
-        def pairs_of(j: JudgedQueries) -> int:
-            return sum(sum(1 for g in r.values() if g > 0) for r in j.qrels.values())
-
-        refit_pairs = {"off": 0, "continue": pairs_of(dev), "full": pairs_of(answered)}[cfg.refit]
+        refit_pairs = {"off": 0, "continue": _pairs(dev), "full": _pairs(answered)}[cfg.refit]
         refit_steps = planned_steps(refit_pairs, cfg) if refit_pairs else 0
-        planned = [planned_steps(pairs_of(train), cfg)] + ([refit_steps] if refit_steps else [])
+        planned = [planned_steps(_pairs(train), cfg)] + ([refit_steps] if refit_steps else [])
         # a full encode for scoring is adopted as it is only without a refit; adopting encodes every passage
         scoring = pool.size if pool is not None else self.n_passages
         to_encode = scoring + (self.n_passages if pool is not None or refit_steps else 0)
@@ -547,19 +554,11 @@ class _Run:
             f"{len(answered)} judged queries ({answered.level} level): cross-fitting in {cfg.folds} folds (each query "
             "scored by a candidate that never trained on it); the model adopted trains on all"
         )
-        t0 = time.perf_counter()
-        q_all = self.base.encode_queries(list(answered.queries.values()))
-        base_values = score_queries(self.store, answered, q_all, cfg.metrics)
-        self._time("score_base", t0)
-        report.base = {m: _mean(v) for m, v in base_values.items()}
-        out("base on the judged queries: " + ", ".join(f"{m} {v:.4f}" for m, v in report.base.items()))
+        q_all, base_values = self._score_base(answered, "the judged queries")
         row = {q: i for i, q in enumerate(answered.queries)}
 
-        def pairs_of(j: JudgedQueries) -> int:
-            return sum(sum(1 for g in r.values() if g > 0) for r in j.qrels.values())
-
-        all_pairs = pairs_of(answered)
-        fold_steps = [planned_steps(all_pairs - pairs_of(answered.subset(p)), cfg) for p in parts]
+        all_pairs = _pairs(answered)
+        fold_steps = [planned_steps(all_pairs - _pairs(answered.subset(p)), cfg) for p in parts]
         final_steps = planned_steps(all_pairs, cfg)
         pool_guess = min(self.n_passages, cfg.rerank_depth * len(answered)) if cfg.dev_scoring != "full" else 0
         caps = self._fit([*fold_steps, final_steps], (pool_guess or self.n_passages * len(parts)) + self.n_passages)
