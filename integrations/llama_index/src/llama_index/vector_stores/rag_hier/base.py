@@ -46,6 +46,7 @@ from llama_index.vector_stores.rag_hier._lifecycle import (
 from llama_index.vector_stores.rag_hier._nodes import hit_to_node, node_to_passage, passage_record, record_to_node
 
 from rag_hier.encoders.dense import DenseEncoder
+from rag_hier.encoders.identity import other_store_model
 from rag_hier.errors import InvalidInputError, StoreError
 from rag_hier.retrieval.base import Queries, Retriever
 from rag_hier.retrieval.fusion import FUSIONS, FusionRetriever
@@ -652,17 +653,12 @@ class RagHierVectorStore(BasePydanticVectorStore):
 
         Only an embedding that names its weights (``RagHierEmbedding``'s) can be checked; a plain list cannot.
         """
-        given = getattr(embedding, "weights_sha256", None)
-        if given is None:
-            return
-        with self._reader.reading():  # the store's model now (another process may have switched it)
-            encoder = self._reader.encoder
-        ours = encoder.weights_digest() if encoder is not None else None
-        if encoder is None or ours is None or given == ours:
+        theirs = other_store_model(self._reader, getattr(embedding, "weights_sha256", None))
+        if theirs is None:
             return
         line = (
             f"the query embedding comes from model {getattr(embedding, 'model', None)!r}, but the vectors of the "
-            f"store at {self.location} come from {encoder.model_name!r}: queries and passages would come from "
+            f"store at {self.location} come from {theirs!r}: queries and passages would come from "
             "different models. Embed queries with RagHierEmbedding(vector_store=store), which follows the store's "
             "model, or retrieve with RagHierRetriever (query text)"
         )
