@@ -2,31 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import io
 import json
-from pathlib import Path
 
-from rag_hier.cli.main import main
-
-LEARN_FLAGS = ["--epochs", "3", "--learning-rate", "5e-3", "--train-batch-size", "16", "--negatives", "1"]
-COMMON = ["--device", "cpu", "--no-progress"]
-
-
-def _run(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(argv)
-    return code, out.getvalue(), err.getvalue()
-
-
-def _fingerprint(path: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(path.rglob("*"))
-        if p.is_file() and p.name != "store.lock"
-    }
+from tests.tuning.helpers import COMMON, LEARN_FLAGS
+from tests.tuning.helpers import fingerprint as _fingerprint
+from tests.tuning.helpers import run_cli as _run
 
 
 def test_tune_adopts_reports_and_rolls_back(judged_store, tmp_path) -> None:

@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from rag_hier import HierStore
 from rag_hier.cli.main import main
 from rag_hier.errors import RagHierError
-
-
-def _fingerprint(path: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(path.rglob("*"))
-        if p.is_file() and p.name != "store.lock"
-    }
+from tests.tuning.helpers import fingerprint as _fingerprint
 
 
 class Counting:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -13,15 +12,7 @@ from rag_hier import HierStore, TuneConfig
 from rag_hier.errors import RagHierError, StoreCorruptedError, StoreError
 from rag_hier.eval.judged import judged_from_mappings
 from rag_hier.tuning.split import split_dev
-
-
-def _fingerprint(path: Path) -> dict[str, str]:
-    """SHA-256 of every file of a store directory (the lock file aside)."""
-    return {
-        str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(path.rglob("*"))
-        if p.is_file() and p.name != "store.lock"
-    }
+from tests.tuning.helpers import fingerprint as _fingerprint
 
 
 def _top(store: HierStore, query: str) -> list[str]:

@@ -3,10 +3,7 @@ model always reachable, reports never through a link, leftovers of interrupted s
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
-import hashlib
-import io
 import os
 import tempfile
 from pathlib import Path
@@ -14,28 +11,13 @@ from pathlib import Path
 import pytest
 
 from rag_hier import HierStore
-from rag_hier.cli.main import main
 from rag_hier.errors import ModelChangedError, RagHierError, StoreError
 from rag_hier.testing import build_tiny_model
+from tests.tuning.helpers import COMMON, LEARN_FLAGS
+from tests.tuning.helpers import fingerprint as _fingerprint
+from tests.tuning.helpers import run_cli as _run
 
-LEARN_FLAGS = ["--epochs", "3", "--learning-rate", "5e-3", "--train-batch-size", "16", "--negatives", "1"]
 STAY_FLAGS = ["--max-steps", "1", "--learning-rate", "1e-9", "--train-batch-size", "16", "--no-refit"]
-COMMON = ["--device", "cpu", "--no-progress"]
-
-
-def _run(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(argv)
-    return code, out.getvalue(), err.getvalue()
-
-
-def _fingerprint(path: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(path.rglob("*"))
-        if p.is_file() and p.name != "store.lock"
-    }
 
 
 def _model(path: Path) -> str:
