@@ -575,7 +575,7 @@ class _Run:
             pool = self._pool(dev, q_dev, cross_fit=True)
             fold_encodes.append(pool.size if pool is not None else self.n_passages)
 
-            def on_estimate(steps: int, sps: float, k: int = k) -> None:
+            def on_estimate(steps: int, sps: float) -> None:
                 encode = fold_encodes[-1] * len(parts) + self.n_passages
                 self._announce(sps, [*fold_steps, final_steps], encode, f" ({len(parts)} folds, then all queries)")
 
