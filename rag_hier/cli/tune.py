@@ -146,6 +146,12 @@ def add_tune_parser(subparsers: Any, help_line: str) -> argparse.ArgumentParser:
     )
     p.add_argument("--report", default=None, metavar="FILE", help="write the report as JSON here")
     p.add_argument("--dry-run", action="store_true", help="measure two training steps, estimate the run, stop")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="finish an adoption a crash interrupted: encode the passages its saved parts lack, then switch (the "
+        "candidate, measured by that run, waits in STORE/adoption-pending); takes only --store",
+    )
     p.add_argument("--force", action="store_true", help="adopt the candidate whatever the dev figures say")
     p.add_argument(
         "--rollback",
@@ -188,9 +194,13 @@ def run_tune(args: argparse.Namespace, *, open_store: Callable[..., Any]) -> int
         print(f"rag-hier tune: {line}" if line.startswith("warning:") else line, file=sys.stderr, flush=True)
 
     if args.rollback:
-        if args.queries or args.beir or args.generator or args.force or args.dry_run or args.report:
+        if args.queries or args.beir or args.generator or args.force or args.dry_run or args.report or args.resume:
             raise RagHierError("--rollback takes only --store")
         return _rollback(args, open_store)
+    if args.resume:
+        if args.queries or args.beir or args.generator or args.force or args.dry_run:
+            raise RagHierError("--resume takes only --store (and --report): the interrupted run's settings are kept")
+        return _resume(args, open_store, say)
     report_path = _check_outputs(args)
     generator = _load_generator(args.generator) if args.generator else None
     if generator is not None and (args.queries or args.beir):
@@ -271,6 +281,19 @@ def run_tune(args: argparse.Namespace, *, open_store: Callable[..., Any]) -> int
             f"adopted: the store encodes with {now} (interrupted after the switch was committed; "
             f"`rag-hier tune --store {args.store} --rollback` returns to {(before or {}).get('model')})"
         )
+    return 0
+
+
+def _resume(args: argparse.Namespace, open_store: Callable[..., Any], say: Callable[[str], None]) -> int:
+    """``rag-hier tune --resume``: finish the interrupted adoption, print and write its report."""
+    report_path = _check_outputs(args)
+    store = open_store(args, read_only=False)
+    try:
+        report = store.tune(resume=True, say=say, show_progress_bar=not args.no_progress)
+    finally:
+        store.close()
+    print(report.summary())
+    _write_reports(report, args, report_path, say)
     return 0
 
 

@@ -531,7 +531,9 @@ class HierStore(LocalReads, LocalMetaAggregates, LocalDense, LocalWrites, LocalS
                 ``force=True``, ...), ``config=TuneConfig(...)``, ``level="doc"|"passage"`` (what the judgements'
                 ids name; the CLI's ``--aggregate``), ``dry_run=True``,
                 ``say=print`` (progress lines: the split, base on dev, the estimate, adopting; default: the
-                ``rag_hier.tuning.workflow`` logger at INFO).
+                ``rag_hier.tuning.workflow`` logger at INFO). ``resume=True`` (nothing else but ``say`` and
+                ``show_progress_bar``) finishes an adoption whose re-encoding a crash interrupted: the candidate
+                and the parts already encoded are kept in ``<store>/adoption-pending`` until the switch.
 
         Returns:
             A :class:`~rag_hier.tuning.TuneReport`: base and candidate dev figures, their paired difference,

@@ -36,8 +36,20 @@ def tune(store: Any, queries: Any = None, qrels: Any = None, **kwargs: Any) -> T
 def store_tune(
     store: Any, queries: Any = None, qrels: Any = None, *, config: TuneConfig | None = None, **kwargs: Any
 ) -> TuneReport:
-    """What :meth:`HierStore.tune` runs: :func:`tune`, with :class:`TuneConfig` fields given as keywords."""
+    """What :meth:`HierStore.tune` runs: :func:`tune`, with :class:`TuneConfig` fields given as keywords.
+
+    ``resume=True`` (no queries) finishes the adoption an interrupted run left instead
+    (:func:`~rag_hier.tuning.workflow.resume_adoption`).
+    """
     from rag_hier.tuning.config import TuneConfig
+
+    if kwargs.pop("resume", False):
+        from rag_hier.tuning.workflow import resume_adoption
+
+        extra = kwargs.keys() - {"say", "show_progress_bar"}
+        if queries is not None or qrels is not None or config is not None or extra:
+            raise TypeError("tune(resume=True) takes only say= and show_progress_bar=: the run's settings are kept")
+        return resume_adoption(store, **kwargs)
 
     settings = {k: kwargs.pop(k) for k in list(kwargs) if k in TuneConfig.__dataclass_fields__}
     if settings:

@@ -25,24 +25,34 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rag_hier.encoders.dense import DenseEncoder
-from rag_hier.errors import RagHierError
+from rag_hier.errors import ModelChangedError, RagHierError
 from rag_hier.eval.compare import paired_difference
 from rag_hier.eval.judged import JudgedQueries, default_level, judged_from_mappings, load_judged
 from rag_hier.eval.metrics import parse_metric
+from rag_hier.store.encode_parts import encode_in_parts
 from rag_hier.store.encoder_switch import encode_passages
 from rag_hier.tuning.config import TuneConfig
 from rag_hier.tuning.edges import candidate_workspace, check_finite
+from rag_hier.tuning.pending import (
+    PendingAdoption,
+    check_model,
+    check_no_pending,
+    find_pending,
+    start_pending,
+    still_current,
+)
 from rag_hier.tuning.report import TuneReport
 from rag_hier.tuning.rerank import RerankPool, prefer_rerank, rerank_pool
 from rag_hier.tuning.scoring import candidate_index, score_queries
 from rag_hier.tuning.split import fold_split, seen_documents, split_dev
-from rag_hier.tuning.train import train_candidate
+from rag_hier.tuning.train import Say, train_candidate
 
 logger = logging.getLogger(__name__)
 
@@ -153,6 +163,8 @@ def tune(
     out = say or logger.info
     t_start = time.perf_counter()
     _check_store(store)
+    if not dry_run:
+        check_no_pending(store.path)
     measured = store.model_info["current"]  # adopted only if still the store's model at the commit
     lvl = default_level(store, level)
     if lvl not in ("doc", "passage"):
@@ -206,40 +218,144 @@ def tune(
         adopt = run.cross_fitted(answered, Path(tmp)) if cross_fit else run.held_out(answered, Path(tmp))
         if adopt is not None:
             model_dir, encoded = adopt
+            details = _adoption_details(store, report, cfg, run.better, cross_fit)
+            pending = None
             if encoded is None:
-                model = store.encoder_for(model_dir, device=cfg.device or base.requested_device)
-                t0 = time.perf_counter()
-                encoded = encode_passages(store, model, show_progress_bar=cfg.show_progress_bar)
-                seconds["encode"] = seconds.get("encode", 0.0) + time.perf_counter() - t0
-            enc_cfg = store.model_info["current"] or {}
-            d = report.difference[cfg.metric]
-            details = {
-                "method": report.method,
-                "base_model": (enc_cfg.get("adopted") or {}).get("base_model", enc_cfg.get("model")),
-                "steps": report.steps,
-                "train_queries": report.train_queries,
-                "dev_queries": report.dev_queries,
-                "metric": cfg.metric,
-                "base": report.base.get(cfg.metric),
-                "candidate": report.candidate.get(cfg.metric),
-                "difference": d,
-                "forced": not run.better,
-            }
-            if "refit" in report.details:
-                details["refit"] = report.details["refit"]
-            if cross_fit:
-                details["folds"] = cfg.folds
-            out("adopting: re-encoded passages go into the store's index in one commit")
-            t0 = time.perf_counter()
-            store.adopt_model(
-                model_dir,
-                encoded=encoded,
-                details=details,
-                show_progress_bar=cfg.show_progress_bar,
-                expected=measured,
-            )
-            seconds["adopt"] = time.perf_counter() - t0
+                # the encode of every passage is the long part: it is kept in the store as it goes (resumable)
+                pending = start_pending(
+                    store.path, Path(model_dir), expected=measured, details=details, report=report.to_dict()
+                )
+                encoded = _encode_for_adoption(store, pending, cfg, run.rate, seconds, out)
+            _switch(store, pending, Path(model_dir), encoded, details, cfg, measured, seconds, out)
             report.adopted = True
+    return _finish(report, store, seconds, t_start)
+
+
+def _adoption_details(store: Any, report: TuneReport, cfg: TuneConfig, better: bool, cross_fit: bool) -> dict[str, Any]:
+    """The facts recorded with an adopted model (``model_info``)."""
+    enc_cfg = store.model_info["current"] or {}
+    details = {
+        "method": report.method,
+        "base_model": (enc_cfg.get("adopted") or {}).get("base_model", enc_cfg.get("model")),
+        "steps": report.steps,
+        "train_queries": report.train_queries,
+        "dev_queries": report.dev_queries,
+        "metric": cfg.metric,
+        "base": report.base.get(cfg.metric),
+        "candidate": report.candidate.get(cfg.metric),
+        "difference": report.difference[cfg.metric],
+        "forced": not better,
+    }
+    if "refit" in report.details:
+        details["refit"] = report.details["refit"]
+    if cross_fit:
+        details["folds"] = cfg.folds
+    return details
+
+
+def _encode_for_adoption(
+    store: Any, pending: PendingAdoption, cfg: TuneConfig, rate: float | None, seconds: dict[str, float], out: Say
+) -> Any:
+    """Every passage encoded by the pending adoption's model, in parts saved in its folder (resumes from them).
+
+    ``rate``: the measured passages per second (``None``: measured here on a sample).
+    """
+    check_model(pending)
+    model = store.encoder_for(pending.model_dir, device=cfg.device or store.encoder.requested_device)
+    if rate is None:
+        rate = _encode_rate(store, model, cfg.seed)[0]
+
+    def on_start(todo: int, total: int) -> None:
+        left = f"{todo} of {total}" if todo < total else f"{total}"
+        eta = f" (about {todo / rate / 60:.1f} min at the measured rate)" if math.isfinite(rate) and rate > 0 else ""
+        out(
+            f"adopting: encoding {left} passages with the adopted model{eta}, saved in parts under {pending.path}: "
+            f"if interrupted, `rag-hier tune --store {store.path} --resume` continues from the last part"
+        )
+
+    t0 = time.perf_counter()
+    try:
+        encoded = encode_in_parts(
+            store,
+            model,
+            pending.parts_dir,
+            model_digest=pending.digest,
+            show_progress_bar=cfg.show_progress_bar,
+            label="encoding passages (adopted model)",
+            on_start=on_start,
+        )
+    except KeyboardInterrupt:
+        out(
+            f"interrupted: the store still encodes with its previous model; the encoded parts are kept: "
+            f"`rag-hier tune --store {store.path} --resume` continues"
+        )
+        raise
+    seconds["encode"] = seconds.get("encode", 0.0) + time.perf_counter() - t0
+    return encoded
+
+
+def _switch(
+    store: Any,
+    pending: PendingAdoption | None,
+    model_dir: Path,
+    encoded: Any,
+    details: dict[str, Any],
+    cfg: TuneConfig,
+    measured: Any,
+    seconds: dict[str, float],
+    out: Say,
+) -> None:
+    """Commit the switch; the pending folder goes once it is committed (or when the store's model changed)."""
+    out("adopting: re-encoded passages go into the store's index in one commit")
+    t0 = time.perf_counter()
+    try:
+        store.adopt_model(
+            pending.model_dir if pending is not None else model_dir,
+            encoded=encoded,
+            details=details,
+            show_progress_bar=cfg.show_progress_bar,
+            expected=measured,
+        )
+    except ModelChangedError:
+        if pending is not None:
+            pending.discard()
+        raise
+    seconds["adopt"] = time.perf_counter() - t0
+    if pending is not None:
+        pending.discard()
+
+
+def resume_adoption(store: Any, *, say: Say | None = None, show_progress_bar: bool = True) -> TuneReport:
+    """Finish the adoption an interrupted ``tune`` left in the store (:mod:`rag_hier.tuning.pending`).
+
+    Encodes the passages its saved parts do not hold, then switches (one commit) if the store's model is still the
+    one the candidate was measured against; else the pending adoption is discarded
+    (:class:`~rag_hier.errors.ModelChangedError`).
+
+    Returns:
+        The interrupted run's report, now adopted.
+
+    Raises:
+        RagHierError: Nothing is pending, or the kept files do not match what was recorded.
+        ModelChangedError: The store's model changed since the measurement (the pending adoption is discarded).
+
+    """
+    out = say or logger.info
+    t_start = time.perf_counter()
+    _check_store(store)
+    pending = find_pending(store.path)
+    if pending is None:
+        raise RagHierError(f"no interrupted adoption waits in {store.path}: nothing to resume")
+    still_current(pending, store.model_info["current"])
+    known = {f.name for f in fields(TuneReport)}
+    report = TuneReport(**{k: v for k, v in pending.report.items() if k in known})
+    cfg = TuneConfig(show_progress_bar=show_progress_bar)
+    out(f"resuming: {pending.describe()}")
+    seconds: dict[str, float] = {}
+    encoded = _encode_for_adoption(store, pending, cfg, None, seconds, out)
+    _switch(store, pending, pending.model_dir, encoded, pending.details, cfg, pending.expected, seconds, out)
+    report.adopted = True
+    report.reason = f"{report.reason} (adoption resumed after an interruption)".strip()
     return _finish(report, store, seconds, t_start)
 
 

@@ -45,6 +45,7 @@ OPS: tuple[Op, ...] = (
     (1, 'add_argument', ('--aggregate',), {'choices': ('passage', 'doc'), 'default': None, 'help': "what the judgements' ids name: doc (document ids; a document ranks by its best passage) or passage (default: doc for BEIR-built stores, else passage; Python: store.tune(..., level=...))"}),
     (1, 'add_argument', ('--report',), {'default': None, 'metavar': 'FILE', 'help': 'write the report as JSON here'}),
     (1, 'add_argument', ('--dry-run',), {'action': 'store_true', 'help': 'measure two training steps, estimate the run, stop'}),
+    (1, 'add_argument', ('--resume',), {'action': 'store_true', 'help': 'finish an adoption a crash interrupted: encode the passages its saved parts lack, then switch (the candidate, measured by that run, waits in STORE/adoption-pending); takes only --store'}),
     (1, 'add_argument', ('--force',), {'action': 'store_true', 'help': 'adopt the candidate whatever the dev figures say'}),
     (1, 'add_argument', ('--rollback',), {'nargs': '?', 'const': 'previous', 'choices': ('previous', 'original'), 'default': None, 'help': "return the store to its previous model (or, with 'original', to the model it was built with) and stop"}),
     (1, 'add_argument', ('--device',), {'default': None, 'help': 'cpu, cuda, cuda:1, ... (default: CUDA when available)'}),
