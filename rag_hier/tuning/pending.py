@@ -38,6 +38,8 @@ __all__ = [
 PENDING_DIR = "adoption-pending"
 """The folder, inside the store directory, of an adoption whose encode has not finished."""
 _MANIFEST = "adoption.json"
+_INCOMING = f".{PENDING_DIR}-incoming-"
+"""A copy being made, named by the process making it."""
 _FORMAT = "rag-hier pending adoption 1"
 
 
@@ -142,7 +144,8 @@ def start_pending(
     folder = Path(store_path) / PENDING_DIR
     if folder.exists() or folder.is_symlink():
         raise RagHierError(f"{folder} exists already: another adoption is waiting (see `rag-hier tune --resume`)")
-    incoming = folder.with_name(f".{PENDING_DIR}-incoming")
+    _remove_dead_copies(folder.parent)
+    incoming = folder.with_name(f"{_INCOMING}{os.getpid()}")
     shutil.rmtree(incoming, ignore_errors=True)
     try:
         shutil.copytree(candidate, incoming / "model", symlinks=False)
@@ -167,6 +170,20 @@ def start_pending(
         shutil.rmtree(incoming, ignore_errors=True)
         raise
     return PendingAdoption(folder, digest, expected, details, report, created)
+
+
+def _remove_dead_copies(root: Path) -> None:
+    """Remove the half-made copies of processes that are gone (a crash while the candidate was being copied)."""
+    for path in root.glob(f"{_INCOMING}*"):
+        pid = path.name[len(_INCOMING) :]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            continue  # alive, another user's
 
 
 def check_model(pending: PendingAdoption) -> None:
