@@ -10,7 +10,7 @@ import sys
 
 from rag_hier._version import __version__
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: `rag-hier --help` starts in a few ms
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing, which `rag-hier --help` does not need
 if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec
     from types import ModuleType
@@ -54,8 +54,8 @@ def __getattr__(name: str) -> Any:
 
 
 # The library's logger gets its NullHandler (records of rag_hier's loggers are not printed by logging's
-# last-resort handler unless the application configures logging). `logging` costs more than the whole of
-# `rag-hier --help`, so it is not imported here: the handler is added now if `logging` is loaded, else as
+# last-resort handler unless the application configures logging). `logging` is not imported here, so that
+# `import rag_hier` and `rag-hier --help` stay light: the handler is added now if `logging` is loaded, else as
 # `logging` finishes loading, before any of rag_hier's modules can log.
 def _add_null_handler(logging: ModuleType) -> None:
     logging.getLogger(__name__).addHandler(logging.NullHandler())

@@ -240,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if handler not in before:  # ours: also drop records of libraries that set their own logger to DEBUG (bm25s)
             handler.setLevel(level)
     if args.verbose < 2:
-        if _may_load_model(args):  # importing transformers costs a second; only where a model loads
+        if _may_load_model(args):  # importing transformers is slow: only where a model loads
             _quiet_transformers()
         for noisy in ("sentence_transformers", "transformers", "huggingface_hub", "httpx", "faiss", "pymilvus"):
             logging.getLogger(noisy).setLevel(logging.ERROR)

@@ -513,8 +513,8 @@ class DenseIndex:
             scores, ids = self._gpu().search(q, k)
         elif mapped is not None:
             # Search the wrapped index directly and map positions to ids ourselves: IndexIDMap's own
-            # label translation opens an OpenMP region per call, which costs milliseconds per query on a
-            # busy machine, and its selector translation is slower than selecting positions.
+            # label translation opens an OpenMP region per call, which stalls single queries on a busy
+            # machine, and its selector translation does more work than selecting positions.
             dead = self._positions(np.fromiter(self._tombstones, np.int64), mapped) if self._tombstones else None
             sel, _keep = self._selector(None if allowed is None else self._positions(allowed, mapped), dead)
             params = self._search_params(sel)

@@ -422,8 +422,9 @@ class SparseRowIndex:
             df = self._col_counts
             inverted_work = float(df[q.indices].sum())
             matmul_work = float(self._csr.nnz) * q.shape[0]
-            # measured on SciFact (5,183 passages): inverted is 12x faster at a work ratio of 0.007 (alpha),
-            # 1.5x at 0.096 (beta, binary rows) and even at 0.089 (full, weighted rows)
+            # the inverted-list product touches only the query terms' columns, the matrix product every stored
+            # entry: below a tenth of the matrix product's work the inverted lists win (alpha, beta and full
+            # queries on SciFact all fall below it)
             method = "inverted" if inverted_work < 0.1 * matmul_work else "matmul"
         if method == "inverted":
             return np.asarray((q @ self._transposed()).toarray(), dtype=np.float32)

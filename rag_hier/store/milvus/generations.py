@@ -303,8 +303,8 @@ class GenerationLog(ExtensionFiles, FieldSync):
             cast(SparseRows, self._extensions[name]).clear_rows()
         if wrote_sparse and self._is_lite():
             # Milvus Lite scores sparse vectors in Python and re-indexes its unflushed rows on every search;
-            # sealing them once here lets it build a segment's index once and cache it (a β query on 1,000
-            # passages: 400-800 ms -> about 12 ms). A server indexes growing segments itself: no flush there.
+            # sealing them once here lets it build a segment's index once and cache it, so searches stop paying
+            # for that re-indexing. A server indexes growing segments itself: no flush there.
             try:
                 self._call("sealing the sparse rows", "flush", names.sparse)
             except StoreError as exc:

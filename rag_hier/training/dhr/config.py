@@ -55,7 +55,7 @@ class DHRTrainingConfig(TrainingConfig):
             forward pass (``None``: plain in-batch loss; memory grows with ``batch_size`` x columns x sequence
             length).
         attention_dropout: Dropout on the attention probabilities while training (default 0: PyTorch's fused
-            CPU attention kernel applies, 1.7x faster with 1/7 of the activation memory at 256 tokens; ``None``
+            CPU attention kernel applies: faster, with a fraction of the activation memory; ``None``
             keeps the model's own rate). Hidden-state dropout is unchanged.
         abstract_words: Words of the abstract in a document summary (match the DocumentIndex).
         include_toc: Put the table of contents in a summary (match the DocumentIndex).

@@ -595,8 +595,8 @@ class EHITrainer:
             # the period's pairs in training order (``epochs`` permutations), in segments of ``every`` steps
             order = np.concatenate([rng.permutation(n_pairs) for _ in range(epochs)])
             per_segment = every * cfg.batch_size * world_size()
-            # every trainer run ends in a full garbage collection (accelerate's free_memory): with the model's
-            # objects frozen out of the collector's view it takes milliseconds instead of a third of a second
+            # every trainer run ends in a full garbage collection (accelerate's free_memory); freezing the
+            # model's objects out of the collector's view keeps that collection from walking them each period
             gc.freeze()
             try:
                 for start in range(0, len(order), per_segment):

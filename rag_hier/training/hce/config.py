@@ -88,7 +88,7 @@ class HCEConfig(TrainingConfig):
             one forward pass). Same loss and gradients for one extra forward pass; bounds the activation memory,
             which otherwise grows with ``batch_size`` x (2 + negatives) x ``max_seq_length``.
         attention_dropout: Dropout on the attention probabilities while training (default 0: PyTorch's fused CPU
-            attention kernel then applies, measured 1.7x faster with 1/7 of the activation memory at 256 tokens;
+            attention kernel then applies: faster, with a fraction of the activation memory; docs/hce.md, "Defaults";
             ``None`` keeps the model's own rate, 0.1 for BERT-family models). Hidden-state dropout is unchanged.
         gradient_accumulation_steps: Micro-batches per optimizer step (each has its own in-batch negatives).
         fp16: Mixed precision (float16) training; GPU only.

@@ -34,7 +34,7 @@ class SvdrTrainingConfig(TrainingConfig):
         grad_clip: Gradient-norm clipping.
         seed: Seed for shuffling, negative sampling and dropout.
         attention_dropout: Dropout on the attention probabilities while training (default 0: PyTorch's fused
-            CPU attention kernel applies, 1.7x faster with 1/7 of the activation memory at 256 tokens; ``None``
+            CPU attention kernel applies: faster, with a fraction of the activation memory; ``None``
             keeps the model's own rate).
         gradient_checkpointing: Recompute the backbone's activations in the backward pass (less memory,
             ~30% more compute).
