@@ -163,6 +163,7 @@ def _tied_config(args: argparse.Namespace, **over: Any) -> Any:
         "device": DEVICE,
         "seed": args.seed,
         "logging_steps": 5,
+        "max_minutes": args.max_minutes,
     }
     kw.update(over)
     return TiedAtomicConfig(**kw)
@@ -261,7 +262,15 @@ def stage_minilm_ft(args: argparse.Namespace) -> dict[str, Any]:
     )
     similarity = util.dot_score if args.minilm_similarity == "dot" else util.cos_sim
     loss = MultipleNegativesRankingLoss(model, scale=args.minilm_scale, similarity_fct=similarity)
-    trainer = SentenceTransformerTrainer(model=model, args=targs, train_dataset=Dataset.from_dict(rows), loss=loss)
+    from rag_hier.training._limits import TimeLimit
+
+    trainer = SentenceTransformerTrainer(
+        model=model,
+        args=targs,
+        train_dataset=Dataset.from_dict(rows),
+        loss=loss,
+        callbacks=[TimeLimit(args.max_minutes).callback()],
+    )
     outcome = trainer.train()
     model.save(str(out))
     info = {
@@ -290,6 +299,7 @@ def _dsi_config(args: argparse.Namespace) -> Any:
         device=DEVICE,
         seed=args.seed,
         logging_steps=5,
+        max_minutes=args.max_minutes,
     )
 
 
@@ -618,6 +628,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--dev", type=float, default=0.0, help="evaluate on this share of the training queries")
     p.add_argument("--dev-seed", type=int, default=0)
     p.add_argument("--steps", type=int, default=87)
+    p.add_argument(
+        "--max-minutes", type=float, default=None, help="stop training after this many minutes (a device deadline)"
+    )
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--max-seq-length", type=int, default=128)
     p.add_argument("--lr", type=float, default=1e-4)
