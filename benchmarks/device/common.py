@@ -29,6 +29,7 @@ __all__ = [
     "machine",
     "resolve",
     "run_stages",
+    "share_minutes",
     "smoke_beir",
     "smoke_qa",
     "tiny_model",
@@ -46,9 +47,9 @@ def add_common_arguments(p: argparse.ArgumentParser, *, default_out: str) -> Non
     p.add_argument("--smoke", action="store_true", help="a seconds-long CPU run on a tiny model and generated data")
 
 
-def add_training_arguments(p: argparse.ArgumentParser, stages: tuple[str, ...]) -> None:
-    """``--steps``, ``--work``, ``--threads``, ``--only`` of a script that trains models at a 10x step budget."""
-    p.add_argument("--steps", type=int, default=870, help="optimizer steps per trained model (the docs: 87)")
+def add_training_arguments(p: argparse.ArgumentParser, stages: tuple[str, ...], *, steps: int) -> None:
+    """``--steps``, ``--work``, ``--threads``, ``--only`` of a script that trains models (``steps``: its default)."""
+    p.add_argument("--steps", type=int, default=steps, help="optimizer steps per trained model (CPU runs: 87)")
     p.add_argument("--work", type=Path, default=None, help="models and stage files (default: a folder in /tmp)")
     p.add_argument("--threads", type=int, default=8, help="CPU threads (BM25, evaluation)")
     p.add_argument("--only", nargs="+", choices=stages, default=None, help="run these stages only")
@@ -115,6 +116,17 @@ class Deadline:
 
     def left(self) -> float:
         return self.end - time.monotonic()
+
+
+def share_minutes(deadline: Deadline, trainings_left: int, *, reserve: float) -> float:
+    """Minutes a training stage may take: its equal share of what is left, after ``reserve`` seconds per stage.
+
+    ``reserve`` is what one stage needs besides training (loading, negatives, the evaluation). Passed to the
+    trainers as ``max_minutes``, so that a stage whose step estimate was wrong stops, saves and is evaluated within
+    its share instead of running into the next stage's time or past the call; its ``steps_done`` then says so.
+    """
+    n = max(trainings_left, 1)
+    return max((deadline.left() - reserve * n) / n, 30.0) / 60.0
 
 
 def run_stages(

@@ -4,12 +4,13 @@
 # protocol and the results. Needs .dev/ (git-ignored, carried): whl/ (faiss-cpu, datasets, dill, multiprocess,
 # sentencex wheels for Python 3.12: what the GPU image lacks), model/ (benchmarks/device/device_pack.py pack of the
 # offline MiniLM, SciFact's tokens), scifact/ (the BEIR data).
-#   run: bash benchmarks/device/ehi_device.sh     (env: BUDGET seconds for the trainings, DEVICE, EPOCHS, NO_INSTALL;
+#   run: bash benchmarks/device/ehi_device.sh     (env: BUDGET seconds from the start to the end of the trainings,
+#        default 400, so that the call with its packing stays inside 420 s; DEVICE, EPOCHS, NO_INSTALL;
 #        EXTRA: more bench_ehi train options for every run, e.g. EXTRA="--branching 40" or a new loss term;
 #        TAG: a suffix for the run names, so results of several calls do not overwrite each other)
 set -uo pipefail
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
-BUDGET=${BUDGET:-460}
+BUDGET=${BUDGET:-400}
 DEVICE=${DEVICE:-cuda}
 EPOCHS=${EPOCHS:-100}
 DATA=${DATA:-.dev}

@@ -2,7 +2,7 @@
 
 The protocol of docs/hce.md's SciFact table (``benchmarks/retrieval/bench_hce.py``: all-MiniLM-L6-v2, 128 tokens, batch
 32, lr 1e-4, τ 0.01, 4 negatives per query, GradCache mini-batches of 32, seed 42, 300 test queries), with
-``--steps`` optimizer steps instead of 87 (default 870), in this order while the deadline allows: base, +CT with
+``--steps`` optimizer steps instead of 87 (default 300), in this order while the deadline allows: base, +CT with
 4 BM25 hard negatives, HCE-S and HCE-J (3 EM epochs), then the paired per-query comparison of what ran. The
 figures go into one ``hce.json``; each trained model's test vectors (``corpus-<name>.npy``, ``queries-<name>.npy``,
 float32, 8 MB for SciFact) are copied beside it, so runs made in separate calls are compared afterwards on any
@@ -14,10 +14,13 @@ Run (repository root)::
     python -m benchmarks.device.hce --data ../shared/data --out benchmarks/out/device
     python -m benchmarks.device.hce --smoke --out /tmp/smoke      # CPU, tiny model, seconds
 
-Expected on one H100 (measured: 0.43 s per +CT step, 0.44 s per HCE-S step at batch 32; HCE-J about twice):
-base 11 s; +CT about 6.5 minutes; HCE-S about 7 minutes; HCE-J about 13 minutes at 870 steps. One call of
-the device tool holds one of them (``--only``); HCE-J at 870 steps needs ``--steps 435`` per call, or a
-longer lease.
+Expected on one H100: 0.43 s per +CT step and 0.44 s per HCE-S step at batch 32 (measured there by
+``gpu_check``); HCE-J, not measured there, about 0.9 s (its CPU run's seconds per step are 2.06 times HCE-S's:
+3,060 s vs 1,489 s for 87 steps, docs/hce.md). Each training stage also loads, mines its negatives and encodes
+SciFact (about 40 s, ``RESERVE``). So ``--only base ct-bm25 hce-s`` at 300 steps: 11 s + 2 × (130 s + 40 s) ≈ 6
+minutes, and ``--only hce-j`` at 300 steps ≈ 5 minutes: each one call of ``run.sh ...:360``. A training stage is
+capped (``max_minutes``) at its share of what is left, so a wrong estimate stops it early (``steps_done`` says
+so) instead of losing the stages after it; every stage's figures are written as it finishes.
 """
 
 from __future__ import annotations
@@ -36,11 +39,16 @@ from benchmarks.device.common import (
     machine,
     resolve,
     run_stages,
+    share_minutes,
     work_dir,
     write_result,
 )
 
 logger = logging.getLogger("device.hce")
+
+STEPS = 300
+RESERVE = 40.0
+"""Seconds a training stage needs besides its steps on the device: loading, BM25 or tree negatives, the evaluation."""
 
 # (name, bench_hce stage, its extra options); the name is what `compare` reads back
 RUNS = (
@@ -54,7 +62,7 @@ RUNS = (
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_arguments(p, default_out="device")
-    add_training_arguments(p, tuple(name for name, _, _ in RUNS))
+    add_training_arguments(p, tuple(name for name, _, _ in RUNS), steps=STEPS)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = resolve(args)
@@ -71,9 +79,17 @@ def main(argv: list[str] | None = None) -> int:
         budget += ["--negative-depth", "8", "--mini-batch-size", "4"]
     result: dict[str, Any] = {"machine": machine(), "device": args.device, "steps": steps, "batch_size": batch}
 
+    deadline = Deadline(args.seconds)
+    chosen = [(name, s, extra) for name, s, extra in RUNS if not args.only or name in args.only]
+    trainings = [name for name, s, _ in chosen if s != "base"]
+
     def stage(name: str, bench_stage: str, extra: list[str]) -> Callable[[], dict[str, Any]]:
         def run() -> dict[str, Any]:
-            code = bench_hce.main([bench_stage, *(common if bench_stage == "base" else [*common, *budget, *extra])])
+            argv = [*common]
+            if bench_stage != "base":  # a training stage: capped at its share of the time left
+                left = len(trainings) - trainings.index(name)
+                argv += [*budget, *extra, "--max-minutes", f"{share_minutes(deadline, left, reserve=RESERVE):.2f}"]
+            code = bench_hce.main([bench_stage, *argv])
             if code != 0:
                 raise RuntimeError(f"bench_hce.py {bench_stage} exited with {code}")
             vectors = ["base_corpus_len128.npy"] if name == "base" else [f"corpus-{name}.npy", f"queries-{name}.npy"]
@@ -83,9 +99,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return run
 
-    stages = [(name, stage(name, s, extra)) for name, s, extra in RUNS if not args.only or name in args.only]
+    stages = [(name, stage(name, s, extra)) for name, s, extra in chosen]
     needs = 0.0 if args.smoke else 60.0
-    done = run_stages(result, stages, Deadline(args.seconds), out=args.out, name="hce", needs=needs)
+    done = run_stages(result, stages, deadline, out=args.out, name="hce", needs=needs)
     if len(done) >= 2:
         bench_hce.main(["compare", *common, "--compare", *done])
         result["compare"] = json.loads((args.work / "compare.json").read_text(encoding="utf-8"))

@@ -90,7 +90,8 @@ VARIANTS: dict[str, dict] = {
     # (question -> summary) train a representation the default search never uses, in the shared encoder
     "p-e1-lr2e-5": {"levels": ("passage",), "epochs": 1, "learning_rate": 2e-5},
     "p-e3-lr2e-5": {"levels": ("passage",), "epochs": 3, "learning_rate": 2e-5},
-    # ten times the default budget (benchmarks/device/dhr.py, on a GPU)
+    # five and ten times the default budget (benchmarks/device/dhr.py, on a GPU)
+    "e5-lr2e-5": {"epochs": 5, "learning_rate": 2e-5},
     "e10-lr2e-5": {"epochs": 10, "learning_rate": 2e-5},
 }
 

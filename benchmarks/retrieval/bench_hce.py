@@ -261,8 +261,11 @@ def stage_train(args: argparse.Namespace, method: str) -> dict[str, Any]:
             use_cpu=args.device == "cpu",
         )
         from rag_hier.training._attention import attention_dropout
+        from rag_hier.training._limits import TimeLimit
 
-        trainer = SentenceTransformerTrainer(model=model, args=targs, train_dataset=ds, loss=loss)
+        trainer = SentenceTransformerTrainer(
+            model=model, args=targs, train_dataset=ds, loss=loss, callbacks=[TimeLimit(args.max_minutes).callback()]
+        )
         with attention_dropout(model, args.attention_dropout):  # as the HCE trainer does
             trainer.train()
         model.save(str(out_dir))
@@ -287,6 +290,7 @@ def stage_train(args: argparse.Namespace, method: str) -> dict[str, Any]:
             batch_size=args.batch_size,
             epochs=args.epochs,
             max_steps=args.steps,
+            max_minutes=args.max_minutes,
             steps_per_epoch=-(-args.steps // args.epochs),
             recluster="always" if args.epochs > 1 else "never",  # EM: re-embed and re-cluster between epochs
             dev_fraction=0.0,
@@ -634,6 +638,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--max-seq-length", type=int, default=128)
     p.add_argument("--steps", type=int, default=16)
+    p.add_argument(
+        "--max-minutes", type=float, default=None, help="stop training after this many minutes (a device deadline)"
+    )
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--temperature", type=float, default=0.01)

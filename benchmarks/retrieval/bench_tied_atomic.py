@@ -12,6 +12,8 @@ the data folder, see ``benchmarks/README.md``; run them in the background)::
     $T incremental --steps 87   # train on 90 % of the documents, add 10 %
     $T throughput           # encoding docs/s: encoder-decoders vs MiniLM
     $T report               # tables from the JSON files
+    $T minilm-ft --steps 87 --minilm-similarity dot --minilm-scale 1 --tag=-dot1   # Tied-Atomic's similarity
+    $T paired --compare tied minilm-ft-dot1   # paired per-query nDCG@10 (B - A), bootstrap interval
 
 Protocol: corpus = SciFact ``corpus.jsonl.gz`` (5,183 documents kept whole, ``"<title>, <text>"`` as the store
 encodes them), training pairs = ``qrels/train.tsv``, evaluation = the 300 queries of ``qrels/test.tsv`` (or,
@@ -59,13 +61,24 @@ def doc_texts(docs: list[Any]) -> tuple[list[str], list[str]]:
     return [p.doc_id for p in passages], [p.embedding_text for p in passages]
 
 
+def _top_run(scores: np.ndarray, qids: list[str], doc_ids: list[str]) -> dict[str, dict[str, float]]:
+    k = min(100, scores.shape[1])
+    top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    return {q: {doc_ids[j]: float(scores[i, j]) for j in top[i]} for i, q in enumerate(qids)}
+
+
 def evaluate_scores(scores: np.ndarray, qids: list[str], doc_ids: list[str], qrels: dict) -> dict[str, float]:
     from rag_hier.eval import evaluate
 
-    k = min(100, scores.shape[1])
-    top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-    run = {q: {doc_ids[j]: float(scores[i, j]) for j in top[i]} for i, q in enumerate(qids)}
-    return {m: round(v, 4) for m, v in evaluate(run, qrels, METRICS).items()}
+    return {m: round(v, 4) for m, v in evaluate(_top_run(scores, qids, doc_ids), qrels, METRICS).items()}
+
+
+def per_query_ndcg(scores: np.ndarray, qids: list[str], doc_ids: list[str], qrels: dict) -> dict[str, float]:
+    """Query id → nDCG@10 (what the ``paired`` stage compares)."""
+    from rag_hier.eval import evaluate_per_query
+
+    per = evaluate_per_query(_top_run(scores, qids, doc_ids), qrels, ["ndcg@10"])["ndcg@10"]
+    return {q: round(v, 6) for q, v in per.items()}
 
 
 def eval_model(path: str, docs: list[Any], queries: dict, qrels: dict, max_seq_length: int) -> dict[str, Any]:
@@ -83,6 +96,7 @@ def eval_model(path: str, docs: list[Any], queries: dict, qrels: dict, max_seq_l
         "metrics": metrics,
         "eval_seconds": round(time.perf_counter() - t, 1),
         "normalized": enc.normalize_embeddings,
+        "per_query_ndcg@10": per_query_ndcg(q @ c.T, qids, ids, qrels),
     }
 
 
@@ -149,6 +163,7 @@ def _tied_config(args: argparse.Namespace, **over: Any) -> Any:
         "device": DEVICE,
         "seed": args.seed,
         "logging_steps": 5,
+        "max_minutes": args.max_minutes,
     }
     kw.update(over)
     return TiedAtomicConfig(**kw)
@@ -193,14 +208,21 @@ def stage_tied(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def stage_minilm_ft(args: argparse.Namespace) -> dict[str, Any]:
-    """MiniLM fine-tuned on the same rows (query, positive, BM25 negatives), steps, batch and lr (cosine, scale 20)."""
+    """MiniLM fine-tuned on the same rows (query, positive, BM25 negatives), steps, batch and lr.
+
+    ``--minilm-similarity cosine`` (default, scale 20: sentence-transformers' recipe) or ``dot``: the model's
+    Normalize module is dropped and the loss scores raw dot products, so that with ``--minilm-scale 1`` the
+    dense baseline has Tied-Atomic's similarity and temperature.
+    """
     import torch
     from datasets import Dataset
     from sentence_transformers import (
         SentenceTransformer,
         SentenceTransformerTrainer,
         SentenceTransformerTrainingArguments,
+        util,
     )
+    from sentence_transformers.models import Normalize
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
     from sentence_transformers.sentence_transformer.training_args import BatchSamplers
 
@@ -216,6 +238,11 @@ def stage_minilm_ft(args: argparse.Namespace) -> dict[str, Any]:
     rows = TiedAtomicTrainer(_tied_config(args)).build_rows(corpus, resolve_pairs(corpus, queries, train))
     model = SentenceTransformer(resolve_model_path(MINILM), device=DEVICE)
     model.max_seq_length = args.max_seq_length
+    if args.minilm_similarity == "dot":  # raw dot products: no Normalize module, dot-product loss and search
+        model = SentenceTransformer(
+            modules=[m for m in model if not isinstance(m, Normalize)], device=DEVICE, similarity_fn_name="dot"
+        )
+        model.max_seq_length = args.max_seq_length
     targs = SentenceTransformerTrainingArguments(
         output_dir=str(OUT / "scratch-minilm-ft"),
         max_steps=args.steps,
@@ -233,8 +260,17 @@ def stage_minilm_ft(args: argparse.Namespace) -> dict[str, Any]:
         disable_tqdm=True,
         use_cpu=DEVICE == "cpu",
     )
-    loss = MultipleNegativesRankingLoss(model, scale=args.minilm_scale)
-    trainer = SentenceTransformerTrainer(model=model, args=targs, train_dataset=Dataset.from_dict(rows), loss=loss)
+    similarity = util.dot_score if args.minilm_similarity == "dot" else util.cos_sim
+    loss = MultipleNegativesRankingLoss(model, scale=args.minilm_scale, similarity_fct=similarity)
+    from rag_hier.training._limits import TimeLimit
+
+    trainer = SentenceTransformerTrainer(
+        model=model,
+        args=targs,
+        train_dataset=Dataset.from_dict(rows),
+        loss=loss,
+        callbacks=[TimeLimit(args.max_minutes).callback()],
+    )
     outcome = trainer.train()
     model.save(str(out))
     info = {
@@ -243,7 +279,7 @@ def stage_minilm_ft(args: argparse.Namespace) -> dict[str, Any]:
         "rows": len(rows["anchor"]),
         "train_loss": float(outcome.training_loss),
         "train_seconds": round(time.perf_counter() - t, 1),
-        "loss": f"MNRL cosine scale {args.minilm_scale}",
+        "loss": f"MNRL {args.minilm_similarity} scale {args.minilm_scale}",
     }
     return {**info, **eval_model(str(out), docs, queries, qrels, args.max_seq_length)}
 
@@ -263,6 +299,7 @@ def _dsi_config(args: argparse.Namespace) -> Any:
         device=DEVICE,
         seed=args.seed,
         logging_steps=5,
+        max_minutes=args.max_minutes,
     )
 
 
@@ -543,6 +580,31 @@ def stage_report(args: argparse.Namespace) -> dict[str, Any]:
     return {}
 
 
+def stage_paired(args: argparse.Namespace) -> dict[str, Any]:
+    """Paired per-query nDCG@10 of ``--compare A B`` (result files ``<out>/A.json``, ``<out>/B.json``): B − A."""
+    from rag_hier.eval.compare import paired_difference
+
+    if not args.compare or len(args.compare) != 2:
+        raise SystemExit("paired: give --compare A B (two result files in --out, without .json)")
+    per = []
+    for name in args.compare:
+        path = OUT / f"{name}.json"
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if "per_query_ndcg@10" not in data:
+            raise SystemExit(f"{path}: no per_query_ndcg@10 (rerun its stage with this version)")
+        per.append(data["per_query_ndcg@10"])
+    if set(per[0]) != set(per[1]):
+        raise SystemExit(f"{args.compare[0]} and {args.compare[1]} were scored on different queries")
+    qids = sorted(per[0])
+    stats = paired_difference([per[0][q] for q in qids], [per[1][q] for q in qids], seed=args.seed)
+    print(
+        f"nDCG@10 {args.compare[1]} - {args.compare[0]}: {stats['delta']:+.4f} "
+        f"[{stats['ci_low']:+.4f}, {stats['ci_high']:+.4f}], p {stats['p_value']:.3g}, "
+        f"{stats['wins']} better / {stats['losses']} worse, {stats['queries']} queries"
+    )
+    return {"method": "paired", "a": args.compare[0], "b": args.compare[1], "ndcg@10": stats}
+
+
 STAGES = {
     "bm25": stage_bm25,
     "minilm-base": stage_minilm_base,
@@ -552,6 +614,7 @@ STAGES = {
     "incremental": stage_incremental,
     "throughput": stage_throughput,
     "report": stage_report,
+    "paired": stage_paired,
 }
 
 
@@ -565,11 +628,21 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--dev", type=float, default=0.0, help="evaluate on this share of the training queries")
     p.add_argument("--dev-seed", type=int, default=0)
     p.add_argument("--steps", type=int, default=87)
+    p.add_argument(
+        "--max-minutes", type=float, default=None, help="stop training after this many minutes (a device deadline)"
+    )
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--max-seq-length", type=int, default=128)
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--scale", type=float, default=1.0, help="Tied-Atomic InfoNCE inverse temperature (paper: 1)")
-    p.add_argument("--minilm-scale", type=float, default=20.0, help="MiniLM fine-tuning: MNRL scale on cosine")
+    p.add_argument("--minilm-scale", type=float, default=20.0, help="MiniLM fine-tuning: MNRL scale")
+    p.add_argument(
+        "--minilm-similarity",
+        choices=("cosine", "dot"),
+        default="cosine",
+        help="MiniLM fine-tuning: cosine (normalized vectors) or dot (Normalize dropped: Tied-Atomic's similarity)",
+    )
+    p.add_argument("--compare", nargs="*", default=None, help="paired: two result names in --out (B - A)")
     p.add_argument("--negatives", type=int, default=1, help="BM25 negatives per query")
     p.add_argument("--depth", type=int, default=10, help="BM25 negatives drawn from this top-k")
     p.add_argument(
