@@ -1,7 +1,8 @@
 """The package's import graph: no cycle, and no lower layer importing a higher one.
 
 Every import statement counts, wherever it stands: module level, under ``TYPE_CHECKING``, inside functions.
-(``importlib.import_module`` of a name kept in a registry is a plugin lookup, not an import statement.)
+``importlib.import_module`` is not an import statement: every such load is listed in :data:`BY_NAME` with why it
+is there, and a load not listed (or a listed one that is gone) fails :func:`test_every_load_by_name_is_listed`.
 """
 
 from __future__ import annotations
@@ -34,6 +35,24 @@ LAYERS = [
     {"rag_hier.tuning"},
     {"rag_hier.cli", "rag_hier", "rag_hier.__main__"},
 ]
+
+
+BY_NAME = {
+    ("rag_hier._lazy", "<f'{package}.{module}'>"): "PEP 562 lazy attributes: a package loads its own submodules",
+    ("rag_hier.cli.main", "<train_methods()[name][0]>"): "the registered trainers' CLI modules",
+    ("rag_hier.cli.main", "<module_name(name)>"): "the generated parser tables of a command",
+    ("rag_hier.cli.main", "<module_name('train', name)>"): "the generated parser tables of a trainer",
+    ("rag_hier.cli.plugins", "<m>"): "the registered method plugins of the CLI",
+    ("rag_hier.cli.tune", "<module_name>"): "the user's --generator MODULE:FUNCTION",
+    ("rag_hier.retrieval.registry", "<module>"): "the registered retrieval strategies",
+    ("rag_hier.store.extensions.base", "<spec.module>"): "the registered store extensions",
+    # the store reaching up by name: the three places the layering is bent on purpose
+    ("rag_hier.store.search_hook", "rag_hier.retrieval.dense"): "HierStore.search runs the dense retriever",
+    ("rag_hier.store.store", "rag_hier.store.factory"): "HierStore.create/open with uri= go through the factory",
+    ("rag_hier.store.store", "rag_hier.tuning"): "HierStore.tune runs rag_hier.tuning.store_tune",
+}
+"""Every ``importlib.import_module`` call in the package, ``(module, target)``, with why it is there: a literal or
+module-level constant target is named as such, any other as ``<its source>``."""
 
 
 def _modules() -> dict[str, Path]:
@@ -175,3 +194,42 @@ def test_the_local_store_imports_no_other_backend_at_run_time() -> None:
 
     visit(tree)
     assert found == []
+
+
+def _loads_by_name() -> set[tuple[str, str]]:
+    found = set()
+    for module, path in _modules().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        constants = {}
+        for node in tree.body:
+            target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+            target = node.target if isinstance(node, ast.AnnAssign) else target
+            value = getattr(node, "value", None)
+            if isinstance(target, ast.Name) and isinstance(value, ast.Constant) and isinstance(value.value, str):
+                constants[target.id] = value.value
+        for node in ast.walk(tree):
+            if not (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "attr", getattr(node.func, "id", None))
+                in (
+                    "import_module",
+                    "__import__",
+                )
+            ):
+                continue
+            arg = node.args[0] if node.args else None
+            if isinstance(arg, ast.Constant) and arg.value == "types":
+                continue  # the standard library's types module (``types.UnionType``)
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                found.add((module, arg.value))
+            elif isinstance(arg, ast.Name) and arg.id in constants:
+                found.add((module, constants[arg.id]))
+            else:
+                found.add((module, f"<{ast.unparse(arg) if arg is not None else ''}>"))
+    return found
+
+
+def test_every_load_by_name_is_listed() -> None:
+    found = _loads_by_name()
+    assert sorted(found - BY_NAME.keys()) == [], "a new load by name: list it in BY_NAME with its reason"
+    assert sorted(BY_NAME.keys() - found) == [], "a listed load by name is gone: remove it from BY_NAME"
