@@ -275,7 +275,7 @@ def run_dhr(args: argparse.Namespace, data: dict[str, Any], steps: StepLog) -> d
 
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            result = trainer.train(data["documents"], examples, tmp)
+            result = trainer.train(data["documents"], tmp, examples=examples)
     finally:
         for cls, orig in originals:
             cls.forward = orig
