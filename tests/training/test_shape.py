@@ -112,3 +112,10 @@ def test_svdr_trains_on_the_data_it_is_given_or_was_prepared_with() -> None:
         SvdrTrainer().train()
     with pytest.raises(RagHierError, match="needs queries and qrels"):
         SvdrTrainer().train({"p": "text"}, None, queries={"q": "text"})
+
+
+def test_a_trainers_arguments_take_overrides_of_named_settings(tmp_path) -> None:
+    from rag_hier.training.dhr import DHRTrainer, DHRTrainingConfig
+
+    args = DHRTrainer(DHRTrainingConfig(device="cpu", max_steps=50))._args(tmp_path, max_steps=3)
+    assert args.max_steps == 3 and args.use_cpu

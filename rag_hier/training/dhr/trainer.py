@@ -251,22 +251,21 @@ class DHRTrainer:
 
     def _args(self, workdir: Path, **overrides: Any) -> Any:
         cfg = self.config
-        return training_arguments(
-            st_training("DHR").arguments,
-            workdir,
-            device=cfg.device,
-            batch_size=cfg.batch_size,
-            learning_rate=cfg.learning_rate,
-            seed=cfg.seed,
-            max_steps=cfg.max_steps,
-            epochs=cfg.epochs,
-            warmup_ratio=cfg.warmup_ratio,
-            logging_steps=10,
-            show_progress_bar=cfg.show_progress_bar,
-            batch_sampler="no_duplicates",
-            multi_dataset_batch_sampler="proportional",
-            **overrides,
-        )
+        settings: dict[str, Any] = {
+            "device": cfg.device,
+            "batch_size": cfg.batch_size,
+            "learning_rate": cfg.learning_rate,
+            "seed": cfg.seed,
+            "max_steps": cfg.max_steps,
+            "epochs": cfg.epochs,
+            "warmup_ratio": cfg.warmup_ratio,
+            "logging_steps": 10,
+            "show_progress_bar": cfg.show_progress_bar,
+            "batch_sampler": "no_duplicates",
+            "multi_dataset_batch_sampler": "proportional",
+        }
+        settings.update(overrides)
+        return training_arguments(st_training("DHR").arguments, workdir, **settings)
 
     def _fit(
         self, rows: Mapping[str, Mapping[str, list[str]]]
