@@ -265,7 +265,7 @@ def section_train(args: argparse.Namespace, docs: list[Any], queries: dict, trai
             seed=0,
         )
         with tempfile.TemporaryDirectory() as tmp:
-            trainer = HCETrainer(args.model, cfg, device=device, show_progress_bar=False)
+            trainer = HCETrainer(cfg, model=args.model, device=device, show_progress_bar=False)
             t = time.perf_counter()
             result = trainer.train(
                 passages,

@@ -107,7 +107,7 @@ def train_models(out: Path, split: str, documents, questions, train_ids: set[str
             continue
         cfg = DHRTrainingConfig(base_model=BASE_MODEL, max_passage_words=0, device=DEVICE, **VARIANTS[name])
         t0 = time.perf_counter()
-        result = DHRTrainer(cfg).train(docs, examples, target)
+        result = DHRTrainer(cfg).train(docs, target, examples=examples)
         log.info("%s trained in %.0fs: rows %s, losses %s", name, time.perf_counter() - t0, result.rows, result.losses)
 
 

@@ -255,7 +255,7 @@ def train_frozen(args: argparse.Namespace, seed: int, passages: list[Any], queri
     from rag_hier.training.ehi import EHITrainer
 
     cfg = ehi_config(args, seed, freeze_encoder=True)
-    trainer = EHITrainer(args.base_model, cfg, device="cpu", show_progress_bar=False)
+    trainer = EHITrainer(cfg, model=args.base_model, device="cpu", show_progress_bar=False)
     return trainer.train(passages, None, queries=queries, qrels=train_qrels, corpus_embeddings=c, query_embeddings=qv)
 
 
@@ -342,7 +342,7 @@ def stage_train(args: argparse.Namespace) -> dict[str, Any]:
     cfg = ehi_config(args, seed, **overrides)
     torch.manual_seed(seed)
     t = time.perf_counter()
-    trainer = EHITrainer(args.base_model, cfg, device=args.device, show_progress_bar=False)
+    trainer = EHITrainer(cfg, model=args.base_model, device=args.device, show_progress_bar=False)
     on_period = None
     if args.checkpoint:  # a long run cut short still leaves its last finished period's vectors and indexer
         texts = [p.embedding_text for p in passages]

@@ -299,7 +299,7 @@ def stage_train(args: argparse.Namespace, method: str) -> dict[str, Any]:
             seed=args.seed,
             logging_steps=1,
         )
-        trainer = HCETrainer(BASE_MODEL, cfg, device=args.device, show_progress_bar=False)
+        trainer = HCETrainer(cfg, model=BASE_MODEL, device=args.device, show_progress_bar=False)
         result = trainer.train(
             passages,
             out_dir,

@@ -388,7 +388,9 @@ def stage_dsi(args: argparse.Namespace) -> dict[str, Any]:
         probe["start"] = _dsi_probe(start, docs, queries, train, args.seed)
         del start
     t = time.perf_counter()
-    model, result = DSIAtomicTrainer(cfg).train(docs, out, queries=queries, qrels=train)
+    trainer = DSIAtomicTrainer(cfg)
+    result = trainer.train(docs, out, queries=queries, qrels=train)
+    model = trainer.model
     info = {
         "method": "dsi",
         "objective": cfg.objective,
@@ -465,9 +467,9 @@ def stage_incremental(args: argparse.Namespace) -> dict[str, Any]:
     store.close()
     # DSI-atomic: train on old documents; new docids get rows without training (random: as DSI adds tokens).
     t = time.perf_counter()
-    dsi, _ = DSIAtomicTrainer(_dsi_config(args)).train(
-        old_docs, OUT / f"model-dsi-incr{args.tag}", queries=queries, qrels=train_old
-    )
+    dsi_trainer = DSIAtomicTrainer(_dsi_config(args))
+    dsi_trainer.train(old_docs, OUT / f"model-dsi-incr{args.tag}", queries=queries, qrels=train_old)
+    dsi = dsi_trainer.model
     out["dsi_train_seconds"] = round(time.perf_counter() - t, 1)
     from rag_hier.training.hce.data import TrainingCorpus
 

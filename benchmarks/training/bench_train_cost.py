@@ -181,7 +181,7 @@ def run_hce(args: argparse.Namespace, data: dict[str, Any], steps: StepLog) -> d
     if args.mini_batch_size is not None:
         overrides["mini_batch_size"] = args.mini_batch_size or None
     cfg = HCEConfig(**overrides)
-    trainer = HCETrainer(base_model(args), config=cfg, device="cpu", show_progress_bar=False)
+    trainer = HCETrainer(cfg, model=base_model(args), device="cpu", show_progress_bar=False)
     embeddings = None
     if args.corpus_embeddings:  # the base model's corpus vectors, e.g. bench_hce.py's cached ones (same texts)
         embeddings = np.load(args.corpus_embeddings, allow_pickle=False)
@@ -275,7 +275,7 @@ def run_dhr(args: argparse.Namespace, data: dict[str, Any], steps: StepLog) -> d
 
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            result = trainer.train(data["documents"], examples, tmp)
+            result = trainer.train(data["documents"], tmp, examples=examples)
     finally:
         for cls, orig in originals:
             cls.forward = orig

@@ -32,12 +32,23 @@ __all__ = [
     "passage_words",
     "print_before_after",
     "qa_or_beir_judgements",
+    "train_parser",
 ]
 
 
 def cli_error(message: str) -> Exception:
     """A one-line CLI error (exit 2)."""
     return CliError(message)
+
+
+def train_parser(subparsers: Any, name: str, **kwargs: Any) -> Any:
+    """The ``rag-hier train NAME`` parser, with the help line the method registered (``MethodSpec.train``)."""
+    from rag_hier.index.methods import method
+
+    spec = method(name).train
+    if spec is None:
+        raise ValueError(f"method {name!r} registered no trainer")
+    return subparsers.add_parser(name, help=spec.help, **kwargs)
 
 
 def add_runtime_arguments(p: Any, *, precision: bool = True) -> None:

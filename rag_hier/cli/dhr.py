@@ -20,6 +20,7 @@ from rag_hier.cli._train import (
     existing_corpus,
     passage_words,
     print_before_after,
+    train_parser,
 )
 
 __all__ = ["add_index_arguments", "add_train_parser", "after_index", "configure_search"]
@@ -104,9 +105,9 @@ def add_train_parser(subparsers: Any) -> None:
     from rag_hier.corpus.formats import CORPUS_FORMATS
     from rag_hier.training.dhr.config import DHRTrainingConfig
 
-    p = subparsers.add_parser(
+    p = train_parser(
+        subparsers,
         "dhr",
-        help="train DHR document/passage encoders (In-Doc, In-Sec and BM25 negatives)",
         description="Contrastive training of Dense Hierarchical Retrieval encoders on a corpus and training "
         "questions: document level (question -> summary, BM25 negatives) and passage level (question -> "
         "passage, BM25 + In-Doc + In-Sec negatives), in-batch negatives throughout. Saves "
@@ -165,7 +166,7 @@ def _train(args: argparse.Namespace) -> int:
         )
     else:
         examples = read_examples(args.qa or args.queries, documents, max_passage_words=words)
-    result = DHRTrainer(config).train(documents, examples, args.output)
+    result = DHRTrainer(config).train(documents, args.output, examples=examples)
     where = (
         f"model: {result.passage_model}"
         if result.passage_model == result.document_model

@@ -28,6 +28,7 @@ from rag_hier.cli._train import (
     passage_words,
     qa_or_beir_judgements,
     show_before_after,
+    train_parser,
 )
 
 __all__ = ["add_index_arguments", "add_train_parser", "after_index"]
@@ -104,9 +105,9 @@ def add_train_parser(subparsers: Any) -> None:
     from rag_hier.training.ehi.config import EHIConfig
 
     d = EHIConfig()
-    p = subparsers.add_parser(
+    p = train_parser(
+        subparsers,
         "ehi",
-        help="train an EHI tree index (learned jointly with the encoder, or alone on its vectors)",
         description="Train EHI (End-to-end Hierarchical Indexing): a tree of height H and branching B whose "
         "per-level classifiers route queries and documents to leaves, trained with triplet losses on encoder "
         "vectors and path embeddings, hard negatives mined from each query's top leaves and refreshed every R "
@@ -161,7 +162,7 @@ def _train(args: argparse.Namespace) -> int:
     documents = read_corpus(corpus_path, fmt)
     queries, qrels = qa_or_beir_judgements(args.queries, args.qrels, max_words)
     trainer = EHITrainer(
-        args.base_model or DEFAULT_MODEL, config, device=args.device, show_progress_bar=not args.no_progress
+        config, model=args.base_model or DEFAULT_MODEL, device=args.device, show_progress_bar=not args.no_progress
     )
     result = trainer.train(documents, out, queries=queries, qrels=qrels, max_passage_words=max_words)
     leaves = result.leaf_stats

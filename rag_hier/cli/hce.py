@@ -25,6 +25,7 @@ from rag_hier.cli._train import (
     passage_words,
     print_before_after,
     qa_or_beir_judgements,
+    train_parser,
 )
 
 __all__ = ["add_index_arguments", "add_train_parser", "after_index"]
@@ -88,9 +89,9 @@ def add_train_parser(subparsers: Any) -> None:
     from rag_hier.corpus.formats import CORPUS_FORMATS
     from rag_hier.training.hce.config import HCE_MODES, HCEConfig
 
-    p = subparsers.add_parser(
+    p = train_parser(
+        subparsers,
         "hce",
-        help="fine-tune an encoder with HCE (hierarchical corpus encoder): unsupervised, supervised or joint",
         description="Fine-tune a sentence-transformers model on a corpus with HCE: a hierarchical spherical "
         "k-means tree of the corpus supplies tiered sibling negatives; the tree is rebuilt after every epoch "
         "that improves the dev metric (EM). The output is a standard sentence-transformers model directory "
@@ -145,7 +146,7 @@ def _train(args: argparse.Namespace) -> int:
     dev_queries = read_queries(args.dev_queries) if args.dev_queries else None
     dev_qrels = read_qrels(args.dev_qrels) if args.dev_qrels else None
     trainer = HCETrainer(
-        args.base_model or DEFAULT_MODEL, config, device=args.device, show_progress_bar=not args.no_progress
+        config, model=args.base_model or DEFAULT_MODEL, device=args.device, show_progress_bar=not args.no_progress
     )
     result = trainer.train(
         documents,

@@ -11,8 +11,9 @@ methods), which may define any of:
 - ``configure_search(name, store, args) -> dict`` — keyword arguments for the retriever of strategy ``name``
   (e.g. an encoder on the ``--device`` asked for); ``{}`` for strategies it does not own.
 - ``after_search(name, store, retriever, args)`` — after ``search``/``eval`` ran strategy ``name``.
-- ``add_train_parser(subparsers)`` — a ``rag-hier train <method>`` sub-command (the method's ``train`` help line
-  lists it); set ``func`` with ``parser.set_defaults(func=...)``, a callable ``(args) -> int``.
+- ``add_train_parser(subparsers)`` — the ``rag-hier train <method>`` sub-command of a method with a trainer
+  (``MethodSpec.train``); make its parser with :func:`rag_hier.cli._train.train_parser` (the registered help line)
+  and set ``func`` with ``parser.set_defaults(func=...)``, a callable ``(args) -> int``.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def train_methods() -> dict[str, tuple[str, str]]:
     Read from the registrations, so that ``rag-hier train --help`` and ``rag-hier train METHOD --help`` import no
     other method's module (a test checks that each module's parser has this name and help line).
     """
-    return {m.name: (m.cli, m.train) for m in methods() if m.cli is not None and m.train is not None}
+    return {m.name: (m.cli, m.train.help) for m in methods() if m.cli is not None and m.train is not None}
 
 
 PLUGIN_MODULES: tuple[str, ...] = plugin_modules()

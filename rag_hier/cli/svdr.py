@@ -22,6 +22,7 @@ from rag_hier.cli._train import (
     add_runtime_arguments,
     check_eval_arguments,
     show_before_after,
+    train_parser,
 )
 
 logger = logging.getLogger("rag_hier.cli")
@@ -167,9 +168,9 @@ def add_train_parser(subparsers: Any) -> None:
     """``rag-hier train svdr``: SvdrTrainingConfig's flags generated from its fields, the data and encoder by hand."""
     from rag_hier.training.svdr.config import SvdrTrainingConfig
 
-    p = subparsers.add_parser(
+    p = train_parser(
+        subparsers,
         "svdr",
-        help="train an SVDR vocabulary encoder (L_p + L_sp, beta-mined hard negatives)",
         description="Fine-tune a BERT-family model into an SVDR vocabulary encoder: L = L(E(q),E(p)) + "
         "1/2 L(E(q),T(p)) + 1/2 L(T(q),E(p)), bidirectional contrastive with in-batch negatives and hard "
         "negatives retrieved by beta search over a binary token index of the corpus. Writes a directory "
@@ -254,11 +255,15 @@ def _cmd_train(args: argparse.Namespace) -> int:
         selection_precision=args.selection_precision,
         **overrides,
     )
-    trainer = SvdrTrainer.from_documents(
-        encoder, documents, queries, qrels, config=config, max_passage_words=args.max_passage_words, answers=answers
+    result = SvdrTrainer(config, model=encoder).train(
+        documents,
+        args.output,
+        queries=queries,
+        qrels=qrels,
+        answers=answers,
+        max_passage_words=args.max_passage_words,
     )
-    result = trainer.train()
-    out = trainer.save(args.output)
+    out = Path(args.output)
     from rag_hier.training.distributed import rank
 
     if rank() != 0:  # torchrun: rank 0 saved the model and reports

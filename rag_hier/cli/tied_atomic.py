@@ -24,6 +24,7 @@ from rag_hier.cli._train import (
     passage_words,
     print_before_after,
     qa_or_beir_judgements,
+    train_parser,
 )
 
 __all__ = ["add_train_parser"]
@@ -34,9 +35,9 @@ def add_train_parser(subparsers: Any) -> None:
     from rag_hier.corpus.formats import CORPUS_FORMATS
     from rag_hier.training.tied_atomic.config import TiedAtomicConfig
 
-    p = subparsers.add_parser(
+    p = train_parser(
+        subparsers,
         "tied-atomic",
-        help="train a Tied-Atomic encoder-decoder embedding (generative retrieval as dense retrieval)",
         description="Train an encoder-decoder (T5, BART, EncoderDecoderModel) whose one-step decoder state "
         "embeds queries and documents alike (Nguyen & Yates, 2023): InfoNCE over in-batch and BM25 negatives "
         "(raw dot products), or MarginMSE distillation from --cross-encoder. Without --base-model the start is "

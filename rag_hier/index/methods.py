@@ -3,14 +3,16 @@
 A method (DHR, HCE, EHI, SVDR, BM25, ...) plugs into several layers: search strategies (the retrieval registry,
 :mod:`rag_hier.retrieval.registry`), store extensions that keep its data next to the passages
 (:mod:`rag_hier.store.extensions`), an optional module of command-line hooks (:mod:`rag_hier.cli.plugins`) and an
-optional ``rag-hier train`` command. One :class:`MethodSpec` names all of them, by dotted path, and
-:func:`register_method` registers it once; every layer reads its part from here:
+optional trainer (its configuration and its ``rag-hier train`` command). One :class:`MethodSpec` names all of them,
+by dotted path, and :func:`register_method` registers it once; every layer reads its part from here:
 
 - the retrieval registry lists the method's :class:`StrategySpec` entries (``--strategy``, the adapters' strategies);
 - the store imports an extension's module when a store names the extension (never a path read from disk);
 - a backend keeps an extension's data as the extension's :attr:`ExtensionSpec.data` says (Milvus: ``"sparse-rows"``
   in a sparse vector field, ``"leaf"`` / ``"leaves"`` in a passage field, ``"files"`` as files), never by name;
-- the command line imports the method's plugin module and lists its ``train`` command.
+- the command line imports the method's plugin module and lists its ``train`` command (:class:`TrainSpec`: its
+  help line, its trainer and its configuration, which :func:`rag_hier.training.trainer_class` and
+  :func:`rag_hier.training.config_class` load).
 
 Everything here is a name, a dotted path or a help line, so this module imports nothing but the standard library:
 ``rag-hier --help`` reads it without NumPy, and the store layer (below the retrieval and CLI layers) may read it.
@@ -39,6 +41,7 @@ __all__ = [
     "ExtensionSpec",
     "MethodSpec",
     "StrategySpec",
+    "TrainSpec",
     "extension_spec",
     "extension_specs",
     "method",
@@ -102,6 +105,29 @@ class ExtensionSpec:
 
 
 @dataclass(frozen=True)
+class TrainSpec:
+    """A method's trainer: ``rag-hier train NAME`` and the classes behind it.
+
+    Args:
+        help: The help line of ``rag-hier train NAME`` (the method's ``cli`` module defines its parser).
+        trainer: The trainer class as ``"module:Class"`` (the shape of :class:`rag_hier.training.Trainer`).
+        config: Its configuration class as ``"module:Class"``, in a module without NumPy or PyTorch (a
+            :class:`rag_hier.training.TrainingConfig` subclass: ``rag-hier train NAME`` generates its flags from it).
+
+    """
+
+    help: str
+    trainer: str
+    config: str
+
+    def __post_init__(self) -> None:
+        for name in ("trainer", "config"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or value.count(":") != 1 or not all(value.split(":")):
+                raise ValueError(f"TrainSpec.{name} must be 'module:Class'; got {value!r}")
+
+
+@dataclass(frozen=True)
 class MethodSpec:
     """A retrieval method: everything it plugs in, registered once with :func:`register_method`.
 
@@ -110,7 +136,7 @@ class MethodSpec:
         strategies: Its search strategies, in the order ``--strategy`` lists them.
         extensions: Its store extensions.
         cli: A module of command-line hooks (:mod:`rag_hier.cli.plugins` says which it may define).
-        train: The help line of ``rag-hier train NAME`` (``cli`` then defines ``add_train_parser``).
+        train: Its trainer (``cli`` then defines ``add_train_parser``, the ``rag-hier train NAME`` command).
 
     """
 
@@ -118,7 +144,7 @@ class MethodSpec:
     strategies: tuple[StrategySpec, ...] = ()
     extensions: tuple[ExtensionSpec, ...] = ()
     cli: str | None = None
-    train: str | None = None
+    train: TrainSpec | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
@@ -219,7 +245,11 @@ register_method(
         ),
         extensions=(ExtensionSpec("doc-index", "rag_hier.store.extensions.doc_index"),),
         cli="rag_hier.cli.dhr",
-        train="train DHR document/passage encoders (In-Doc, In-Sec and BM25 negatives)",
+        train=TrainSpec(
+            "train DHR document/passage encoders (In-Doc, In-Sec and BM25 negatives)",
+            trainer="rag_hier.training.dhr.trainer:DHRTrainer",
+            config="rag_hier.training.dhr.config:DHRTrainingConfig",
+        ),
     )
 )
 register_method(
@@ -236,7 +266,11 @@ register_method(
         ),
         extensions=(ExtensionSpec("tree", "rag_hier.store.extensions.tree", data="leaf"),),
         cli="rag_hier.cli.hce",
-        train="fine-tune an encoder with HCE (hierarchical corpus encoder): unsupervised, supervised or joint",
+        train=TrainSpec(
+            "fine-tune an encoder with HCE (hierarchical corpus encoder): unsupervised, supervised or joint",
+            trainer="rag_hier.training.hce.trainer:HCETrainer",
+            config="rag_hier.training.hce.config:HCEConfig",
+        ),
     )
 )
 register_method(
@@ -254,7 +288,11 @@ register_method(
         ),
         extensions=(ExtensionSpec("ehi", "rag_hier.store.extensions.ehi", data="leaves"),),
         cli="rag_hier.cli.ehi",
-        train="train an EHI tree index (learned jointly with the encoder, or alone on its vectors)",
+        train=TrainSpec(
+            "train an EHI tree index (learned jointly with the encoder, or alone on its vectors)",
+            trainer="rag_hier.training.ehi.trainer:EHITrainer",
+            config="rag_hier.training.ehi.config:EHIConfig",
+        ),
     )
 )
 register_method(
@@ -305,14 +343,22 @@ register_method(
             ExtensionSpec("svdr-vectors", "rag_hier.store.extensions.svdr_vectors", data="sparse-rows"),
         ),
         cli="rag_hier.cli.svdr",
-        train="train an SVDR vocabulary encoder (L_p + L_sp, beta-mined hard negatives)",
+        train=TrainSpec(
+            "train an SVDR vocabulary encoder (L_p + L_sp, beta-mined hard negatives)",
+            trainer="rag_hier.training.svdr.trainer:SvdrTrainer",
+            config="rag_hier.training.svdr.config:SvdrTrainingConfig",
+        ),
     )
 )
 register_method(
     MethodSpec(
         "tied-atomic",
         cli="rag_hier.cli.tied_atomic",
-        train="train a Tied-Atomic encoder-decoder embedding (generative retrieval as dense retrieval)",
+        train=TrainSpec(
+            "train a Tied-Atomic encoder-decoder embedding (generative retrieval as dense retrieval)",
+            trainer="rag_hier.training.tied_atomic.trainer:TiedAtomicTrainer",
+            config="rag_hier.training.tied_atomic.config:TiedAtomicConfig",
+        ),
     )
 )
 register_method(

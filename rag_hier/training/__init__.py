@@ -13,8 +13,15 @@ Tied-Atomic, DSI       :class:`TiedAtomicConfig`,      :class:`TiedAtomicTrainer
 
 Each package holds ``config.py`` (a frozen :class:`TrainingConfig` subclass, importable without NumPy or PyTorch:
 ``rag-hier train METHOD`` generates its flags from the fields), ``data.py``, ``loss.py`` and ``trainer.py`` (those
-it needs). Shared parts: :mod:`rag_hier.training.config` (the base configuration and its field helpers),
-:mod:`rag_hier.training.corpus` (:class:`TrainingCorpus`, what every trainer accepts as a corpus) and
+it needs). Every trainer has one shape (:mod:`rag_hier.training.base`): ``Trainer(config, *, model=None,
+device=None, show_progress_bar=None)``, ``trainer.train(corpus, output_dir, queries=..., qrels=..., ...)`` returning
+a :class:`TrainingResult`. A method's registration (:class:`rag_hier.index.methods.TrainSpec`) names its trainer
+and configuration; :func:`trainer_class` and :func:`config_class` load them by method name.
+
+Shared parts: :mod:`rag_hier.training.config` (the base configuration and its field helpers),
+:mod:`rag_hier.training.corpus` (:class:`TrainingCorpus`, what every trainer accepts as a corpus),
+:mod:`rag_hier.training.arguments` (:func:`training_arguments`, the one builder of the trainers' training
+arguments), :mod:`rag_hier.training.time_limit` (:class:`TimeLimit`, the one wall-clock limit) and
 ``rag_hier._compat.st_training`` (sentence-transformers' training classes, with one error for missing training
 extras). Every name here loads on first use.
 """
@@ -26,24 +33,33 @@ from typing import TYPE_CHECKING
 from rag_hier._lazy import lazy_getattr
 
 if TYPE_CHECKING:
+    from rag_hier.training.arguments import training_arguments
+    from rag_hier.training.base import Trainer, TrainingResult
     from rag_hier.training.config import TrainingConfig, shared_field, train_field
     from rag_hier.training.corpus import CorpusInput, TrainingCorpus, as_training_corpus
     from rag_hier.training.dhr import DHRTrainer, DHRTrainingConfig, DHRTrainingResult
     from rag_hier.training.ehi import EHIConfig, EHITrainer, EHITrainingResult, train_ehi
     from rag_hier.training.hce import HCEConfig, HCETrainer, HCETrainingResult, train_hce
+    from rag_hier.training.registry import config_class, trainer_class, trainers
     from rag_hier.training.svdr import SvdrTrainer, SvdrTrainingConfig, SvdrTrainingResult, train_svdr
-    from rag_hier.training.tied_atomic import DSIAtomicConfig, DSIAtomicTrainer, TiedAtomicConfig, TiedAtomicTrainer
-
-METHODS: dict[str, str] = {
-    "hce": "rag_hier.training.hce",
-    "ehi": "rag_hier.training.ehi",
-    "dhr": "rag_hier.training.dhr",
-    "svdr": "rag_hier.training.svdr",
-    "tied-atomic": "rag_hier.training.tied_atomic",
-}
-"""Training method (as ``rag-hier train`` names it) → its package."""
+    from rag_hier.training.tied_atomic import (
+        DSIAtomicConfig,
+        DSIAtomicTrainer,
+        TiedAtomicConfig,
+        TiedAtomicTrainer,
+        TiedAtomicTrainingResult,
+    )
+    from rag_hier.training.time_limit import TimeLimit
 
 _LAZY = {
+    "training_arguments": "arguments",
+    "Trainer": "base",
+    "TrainingResult": "base",
+    "config_class": "registry",
+    "trainer_class": "registry",
+    "trainers": "registry",
+    "TimeLimit": "time_limit",
+    "TiedAtomicTrainingResult": "tied_atomic",
     "TrainingConfig": "config",
     "shared_field": "config",
     "train_field": "config",
@@ -76,7 +92,6 @@ __getattr__ = lazy_getattr(__name__, _LAZY, globals())
 
 
 __all__ = [
-    "METHODS",
     "CorpusInput",
     "DHRTrainer",
     "DHRTrainingConfig",
@@ -94,12 +109,20 @@ __all__ = [
     "SvdrTrainingResult",
     "TiedAtomicConfig",
     "TiedAtomicTrainer",
+    "TiedAtomicTrainingResult",
+    "TimeLimit",
+    "Trainer",
     "TrainingConfig",
     "TrainingCorpus",
+    "TrainingResult",
     "as_training_corpus",
+    "config_class",
     "shared_field",
     "train_ehi",
     "train_field",
     "train_hce",
     "train_svdr",
+    "trainer_class",
+    "trainers",
+    "training_arguments",
 ]

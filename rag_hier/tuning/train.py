@@ -24,6 +24,8 @@ from rag_hier._compat import st_training
 from rag_hier.encoders._st_loading import quiet_trainer_setup
 from rag_hier.errors import RagHierError
 from rag_hier.eval.judged import JudgedQueries
+from rag_hier.training.arguments import training_arguments
+from rag_hier.training.time_limit import TimeLimit
 from rag_hier.tuning.config import TuneConfig
 from rag_hier.tuning.mining import mine_examples, training_rows
 
@@ -62,15 +64,12 @@ def _callback_base() -> Any:
     return TrainerCallback
 
 
-def _timing_callback(
-    outcome: TrainOutcome, time_limit: float | None, say: Say, on_estimate: Callable[[float], None]
-) -> Any:
-    """Stops after ``time_limit`` seconds; measures seconds per step and reports the estimate after the second step."""
+def _timing_callback(outcome: TrainOutcome, on_estimate: Callable[[float], None]) -> Any:
+    """Measures seconds per step and reports the estimate after the second step."""
     base = _callback_base()
 
     class Timing(base):  # type: ignore[misc,valid-type]
         def __init__(self) -> None:
-            self.t0 = time.perf_counter()
             self.t_first: float | None = None
             self.announced = False
 
@@ -83,16 +82,19 @@ def _timing_callback(
                 if not self.announced:
                     self.announced = True
                     on_estimate(outcome.seconds_per_step)
-            if time_limit is not None and now - self.t0 > time_limit:
-                outcome.stopped_early = "max_minutes"
-                say(
-                    f"stopping training at step {state.global_step}: its share of --max-minutes "
-                    f"({time_limit / 60:.1f} min) is spent"
-                )
-                control.should_training_stop = True
             return control
 
     return Timing()
+
+
+def _time_limit(outcome: TrainOutcome, time_limit: float | None, say: Say) -> TimeLimit:
+    """Stops training after ``time_limit`` seconds, noting it in ``outcome`` and saying so."""
+
+    def reached(step: int) -> None:
+        outcome.stopped_early = "max_minutes"
+        say(f"stopping training at step {step}: its share of --max-minutes ({(time_limit or 0) / 60:.1f} min) is spent")
+
+    return TimeLimit(seconds=time_limit, on_reached=reached)
 
 
 def _progress_callback(total: int, label: str = "training") -> Any:
@@ -265,24 +267,21 @@ def _train_contrastive(
     )
     per_pass = max(1, math.ceil(pairs / cfg.batch_size))
     with tempfile.TemporaryDirectory(prefix="rag-hier-tune-") as scratch:
-        device = str(model.device)
-        args = Args(
-            output_dir=scratch,
-            max_steps=steps,
-            per_device_train_batch_size=cfg.batch_size,
+        args = training_arguments(
+            Args,
+            scratch,
+            device=str(model.device),
+            batch_size=cfg.batch_size,
             learning_rate=cfg.learning_rate,
-            warmup_steps=round(cfg.warmup_ratio * steps),
             seed=cfg.seed,
+            max_steps=steps,
+            warmup_steps=round(cfg.warmup_ratio * steps),
+            show_progress_bar=cfg.show_progress_bar,
             batch_sampler=BatchSamplers.NO_DUPLICATES,
-            save_strategy="no",
-            logging_strategy="no",
-            report_to="none",
-            disable_tqdm=not cfg.show_progress_bar,
-            use_cpu=device == "cpu",
-            dataloader_pin_memory=device != "cpu",
         )
-        timing = _timing_callback(outcome, time_limit, say, lambda sps: on_estimate(steps, sps))
-        callbacks = [timing] + ([_progress_callback(steps, label)] if cfg.show_progress_bar else [])
+        timing = _timing_callback(outcome, lambda sps: on_estimate(steps, sps))
+        limit = _time_limit(outcome, time_limit, say)
+        callbacks = [timing, limit.callback()] + ([_progress_callback(steps, label)] if cfg.show_progress_bar else [])
         selector = None
         if evaluate is not None and steps > per_pass:
             selector = _pass_selector(model, per_pass, steps, evaluate, outcome, say)
@@ -392,7 +391,7 @@ def _train_hce(
         seed=cfg.seed,
     )
     say(f"training ({cfg.resolved_method}): {len(train)} queries, {pairs} pairs, {steps} steps of {cfg.batch_size}")
-    trainer = HCETrainer(model, hce, show_progress_bar=cfg.show_progress_bar)
+    trainer = HCETrainer(hce, model=model, show_progress_bar=cfg.show_progress_bar)
     t0 = time.perf_counter()
     result = trainer.train(passages, output_dir, queries=train.queries, qrels=train.qrels)
     done = int(result.steps)

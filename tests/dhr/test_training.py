@@ -180,9 +180,10 @@ def test_trainer_runs_and_saves_loadable_models(tmp_path: Path, tiny_model_path:
     cfg = DHRTrainingConfig(
         base_model=tiny_model_path, max_passage_words=0, batch_size=2, iterations=2, mini_batch_size=2, device="cpu"
     )
-    result = DHRTrainer(cfg).train(docs, examples, tmp_path / "shared", eval_examples=examples[:2])
+    result = DHRTrainer(cfg).train(docs, tmp_path / "shared", examples=examples, eval_examples=examples[:2])
     assert result.document_model == result.passage_model == tmp_path / "shared"
     assert result.rows == {"document": 4, "passage": 4} and len(result.losses) == 2
+    assert result.steps > 0
     assert (tmp_path / "shared" / "iteration-1" / "modules.json").is_file()
     assert "passage_cosine_accuracy@1" in result.metrics
     model = SentenceTransformer(str(result.passage_model), device="cpu")
@@ -190,6 +191,24 @@ def test_trainer_runs_and_saves_loadable_models(tmp_path: Path, tiny_model_path:
     report = json.loads((tmp_path / "shared" / "dhr_training.json").read_text())
     # iteration 2: the first iteration's negatives (1 BM25 document; BM25 + In-Doc passages) plus as many mined
     assert report["negatives"] == {"document": 2, "passage": 4}
+    assert report["steps"] == result.steps
+
+
+def test_trainer_takes_queries_and_qrels_like_every_trainer(tmp_path: Path, tiny_model_path: str) -> None:
+    docs = sectioned_docs()
+    cfg = DHRTrainingConfig(max_passage_words=0, batch_size=2, max_steps=1, device="cpu")
+    trainer = DHRTrainer(cfg, model=tiny_model_path)
+    queries, qrels = (
+        {"q1": "When was Rome founded?", "q2": "Capital of Norway?"},
+        {"q1": {"rome": 1}, "q2": {"oslo": 1}},
+    )
+    with pytest.raises(RagHierError, match="not both"):
+        trainer.train(docs, tmp_path / "x", queries=queries, qrels=qrels, examples=[])
+    with pytest.raises(RagHierError, match="needs queries and qrels"):
+        trainer.train(docs, tmp_path / "x", queries=queries)
+    result = trainer.train(docs, tmp_path / "m", queries=queries, qrels=qrels)
+    assert result.steps == 1 and result.rows["document"] == 2 and result.output_dir == tmp_path / "m"
+    assert result.to_dict()["passage_model"] == str(tmp_path / "m")
 
 
 @pytest.mark.slow
@@ -204,14 +223,14 @@ def test_trainer_separate_encoders_with_mined_negatives(tmp_path: Path, tiny_mod
     cfg = DHRTrainingConfig(
         base_model=tiny_model_path, max_passage_words=0, batch_size=2, shared_encoder=False, device="cpu"
     )
-    separate = DHRTrainer(cfg).train(docs, examples, tmp_path / "separate")
+    separate = DHRTrainer(cfg).train(docs, tmp_path / "separate", examples=examples)
     assert separate.document_model.name == "document" and separate.passage_model.name == "passage"
     for path in (separate.document_model, separate.passage_model):
         assert SentenceTransformer(str(path), device="cpu").encode(["x"]).shape == (1, 32)
     # the second iteration on its own: negatives mined with the first run's document and passage models
     mined = DHRTrainer(
         dataclasses.replace(cfg, shared_encoder=False, negatives_model=str(tmp_path / "separate"), levels=("passage",))
-    ).train(docs, examples, tmp_path / "mined")
+    ).train(docs, tmp_path / "mined", examples=examples)
     assert (mined.passage_model / "modules.json").is_file()
 
 

@@ -143,7 +143,7 @@ def test_balance_term_spreads_a_randomly_initialised_tree() -> None:
             branching=8, epochs=40, refresh_every=5, batch_size=16, freeze_encoder=True, init="random", seed=0,
             lambda_balance=lambda_balance, remine_every=1,
         )  # fmt: skip
-        res = EHITrainer("unused", cfg, device="cpu", show_progress_bar=False).train(
+        res = EHITrainer(cfg, model="unused", device="cpu", show_progress_bar=False).train(
             corpus, None, queries=queries, qrels=qrels, corpus_embeddings=docs, query_embeddings=qv
         )
         sizes = np.bincount(res.leaves[:, 0], minlength=8)
@@ -169,7 +169,7 @@ def test_remine_every_mines_with_the_current_indexer(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(_Trainer, "_refresh", counting)
     # 48 pairs, batch 16: 3 steps per epoch; 2 epochs in one period; re-mined every 2 steps: after steps 2 and 4
     cfg = EHIConfig(branching=4, epochs=2, refresh_every=2, batch_size=16, freeze_encoder=True, seed=0, remine_every=2)
-    res = EHITrainer("unused", cfg, device="cpu", show_progress_bar=False).train(
+    res = EHITrainer(cfg, model="unused", device="cpu", show_progress_bar=False).train(
         corpus, None, queries=queries, qrels=qrels, corpus_embeddings=docs, query_embeddings=qv
     )
     assert res.steps == 6 and len(calls) == 1 + 2
@@ -177,7 +177,7 @@ def test_remine_every_mines_with_the_current_indexer(monkeypatch: pytest.MonkeyP
     cfg = EHIConfig(
         branching=4, epochs=2, refresh_every=2, batch_size=16, freeze_encoder=True, seed=0, remine_every=None
     )
-    plain = EHITrainer("unused", cfg, device="cpu", show_progress_bar=False)
+    plain = EHITrainer(cfg, model="unused", device="cpu", show_progress_bar=False)
     assert (
         plain.train(corpus, None, queries=queries, qrels=qrels, corpus_embeddings=docs, query_embeddings=qv).steps == 6
     )
@@ -190,7 +190,7 @@ def test_joint_training_in_segments(tmp_path: Path, tiny_model_path: str, ehi_co
         branching=4, height=1, epochs=2, refresh_every=2, batch_size=8, max_seq_length=24, init_steps=20,
         remine_every=2, lambda_balance=0.1, logging_steps=1, refit_epochs=0, seed=0,
     )  # fmt: skip
-    res = EHITrainer(tiny_model_path, cfg, device="cpu", show_progress_bar=False).train(
+    res = EHITrainer(cfg, model=tiny_model_path, device="cpu", show_progress_bar=False).train(
         ehi_corpus, None, queries=queries, qrels=qrels
     )
     # 25 pairs (q0 has two positives), batch 8: 4 steps per epoch, 8 in the period, in segments of 2 steps

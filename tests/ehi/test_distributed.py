@@ -60,7 +60,7 @@ WORKER = textwrap.dedent(
     def train(batch_size):
         docs, qv = corpus()
         cfg = EHIConfig(branching=4, height=1, epochs=4, refresh_every=2, batch_size=batch_size, freeze_encoder=True)
-        res = EHITrainer("unused", cfg, device="cpu", show_progress_bar=False).train(
+        res = EHITrainer(cfg, model="unused", device="cpu", show_progress_bar=False).train(
             {f"d{i}": "x" for i in range(40)}, None, queries={q: q for q in qv},
             qrels={f"q{i}": {f"d{i}": 1} for i in range(32)}, corpus_embeddings=docs, query_embeddings=qv,
         )

@@ -34,7 +34,7 @@ def test_joint_training_two_steps(tmp_path: Path, tiny_model_path: str, ehi_corp
         init="kmeans", init_steps=20, logging_steps=1, lambda_balance=0.0, remine_every=None,  # the paper's loss
     )  # fmt: skip
     before = SentenceTransformer(tiny_model_path, device="cpu").encode(["apple river"], convert_to_numpy=True)
-    result = EHITrainer(tiny_model_path, cfg, device="cpu", show_progress_bar=False).train(
+    result = EHITrainer(cfg, model=tiny_model_path, device="cpu", show_progress_bar=False).train(
         ehi_corpus, tmp_path / "out", queries=queries, qrels=qrels
     )
     assert result.steps == 2
@@ -63,7 +63,7 @@ def test_frozen_training_learns_to_route_queries_with_their_documents() -> None:
     queries = {q: q for q in qv}
     qrels = {f"q{i}": {f"d{i}": 1} for i in range(24)}
     cfg = EHIConfig(branching=6, height=1, epochs=30, refresh_every=5, batch_size=8, freeze_encoder=True, seed=0)
-    trainer = EHITrainer("unused", cfg, device="cpu", show_progress_bar=False)
+    trainer = EHITrainer(cfg, model="unused", device="cpu", show_progress_bar=False)
     untrained = EHIIndexer(16, 6, 1, seed=0)
     result = trainer.train(corpus, None, queries=queries, qrels=qrels, corpus_embeddings=docs, query_embeddings=qv)
     assert result.output_dir is None and len(result.history) == 6 and result.steps == 30 * 3
@@ -90,7 +90,7 @@ def test_refit_replaces_the_joint_indexer(tmp_path: Path, tiny_model_path: str, 
     def on_period(period, indexer: EHIIndexer) -> None:
         joint.append({k: v.detach().clone() for k, v in indexer.state_dict().items()})
 
-    result = EHITrainer(tiny_model_path, cfg, device="cpu", show_progress_bar=False).train(
+    result = EHITrainer(cfg, model=tiny_model_path, device="cpu", show_progress_bar=False).train(
         ehi_corpus, tmp_path / "out", queries=queries, qrels=qrels, on_period=on_period
     )
     assert result.steps == 2 and result.config.refit_epochs == refit_epochs
@@ -123,7 +123,7 @@ def test_on_period_sees_each_period_and_its_indexer() -> None:
         seen.append((period.first_epoch, period.steps, snapshot))
         indexer.eval()  # the trainer puts it back in training mode
 
-    result = EHITrainer("unused", cfg, device="cpu", show_progress_bar=False).train(
+    result = EHITrainer(cfg, model="unused", device="cpu", show_progress_bar=False).train(
         corpus, None, queries={q: q for q in qv}, qrels=qrels, corpus_embeddings=docs, query_embeddings=qv,
         on_period=on_period,
     )  # fmt: skip
@@ -136,12 +136,12 @@ def test_on_period_sees_each_period_and_its_indexer() -> None:
 def test_bad_input(tiny_model_path: str, ehi_corpus, ehi_queries) -> None:
     queries, qrels = ehi_queries
     with pytest.raises(RagHierError, match="needs training queries"):
-        EHITrainer(tiny_model_path, EHIConfig(branching=4)).train(ehi_corpus, None, queries={}, qrels=qrels)
+        EHITrainer(EHIConfig(branching=4), model=tiny_model_path).train(ehi_corpus, None, queries={}, qrels=qrels)
     frozen = EHIConfig(branching=4, freeze_encoder=True, lambda_indexing=0, lambda_intra=0)
     with pytest.raises(RagHierError, match="nothing would be trained"):
-        EHITrainer(tiny_model_path, frozen).train(ehi_corpus, None, queries=queries, qrels=qrels)
+        EHITrainer(frozen, model=tiny_model_path).train(ehi_corpus, None, queries=queries, qrels=qrels)
     with pytest.raises(RagHierError, match="no \\(query, relevant document\\) pair"):
-        EHITrainer(tiny_model_path, EHIConfig(branching=4, freeze_encoder=True)).train(
+        EHITrainer(EHIConfig(branching=4, freeze_encoder=True), model=tiny_model_path).train(
             ehi_corpus,
             None,
             queries=queries,
@@ -159,8 +159,8 @@ def test_same_seed_same_indexer() -> None:
     corpus = {f"d{i}": "x" for i in range(48)}
     kwargs = {"queries": {q: q for q in qv}, "qrels": {f"q{i}": {f"d{i}": 1} for i in range(24)}}
     cfg = EHIConfig(branching=4, height=2, epochs=4, refresh_every=2, batch_size=8, freeze_encoder=True)
-    a = EHITrainer("unused", cfg).train(corpus, None, corpus_embeddings=docs, query_embeddings=qv, **kwargs)
-    b = EHITrainer("unused", cfg).train(corpus, None, corpus_embeddings=docs, query_embeddings=qv, **kwargs)
+    a = EHITrainer(cfg, model="unused").train(corpus, None, corpus_embeddings=docs, query_embeddings=qv, **kwargs)
+    b = EHITrainer(cfg, model="unused").train(corpus, None, corpus_embeddings=docs, query_embeddings=qv, **kwargs)
     for name, t in a.indexer.tensors().items():
         torch.testing.assert_close(t, b.indexer.tensors()[name])
 
@@ -175,7 +175,7 @@ def test_automatic_branching() -> None:
     with pytest.raises(ValueError, match="resolved"):
         _ = cfg.n_leaves
     docs, qv = _clustered()
-    trainer = EHITrainer("unused", EHIConfig(height=1, epochs=1, batch_size=8, freeze_encoder=True))
+    trainer = EHITrainer(EHIConfig(height=1, epochs=1, batch_size=8, freeze_encoder=True), model="unused")
     result = trainer.train(
         {f"d{i}": "x" for i in range(48)}, None, queries={q: q for q in qv},
         qrels={f"q{i}": {f"d{i}": 1} for i in range(24)}, corpus_embeddings=docs, query_embeddings=qv,
@@ -201,7 +201,7 @@ def test_warmup_trains_the_indexer_alone_before_the_joint_training(
         return real_loss(model, indexer, **kwargs)
 
     monkeypatch.setattr(trainer_module, "EHILoss", recording_loss)
-    result = EHITrainer(tiny_model_path, cfg, device="cpu", show_progress_bar=False).train(
+    result = EHITrainer(cfg, model=tiny_model_path, device="cpu", show_progress_bar=False).train(
         ehi_corpus, tmp_path / "out", queries=queries, qrels=qrels
     )
     # the warm-up (frozen encoder, 3 epochs) runs first; the joint training starts from its trained indexer
@@ -215,7 +215,7 @@ def test_warmup_trains_the_indexer_alone_before_the_joint_training(
     assert report["config"]["warmup_epochs"] == 3 and len(report["warmup_history"]) == len(result.warmup_history)
     # without a warm-up the joint training starts from the k-means initialisation, the warm-up's own start
     starts.clear()
-    EHITrainer(tiny_model_path, replace(cfg, warmup_epochs=0), device="cpu", show_progress_bar=False).train(
+    EHITrainer(replace(cfg, warmup_epochs=0), model=tiny_model_path, device="cpu", show_progress_bar=False).train(
         ehi_corpus, None, queries=queries, qrels=qrels
     )
     assert [s["frozen"] for s in starts] == [False]

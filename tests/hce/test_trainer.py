@@ -33,7 +33,7 @@ def test_each_mode_trains_and_saves_a_loadable_model(tmp_path, tiny_model_path, 
     from sentence_transformers import SentenceTransformer
 
     queries, qrels = small_queries
-    trainer = HCETrainer(tiny_model_path, _config(mode), device="cpu", show_progress_bar=False)
+    trainer = HCETrainer(_config(mode), model=tiny_model_path, device="cpu", show_progress_bar=False)
     result = trainer.train(small_corpus, tmp_path / "out", queries=queries, qrels=qrels)
     assert result.steps == 2 and result.history[0].epoch == 0 and result.history[0].tree["items"] == 48
     assert result.best_dev is not None  # a dev set exists in every mode (held-out queries or ICT spans)
@@ -45,7 +45,9 @@ def test_each_mode_trains_and_saves_a_loadable_model(tmp_path, tiny_model_path, 
 
 def test_em_rebuilds_the_tree_and_simcse_runs(tmp_path, tiny_model_path, small_corpus):
     cfg = _config("unsupervised", unsupervised_task="simcse", epochs=2, recluster="always", dev_size=0)
-    result = HCETrainer(tiny_model_path, cfg, device="cpu", show_progress_bar=False).train(small_corpus, tmp_path / "o")
+    result = HCETrainer(cfg, model=tiny_model_path, device="cpu", show_progress_bar=False).train(
+        small_corpus, tmp_path / "o"
+    )
     assert [e.epoch for e in result.history] == [0, 1, 2]
     assert result.history[1].reclustered and not result.history[2].reclustered  # never after the last epoch
     assert result.steps == 4 and result.best_dev is None
@@ -53,7 +55,7 @@ def test_em_rebuilds_the_tree_and_simcse_runs(tmp_path, tiny_model_path, small_c
 
 def test_supervised_needs_queries_and_config_is_validated(tmp_path, tiny_model_path, small_corpus):
     with pytest.raises(RagHierError, match="queries and qrels"):
-        HCETrainer(tiny_model_path, _config("supervised"), device="cpu").train(small_corpus, tmp_path / "x")
+        HCETrainer(_config("supervised"), model=tiny_model_path, device="cpu").train(small_corpus, tmp_path / "x")
     with pytest.raises(ValueError, match=r"HCEConfig\.mode"):
         HCEConfig(mode="semi")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="temperature"):
@@ -85,7 +87,7 @@ def test_real_model_one_step_keeps_a_working_retriever(tmp_path, real_model_path
         mode="unsupervised", batch_size=4, epochs=1, max_steps=1, max_seq_length=32, span_tokens=6,
         dev_size=0, recluster="never", n_negatives=1, branching=2, tree_niter=5,
     )  # fmt: skip
-    result = HCETrainer(real_model_path, cfg, device="cpu", show_progress_bar=False).train(texts, tmp_path / "m")
+    result = HCETrainer(cfg, model=real_model_path, device="cpu", show_progress_bar=False).train(texts, tmp_path / "m")
     assert result.steps == 1
     model = SentenceTransformer(str(tmp_path / "m"), device="cpu")
     emb = model.encode(["How do bees make honey?", *texts.values()], normalize_embeddings=True)
@@ -96,7 +98,7 @@ def test_real_model_one_step_keeps_a_working_retriever(tmp_path, real_model_path
 def test_joint_schedules_train_with_ict_span_removal(tmp_path, tiny_model_path, small_corpus, small_queries, schedule):
     queries, qrels = small_queries
     cfg = _config("joint", joint_schedule=schedule, ict_remove_rate=0.9, dev_fraction=0.0, dev_size=0)
-    trainer = HCETrainer(tiny_model_path, cfg, device="cpu", show_progress_bar=False)
+    trainer = HCETrainer(cfg, model=tiny_model_path, device="cpu", show_progress_bar=False)
     result = trainer.train(small_corpus, tmp_path / "o", queries=queries, qrels=qrels)
     assert result.steps == 2
     report = json.loads((tmp_path / "o" / "hce_training.json").read_text())
@@ -110,7 +112,7 @@ def test_joint_sum_rows_pair_a_supervised_and_an_unsupervised_example(tiny_model
 
     queries, qrels = small_queries
     cfg = _config("joint", n_negatives=2, ict_remove_rate=1.0)
-    trainer = HCETrainer(tiny_model_path, cfg, device="cpu", show_progress_bar=False)
+    trainer = HCETrainer(cfg, model=tiny_model_path, device="cpu", show_progress_bar=False)
     items = TrainingCorpus.from_texts(small_corpus)
     emb = trainer.encode_corpus(items)
     tree = ClusterTree.build(emb, branching=4)
@@ -142,7 +144,7 @@ def test_unsupervised_ict_spans_lie_in_the_window_the_model_encodes(tiny_model_p
     """Issue 17: an ICT pseudo-query must come from the part of its passage the encoder sees (max_seq_length)."""
     from rag_hier.training.hce import TrainingCorpus
 
-    trainer = HCETrainer(tiny_model_path, _config("unsupervised", max_seq_length=24), device="cpu")
+    trainer = HCETrainer(_config("unsupervised", max_seq_length=24), model=tiny_model_path, device="cpu")
     assert trainer._ict_window() == 22  # 24 minus [CLS] and [SEP]
     texts = [" ".join(f"word{d}x{i}" for i in range(150)) for d in range(6)]
     items = TrainingCorpus.from_texts({f"d{d}": t for d, t in enumerate(texts)})
@@ -161,7 +163,7 @@ def test_unsupervised_ict_spans_lie_in_the_window_the_model_encodes(tiny_model_p
 def test_training_prints_no_widget_bar_nor_length_warning(tmp_path, tiny_model_path, small_corpus, capfd) -> None:
     # a document longer than the model reads is cut on purpose (ICT spans lie in what the model encodes)
     corpus = {**small_corpus, "long": " ".join(f"word{i}" for i in range(700))}
-    trainer = HCETrainer(tiny_model_path, _config("unsupervised"), device="cpu", show_progress_bar=False)
+    trainer = HCETrainer(_config("unsupervised"), model=tiny_model_path, device="cpu", show_progress_bar=False)
     capfd.readouterr()
     trainer.train(corpus, tmp_path / "out")
     err = capfd.readouterr().err

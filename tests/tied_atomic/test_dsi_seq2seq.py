@@ -108,7 +108,9 @@ def test_training_memorises_the_documents(tmp_path, tiny_t5_path, tiny_encdec_pa
         device="cpu",
         logging_steps=10,
     )
-    model, result = DSIAtomicTrainer(cfg).train(TOY, tmp_path / "dsi", queries={}, qrels={})
+    trainer = DSIAtomicTrainer(cfg)
+    result = trainer.train(TOY, tmp_path / "dsi", queries={}, qrels={})
+    model = trainer.model
     assert isinstance(model, DSIAtomicSeq2SeqModel) and result.rows == 8 and result.steps == steps
     assert model.generate(texts, k=1) == [[d] for d in docids]
     first, last = result.loss_log[0][1], result.loss_log[-1][1]
@@ -120,9 +122,11 @@ def test_training_memorises_the_documents(tmp_path, tiny_t5_path, tiny_encdec_pa
 def test_retrieval_and_indexing_examples_are_mixed(tmp_path, tiny_t5_path, corpus, judged):
     queries, qrels = judged
     cfg = DSIAtomicConfig(base_model=tiny_t5_path, max_steps=2, batch_size=4, device="cpu", retrieval_repeats=2)
-    model, result = DSIAtomicTrainer(cfg).train(
+    trainer = DSIAtomicTrainer(cfg)
+    result = trainer.train(
         corpus, tmp_path / "dsi", queries=queries, qrels=qrels, eval_queries=queries, eval_qrels=qrels
     )
+    model = trainer.model
     assert result.rows == 2 * 16 + 30 and result.steps == 2 and set(result.metrics) >= {"ndcg@10", "recall@100"}
     texts, labels = DSIAtomicTrainer(cfg).examples(
         *_items_and_pairs(corpus, queries, qrels),

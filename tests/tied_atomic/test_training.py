@@ -114,7 +114,9 @@ def test_dsi_atomic_trains_its_free_rows(tmp_path, tiny_t5_path, corpus, judged)
         device="cpu",
         docid_learning_rate=0.05,
     )
-    model, result = DSIAtomicTrainer(cfg).train(corpus, tmp_path / "dsi", queries=queries, qrels=qrels)
+    trainer = DSIAtomicTrainer(cfg)
+    result = trainer.train(corpus, tmp_path / "dsi", queries=queries, qrels=qrels)
+    model = trainer.model
     assert result.steps == 2 and result.rows == 16 + 30
     assert model.docids == list(corpus)
     start = DSIAtomicModel(model.model, model.docids, init_std=cfg.init_std, seed=cfg.seed).weight

@@ -86,7 +86,10 @@ def test_the_training_package_names_every_method_and_its_configuration() -> None
     import rag_hier.training as training
     from rag_hier.cli.plugins import TRAIN_METHODS
 
-    assert set(training.METHODS) == set(TRAIN_METHODS)
+    assert set(training.trainers()) == set(TRAIN_METHODS)
+    for method in TRAIN_METHODS:  # the registration names the trainer and its configuration
+        assert issubclass(training.config_class(method), TrainingConfig)
+        assert training.trainer_class(method).__name__.endswith("Trainer")
     for name in training.__all__:
         assert getattr(training, name) is not None
     configs = [
@@ -99,3 +102,17 @@ def test_the_training_package_names_every_method_and_its_configuration() -> None
     ]
     for config in configs:
         assert issubclass(config, TrainingConfig) and config().to_dict()["seed"] == config().seed
+
+
+def test_an_unregistered_method_has_no_trainer() -> None:
+    import rag_hier.training as training
+
+    with pytest.raises(KeyError, match="no trainer registered for method 'bm25'"):
+        training.trainer_class("bm25")
+
+
+def test_a_train_spec_names_classes_as_module_colon_class() -> None:
+    from rag_hier.index.methods import TrainSpec
+
+    with pytest.raises(ValueError, match=r"TrainSpec\.trainer must be 'module:Class'"):
+        TrainSpec("help", trainer="rag_hier.training.hce.HCETrainer", config="m:C")

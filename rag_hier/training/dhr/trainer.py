@@ -10,13 +10,12 @@ Example:
     >>> from rag_hier.corpus import read_qa_documents, read_qa_questions
     >>> docs, questions = read_qa_documents("xquad_en"), read_qa_questions("xquad_en")  # doctest: +SKIP
     >>> examples = examples_from_questions(questions, docs, max_passage_words=0)  # doctest: +SKIP
-    >>> DHRTrainer(DHRTrainingConfig(epochs=1)).train(docs, examples, "dhr-model")  # doctest: +SKIP
+    >>> DHRTrainer(DHRTrainingConfig(epochs=1)).train(docs, "dhr-model", examples=examples)  # doctest: +SKIP
 
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import shutil
@@ -33,10 +32,12 @@ from rag_hier.encoders._st_loading import quiet_trainer_setup
 from rag_hier.encoders.dense import resolve_model_path
 from rag_hier.errors import RagHierError
 from rag_hier.training._attention import attention_dropout
-from rag_hier.training._limits import TimeLimit
 from rag_hier.training._log_dicts import drop_log_dicts
+from rag_hier.training.arguments import training_arguments
+from rag_hier.training.base import TrainingResult, with_overrides
 from rag_hier.training.dhr.config import LEVELS, DHRTrainingConfig
-from rag_hier.training.dhr.data import DHRCorpus, DHRExample, build_training_rows
+from rag_hier.training.dhr.data import DHRCorpus, DHRExample, build_training_rows, examples_from_qrels
+from rag_hier.training.time_limit import TimeLimit
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -58,12 +59,13 @@ CITATION = """@inproceedings{liu-etal-2021-dense-hierarchical,
 # ----------------------------------------------------------------------------------------------------
 # configuration and result
 # ----------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class DHRTrainingResult:
+@dataclass(frozen=True, kw_only=True)
+class DHRTrainingResult(TrainingResult):
     """What :meth:`DHRTrainer.train` produced.
 
     Args:
         output_dir: The output directory.
+        steps: Optimizer steps done (every model and iteration together).
         document_model: Sentence-transformers directory of the document encoder.
         passage_model: Sentence-transformers directory of the passage encoder (the same when shared).
         rows: Training rows per level (last iteration).
@@ -80,7 +82,12 @@ class DHRTrainingResult:
     rows: Mapping[str, int]
     losses: tuple[float | None, ...] = ()
     metrics: Mapping[str, float] = field(default_factory=dict)
-    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        out = super().to_dict()
+        out["document_model"], out["passage_model"] = str(self.document_model), str(self.passage_model)
+        return out
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -91,17 +98,29 @@ class DHRTrainer:
 
     Args:
         config: The training configuration.
+        model: The sentence-transformers model to start from (default: the configuration's ``base_model``).
+        device: ``"cpu"``, ``"cuda"``, ...; default: the configuration's ``device``.
+        show_progress_bar: Progress bars; default: the configuration's ``show_progress_bar``.
 
     Example:
-        >>> trainer = DHRTrainer(DHRTrainingConfig(base_model="sentence-transformers/all-MiniLM-L6-v2"))
-        >>> trainer.train(documents, examples, "out/dhr")  # doctest: +SKIP
+        >>> trainer = DHRTrainer(DHRTrainingConfig(), model="sentence-transformers/all-MiniLM-L6-v2")
+        >>> trainer.train(documents, "out/dhr", queries=queries, qrels=qrels)  # doctest: +SKIP
 
     """
 
     citation = CITATION
 
-    def __init__(self, config: DHRTrainingConfig | None = None) -> None:
-        self.config = config or DHRTrainingConfig()
+    def __init__(
+        self,
+        config: DHRTrainingConfig | None = None,
+        *,
+        model: str | None = None,
+        device: str | None = None,
+        show_progress_bar: bool | None = None,
+    ) -> None:
+        self.config: DHRTrainingConfig = with_overrides(
+            config or DHRTrainingConfig(), base_model=model, device=device, show_progress_bar=show_progress_bar
+        )
         self._time_limit = TimeLimit(None)
 
     def get_config_dict(self) -> dict[str, Any]:
@@ -122,19 +141,25 @@ class DHRTrainer:
 
     def train(
         self,
-        documents: Sequence[Document],
-        examples: Sequence[DHRExample],
+        corpus: Sequence[Document],
         output_dir: str | Path,
         *,
+        queries: Mapping[str, str] | None = None,
+        qrels: Mapping[str, Mapping[str, int]] | None = None,
+        examples: Sequence[DHRExample] | None = None,
         eval_examples: Sequence[DHRExample] = (),
     ) -> DHRTrainingResult:
         """Train and save sentence-transformers model directories under ``output_dir``.
 
         Args:
-            documents: The training corpus (negatives and summaries come from it).
-            examples: Training questions (:func:`examples_from_questions`, :func:`examples_from_pairs`).
+            corpus: The training documents (negatives and summaries come from them).
             output_dir: Where to save: the shared model itself, or ``document/`` and ``passage/``; with two
                 iterations the first iteration's model(s) go to ``iteration-1/``.
+            queries: Training queries ``id -> text`` (with ``qrels``; or give ``examples``).
+            qrels: Their judgements ``query id -> {document or passage id -> grade}``
+                (:func:`~rag_hier.training.dhr.data.examples_from_qrels` reads them).
+            examples: Training questions instead of ``queries``/``qrels`` (:func:`examples_from_questions`,
+                :func:`examples_from_pairs`, :func:`read_examples`).
             eval_examples: Held-out questions over the same corpus, scored after training with
                 sentence-transformers' ``InformationRetrievalEvaluator`` (accuracy@k, nDCG@10, MRR@10).
 
@@ -142,13 +167,21 @@ class DHRTrainer:
             Where the models are, row counts, final losses and held-out metrics.
 
         Raises:
-            RagHierError: No examples, or examples naming documents outside ``documents``.
+            RagHierError: No examples (or both examples and queries), or examples naming documents outside
+                ``corpus``.
             MissingDependencyError: The training stack (``datasets``, ``accelerate``) is missing.
 
         """
+        cfg = self.config
+        documents = corpus
+        if examples is not None and (queries is not None or qrels is not None):
+            raise RagHierError("give DHR training its questions as examples or as queries and qrels, not both")
+        if examples is None:
+            if queries is None or qrels is None:
+                raise RagHierError("DHR training needs queries and qrels (or examples)")
+            examples = examples_from_qrels(queries, qrels, documents, max_passage_words=cfg.max_passage_words)
         if not examples:
             raise RagHierError("DHR training needs at least one example")
-        cfg = self.config
         out = Path(output_dir)
         out.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
@@ -157,6 +190,7 @@ class DHRTrainer:
         if cfg.negatives_model is not None:
             models = self._mining_models(cfg.negatives_model)
         losses: list[float | None] = []
+        steps = 0
         rows: dict[str, dict[str, list[str]]] = {}
         for iteration in range(1, cfg.iterations + 1):
             if iteration > 1 and self._time_limit.reached:
@@ -175,8 +209,9 @@ class DHRTrainer:
                 raise RagHierError("no training rows could be built (does the corpus hold more than one passage?)")
             if iteration > 1 and cfg.iterations > 1:
                 self._save(models, out / "iteration-1")
-            models, loss = self._fit(rows)
+            models, loss, done = self._fit(rows)
             losses.append(loss)
+            steps += done
         doc_path, psg_path = self._save(models, out)
         metrics = self._evaluate(models, documents, eval_examples) if eval_examples else {}
         seconds = time.perf_counter() - t0
@@ -187,6 +222,7 @@ class DHRTrainer:
                     "rows": {k: len(v["anchor"]) for k, v in rows.items()},
                     "negatives": {k: len(v) - 2 for k, v in rows.items()},
                     "losses": losses,
+                    "steps": steps,
                     "metrics": metrics,
                     "seconds": round(seconds, 1),
                 },
@@ -197,6 +233,7 @@ class DHRTrainer:
         )
         return DHRTrainingResult(
             output_dir=out,
+            steps=steps,
             document_model=doc_path,
             passage_model=psg_path,
             rows={k: len(v["anchor"]) for k, v in rows.items()},
@@ -214,37 +251,25 @@ class DHRTrainer:
 
     def _args(self, workdir: Path, **overrides: Any) -> Any:
         cfg = self.config
-        args_cls = st_training("DHR").arguments
-        known = {f.name for f in dataclasses.fields(args_cls)}
-        kwargs: dict[str, Any] = {
-            "output_dir": str(workdir),
-            "num_train_epochs": cfg.epochs,
-            "per_device_train_batch_size": cfg.batch_size,
+        settings: dict[str, Any] = {
+            "device": cfg.device,
+            "batch_size": cfg.batch_size,
             "learning_rate": cfg.learning_rate,
+            "seed": cfg.seed,
+            "max_steps": cfg.max_steps,
+            "epochs": cfg.epochs,
+            "warmup_ratio": cfg.warmup_ratio,
+            "logging_steps": 10,
+            "show_progress_bar": cfg.show_progress_bar,
             "batch_sampler": "no_duplicates",
             "multi_dataset_batch_sampler": "proportional",
-            "save_strategy": "no",
-            "report_to": "none",
-            "logging_steps": 10,
-            "seed": cfg.seed,
-            "disable_tqdm": not cfg.show_progress_bar,
         }
-        if cfg.max_steps is not None:
-            kwargs["max_steps"] = cfg.max_steps
-        # transformers 5 takes a float warmup_steps as a ratio (warmup_ratio is deprecated there); 4.x has warmup_ratio
-        import transformers
+        settings.update(overrides)
+        return training_arguments(st_training("DHR").arguments, workdir, **settings)
 
-        modern = int(transformers.__version__.split(".")[0]) >= 5
-        kwargs["warmup_steps" if modern or "warmup_ratio" not in known else "warmup_ratio"] = cfg.warmup_ratio
-        if (cfg.device or "").startswith("cpu") and "use_cpu" in known:
-            kwargs["use_cpu"] = True
-        import torch
-
-        kwargs["dataloader_pin_memory"] = torch.cuda.is_available()  # pinning without a GPU only warns
-        kwargs.update(overrides)
-        return args_cls(**{k: v for k, v in kwargs.items() if k in known})
-
-    def _fit(self, rows: Mapping[str, Mapping[str, list[str]]]) -> tuple[dict[str, SentenceTransformer], float | None]:
+    def _fit(
+        self, rows: Mapping[str, Mapping[str, list[str]]]
+    ) -> tuple[dict[str, SentenceTransformer], float | None, int]:
         from datasets import Dataset
 
         st = st_training("DHR")
@@ -255,6 +280,7 @@ class DHRTrainer:
         )
         models: dict[str, SentenceTransformer] = {}
         last_loss: float | None = None
+        steps = 0
         for levels, subset in groups:
             model = self._load()
             if self.config.mini_batch_size:
@@ -277,6 +303,7 @@ class DHRTrainer:
                 with attention_dropout(model, self.config.attention_dropout):
                     output = trainer.train()
             last_loss = float(output.training_loss) if output is not None else None
+            steps += int(trainer.state.global_step)
             logger.info("DHR %s model trained (loss %s)", "+".join(levels), last_loss)
             for lv in levels:
                 models[lv] = model
@@ -284,7 +311,7 @@ class DHRTrainer:
             models["passage"] = models["document"]
         if "document" not in models:
             models["document"] = models["passage"]
-        return models, last_loss
+        return models, last_loss, steps
 
     def _save(self, models: Mapping[str, SentenceTransformer], out: Path) -> tuple[Path, Path]:
         if models["document"] is models["passage"]:

@@ -36,17 +36,20 @@ import torch
 
 from rag_hier._compat import st_training
 from rag_hier.encoders._st_loading import quiet_trainer_setup
+from rag_hier.encoders.identity import DEFAULT_MODEL as DEFAULT_BASE_MODEL
 from rag_hier.errors import RagHierError
 from rag_hier.index.ehi import EHIIndexer, LeafAssignment
-from rag_hier.training._limits import TimeLimit
 from rag_hier.training._log_dicts import drop_log_dicts
 from rag_hier.training._models import load_base_model
+from rag_hier.training.arguments import training_arguments
+from rag_hier.training.base import TrainingResult
 from rag_hier.training.corpus import CorpusInput, TrainingCorpus, as_training_corpus
 from rag_hier.training.distributed import broadcast_arrays, is_distributed, rank, world_size
 from rag_hier.training.ehi.config import EHIConfig
 from rag_hier.training.ehi.data import TrainingQueries, exact_pools, leaf_pools, sample_negatives
 from rag_hier.training.ehi.loss import EHILoss
 from rag_hier.training.hce.data import resolve_pairs
+from rag_hier.training.time_limit import TimeLimit
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -72,8 +75,8 @@ class EHIPeriod:
     fallback_negatives: int = 0
 
 
-@dataclass(frozen=True)
-class EHITrainingResult:
+@dataclass(frozen=True, kw_only=True)
+class EHITrainingResult(TrainingResult):
     """Outcome of :meth:`EHITrainer.train`.
 
     ``indexer`` is the trained indexer (with ``refit_epochs``, the one refit on the final vectors), ``leaves``
@@ -82,9 +85,6 @@ class EHITrainingResult:
     items, ``refit_history`` the periods of the refit and ``warmup_history`` those of the indexer's warm-up.
     """
 
-    output_dir: Path | None
-    steps: int
-    seconds: float
     config: EHIConfig
     history: tuple[EHIPeriod, ...]
     indexer: EHIIndexer
@@ -127,11 +127,11 @@ class EHITrainer:
     """Train EHI (End-to-end Hierarchical Indexing, Kumar et al., 2023): a tree indexer and, jointly, the encoder.
 
     Args:
-        model: Encoder to start from: a name or path (the default offline MiniLM resolves as everywhere in
-            rag-hier) or a loaded ``SentenceTransformer`` (trained in place).
         config: Hyper-parameters (:class:`EHIConfig`).
+        model: Encoder to start from: a name or path (default: the offline MiniLM, resolved as everywhere in
+            rag-hier) or a loaded ``SentenceTransformer`` (trained in place).
         device: ``"cpu"``, ``"cuda"``, ...; ``None``: CUDA when available.
-        show_progress_bar: Progress bars for training steps and corpus encoding.
+        show_progress_bar: Progress bars for training steps and corpus encoding (default: shown).
 
     Example:
         >>> from rag_hier.training.ehi import EHIConfig, EHITrainer  # doctest: +SKIP
@@ -143,17 +143,17 @@ class EHITrainer:
 
     def __init__(
         self,
-        model: str | Path | SentenceTransformer = "sentence-transformers/all-MiniLM-L6-v2",
         config: EHIConfig | None = None,
         *,
+        model: str | Path | SentenceTransformer | None = None,
         device: str | None = None,
-        show_progress_bar: bool = True,
+        show_progress_bar: bool | None = None,
     ) -> None:
         self._requested = config or EHIConfig()
         self.config = self._requested
         self.device = device
-        self.show_progress_bar = show_progress_bar
-        self._model_arg = model
+        self.show_progress_bar = True if show_progress_bar is None else show_progress_bar
+        self._model_arg = DEFAULT_BASE_MODEL if model is None else model
         self._limit = TimeLimit(None)
         self._model: SentenceTransformer | None = None
 
@@ -374,11 +374,11 @@ class EHITrainer:
     ) -> EHITrainingResult:
         """A new indexer (initialised as ``init``) trained alone for ``epochs`` on fixed vectors of the encoder."""
         sub = EHITrainer(
-            self.model,
             replace(
                 self.config, freeze_encoder=True, epochs=epochs, refit_epochs=0, warmup_epochs=0, max_steps=None,
                 max_minutes=None,
             ),
+            model=self.model,
             device=self.device,
             show_progress_bar=self.show_progress_bar,
         )  # fmt: skip
@@ -533,26 +533,21 @@ class EHITrainer:
 
     def _args(self, st: Any, scratch: str, steps: int) -> Any:
         cfg = self.config
-        Args, BatchSamplers = st.arguments, st.batch_samplers
-        return Args(
-            output_dir=scratch,
-            max_steps=steps,
-            per_device_train_batch_size=cfg.batch_size,
+        return training_arguments(
+            st.arguments,
+            scratch,
+            device=self.device,
+            batch_size=cfg.batch_size,
             learning_rate=cfg.encoder_lr,
+            seed=cfg.seed,
+            max_steps=steps,
             fp16=cfg.fp16,
             bf16=cfg.bf16,
-            seed=cfg.seed,
-            data_seed=cfg.seed,
-            # a query judged against several documents appears in several rows: keep them in different batches
-            batch_sampler=BatchSamplers.NO_DUPLICATES,
-            save_strategy="no",
-            eval_strategy="no",
             logging_steps=max(1, min(cfg.logging_steps, steps)),
-            report_to="none",
-            disable_tqdm=not self.show_progress_bar,
-            dataloader_drop_last=world_size() > 1,
-            dataloader_pin_memory=torch.cuda.is_available(),
-            use_cpu=self.device == "cpu",
+            show_progress_bar=self.show_progress_bar,
+            drop_last=world_size() > 1,
+            # a query judged against several documents appears in several rows: keep them in different batches
+            batch_sampler=st.batch_samplers.NO_DUPLICATES,
         )
 
     def _train_encoder(
@@ -672,6 +667,6 @@ def train_ehi(
     show_progress_bar: bool = True,
     **train_kwargs: Any,
 ) -> EHITrainingResult:
-    """One-call EHI training: ``EHITrainer(model, config, ...).train(corpus, output_dir, ...)``."""
-    trainer = EHITrainer(model, config, device=device, show_progress_bar=show_progress_bar)
+    """One-call EHI training: ``EHITrainer(config, model=model, ...).train(corpus, output_dir, ...)``."""
+    trainer = EHITrainer(config, model=model, device=device, show_progress_bar=show_progress_bar)
     return trainer.train(corpus, output_dir, queries=queries, qrels=qrels, **train_kwargs)

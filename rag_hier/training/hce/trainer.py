@@ -25,12 +25,14 @@ import torch
 
 from rag_hier._compat import st_training
 from rag_hier.encoders._st_loading import quiet_trainer_setup
+from rag_hier.encoders.identity import DEFAULT_MODEL as DEFAULT_BASE_MODEL
 from rag_hier.errors import RagHierError
 from rag_hier.index.tree import ClusterTree, TreeBuildConfig
 from rag_hier.training._attention import attention_dropout
-from rag_hier.training._limits import TimeLimit
 from rag_hier.training._log_dicts import drop_log_dicts
 from rag_hier.training._models import load_base_model
+from rag_hier.training.arguments import training_arguments
+from rag_hier.training.base import TrainingResult
 from rag_hier.training.corpus import CorpusInput, as_training_corpus
 from rag_hier.training.distributed import broadcast_arrays, is_distributed, rank, world_size
 from rag_hier.training.hce.config import HCEConfig
@@ -44,6 +46,7 @@ from rag_hier.training.hce.data import (
     sample_tree_negatives,
 )
 from rag_hier.training.hce.loss import HierarchicalContrastiveLoss, JointLoss, ScaledLoss
+from rag_hier.training.time_limit import TimeLimit
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -70,16 +73,14 @@ class HCEEpoch:
     tree: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class HCETrainingResult:
-    """Outcome of :meth:`HCETrainer.train`."""
+@dataclass(frozen=True, kw_only=True)
+class HCETrainingResult(TrainingResult):
+    """Outcome of :meth:`HCETrainer.train` (the EM epochs, the best one and its dev metric)."""
 
     output_dir: Path
-    steps: int
     best_epoch: int
     best_dev: float | None
     history: tuple[HCEEpoch, ...]
-    seconds: float
     config: HCEConfig
 
     def to_dict(self) -> dict[str, Any]:
@@ -99,11 +100,11 @@ class HCETrainer:
     """Fine-tune a sentence-transformers model with HCE (Hierarchical Corpus Encoder, Chen et al., 2025).
 
     Args:
-        model: Base model: a name or path (the default offline MiniLM resolves as everywhere in rag-hier),
-            or a loaded ``SentenceTransformer`` (trained in place).
         config: Hyper-parameters (:class:`HCEConfig`).
+        model: Base model: a name or path (default: the offline MiniLM, resolved as everywhere in rag-hier),
+            or a loaded ``SentenceTransformer`` (trained in place).
         device: ``"cpu"``, ``"cuda"``, ...; ``None``: CUDA when available.
-        show_progress_bar: Progress bars for training steps and corpus encoding.
+        show_progress_bar: Progress bars for training steps and corpus encoding (default: shown).
 
     Example:
         >>> from rag_hier.training.hce import HCEConfig, HCETrainer  # doctest: +SKIP
@@ -114,16 +115,16 @@ class HCETrainer:
 
     def __init__(
         self,
-        model: str | Path | SentenceTransformer = "sentence-transformers/all-MiniLM-L6-v2",
         config: HCEConfig | None = None,
         *,
+        model: str | Path | SentenceTransformer | None = None,
         device: str | None = None,
-        show_progress_bar: bool = True,
+        show_progress_bar: bool | None = None,
     ) -> None:
         self.config = config or HCEConfig()
         self.device = device
-        self.show_progress_bar = show_progress_bar
-        self._model_arg = model
+        self.show_progress_bar = True if show_progress_bar is None else show_progress_bar
+        self._model_arg = DEFAULT_BASE_MODEL if model is None else model
         self._model: SentenceTransformer | None = None
 
     # -- model ------------------------------------------------------------------------------------
@@ -375,28 +376,24 @@ class HCETrainer:
     # -- pieces -----------------------------------------------------------------------------------
     def _args(self, Args: Any, BatchSamplers: Any, MultiSamplers: Any, scratch: str, steps: int, *, joint: bool) -> Any:
         cfg = self.config
-        return Args(
-            output_dir=scratch,
-            max_steps=steps,
-            per_device_train_batch_size=cfg.batch_size,
-            gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        return training_arguments(
+            Args,
+            scratch,
+            device=self.device,
+            batch_size=cfg.batch_size,
             learning_rate=cfg.learning_rate,
+            seed=cfg.seed,
+            max_steps=steps,
             fp16=cfg.fp16,
             bf16=cfg.bf16,
-            seed=cfg.seed,
-            data_seed=cfg.seed,
+            logging_steps=cfg.logging_steps,
+            show_progress_bar=self.show_progress_bar,
+            drop_last=world_size() > 1,
+            gradient_accumulation_steps=cfg.gradient_accumulation_steps,
             # Duplicate query texts (a query judged against several documents) would be false in-batch
             # negatives; duplicate documents are masked by the loss through their labels.
             batch_sampler=BatchSamplers.BATCH_SAMPLER if cfg.mode == "unsupervised" else BatchSamplers.NO_DUPLICATES,
             multi_dataset_batch_sampler=MultiSamplers.ROUND_ROBIN if joint else MultiSamplers.PROPORTIONAL,
-            save_strategy="no",
-            eval_strategy="no",
-            logging_steps=cfg.logging_steps,
-            report_to="none",
-            disable_tqdm=not self.show_progress_bar,
-            dataloader_drop_last=world_size() > 1,
-            dataloader_pin_memory=torch.cuda.is_available(),
-            use_cpu=self.device == "cpu",
         )
 
     def _optimizer(self, loss: HierarchicalContrastiveLoss, steps: int) -> tuple[torch.optim.Optimizer, Any]:
@@ -599,6 +596,6 @@ def train_hce(
     show_progress_bar: bool = True,
     **train_kwargs: Any,
 ) -> HCETrainingResult:
-    """One-call HCE fine-tuning: ``HCETrainer(model, config, ...).train(corpus, output_dir, ...)``."""
-    trainer = HCETrainer(model, config, device=device, show_progress_bar=show_progress_bar)
+    """One-call HCE fine-tuning: ``HCETrainer(config, model=model, ...).train(corpus, output_dir, ...)``."""
+    trainer = HCETrainer(config, model=model, device=device, show_progress_bar=show_progress_bar)
     return trainer.train(corpus, output_dir, queries=queries, qrels=qrels, **train_kwargs)

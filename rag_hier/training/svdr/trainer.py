@@ -8,8 +8,8 @@ clipping, logging and torch.distributed data parallelism.
 Example:
     >>> encoder = VocabEncoder()  # doctest: +SKIP
     >>> config = SvdrTrainingConfig(epochs=1)
-    >>> trainer = SvdrTrainer.from_documents(encoder, docs, queries, qrels, config=config)  # doctest: +SKIP
-    >>> trainer.train(); trainer.save("svdr-model")  # doctest: +SKIP
+    >>> trainer = SvdrTrainer(config, model=encoder)  # doctest: +SKIP
+    >>> trainer.train(docs, "svdr-model", queries=queries, qrels=qrels)  # doctest: +SKIP
 
 """
 
@@ -22,24 +22,27 @@ import random
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from rag_hier._compat import st_training
-from rag_hier.corpus.model import Document, split_document
+from rag_hier.corpus.model import Document
 from rag_hier.encoders._st_loading import quiet_trainer_setup
 from rag_hier.errors import MissingDependencyError, RagHierError
 from rag_hier.training._attention import attention_dropout
-from rag_hier.training._limits import TimeLimit
 from rag_hier.training._log_dicts import drop_log_dicts
+from rag_hier.training.arguments import training_arguments
+from rag_hier.training.base import TrainingResult, with_overrides
+from rag_hier.training.corpus import CorpusInput, as_training_corpus
 from rag_hier.training.distributed import rank, world_size
 from rag_hier.training.svdr.config import SvdrTrainingConfig
 from rag_hier.training.svdr.data import ExampleCollator, SvdrBatchSampler, SvdrExample, make_batches
 from rag_hier.training.svdr.loss import SemiParametricLoss, VocabTrainingModule
 from rag_hier.training.svdr.mining import SvdrMiningCallback
+from rag_hier.training.time_limit import TimeLimit
 
 if TYPE_CHECKING:
     from rag_hier.encoders.vocab import VocabEncoder
@@ -52,13 +55,11 @@ __all__ = ["TRAINING_INFO", "SvdrTrainer", "SvdrTrainingResult", "train_svdr"]
 TRAINING_INFO = "training.json"
 
 
-@dataclass(frozen=True)
-class SvdrTrainingResult:
-    """What a training run did."""
+@dataclass(frozen=True, kw_only=True)
+class SvdrTrainingResult(TrainingResult):
+    """What a training run did (``output_dir``: where :meth:`SvdrTrainer.save` put the encoder, if it did)."""
 
-    steps: int
     epochs_completed: float
-    seconds: float
     stopped_by: Literal["epochs", "max_steps", "max_seconds"]
     examples: int
     passages: int
@@ -76,6 +77,7 @@ class SvdrTrainingResult:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (losses included)."""
         out = asdict(self)
+        out["output_dir"] = str(self.output_dir) if self.output_dir is not None else None
         out["losses"] = [round(x, 5) for x in self.losses]
         out["step_seconds"] = [round(x, 3) for x in self.step_seconds]
         out["last_loss"] = self.last_loss
@@ -86,40 +88,81 @@ class SvdrTrainer:
     """Train a :class:`VocabEncoder` on queries, a corpus and relevance judgements.
 
     Args:
-        encoder: The encoder to train (in place), or a model name/path for a new one.
-        corpus: Passage id → passage text (for whole documents, use :meth:`from_documents`).
-        queries: Query id → text.
-        qrels: Query id → {document or passage id → grade}; grades > 0 are relevant. A judged *document*
-            makes each of its passages a positive (one drawn per step) and none of them a negative; a judged
-            *passage* (an id of ``corpus`` that is not a document id, e.g. ``<doc_id>#<n>`` from
-            :meth:`from_documents`) is the positive itself, and the document's other passages stay
-            negatives, as the judgement says. An id naming both is read as the document.
-        doc_of: Passage id → document id, when passages are parts of documents (default: identity).
-        config: Hyper-parameters.
-        answers: Query id → answer strings (QA data): a passage containing one is never a hard negative.
+        config: Hyper-parameters (:class:`SvdrTrainingConfig`).
+        model: The encoder to train (in place), or a model name/path for a new one (default: the offline MiniLM).
+        device: Where a model given by name is loaded (``None``: CUDA when available); a given encoder stays where
+            it is.
+        show_progress_bar: Progress bars; default: the configuration's ``show_progress_bar``.
+
+    :meth:`train` takes the data; :meth:`prepare` (or :meth:`from_documents`) loads it first, for a caller that
+    looks at the hard negatives before training. The judgements: a judged *document* makes each of its passages a
+    positive (one drawn per step) and none of them a negative; a judged *passage* (an item id that is not a
+    document id, e.g. ``<doc_id>#<n>`` of a split document) is the positive itself, and the document's other
+    passages stay negatives, as the judgement says. An id naming both is read as the document.
 
     """
 
     def __init__(
         self,
-        encoder: VocabEncoder | str,
-        corpus: Mapping[str, str],
+        config: SvdrTrainingConfig | None = None,
+        *,
+        model: VocabEncoder | str | None = None,
+        device: str | None = None,
+        show_progress_bar: bool | None = None,
+    ) -> None:
+        self.config: SvdrTrainingConfig = with_overrides(
+            config or SvdrTrainingConfig(), show_progress_bar=show_progress_bar
+        )
+        self.device = device
+        self._model_arg = model
+        self._encoder: VocabEncoder | None = None
+        self.examples: list[SvdrExample] = []
+        self.result: SvdrTrainingResult | None = None
+
+    @property
+    def encoder(self) -> VocabEncoder:
+        """The encoder being trained (loaded on first access)."""
+        if self._encoder is None:
+            from rag_hier.encoders.vocab import VocabEncoder
+
+            model = self._model_arg
+            if isinstance(model, VocabEncoder):
+                self._encoder = model
+            else:
+                self._encoder = (
+                    VocabEncoder(model, device=self.device) if model is not None else VocabEncoder(device=self.device)
+                )
+        return self._encoder
+
+    def prepare(
+        self,
+        corpus: CorpusInput,
+        *,
         queries: Mapping[str, str],
         qrels: Mapping[str, Mapping[str, int]],
-        *,
-        doc_of: Mapping[str, str] | None = None,
-        config: SvdrTrainingConfig | None = None,
         answers: Mapping[str, Sequence[str]] | None = None,
-    ) -> None:
-        from rag_hier.encoders.vocab import VocabEncoder
+        max_passage_words: int = 0,
+    ) -> SvdrTrainer:
+        """Load the training data (what :meth:`train` trains on); returns the trainer.
 
-        self.encoder = encoder if isinstance(encoder, VocabEncoder) else VocabEncoder(encoder)
-        self.config = config or SvdrTrainingConfig()
-        self.passage_ids = list(corpus)
-        self.texts = [corpus[p] for p in self.passage_ids]
-        docs = [doc_of.get(p, p) if doc_of is not None else p for p in self.passage_ids]
+        Args:
+            corpus: Documents (split like the store splits them; passage texts are :attr:`Passage.embedding_text`,
+                title path then text), Passages, a mapping ``passage id -> text`` or a
+                :class:`~rag_hier.training.corpus.TrainingCorpus`.
+            queries: Query id → text.
+            qrels: Query id → {document or passage id → grade}; grades > 0 are relevant.
+            answers: Query id → answer strings (QA data): a passage containing one is never a hard negative.
+            max_passage_words: Passage splitting of Documents (0 keeps paragraphs whole).
+
+        Raises:
+            RagHierError: No judged query has a relevant document or passage in the corpus.
+
+        """
+        items = as_training_corpus(corpus, max_passage_words)
+        self.passage_ids = list(items.ids)
+        self.texts = list(items.texts)
         self.passages_of: dict[str, list[int]] = {}
-        for i, d in enumerate(docs):
+        for i, d in enumerate(items.doc_ids):
             self.passages_of.setdefault(d, []).append(i)
         passage_row = {p: i for i, p in enumerate(self.passage_ids)}
         self.queries = dict(queries)
@@ -162,7 +205,8 @@ class SvdrTrainer:
         self._negatives: dict[str, list[int]] = {}
         self._bm25: dict[str, list[int]] | None = None
         self._token_index: TokenIndex | None = None
-        self.result: SvdrTrainingResult | None = None
+        self.result = None
+        return self
 
     @classmethod
     def from_documents(
@@ -176,17 +220,10 @@ class SvdrTrainer:
         max_passage_words: int = 0,
         answers: Mapping[str, Sequence[str]] | None = None,
     ) -> SvdrTrainer:
-        """A trainer over documents split like the store splits them (``0``: paragraphs kept whole).
-
-        Passage texts are :attr:`Passage.embedding_text` (title path, then text), as indexed by the store.
-        """
-        corpus: dict[str, str] = {}
-        doc_of: dict[str, str] = {}
-        for d in documents:
-            for p in split_document(d, max_passage_words):
-                corpus[p.id] = p.embedding_text
-                doc_of[p.id] = p.doc_id
-        return cls(encoder, corpus, queries, qrels, doc_of=doc_of, config=config, answers=answers)
+        """A trainer of ``encoder`` with the data loaded: ``SvdrTrainer(config, model=encoder).prepare(...)``."""
+        return cls(config, model=encoder).prepare(
+            documents, queries=queries, qrels=qrels, answers=answers, max_passage_words=max_passage_words
+        )
 
     # -- hard negatives -----------------------------------------------------------------------------
     @property
@@ -297,8 +334,20 @@ class SvdrTrainer:
         return [self.queries[ex.qid] for ex in batch], [self.texts[i] for i in passages], mask
 
     # -- training -----------------------------------------------------------------------------------
-    def train(self) -> SvdrTrainingResult:
-        """Run the training on sentence-transformers' trainer; the encoder is updated in place (left in eval mode).
+    def train(
+        self,
+        corpus: CorpusInput | None = None,
+        output_dir: str | Path | None = None,
+        *,
+        queries: Mapping[str, str] | None = None,
+        qrels: Mapping[str, Mapping[str, int]] | None = None,
+        answers: Mapping[str, Sequence[str]] | None = None,
+        max_passage_words: int = 0,
+    ) -> SvdrTrainingResult:
+        """Train on sentence-transformers' trainer; the encoder is updated in place (left in eval mode).
+
+        ``corpus``, ``queries``, ``qrels``, ``answers`` and ``max_passage_words`` are :meth:`prepare`'s (``corpus``
+        ``None``: the data :meth:`prepare` loaded); with ``output_dir`` the encoder is saved there (:meth:`save`).
 
         The trainer brings mixed precision (``fp16`` on CUDA, ``bf16``), gradient clipping, logging and
         torch.distributed data parallelism (``torchrun``: each process trains on its share of the batches,
@@ -315,6 +364,12 @@ class SvdrTrainer:
         from datasets import Dataset
         from sentence_transformers import SentenceTransformer
 
+        if corpus is not None:
+            if queries is None or qrels is None:
+                raise RagHierError("SVDR training needs queries and qrels")
+            self.prepare(corpus, queries=queries, qrels=qrels, answers=answers, max_passage_words=max_passage_words)
+        elif not self.examples:
+            raise RagHierError("SVDR training needs a corpus, queries and qrels (or a trainer prepared with them)")
         cfg = self.config
         device = str(self.encoder.device)
         if cfg.fp16 and not device.startswith("cuda"):
@@ -393,6 +448,7 @@ class SvdrTrainer:
         elif cfg.max_steps is not None and cfg.max_steps < natural and steps >= cfg.max_steps:
             stopped = "max_steps"
         self.result = SvdrTrainingResult(
+            output_dir=None,
             steps=steps,
             epochs_completed=round(epochs_done, 4),
             seconds=time.perf_counter() - start,
@@ -404,32 +460,30 @@ class SvdrTrainer:
             step_seconds=tuple(mining.step_seconds),
             bm25_steps=mining.bm25_steps,
         )
+        if output_dir is not None:
+            self.save(output_dir)
         return self.result
 
     def _args(self, st: Any, scratch: str, steps: int, sampler: SvdrBatchSampler | None) -> Any:
         """sentence-transformers' training arguments of a run of ``steps`` optimizer steps."""
         cfg = self.config
-        extra = {"batch_sampler": sampler.factory} if sampler is not None else {}
-        return st.arguments(
-            output_dir=scratch,
-            max_steps=steps,
-            per_device_train_batch_size=cfg.batch_size,
+        extra: dict[str, Any] = {"batch_sampler": sampler.factory} if sampler is not None else {}
+        return training_arguments(
+            st.arguments,
+            scratch,
+            device=str(self.encoder.device),
+            batch_size=cfg.batch_size,
             learning_rate=cfg.learning_rate,
-            weight_decay=cfg.weight_decay,
-            max_grad_norm=cfg.grad_clip,
+            seed=cfg.seed,
+            max_steps=steps,
             fp16=cfg.fp16,
             bf16=cfg.bf16,
-            seed=cfg.seed,
-            data_seed=cfg.seed,
-            save_strategy="no",
-            eval_strategy="no",
             logging_steps=cfg.log_every,
-            report_to="none",
-            disable_tqdm=not cfg.show_progress_bar,
-            dataloader_pin_memory=False,
+            show_progress_bar=cfg.show_progress_bar,
+            weight_decay=cfg.weight_decay,
+            max_grad_norm=cfg.grad_clip,
             # a backbone's pooler (tied-embeddings projection) has no gradient: DDP must not wait for it
             ddp_find_unused_parameters=True,
-            use_cpu=str(self.encoder.device) == "cpu",
             **extra,
         )
 
@@ -439,6 +493,8 @@ class SvdrTrainer:
         Under torch.distributed only rank 0 writes (every process holds the same weights); the others return the
         path.
         """
+        if self.result is not None:
+            self.result = replace(self.result, output_dir=Path(path))
         if rank() != 0:
             return Path(path)
         out = self.encoder.save(path)
@@ -453,20 +509,17 @@ class SvdrTrainer:
 
 
 def train_svdr(
-    model: VocabEncoder | str,
-    documents: Sequence[Document],
+    corpus: CorpusInput,
+    output_dir: str | Path,
+    *,
     queries: Mapping[str, str],
     qrels: Mapping[str, Mapping[str, int]],
-    output: str | Path,
-    *,
+    model: VocabEncoder | str | None = None,
     config: SvdrTrainingConfig | None = None,
-    max_passage_words: int = 0,
-    answers: Mapping[str, Sequence[str]] | None = None,
+    device: str | None = None,
+    show_progress_bar: bool | None = None,
+    **train_kwargs: Any,
 ) -> SvdrTrainingResult:
-    """Train an SVDR encoder from ``model`` and save it to ``output`` (see :class:`SvdrTrainer`)."""
-    trainer = SvdrTrainer.from_documents(
-        model, documents, queries, qrels, config=config, max_passage_words=max_passage_words, answers=answers
-    )
-    result = trainer.train()
-    trainer.save(output)
-    return result
+    """One-call SVDR training: ``SvdrTrainer(config, model=model, ...).train(corpus, output_dir, ...)``."""
+    trainer = SvdrTrainer(config, model=model, device=device, show_progress_bar=show_progress_bar)
+    return trainer.train(corpus, output_dir, queries=queries, qrels=qrels, **train_kwargs)

@@ -33,7 +33,7 @@ the model:
 * :class:`TiedAtomicConfig`, :class:`DSIAtomicConfig` (:mod:`~rag_hier.training.tied_atomic.config`).
 * :func:`bm25_negatives` (:mod:`~rag_hier.training.tied_atomic.data`); :class:`AtomicDocidLoss`
   (:mod:`~rag_hier.training.tied_atomic.loss`, DSI's ``"docid_softmax"`` objective).
-* :class:`TiedAtomicTrainer`, :class:`DSIAtomicTrainer`, :class:`TrainingResult`
+* :class:`TiedAtomicTrainer`, :class:`DSIAtomicTrainer`, :class:`TiedAtomicTrainingResult`
   (:mod:`~rag_hier.training.tied_atomic.trainer`).
 """
 
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
         TRAINING_REPORT,
         DSIAtomicTrainer,
         TiedAtomicTrainer,
-        TrainingResult,
+        TiedAtomicTrainingResult,
     )
 
 # the data, loss and trainer modules import NumPy and torch: loaded on first use
@@ -63,7 +63,7 @@ _LAZY = {
     "TRAINING_REPORT": "trainer",
     "DSIAtomicTrainer": "trainer",
     "TiedAtomicTrainer": "trainer",
-    "TrainingResult": "trainer",
+    "TiedAtomicTrainingResult": "trainer",
 }
 
 
@@ -78,6 +78,6 @@ __all__ = [
     "DSIAtomicTrainer",
     "TiedAtomicConfig",
     "TiedAtomicTrainer",
-    "TrainingResult",
+    "TiedAtomicTrainingResult",
     "bm25_negatives",
 ]

@@ -6,7 +6,6 @@ Tied-Atomic and ``"docid_softmax"`` DSI train on sentence-transformers' trainer,
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import math
@@ -25,14 +24,16 @@ from rag_hier._compat import st_training
 from rag_hier.encoders._st_loading import quiet_trainer_setup
 from rag_hier.encoders.encdec import CITATION, build_warm_started_encoder_decoder, encoder_decoder_sentence_transformer
 from rag_hier.errors import RagHierError
-from rag_hier.training._limits import TimeLimit
 from rag_hier.training._log_dicts import drop_log_dicts
+from rag_hier.training.arguments import training_arguments
+from rag_hier.training.base import TrainingResult, with_overrides
 from rag_hier.training.corpus import CorpusInput, TrainingCorpus, as_training_corpus
 from rag_hier.training.distributed import is_distributed, rank, world_size
 from rag_hier.training.hce.data import SupervisedPair, resolve_pairs
 from rag_hier.training.tied_atomic.config import DSIAtomicConfig, TiedAtomicConfig
 from rag_hier.training.tied_atomic.data import bm25_negatives
 from rag_hier.training.tied_atomic.loss import AtomicDocidLoss
+from rag_hier.training.time_limit import TimeLimit
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -41,7 +42,13 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DSI_TRAINING_REPORT", "TRAINING_REPORT", "DSIAtomicTrainer", "TiedAtomicTrainer", "TrainingResult"]
+__all__ = [
+    "DSI_TRAINING_REPORT",
+    "TRAINING_REPORT",
+    "DSIAtomicTrainer",
+    "TiedAtomicTrainer",
+    "TiedAtomicTrainingResult",
+]
 
 TRAINING_REPORT = "tied_atomic_training.json"
 DSI_TRAINING_REPORT = "dsi_atomic_training.json"
@@ -50,30 +57,21 @@ DSI_TRAINING_REPORT = "dsi_atomic_training.json"
 # ----------------------------------------------------------------------------------------------------
 # result
 # ----------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class TrainingResult:
-    """What a trainer produced: where, how much, how long, and the held-out metrics when asked for.
+@dataclass(frozen=True, kw_only=True)
+class TiedAtomicTrainingResult(TrainingResult):
+    """What a Tied-Atomic or DSI-atomic run produced: where, how much, how long, and the held-out metrics when asked.
 
     ``loss_log`` holds ``(step, mean training loss since the previous entry)`` every ``logging_steps`` steps.
     """
 
     output_dir: Path
-    steps: int
     rows: int
     train_loss: float | None
-    seconds: float
     world_size: int
     metrics: Mapping[str, float] = field(default_factory=dict)
     config: Mapping[str, Any] = field(default_factory=dict)
     gathered_negatives: bool = False
     loss_log: tuple[tuple[int, float], ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (what the training report holds)."""
-        out = dataclasses.asdict(self)
-        out["output_dir"] = str(self.output_dir)
-        out["seconds"] = round(self.seconds, 1)
-        return out
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -117,33 +115,30 @@ class _Base:
         )
 
     def _args(self, args_cls: Any, samplers: Any, scratch: str, steps: int, sampler: str, **extra: Any) -> Any:
-        return args_cls(batch_sampler=getattr(samplers, sampler), **self._common_args(scratch, steps), **extra)
+        return self._training_args(args_cls, scratch, steps, batch_sampler=getattr(samplers, sampler), **extra)
 
-    def _common_args(self, scratch: str, steps: int) -> dict[str, Any]:
-        """``TrainingArguments`` shared by sentence-transformers' and ``transformers``' trainers."""
+    def _training_args(self, args_cls: Any, scratch: str, steps: int, **extra: Any) -> Any:
+        """Training arguments (sentence-transformers' or ``transformers``' class) of a run of ``steps`` steps."""
         cfg = self.config
-        return dict(
-            output_dir=scratch,
-            max_steps=steps,
-            per_device_train_batch_size=cfg.batch_size,
-            gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        return training_arguments(
+            args_cls,
+            scratch,
+            device=cfg.device,
+            batch_size=cfg.batch_size,
             learning_rate=cfg.learning_rate,
-            weight_decay=cfg.weight_decay,
+            seed=cfg.seed,
+            max_steps=steps,
             warmup_steps=max(0, round(cfg.warmup_ratio * steps)),
-            lr_scheduler_type="linear",
-            max_grad_norm=1.0,
             fp16=cfg.fp16,
             bf16=cfg.bf16,
-            seed=cfg.seed,
-            data_seed=cfg.seed,
-            save_strategy="no",
-            eval_strategy="no",
             logging_steps=cfg.logging_steps,
-            report_to="none",
-            disable_tqdm=not cfg.show_progress_bar,
-            dataloader_drop_last=world_size() > 1,
-            dataloader_pin_memory=torch.cuda.is_available(),
-            use_cpu=(cfg.device or "").startswith("cpu"),
+            show_progress_bar=cfg.show_progress_bar,
+            drop_last=world_size() > 1,
+            gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+            weight_decay=cfg.weight_decay,
+            lr_scheduler_type="linear",
+            max_grad_norm=1.0,
+            **extra,
         )
 
     def _steps(self, rows: int, world: int) -> int:
@@ -212,6 +207,9 @@ class TiedAtomicTrainer(_Base):
 
     Args:
         config: The training configuration (:class:`TiedAtomicConfig`).
+        model: The encoder-decoder to start from (a name or directory; default: the configuration's ``base_model``).
+        device: ``"cpu"``, ``"cuda"``, ...; default: the configuration's ``device``.
+        show_progress_bar: Progress bars; default: the configuration's ``show_progress_bar``.
 
     Example:
         >>> from rag_hier.corpus import read_beir_corpus, read_qrels, read_queries
@@ -223,8 +221,18 @@ class TiedAtomicTrainer(_Base):
 
     citation = CITATION
 
-    def __init__(self, config: TiedAtomicConfig | None = None) -> None:
-        self.config: TiedAtomicConfig = config or TiedAtomicConfig()
+    def __init__(
+        self,
+        config: TiedAtomicConfig | None = None,
+        *,
+        model: str | None = None,
+        device: str | None = None,
+        show_progress_bar: bool | None = None,
+    ) -> None:
+        self.config: TiedAtomicConfig = with_overrides(
+            config or TiedAtomicConfig(), base_model=model, device=device, show_progress_bar=show_progress_bar
+        )
+        self.model: SentenceTransformer | None = None
 
     def get_config_dict(self) -> dict[str, Any]:
         """The configuration as a dict (sentence-transformers' convention)."""
@@ -293,7 +301,7 @@ class TiedAtomicTrainer(_Base):
         qrels: Mapping[str, Mapping[str, int]],
         eval_queries: Mapping[str, str] | None = None,
         eval_qrels: Mapping[str, Mapping[str, int]] | None = None,
-    ) -> TrainingResult:
+    ) -> TiedAtomicTrainingResult:
         """Train on (query, relevant document) pairs of ``corpus`` and save the model to ``output_dir``.
 
         Args:
@@ -367,8 +375,17 @@ class TiedAtomicTrainer(_Base):
                 eval_qrels,
             )
         seconds = time.perf_counter() - t0
-        result = TrainingResult(
-            out, done, len(cols["anchor"]), train_loss, seconds, world, metrics, cfg.to_dict(), gathered, losses_logged
+        result = TiedAtomicTrainingResult(
+            output_dir=out,
+            steps=done,
+            rows=len(cols["anchor"]),
+            train_loss=train_loss,
+            seconds=seconds,
+            world_size=world,
+            metrics=metrics,
+            config=cfg.to_dict(),
+            gathered_negatives=gathered,
+            loss_log=losses_logged,
         )
         if rank() == 0:
             out.mkdir(parents=True, exist_ok=True)
@@ -397,6 +414,9 @@ class DSIAtomicTrainer(_Base):
 
     Args:
         config: The training configuration (:class:`DSIAtomicConfig`).
+        model: The encoder-decoder to start from (a name or directory; default: the configuration's ``base_model``).
+        device: ``"cpu"``, ``"cuda"``, ...; default: the configuration's ``device``.
+        show_progress_bar: Progress bars; default: the configuration's ``show_progress_bar``.
 
     Example:
         >>> from rag_hier.corpus import read_beir_corpus, read_qrels, read_queries
@@ -409,8 +429,18 @@ class DSIAtomicTrainer(_Base):
 
     citation = CITATION
 
-    def __init__(self, config: DSIAtomicConfig | None = None) -> None:
-        self.config: DSIAtomicConfig = config or DSIAtomicConfig()
+    def __init__(
+        self,
+        config: DSIAtomicConfig | None = None,
+        *,
+        model: str | None = None,
+        device: str | None = None,
+        show_progress_bar: bool | None = None,
+    ) -> None:
+        self.config: DSIAtomicConfig = with_overrides(
+            config or DSIAtomicConfig(), base_model=model, device=device, show_progress_bar=show_progress_bar
+        )
+        self.model: AtomicDocidModel | None = None
 
     def get_config_dict(self) -> dict[str, Any]:
         """The configuration as a dict (sentence-transformers' convention)."""
@@ -442,7 +472,7 @@ class DSIAtomicTrainer(_Base):
         qrels: Mapping[str, Mapping[str, int]],
         eval_queries: Mapping[str, str] | None = None,
         eval_qrels: Mapping[str, Mapping[str, int]] | None = None,
-    ) -> tuple[AtomicDocidModel, TrainingResult]:
+    ) -> TiedAtomicTrainingResult:
         """Train on the retrieval and indexing tasks; save the model (docids = the corpus item ids).
 
         Args:
@@ -454,8 +484,9 @@ class DSIAtomicTrainer(_Base):
             eval_qrels: Their judgements.
 
         Returns:
-            The trained model (a :class:`~rag_hier.retrieval.dsi_seq2seq.DSIAtomicSeq2SeqModel` or a
-            :class:`~rag_hier.retrieval.generative.DSIAtomicModel`, as ``objective`` says) and what the training did.
+            What the training did; the trained model is :attr:`model` (a
+            :class:`~rag_hier.retrieval.dsi_seq2seq.DSIAtomicSeq2SeqModel` or a
+            :class:`~rag_hier.retrieval.generative.DSIAtomicModel`, as ``objective`` says).
 
         Raises:
             RagHierError: Under torch.distributed, or without usable pairs.
@@ -490,8 +521,16 @@ class DSIAtomicTrainer(_Base):
         if eval_queries is not None and eval_qrels is not None:
             metrics = self._evaluate_scores(model.logits, items, eval_queries, eval_qrels)
         seconds = time.perf_counter() - t0
-        result = TrainingResult(
-            out, done, len(texts), train_loss, seconds, 1, metrics, cfg.to_dict(), loss_log=losses_logged
+        result = TiedAtomicTrainingResult(
+            output_dir=out,
+            steps=done,
+            rows=len(texts),
+            train_loss=train_loss,
+            seconds=seconds,
+            world_size=1,
+            metrics=metrics,
+            config=cfg.to_dict(),
+            loss_log=losses_logged,
         )
         with quiet_trainer_setup():
             model.save(out)
@@ -504,7 +543,8 @@ class DSIAtomicTrainer(_Base):
             seconds,
             train_loss,
         )
-        return model, result
+        self.model = model
+        return result
 
     def _seq2seq(
         self, scratch: str, steps: int, items: TrainingCorpus, texts: list[str], labels: list[int]
@@ -523,7 +563,7 @@ class DSIAtomicTrainer(_Base):
             seed=cfg.seed,
         )
         data = Dataset.from_dict(dsi.features(texts, [items.ids[i] for i in labels]))
-        args = Seq2SeqTrainingArguments(**self._common_args(scratch, steps))
+        args = self._training_args(Seq2SeqTrainingArguments, scratch, steps)
         with quiet_trainer_setup():
             trainer = Seq2SeqTrainer(
                 model=dsi.model,
