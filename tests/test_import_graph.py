@@ -45,6 +45,7 @@ BY_NAME = {
     ("rag_hier.cli.plugins", "<m>"): "the registered method plugins of the CLI",
     ("rag_hier.cli.tune", "<module_name>"): "the user's --generator MODULE:FUNCTION",
     ("rag_hier.retrieval.registry", "<module>"): "the registered retrieval strategies",
+    ("rag_hier.training.registry", "<module>"): "the registered trainers and their configurations",
     ("rag_hier.store.extensions.base", "<spec.module>"): "the registered store extensions",
     # the store reaching up by name: the three places the layering is bent on purpose
     ("rag_hier.store.search_hook", "rag_hier.retrieval.dense"): "HierStore.search runs the dense retriever",
