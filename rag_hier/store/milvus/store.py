@@ -59,6 +59,7 @@ from rag_hier.index.dense import IndexConfig
 from rag_hier.index.methods import EngineData
 from rag_hier.store.contract import SIMILARITIES, FilterPushdown, Similarity, StoreExtension
 from rag_hier.store.extensions.base import extension_class
+from rag_hier.store.milvus.capabilities import Capabilities
 from rag_hier.store.milvus.client import Connection
 from rag_hier.store.milvus.fields import engine_data, leaf_extensions
 from rag_hier.store.milvus.filters import str_list
@@ -69,6 +70,7 @@ from rag_hier.store.milvus.schema import (
     check_passage_schema,
     create_collections,
     index_config,
+    load,
     milvus_index_params,
     valid_name,
 )
@@ -108,14 +110,33 @@ class MilvusStore(Rows, Search, DenseSearch):
     """Vectors live in Milvus: strategies restrict a search (``search_dense(allowed=...)``) rather than gather
     vectors into the client (see :func:`rag_hier.store.contract.remote_vectors`)."""
 
+    def _field_kinds(self) -> frozenset[str]:
+        """The kinds of extension data kept in Milvus fields on this server (the others: files).
+
+        Sparse rows need ``sparse_vectors``, leaf fields ``nullable_fields`` (:mod:`.capabilities`).
+        """
+        caps = self._caps
+        kinds = set(FIELD_KINDS)
+        if not caps.sparse_vectors:
+            kinds.discard("sparse-rows")
+        if not caps.nullable_fields:
+            kinds -= {"leaf", "leaves"}
+        return frozenset(kinds)
+
     def _engine_data(self, name: str) -> EngineData:
-        """Where extension ``name``'s data goes: its registered kind if this version keeps it in fields, else files."""
+        """Where extension ``name``'s data goes: its registered kind if kept in fields here, else files."""
         data = engine_data(name)
-        return data if data in FIELD_KINDS else "files"
+        return data if data in self._field_kinds() else "files"
 
     def _leaf_fields(self) -> dict[str, tuple[str, EngineData]]:
         """Each leaf extension kept in a passage field → ``(the field, "leaf" or "leaves")``."""
-        return {n: f for n, f in leaf_extensions().items() if f[1] in FIELD_KINDS}
+        kinds = self._field_kinds()
+        return {n: f for n, f in leaf_extensions().items() if f[1] in kinds}
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the Milvus server offers, read from its version once per connection (:mod:`.capabilities`)."""
+        return self._caps
 
     def _at_step(self, name: str) -> None:
         _step(name)
@@ -222,7 +243,7 @@ class MilvusStore(Rows, Search, DenseSearch):
                 "next_seq": 1,
             }
             every_leaf_field = dict(leaf_extensions().values())
-            create_collections(store._call, conn.client, names, dimension, config, every_leaf_field)
+            create_collections(store._call, conn.client, names, dimension, config, store._caps, every_leaf_field)
             store._leaf_columns = tuple(column for column, _ in store._leaf_fields().values())
             store._put_state(state)
             store._state = state
@@ -266,11 +287,8 @@ class MilvusStore(Rows, Search, DenseSearch):
                         "(no state collection); choose another name"
                     )
                 raise StoreError(f"{store.location}: no rag-hier collection {name!r} there")
-            for coll in names.always:
-                store._call("loading the collection", "load_collection", coll)
-            if names.sparse in present:
-                store._call("loading the collection", "load_collection", names.sparse)
-                store._has_sparse = True
+            load(store._call, [*names.always, *([names.sparse] if names.sparse in present else [])])
+            store._has_sparse = names.sparse in present
             store._load_state()
             store._check_schema()
             check_given_encoder(
