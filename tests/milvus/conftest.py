@@ -31,5 +31,6 @@ def strategy_pair(
     remote.close()
     remote = MilvusStore.open(f"{milvus_db}#strategies", encoder=encoder)
     yield local, remote
+    remote.drop()  # (on a server the collection would outlive the session)
     remote.close()
     local.close()
