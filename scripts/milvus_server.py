@@ -32,6 +32,7 @@ def _free_port() -> int:
 
 
 def main() -> int:
+    """Start the server, write its URI once it is healthy, and stop it on SIGTERM or SIGINT."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", required=True, help="the server's data directory (created; its own each run)")
     parser.add_argument("--uri-file", required=True, help="where the server URI is written once it is healthy")
