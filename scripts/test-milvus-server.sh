@@ -50,6 +50,7 @@ export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"
 python -m pytest -q -p no:cacheprovider \
   tests/milvus/test_contract_milvus.py \
   tests/milvus/test_milvus_strategies.py \
+  tests/milvus/test_milvus_maintenance.py \
   tests/integrations/haystack/test_document_store.py \
   tests/integrations/haystack/test_document_store_async.py \
   tests/integrations/haystack/test_meta_aggregates.py \

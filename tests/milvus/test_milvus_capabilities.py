@@ -30,20 +30,28 @@ def test_versions_are_read_as_lite_or_server(version: str, lite: bool, parsed) -
 def test_capabilities_follow_the_version() -> None:
     old = Capabilities.of_version("v2.3.5-lite")
     assert old is not None and not old.lite
-    assert old.missing() == ["inverted_index", "sparse_vectors", "nullable_fields", "json_null_check"]
+    assert old.missing() == [
+        "inverted_index",
+        "sparse_vectors",
+        "nullable_fields",
+        "json_null_check",
+        "json_path_index",
+    ]
     mid = Capabilities.of_version("v2.4.10")
-    assert mid is not None and mid.missing() == ["nullable_fields", "json_null_check"]
+    assert mid is not None and mid.missing() == ["nullable_fields", "json_null_check", "json_path_index"]
     new = Capabilities.of_version("v2.5.4")
-    assert new is not None and new.missing() == []
+    assert new is not None and new.missing() == ["json_path_index"]
+    newest = Capabilities.of_version("v2.5.11")
+    assert newest is not None and newest.missing() == []
     lite = Capabilities.of_version("milvus_lite-3.2.2", lite_file=True)
-    assert lite is not None and lite.lite and lite.missing() == []
+    assert lite is not None and lite.lite and lite.missing() == ["json_path_index"]
     native_lite = Capabilities.of_version("", lite_file=True)  # the native Milvus Lite 2.4 / 2.5 binaries
     assert native_lite is not None and native_lite.lite and not native_lite.nullable_fields
     assert Capabilities.of_version("custom-build") is None  # probed
 
 
 def test_scalar_indexes_and_null_checks_follow_the_capabilities() -> None:
-    old = Capabilities("v2.3.5-lite", False, False, False, False, False)
+    old = Capabilities("v2.3.5-lite", False, False, False, False, False, False)
     new = Capabilities("v2.5.4", False)
     assert (old.scalar_index(True), old.scalar_index(False)) == ("STL_SORT", "Trie")
     assert (new.scalar_index(True), new.scalar_index(False)) == ("INVERTED", "INVERTED")
@@ -52,7 +60,7 @@ def test_scalar_indexes_and_null_checks_follow_the_capabilities() -> None:
 
 
 def test_a_missing_capability_names_the_server_version_that_has_it() -> None:
-    old = Capabilities("v2.3.5-lite", False, False, False, False, False)
+    old = Capabilities("v2.3.5-lite", False, False, False, False, False, False)
     with pytest.raises(MissingCapabilityError, match=r"http://h:1#c: sparse rows needs sparse vectors.*2\.3\.5.*2\.4"):
         old.require("sparse_vectors", "sparse rows", location="http://h:1#c")
     Capabilities("v2.5.4", False).require("sparse_vectors", "sparse rows", location="x")

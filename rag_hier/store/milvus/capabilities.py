@@ -14,10 +14,13 @@ capability             what the backend does with it (without it)               
                        the search restricted by a rowid list)
 ``json_null_check``    ``meta["k"] is null`` in pushed-down filters (``exists``;     2.5
                        a filter on ``None`` is checked in the client)
+``json_path_index``    ``index_meta_field`` builds an index on ``meta["k"]``        2.5.11
+                       (:class:`MissingCapabilityError`)
 =====================  ===========================================================  ==============
 
-Milvus Lite 3.x (``milvus_lite-3...``) has all of them. A version string that says nothing (a build that
-reports none, or an unknown format) is probed once: a scratch collection is created, tried and dropped.
+Milvus Lite 3.x (``milvus_lite-3...``) has all of them but the JSON path index. A version string that says
+nothing (a build that reports none, or an unknown format) is probed once: a scratch collection is created, tried
+and dropped.
 Expressions never hold a boolean literal (``true``/``false`` do not parse on every server): :data:`TRUE` and
 :data:`FALSE` compare the row-version primary key ``vid`` every rag-hier collection with rows to filter has.
 """
@@ -44,10 +47,11 @@ FIRST_VERSION: dict[str, str] = {
     "sparse_vectors": "2.4",
     "nullable_fields": "2.5",
     "json_null_check": "2.5",
+    "json_path_index": "2.5.11",
 }
 """The first Milvus server version with each capability."""
 
-_NEEDS = {name: tuple(int(x) for x in v.split(".")) for name, v in FIRST_VERSION.items()}
+_NEEDS = {name: (*(int(x) for x in v.split(".")), 0, 0)[:3] for name, v in FIRST_VERSION.items()}
 
 
 class MissingCapabilityError(StoreError):
@@ -80,19 +84,20 @@ class Capabilities:
     sparse_vectors: bool = True
     nullable_fields: bool = True
     json_null_check: bool = True
+    json_path_index: bool = True
 
     @classmethod
     def of_version(cls, version: str, *, lite_file: bool = False) -> Capabilities | None:
         """The capabilities a version string implies, or ``None`` when it does not say (probe the server)."""
         lite, parsed = parse_version(version)
         if lite and parsed is not None and parsed >= (3, 0, 0):
-            return cls(version, True)  # the pure-Python Milvus Lite: everything
+            return cls(version, True, json_path_index=False)  # the pure-Python Milvus Lite: no index on JSON
         if lite_file or lite:
             # the native Milvus Lite 2.4 / 2.5 binaries: no nullable field (2.5 refuses, 2.4 crashes on insert)
-            return cls(version or "unknown", True, nullable_fields=False, json_null_check=False)
+            return cls(version or "unknown", True, nullable_fields=False, json_null_check=False, json_path_index=False)
         if parsed is None:
             return None
-        return cls(version, False, **{name: parsed[:2] >= need for name, need in _NEEDS.items()})
+        return cls(version, False, **{name: parsed >= need for name, need in _NEEDS.items()})
 
     def scalar_index(self, numeric: bool) -> str:
         """The index type of a scalar field: INVERTED, else STL_SORT (numbers) or Trie (text)."""
@@ -165,6 +170,14 @@ def _probe(call: Call, client: Any, version: str) -> Capabilities:
             found["inverted_index"] = True
         except StoreError:
             found["inverted_index"] = False
+        ip = client.prepare_index_params()
+        path = {"json_path": 'meta["k"]', "json_cast_type": "DOUBLE"}
+        ip.add_index("meta", index_type="INVERTED", index_name="probe", params=path)
+        try:
+            call("probing the server", "create_index", name, ip)
+            found["json_path_index"] = True
+        except StoreError:
+            found["json_path_index"] = False
         ip = client.prepare_index_params()
         ip.add_index("dummy", index_type="FLAT", metric_type="IP")
         call("probing the server", "create_index", name, ip)

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -546,6 +547,80 @@ class MilvusStore(Rows, Search, DenseSearch):
     def rollback_model(self, *, to: str = "previous", show_progress_bar: bool = False) -> ModelSwitch:
         """Not offered on Milvus: raises :class:`StoreError` saying what to do instead."""
         raise self._not_tuned("a rollback")
+
+    # ------------------------------------------------------------------------------------------------
+    # maintenance
+    # ------------------------------------------------------------------------------------------------
+    def optimize(self) -> None:
+        """Compact the passage, document and sparse collections, and wait until Milvus is done.
+
+        Milvus merges their small segments and drops the rows deleted since (replaced and deleted row versions).
+        Reads and writes go on meanwhile and see the same rows; call it after a burst of writes.
+        """
+        if self.read_only:
+            raise StoreError(f"{self.location} was opened read-only")
+        names = self._collections
+        targets = [names.passages, names.documents, *([names.sparse] if self._sparse_collection_present() else [])]
+        jobs = [self._call("compacting a collection", "compact", name) for name in targets]
+        deadline = time.monotonic() + max(60.0, 10 * (self._conn.timeout or 30.0))
+        delay = 0.05
+        for job in jobs:
+            while str(self._call("compacting a collection", "get_compaction_state", job)) != "Completed":
+                if time.monotonic() > deadline:
+                    raise StoreError(f"{self.location}: Milvus did not finish compacting in time (job {job})")
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    def index_meta_field(self, field: str) -> None:
+        """Build the server's index on a top-level metadata key (``"category"`` or ``"meta.category"``).
+
+        An INVERTED index on the JSON path ``meta["category"]``, typed by the values stored there (text, or
+        numbers); filters on that key then use it, with the same answers. Needs a server with JSON path indexes
+        (``capabilities.json_path_index``: Milvus 2.5.11); others raise
+        :class:`~rag_hier.store.milvus.capabilities.MissingCapabilityError`. Indexing a key twice does nothing.
+
+        Raises:
+            StoreError: The key holds no value yet, or values of several kinds (one index has one type).
+
+        """
+        from rag_hier.store import meta_index, meta_stats
+
+        key = meta_index.check_field(field)
+        if self.read_only:
+            raise StoreError(f"{self.location} was opened read-only")
+        self._caps.require("json_path_index", f"indexing metadata field {key!r}", location=self.location)
+        if key in self.meta_indexes:
+            return
+        kinds = {meta_stats.kind_of(m[key]) for m in self._column_of_matching(None, "meta") if m.get(key) is not None}
+        if not kinds or len(kinds - {"int", "float"}) > 1 or (kinds & {"int", "float"} and kinds - {"int", "float"}):
+            raise StoreError(
+                f"{self.location}: cannot index metadata field {key!r}: a Milvus JSON path index has one type, and "
+                f"the stored values are of {', '.join(sorted(kinds)) or 'no'} kind"
+            )
+        cast = "DOUBLE" if kinds <= {"int", "float"} else {"str": "VARCHAR", "bool": "BOOL"}.get(kinds.pop())
+        if cast is None:
+            raise StoreError(f"{self.location}: cannot index metadata field {key!r}: its values are lists or objects")
+        ip = self._conn.client.prepare_index_params()
+        ip.add_index(
+            "meta",
+            index_type="INVERTED",
+            index_name=f"meta__{key.replace('-', '_')}",
+            params={"json_path": f'meta["{key}"]', "json_cast_type": cast},
+        )
+        self._call(f"indexing metadata field {key!r}", "create_index", self._collections.passages, ip)
+
+    @property
+    def meta_indexes(self) -> list[str]:
+        """The metadata keys the server indexes (:meth:`index_meta_field`)."""
+        if not self._caps.json_path_index:
+            return []
+        out = []
+        for name in self._call("listing indexes", "list_indexes", self._collections.passages, field_name="meta"):
+            desc = self._call("describing an index", "describe_index", self._collections.passages, name)
+            path = str((desc or {}).get("json_path", ""))
+            if path.startswith('meta["') and path.endswith('"]'):
+                out.append(path[6:-2])
+        return sorted(out)
 
     # ------------------------------------------------------------------------------------------------
     # extensions
