@@ -65,7 +65,6 @@ from rag_hier.store.milvus.client import Connection
 from rag_hier.store.milvus.fields import engine_data, leaf_extensions
 from rag_hier.store.milvus.filters import str_list
 from rag_hier.store.milvus.generations import FORMAT, FORMAT_VERSION
-from rag_hier.store.milvus.rows import Rows
 from rag_hier.store.milvus.schema import (
     GPU_INDEXES,
     check_passage_schema,
@@ -76,8 +75,8 @@ from rag_hier.store.milvus.schema import (
     valid_name,
 )
 from rag_hier.store.milvus.search import MilvusRowids, Search
+from rag_hier.store.milvus.switching import Switching
 from rag_hier.store.models import check_given_encoder
-from rag_hier.store.records import ModelSwitch
 from rag_hier.store.search_hook import DenseSearch
 
 logger = logging.getLogger(__name__)
@@ -95,7 +94,7 @@ FIELD_KINDS: frozenset[str] = frozenset({"sparse-rows", "leaf", "leaves"})
 Tests and benchmarks empty it to reproduce the layout of earlier versions (every extension a file)."""
 
 
-class MilvusStore(Rows, Search, DenseSearch):
+class MilvusStore(Switching, Search, DenseSearch):
     """A rag-hier collection in Milvus (Milvus Lite file or server) implementing the store contract.
 
     Create one with :meth:`create`, reopen it with :meth:`open` (or :meth:`HierStore.create(uri=...)
@@ -520,33 +519,15 @@ class MilvusStore(Rows, Search, DenseSearch):
         )
 
     # ------------------------------------------------------------------------------------------------
-    # tuning: local stores only (a collection is tuned as a local copy, then built with the tuned model)
+    # tuning: the model switch is .switching's (adopt_model, rollback_model); the tuning run needs a local store
     # ------------------------------------------------------------------------------------------------
-    def _not_tuned(self, what: str) -> StoreError:
-        return StoreError(
-            f"{what} needs a local store directory; the Milvus collection {self.location} is not tuned or rolled "
-            f"back in place: copy it out (`rag-hier migrate --store {self.location} --to DIR`), tune the copy, then "
-            "build the collection with the tuned model"
-        )
-
-    @property
-    def model_info(self) -> dict[str, Any]:
-        """What the collection encodes with: ``current`` (the recorded encoder); no earlier model is kept here."""
-        with self._reading():
-            current = copy.deepcopy(self._state.get("encoder"))
-        return {"current": current, "previous": None, "original": None}
-
     def tune(self, queries: Any = None, qrels: Any = None, **options: Any) -> Any:
         """Not offered on Milvus: raises :class:`StoreError` saying what to do instead."""
-        raise self._not_tuned("tuning")
-
-    def adopt_model(self, model: str | Path, **options: Any) -> int:
-        """Not offered on Milvus: raises :class:`StoreError` saying what to do instead."""
-        raise self._not_tuned("adopting a model")
-
-    def rollback_model(self, *, to: str = "previous", show_progress_bar: bool = False) -> ModelSwitch:
-        """Not offered on Milvus: raises :class:`StoreError` saying what to do instead."""
-        raise self._not_tuned("a rollback")
+        raise StoreError(
+            f"tuning runs on a local store directory; the Milvus collection {self.location} is not tuned in place: "
+            f"copy it out (`rag-hier migrate --store {self.location} --to DIR`), tune the copy, then adopt the tuned "
+            "model here (store.adopt_model(model_dir): one commit, rolled back with store.rollback_model())"
+        )
 
     # ------------------------------------------------------------------------------------------------
     # maintenance

@@ -1,0 +1,197 @@
+"""Switching a Milvus collection's encoder in one commit: adopting another model, rolling back to an earlier one.
+
+The switch is a write batch like any other (:mod:`.generations`): every passage with a vector gets a new row version
+under generation ``G + 1`` holding the new model's vector (its other fields, leaves included, copied), the old
+versions are listed as retired, extensions whose data follow the encoder (``encoder_dependency() == "rebuild"``:
+the document index, the tree) are rebuilt, and the state row naming the new encoder is the commit point. Until then
+no read sees a new vector; after it none sees an old one. A writer that dies before the commit point leaves the
+previous model searchable (the next writer deletes the invisible rows); one that dies after it leaves the new one.
+
+The model itself stays where it is: a Milvus collection records the model's path or name and the digest of its
+weights (as it does for the model it was built with), and every client loads it from there (a shared path, or a
+model hub name); it is not copied into Milvus.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+
+from rag_hier.encoders.dense import DenseEncoder
+from rag_hier.errors import DimensionMismatchError, ModelChangedError, StoreError
+from rag_hier.store.encoder_switch import same_encoder
+from rag_hier.store.milvus.capabilities import TRUE
+from rag_hier.store.milvus.rows import Rows
+from rag_hier.store.milvus.schema import PASSAGE_FIELDS
+from rag_hier.store.records import ModelSwitch, SwitchDirection
+
+if TYPE_CHECKING:
+    from rag_hier.store.contract import StoreBackend
+
+__all__ = ["Switching"]
+
+_OPTIONS = ("normalize_embeddings", "query_prompt", "document_prompt", "max_seq_length")
+
+
+class Switching(Rows):
+    """``model_info``, ``encoder_for``, ``adopt_model`` and ``rollback_model`` on a Milvus collection."""
+
+    @property
+    def model_info(self) -> dict[str, Any]:
+        """What the collection encodes with: ``current``, ``previous`` and ``original`` recorded configurations.
+
+        ``previous`` is what a rollback returns to, ``original`` the model the collection was built with (recorded at
+        its first switch); ``None`` where there is none.
+        """
+        with self._reading():
+            state = copy.deepcopy(self._state)
+        return {
+            "current": state.get("encoder"),
+            "previous": state.get("encoder_previous"),
+            "original": state.get("encoder_original"),
+        }
+
+    def encoder_for(self, model: str | Path, *, device: str | None = None) -> DenseEncoder:
+        """A :class:`DenseEncoder` for another model with this collection's recorded encoder options."""
+        enc = self._state.get("encoder") or {}
+        return DenseEncoder(
+            str(model),
+            device=device if device is not None else self._device,
+            normalize_embeddings=enc.get("normalize_embeddings"),
+            query_prompt=enc.get("query_prompt"),
+            document_prompt=enc.get("document_prompt"),
+            max_seq_length=enc.get("max_seq_length"),
+        )
+
+    def _switchable(self, what: str) -> dict[str, Any]:
+        if self.read_only:
+            raise StoreError(f"{self.location} was opened read-only; {what} writes to it")
+        current = self._state.get("encoder")
+        if not current:
+            raise StoreError(f"{self.location} records no encoder (its vectors come from outside); {what} needs one")
+        for name, ext in sorted(self._extensions.items()):
+            if ext.encoder_dependency() == "refuse":
+                raise StoreError(
+                    f"{self.location} has the {name!r} extension, which was trained for its current encoder and "
+                    f"cannot follow a new one: remove it first (store.remove_extension({name!r})) and rebuild it "
+                    "after the switch"
+                )
+        return dict(current)
+
+    def adopt_model(
+        self,
+        model: str | Path,
+        *,
+        details: Mapping[str, Any] | None = None,
+        show_progress_bar: bool = False,
+        expected: Mapping[str, Any] | None = None,
+        **_: Any,
+    ) -> int:
+        """Make ``model`` this collection's encoder, re-encoding every passage, in one commit.
+
+        ``model``: a sentence-transformers directory every client can reach, or a hub name. Returns the committed
+        generation. The model it replaces is kept for :meth:`rollback_model`. ``details``: facts recorded with it.
+        ``expected``: the recorded encoder the caller measured against; if it is no longer the collection's at the
+        commit, :class:`~rag_hier.errors.ModelChangedError` and nothing changes.
+        """
+        self._switchable("adopt_model()")
+        source = Path(model)
+        name = str(source.resolve()) if source.is_dir() else str(model)
+        encoder = self.encoder_for(name)
+        cfg = {k: v for k, v in encoder.config().items() if k not in _OPTIONS} | {
+            k: (self._state.get("encoder") or {}).get(k) for k in _OPTIONS
+        }
+        if details is not None:
+            cfg["adopted"] = dict(details)
+        cfg["adopted_at"] = int(self._state["generation"]) + 1  # kept through rollbacks (``since`` is not)
+        return self._switch(cfg, encoder, expected, show_progress_bar)
+
+    def rollback_model(self, *, to: str = "previous", show_progress_bar: bool = False) -> ModelSwitch:
+        """Return to an earlier encoder (re-encoding every passage), in one commit (as the local store's)."""
+        if to not in ("previous", "original"):
+            raise ValueError(f"to must be 'previous' or 'original', got {to!r}")
+        self._switchable("rollback_model()")
+        info = self.model_info
+        target = info[to]
+        if not target:
+            what = "previous model" if to == "previous" else "model it was built with recorded (it was never switched)"
+            raise StoreError(f"{self.location} has no {what} to return to")
+        if to == "original" and same_encoder(target, info["current"]):
+            raise StoreError(f"{self.location} encodes with the model it was built with already")
+        direction: SwitchDirection = "original" if to == "original" else "back"
+        if to == "previous" and int(target.get("adopted_at", 0)) > int((info["current"] or {}).get("adopted_at", 0)):
+            direction = "forward"  # a second rollback returns to the newer model the first one left
+        encoder = DenseEncoder(
+            str(target["model"]),
+            device=self._device,
+            weights_sha256=target.get("weights_sha256"),
+            **{k: target.get(k) for k in _OPTIONS},
+        )
+        generation = self._switch(dict(target), encoder, info["current"], show_progress_bar)
+        return ModelSwitch(
+            generation=generation,
+            model=str(target.get("model")),
+            previous=str((info["current"] or {}).get("model")),
+            direction=direction,
+        )
+
+    def _switch(
+        self,
+        cfg: dict[str, Any],
+        encoder: DenseEncoder,
+        expected: Mapping[str, Any] | None,
+        show_progress_bar: bool,
+    ) -> int:
+        override, checked = self._encoder_arg, self._encoder_checked
+        try:
+            with self.batch():
+                b = self._require_batch()
+                current = self._state.get("encoder")
+                if expected is not None and not same_encoder(current, dict(expected)):
+                    raise ModelChangedError(
+                        f"{self.location} encodes with {(current or {}).get('model')!r} now, not "
+                        f"{expected.get('model')!r} that this run measured as its base (another switch happened "
+                        "meanwhile): nothing adopted; run again on the collection as it is now"
+                    )
+                fields = [*PASSAGE_FIELDS, "vector", *self._leaf_columns]
+                rows = [r for r in self._passage_rows(TRUE, self._view(), fields) if r["has_vector"]]
+                rows.sort(key=lambda r: int(r["rowid"]))
+                texts = [self._record(r).to_passage().embedding_text for r in rows]
+                vectors = (
+                    np.asarray(encoder.encode_documents(texts, show_progress_bar=show_progress_bar), np.float32)
+                    if texts
+                    else np.zeros((0, encoder.dimension), np.float32)
+                )
+                dim = int(self._state["dimension"])
+                if vectors.shape[0] and vectors.shape[1] != dim:
+                    raise DimensionMismatchError(
+                        f"the new model outputs {vectors.shape[1]}-d vectors; {self.location} holds {dim}-d vectors"
+                    )
+                self._at_step("switch_encoded")
+                vid0 = self._alloc("next_vid", len(rows))
+                new_rows = []
+                for j, (row, vec) in enumerate(zip(rows, vectors, strict=True)):
+                    passage = self._record(row).to_passage()
+                    new_rows.append(self._passage_row(int(row["rowid"]), vid0 + j, b.gen, passage, vec, carry=row))
+                    b.retired["p"].add(int(row["vid"]))
+                self._insert(self._collections.passages, new_rows)
+                if current and "encoder_original" not in self._state:
+                    self._state["encoder_original"] = current
+                self._state["encoder_previous"] = current
+                self._state["encoder"] = {**cfg, "since": b.gen}
+                self._encoder_arg = None  # this handle follows the collection's encoder from now on
+                self._encoder_checked = False
+                for name, ext in sorted(self._extensions.items()):
+                    if ext.encoder_dependency() == "rebuild":
+                        ext.build(cast("StoreBackend", self))
+                        b.dirty_ext.add(name)
+                        b.rebuilt.add(name)
+                self._at_step("switch_before_commit")
+        except BaseException:
+            self._encoder_arg, self._encoder_checked = override, checked
+            raise
+        return int(self._state["generation"])
