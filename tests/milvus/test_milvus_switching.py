@@ -98,6 +98,24 @@ def test_a_failure_before_the_commit_point_leaves_the_previous_model_searchable(
     again.close()
 
 
+def test_passages_encoded_beforehand_are_used_and_those_written_since_encoded(store, other_model) -> None:
+    from rag_hier.store.encoder_switch import encode_passages
+
+    enc = store.encoder_for(other_model)
+    encoded = encode_passages(store, enc)  # the listing comes from Milvus (no local SQLite)
+    assert encoded.rowids.size == len(TEXTS)
+    store.add_documents([Document("late", "Late", ("written after the encoding",))], max_passage_words=0)
+    store.adopt_model(other_model, encoded=encoded)
+    ids = [f"d{i}#0" for i in range(len(TEXTS))] + ["late#0"]
+    want = enc.encode_documents([p.embedding_text for p in store.get_passages(ids)])
+    np.testing.assert_allclose(np.stack(store.get_embeddings(ids)), want, atol=1e-5)
+
+
+def test_tuning_in_place_is_refused_with_what_to_do(store) -> None:
+    with pytest.raises(StoreError, match=r"not tuned in place.*adopt_model"):
+        store.tune({"q": "honey"}, {"q": {"d1": 1}})
+
+
 def test_a_switch_measured_against_another_model_is_refused(store, other_model) -> None:
     stale = dict(store.model_info["current"], model="elsewhere")
     with pytest.raises(ModelChangedError, match="nothing adopted"):

@@ -522,11 +522,16 @@ class MilvusStore(Switching, Search, DenseSearch):
     # tuning: the model switch is .switching's (adopt_model, rollback_model); the tuning run needs a local store
     # ------------------------------------------------------------------------------------------------
     def tune(self, queries: Any = None, qrels: Any = None, **options: Any) -> Any:
-        """Not offered on Milvus: raises :class:`StoreError` saying what to do instead."""
+        """Not offered on Milvus: raises :class:`StoreError` saying what to do instead.
+
+        A tuning run adopts a model it trained in a temporary folder, which a local store copies into itself; a
+        Milvus collection records a model's path and does not hold the model.
+        """
         raise StoreError(
             f"tuning runs on a local store directory; the Milvus collection {self.location} is not tuned in place: "
             f"copy it out (`rag-hier migrate --store {self.location} --to DIR`), tune the copy, then adopt the tuned "
-            "model here (store.adopt_model(model_dir): one commit, rolled back with store.rollback_model())"
+            "model here from a directory every client can read (store.adopt_model(model_dir): one commit, undone "
+            "with store.rollback_model())"
         )
 
     # ------------------------------------------------------------------------------------------------

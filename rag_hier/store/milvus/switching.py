@@ -23,7 +23,7 @@ import numpy as np
 
 from rag_hier.encoders.dense import DenseEncoder
 from rag_hier.errors import DimensionMismatchError, ModelChangedError, StoreError
-from rag_hier.store.encoder_switch import same_encoder
+from rag_hier.store.encoder_switch import EncodedPassages, same_encoder
 from rag_hier.store.milvus.capabilities import TRUE
 from rag_hier.store.milvus.rows import Rows
 from rag_hier.store.milvus.schema import PASSAGE_FIELDS
@@ -67,6 +67,21 @@ class Switching(Rows):
             max_seq_length=enc.get("max_seq_length"),
         )
 
+    def _encoding_rows(self) -> tuple[list[tuple[int, str]], list[str]]:
+        """``(rowid, content hash)`` of every passage with a vector, and the text each is encoded from.
+
+        In rowid order; :func:`rag_hier.store.encoder_switch.encode_passages` calls this inside a read.
+        """
+        rows = self._vector_rows(self._view())
+        return [(int(r["rowid"]), str(r["content_hash"])) for r in rows], [
+            self._record(r).to_passage().embedding_text for r in rows
+        ]
+
+    def _vector_rows(self, view: Any) -> list[dict[str, Any]]:
+        fields = [*PASSAGE_FIELDS, "vector", *self._leaf_columns]
+        rows = [r for r in self._passage_rows(TRUE, view, fields) if r["has_vector"]]
+        return sorted(rows, key=lambda r: int(r["rowid"]))
+
     def _switchable(self, what: str) -> dict[str, Any]:
         if self.read_only:
             raise StoreError(f"{self.location} was opened read-only; {what} writes to it")
@@ -86,17 +101,19 @@ class Switching(Rows):
         self,
         model: str | Path,
         *,
+        encoded: EncodedPassages | None = None,
         details: Mapping[str, Any] | None = None,
         show_progress_bar: bool = False,
         expected: Mapping[str, Any] | None = None,
-        **_: Any,
     ) -> int:
         """Make ``model`` this collection's encoder, re-encoding every passage, in one commit.
 
         ``model``: a sentence-transformers directory every client can reach, or a hub name. Returns the committed
         generation. The model it replaces is kept for :meth:`rollback_model`. ``details``: facts recorded with it.
         ``expected``: the recorded encoder the caller measured against; if it is no longer the collection's at the
-        commit, :class:`~rag_hier.errors.ModelChangedError` and nothing changes.
+        commit, :class:`~rag_hier.errors.ModelChangedError` and nothing changes. ``encoded``: the passages already
+        encoded by this model (:func:`~rag_hier.store.encoder_switch.encode_passages`); those written or changed
+        since are encoded in the commit.
         """
         self._switchable("adopt_model()")
         source = Path(model)
@@ -108,7 +125,7 @@ class Switching(Rows):
         if details is not None:
             cfg["adopted"] = dict(details)
         cfg["adopted_at"] = int(self._state["generation"]) + 1  # kept through rollbacks (``since`` is not)
-        return self._switch(cfg, encoder, expected, show_progress_bar)
+        return self._switch(cfg, encoder, expected, show_progress_bar, encoded)
 
     def rollback_model(self, *, to: str = "previous", show_progress_bar: bool = False) -> ModelSwitch:
         """Return to an earlier encoder (re-encoding every passage), in one commit (as the local store's)."""
@@ -145,6 +162,7 @@ class Switching(Rows):
         encoder: DenseEncoder,
         expected: Mapping[str, Any] | None,
         show_progress_bar: bool,
+        encoded: EncodedPassages | None = None,
     ) -> int:
         override, checked = self._encoder_arg, self._encoder_checked
         try:
@@ -157,20 +175,30 @@ class Switching(Rows):
                         f"{expected.get('model')!r} that this run measured as its base (another switch happened "
                         "meanwhile): nothing adopted; run again on the collection as it is now"
                     )
-                fields = [*PASSAGE_FIELDS, "vector", *self._leaf_columns]
-                rows = [r for r in self._passage_rows(TRUE, self._view(), fields) if r["has_vector"]]
-                rows.sort(key=lambda r: int(r["rowid"]))
-                texts = [self._record(r).to_passage().embedding_text for r in rows]
-                vectors = (
-                    np.asarray(encoder.encode_documents(texts, show_progress_bar=show_progress_bar), np.float32)
-                    if texts
-                    else np.zeros((0, encoder.dimension), np.float32)
-                )
+                rows = self._vector_rows(self._view())
+                have: dict[tuple[int, str], int] = {}
+                if encoded is not None:
+                    have = {(int(r), h): i for i, (r, h) in enumerate(zip(encoded.rowids, encoded.hashes, strict=True))}
+                todo = [j for j, r in enumerate(rows) if (int(r["rowid"]), str(r["content_hash"])) not in have]
                 dim = int(self._state["dimension"])
-                if vectors.shape[0] and vectors.shape[1] != dim:
-                    raise DimensionMismatchError(
-                        f"the new model outputs {vectors.shape[1]}-d vectors; {self.location} holds {dim}-d vectors"
-                    )
+                vectors = np.zeros((len(rows), dim), np.float32)
+                for j, r in enumerate(rows):
+                    i = have.get((int(r["rowid"]), str(r["content_hash"])))
+                    if i is not None and encoded is not None:
+                        if encoded.vectors.shape[1] != dim:
+                            raise DimensionMismatchError(
+                                f"the new model outputs {encoded.vectors.shape[1]}-d vectors; {self.location} holds "
+                                f"{dim}-d vectors"
+                            )
+                        vectors[j] = encoded.vectors[i]
+                if todo:  # passages not encoded yet (all of them, or those written since the given encoding)
+                    texts = [self._record(rows[j]).to_passage().embedding_text for j in todo]
+                    fresh = np.asarray(encoder.encode_documents(texts, show_progress_bar=show_progress_bar), np.float32)
+                    if fresh.shape[1] != dim:
+                        raise DimensionMismatchError(
+                            f"the new model outputs {fresh.shape[1]}-d vectors; {self.location} holds {dim}-d vectors"
+                        )
+                    vectors[todo] = fresh
                 self._at_step("switch_encoded")
                 vid0 = self._alloc("next_vid", len(rows))
                 new_rows = []
