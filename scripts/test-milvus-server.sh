@@ -52,6 +52,7 @@ python -m pytest -q -p no:cacheprovider \
   tests/milvus/test_milvus_strategies.py \
   tests/milvus/test_milvus_maintenance.py \
   tests/milvus/test_milvus_switching.py \
+  tests/milvus/test_milvus_tuning.py \
   tests/integrations/haystack/test_document_store.py \
   tests/integrations/haystack/test_document_store_async.py \
   tests/integrations/haystack/test_meta_aggregates.py \

@@ -21,6 +21,12 @@ from tests.store.contract.base import unique_name
 TEXTS = ["the moon pulls the tides", "bees make honey from nectar", "magma rises in a volcano", "tides follow the moon"]
 
 
+@pytest.fixture(autouse=True)
+def model_cache(tmp_path, monkeypatch) -> None:
+    """Local copies of models stored in Milvus go to the test's own folder."""
+    monkeypatch.setenv("RAG_HIER_CACHE", str(tmp_path / "cache"))
+
+
 @pytest.fixture(scope="module")
 def other_model(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A second tiny model (other random weights, same dimension)."""
@@ -41,19 +47,21 @@ def _vectors(store) -> np.ndarray:
     return np.stack(store.get_embeddings([f"d{i}#0" for i in range(len(TEXTS))]))
 
 
-def test_adopt_then_roll_back_switches_every_vector_in_one_commit(store, tiny_model_path, other_model) -> None:
+def test_adopt_then_roll_back_switches_every_vector_in_one_commit(
+    store, tiny_model_path, other_model, tmp_path
+) -> None:
     before = _vectors(store)
     generation = store.generation
     reader = store.reopen(read_only=True)
     assert store.adopt_model(other_model, details={"why": "test"}) == generation + 1
     info = store.model_info
-    assert info["current"]["model"] == str(Path(other_model).resolve())
+    assert info["current"]["stored"] and info["current"]["model"].startswith("models/g")  # kept in Milvus
     assert info["current"]["adopted"] == {"why": "test"}
     assert info["previous"]["model"] == info["original"]["model"] == tiny_model_path
     after = _vectors(store)
     assert not np.allclose(after, before)
     enc = store.encoder
-    assert enc is not None and Path(enc.model_name).resolve() == Path(other_model).resolve()
+    assert enc is not None and Path(enc.model_name).parent == tmp_path / "cache" / "milvus-models"
     passages = store.get_passages([f"d{i}#0" for i in range(len(TEXTS))])
     np.testing.assert_allclose(after, enc.encode_documents([p.embedding_text for p in passages]), atol=1e-5)
     assert store.count_passages() == len(TEXTS) and store.count_vectors() == len(TEXTS)
@@ -125,3 +133,20 @@ def test_a_switch_measured_against_another_model_is_refused(store, other_model) 
     with pytest.raises(StoreError, match="read-only"):
         reader.adopt_model(other_model)
     reader.close()
+
+
+def test_an_adopted_model_lives_in_the_collection_not_where_it_came_from(store, other_model, tmp_path, monkeypatch):
+    import shutil
+
+    source = tmp_path / "tuned"
+    shutil.copytree(other_model, source)
+    store.adopt_model(source)
+    vectors = _vectors(store)
+    shutil.rmtree(source)  # (a tuning run's candidate folder is removed at its end)
+    monkeypatch.setenv("RAG_HIER_CACHE", str(tmp_path / "elsewhere"))  # another client: an empty cache
+    other = store.reopen(read_only=True)
+    hit = other.search("honey", top_k=1)[0]
+    assert hit.passage_id == store.search("honey", top_k=1)[0].passage_id
+    assert (tmp_path / "elsewhere" / "milvus-models" / store.model_info["current"]["sha256"] / ".complete").is_file()
+    np.testing.assert_allclose(_vectors(other), vectors)
+    other.close()

@@ -100,7 +100,7 @@ class MilvusBase:
         self.read_only = read_only
         self._encoder_arg = encoder
         self._device = device
-        self._encoders: dict[str | None, DenseEncoder] = {}
+        self._encoders: dict[tuple[Any, ...], DenseEncoder] = {}  # (device, recorded model) -> its encoder
         self._encoder_checked = False
         self._lock = threading.RLock()
         self._state: dict[str, Any] = {}  # the committed state (inside a batch: the one it will commit)

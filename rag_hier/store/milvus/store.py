@@ -45,6 +45,7 @@ here at every use). Where an extension's data goes follows the kind its method r
 from __future__ import annotations
 
 import copy
+import importlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -422,18 +423,11 @@ class MilvusStore(Switching, Search, DenseSearch):
         enc = self._state.get("encoder")
         if not enc:
             return None
-        cached = self._encoders.get(self._device)
-        if cached is None or cached.model_name != enc["model"]:
-            cached = self._encoders[self._device] = DenseEncoder(
-                enc["model"],
-                device=self._device,
-                normalize_embeddings=enc.get("normalize_embeddings"),
-                query_prompt=enc.get("query_prompt"),
-                document_prompt=enc.get("document_prompt"),
-                max_seq_length=enc.get("max_seq_length"),
-                weights_sha256=enc.get("weights_sha256"),
-            )
-            cached.weights_owner = f"the collection {self.location}"
+        tag = (self._device, enc.get("model"), enc.get("sha256"), enc.get("weights_sha256"))
+        cached = self._encoders.get(tag)
+        if cached is None:
+            self._encoders.clear()  # one model at a time: the collection's current one
+            cached = self._encoders[tag] = self._recorded(enc)  # a stored model: from its local copy
         return cached
 
     @property
@@ -519,20 +513,22 @@ class MilvusStore(Switching, Search, DenseSearch):
         )
 
     # ------------------------------------------------------------------------------------------------
-    # tuning: the model switch is .switching's (adopt_model, rollback_model); the tuning run needs a local store
+    # tuning: the model switch is .switching's (adopt_model, rollback_model, model_info)
     # ------------------------------------------------------------------------------------------------
     def tune(self, queries: Any = None, qrels: Any = None, **options: Any) -> Any:
-        """Not offered on Milvus: raises :class:`StoreError` saying what to do instead.
+        """Fine-tune this collection's model on judged queries; adopt the result only when it measures better.
 
-        A tuning run adopts a model it trained in a temporary folder, which a local store copies into itself; a
-        Milvus collection records a model's path and does not hold the model.
+        As :meth:`HierStore.tune <rag_hier.store.HierStore.tune>` (same options and report); the adoption is
+        :meth:`adopt_model`: one commit, the model kept inside the collection, undone by :meth:`rollback_model`.
         """
-        raise StoreError(
-            f"tuning runs on a local store directory; the Milvus collection {self.location} is not tuned in place: "
-            f"copy it out (`rag-hier migrate --store {self.location} --to DIR`), tune the copy, then adopt the tuned "
-            "model here from a directory every client can read (store.adopt_model(model_dir): one commit, undone "
-            "with store.rollback_model())"
-        )
+        from rag_hier.store import store as local_store
+
+        tuner = local_store._TUNER
+        if tuner is None:  # a plugin lookup: the tuning layer's entry point, by name
+            tuner = getattr(importlib.import_module(local_store.TUNER_MODULE), "store_tune", None)
+        if tuner is None:  # pragma: no cover - rag_hier.tuning defines it
+            raise StoreError(f"tuning is not available: {local_store.TUNER_MODULE} has no store_tune")
+        return tuner(self, queries, qrels, **options)
 
     # ------------------------------------------------------------------------------------------------
     # maintenance

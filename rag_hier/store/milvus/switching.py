@@ -7,14 +7,20 @@ the document index, the tree) are rebuilt, and the state row naming the new enco
 no read sees a new vector; after it none sees an old one. A writer that dies before the commit point leaves the
 previous model searchable (the next writer deletes the invisible rows); one that dies after it leaves the new one.
 
-The model itself stays where it is: a Milvus collection records the model's path or name and the digest of its
-weights (as it does for the model it was built with), and every client loads it from there (a shared path, or a
-model hub name); it is not copied into Milvus.
+An adopted model is kept inside the collection, like a local store keeps it in its directory: its files are
+written to ``C__files`` (``model/<name>/<file>``, base64 chunks checksummed, under the switch's generation) and the
+recorded encoder names them (``model: "models/<name>"``, ``stored``, ``sha256`` over the directory, ``files``). A
+client loads it through a local copy in the cache (``$RAG_HIER_CACHE`` or ``~/.cache/rag-hier``,
+``milvus-models/<sha256>``), written once, checked against the digest, and shared by the collections holding that
+model. The files stay while the current, previous or original encoder names them.
 """
 
 from __future__ import annotations
 
 import copy
+import re
+import shutil
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -22,11 +28,13 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from rag_hier.encoders.dense import DenseEncoder
-from rag_hier.errors import DimensionMismatchError, ModelChangedError, StoreError
+from rag_hier.errors import DimensionMismatchError, ModelChangedError, StoreCorruptedError, StoreError
 from rag_hier.store.encoder_switch import EncodedPassages, same_encoder
 from rag_hier.store.milvus.capabilities import TRUE
+from rag_hier.store.milvus.model_files import REL_NAME, model_cache
 from rag_hier.store.milvus.rows import Rows
 from rag_hier.store.milvus.schema import PASSAGE_FIELDS
+from rag_hier.store.models import MODELS_DIR, _walk, new_model_name, tree_digest
 from rag_hier.store.records import ModelSwitch, SwitchDirection
 
 if TYPE_CHECKING:
@@ -82,6 +90,65 @@ class Switching(Rows):
         rows = [r for r in self._passage_rows(TRUE, view, fields) if r["has_vector"]]
         return sorted(rows, key=lambda r: int(r["rowid"]))
 
+    def check_switchable(self, what: str) -> dict[str, Any]:
+        """The recorded encoder, if this handle may switch it (:meth:`adopt_model`); else a :class:`StoreError`."""
+        return self._switchable(what)
+
+    def _model_dir(self, enc: Mapping[str, Any]) -> Path:
+        """A local directory holding the stored model ``enc`` names (copied from ``C__files`` once, checked)."""
+        digest = str(enc.get("sha256", ""))
+        if not re.fullmatch(r"[0-9a-f]{64}", digest):
+            raise StoreCorruptedError(f"{self.location}: the stored model {enc.get('model')!r} has no valid digest")
+        final = model_cache() / digest
+        if final.is_dir() and (final / ".complete").is_file():
+            return final
+        name = str(enc["model"]).split("/", 1)[1]
+        staging = final.parent / f".incoming-{digest[:16]}-{uuid.uuid4().hex[:8]}"
+        try:
+            for rel, info in sorted((enc.get("files") or {}).items()):
+                if not REL_NAME.fullmatch(rel) or ".." in rel.split("/"):
+                    raise StoreCorruptedError(f"{self.location}: the stored model names a file {rel!r}")
+                path = staging / rel
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(self._read_file(f"model/{name}/{rel}", info))
+            if tree_digest(staging) != digest:
+                raise StoreCorruptedError(f"{self.location}: the stored model {enc['model']!r} fails its digest")
+            (staging / ".complete").write_bytes(b"")
+            try:
+                staging.rename(final)
+            except OSError:  # another process put it there first
+                if not (final / ".complete").is_file():
+                    raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return final
+
+    def _store_model(self, source: Path, gen: int) -> dict[str, Any]:
+        """Write the model directory ``source`` into ``C__files`` under ``gen``; its entries for the state."""
+        name = new_model_name(gen)
+        files = {}
+        for rel in _walk(source):
+            text = rel.as_posix()
+            if not REL_NAME.fullmatch(text) or len(text) > 180:
+                raise StoreError(f"{source}: model file {text!r} cannot be stored in Milvus (plain names only)")
+            files[text] = self._write_file(f"model/{name}/{text}", (source / rel).read_bytes(), gen)
+        return {"model": f"{MODELS_DIR}/{name}", "stored": True, "sha256": tree_digest(source), "files": files}
+
+    def _recorded(self, enc: Mapping[str, Any]) -> DenseEncoder:
+        """A :class:`DenseEncoder` for a recorded configuration (a stored model: from the local copy)."""
+        model = str(self._model_dir(enc)) if enc.get("stored") else str(enc["model"])
+        encoder = DenseEncoder(
+            model,
+            device=self._device,
+            normalize_embeddings=enc.get("normalize_embeddings"),
+            query_prompt=enc.get("query_prompt"),
+            document_prompt=enc.get("document_prompt"),
+            max_seq_length=enc.get("max_seq_length"),
+            weights_sha256=None if enc.get("stored") else enc.get("weights_sha256"),
+        )
+        encoder.weights_owner = f"the collection {self.location}"
+        return encoder
+
     def _switchable(self, what: str) -> dict[str, Any]:
         if self.read_only:
             raise StoreError(f"{self.location} was opened read-only; {what} writes to it")
@@ -117,11 +184,13 @@ class Switching(Rows):
         """
         self._switchable("adopt_model()")
         source = Path(model)
-        name = str(source.resolve()) if source.is_dir() else str(model)
-        encoder = self.encoder_for(name)
+        if not source.is_dir():
+            raise StoreError(f"model directory {source} does not exist")
+        encoder = self.encoder_for(source)
         cfg = {k: v for k, v in encoder.config().items() if k not in _OPTIONS} | {
             k: (self._state.get("encoder") or {}).get(k) for k in _OPTIONS
         }
+        cfg["source"] = str(source)
         if details is not None:
             cfg["adopted"] = dict(details)
         cfg["adopted_at"] = int(self._state["generation"]) + 1  # kept through rollbacks (``since`` is not)
@@ -142,12 +211,7 @@ class Switching(Rows):
         direction: SwitchDirection = "original" if to == "original" else "back"
         if to == "previous" and int(target.get("adopted_at", 0)) > int((info["current"] or {}).get("adopted_at", 0)):
             direction = "forward"  # a second rollback returns to the newer model the first one left
-        encoder = DenseEncoder(
-            str(target["model"]),
-            device=self._device,
-            weights_sha256=target.get("weights_sha256"),
-            **{k: target.get(k) for k in _OPTIONS},
-        )
+        encoder = self._recorded(target)
         generation = self._switch(dict(target), encoder, info["current"], show_progress_bar)
         return ModelSwitch(
             generation=generation,
@@ -209,6 +273,10 @@ class Switching(Rows):
                 self._insert(self._collections.passages, new_rows)
                 if current and "encoder_original" not in self._state:
                     self._state["encoder_original"] = current
+                source = cfg.pop("source", None)
+                if source is not None:  # adopting: the model goes into the collection, under this generation
+                    cfg.update(self._store_model(Path(source), b.gen))
+                    self._at_step("switch_model_installed")
                 self._state["encoder_previous"] = current
                 self._state["encoder"] = {**cfg, "since": b.gen}
                 self._encoder_arg = None  # this handle follows the collection's encoder from now on
