@@ -119,11 +119,6 @@ def test_passages_encoded_beforehand_are_used_and_those_written_since_encoded(st
     np.testing.assert_allclose(np.stack(store.get_embeddings(ids)), want, atol=1e-5)
 
 
-def test_tuning_in_place_is_refused_with_what_to_do(store) -> None:
-    with pytest.raises(StoreError, match=r"not tuned in place.*adopt_model"):
-        store.tune({"q": "honey"}, {"q": {"d1": 1}})
-
-
 def test_a_switch_measured_against_another_model_is_refused(store, other_model) -> None:
     stale = dict(store.model_info["current"], model="elsewhere")
     with pytest.raises(ModelChangedError, match="nothing adopted"):

@@ -192,7 +192,8 @@ def test_epochs_inf_is_refused(judged_store, judged_maps) -> None:
     assert _fingerprint(path) == before
 
 
-def test_milvus_stores_say_they_are_not_tuned_in_place_and_what_a_rollback_lacks(tmp_path, tiny_model_path) -> None:
+def test_milvus_stores_are_tuned_by_the_same_run_and_say_what_a_rollback_lacks(tmp_path, tiny_model_path) -> None:
+    # (adoption, rollback and kill -9 on Milvus: tests/milvus/test_milvus_tuning.py)
     pytest.importorskip("pymilvus")
     pytest.importorskip("milvus_lite")
     from rag_hier import Document
@@ -202,9 +203,9 @@ def test_milvus_stores_say_they_are_not_tuned_in_place_and_what_a_rollback_lacks
     store = MilvusStore.create(uri=uri, model=tiny_model_path)
     store.add_documents([Document(doc_id="d", title="", paragraphs=("red blue green",))])
     assert store.model_info["current"]["model"] == tiny_model_path
-    with pytest.raises(StoreError, match="not tuned in place"):
+    with pytest.raises(RagHierError, match="not passage ids"):  # the tuning run's own checks
         store.tune({"q": "red"}, {"q": {"d": 1}})
-    with pytest.raises(StoreError, match="no previous model"):  # (switching on Milvus: tests/milvus)
+    with pytest.raises(StoreError, match="no previous model"):
         store.rollback_model()
     store.close()
     assert "no previous model" in _one_line_error(["tune", "--store", uri, "--rollback", *COMMON], "tune")
@@ -217,13 +218,13 @@ def test_milvus_stores_say_they_are_not_tuned_in_place_and_what_a_rollback_lacks
     from llama_index.vector_stores.rag_hier import RagHierVectorStore
 
     ds = RagHierDocumentStore(uri=uri)
-    with pytest.raises(DocumentStoreError, match="not tuned in place"):
+    with pytest.raises(RagHierError, match="not passage ids"):
         ds.tune({"q": "red"}, {"q": {"d": 1}})
     with pytest.raises(DocumentStoreError, match="no previous model"):
         ds.rollback_model()
     ds.close()
     vs = RagHierVectorStore(uri=uri)
-    with pytest.raises(StoreError, match="not tuned in place"):
+    with pytest.raises(RagHierError, match="not passage ids"):
         vs.tune({"q": "red"}, {"q": {"d": 1}})
     with pytest.raises(StoreError, match="no previous model"):
         vs.rollback_model()
