@@ -89,6 +89,9 @@ def _step(name: str) -> None:
     """A named point inside a commit; tests replace this to simulate a failure there."""
 
 
+TUNER_MODULE = "rag_hier.tuning"
+"""The tuning layer, looked up by name (the engine's stores do not import it)."""
+
 FIELD_KINDS: frozenset[str] = frozenset({"sparse-rows", "leaf", "leaves"})
 """The kinds of extension data this version keeps in Milvus fields (an extension of another kind: files).
 
@@ -521,13 +524,9 @@ class MilvusStore(Switching, Search, DenseSearch):
         As :meth:`HierStore.tune <rag_hier.store.HierStore.tune>` (same options and report); the adoption is
         :meth:`adopt_model`: one commit, the model kept inside the collection, undone by :meth:`rollback_model`.
         """
-        from rag_hier.store import store as local_store
-
-        tuner = local_store._TUNER
-        if tuner is None:  # a plugin lookup: the tuning layer's entry point, by name
-            tuner = getattr(importlib.import_module(local_store.TUNER_MODULE), "store_tune", None)
+        tuner = getattr(importlib.import_module(TUNER_MODULE), "store_tune", None)  # a plugin lookup, by name
         if tuner is None:  # pragma: no cover - rag_hier.tuning defines it
-            raise StoreError(f"tuning is not available: {local_store.TUNER_MODULE} has no store_tune")
+            raise StoreError(f"tuning is not available: {TUNER_MODULE} has no store_tune")
         return tuner(self, queries, qrels, **options)
 
     # ------------------------------------------------------------------------------------------------
