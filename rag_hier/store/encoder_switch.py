@@ -91,10 +91,17 @@ def _encode(encoder: DenseEncoder, texts: list[str], dimension: int | None, show
 
 
 def encode_passages(store: HierStore, encoder: DenseEncoder, *, show_progress_bar: bool = False) -> EncodedPassages:
-    """Encode every passage of ``store`` that has a vector with ``encoder`` (texts read from one generation)."""
+    """Encode every passage of ``store`` that has a vector with ``encoder`` (texts read from one generation).
+
+    A backend without the local store's SQLite (Milvus) lists its passages itself (``_encoding_rows()``).
+    """
     with store.reading():
-        rows = _rows(store)
-        texts = _texts(store, rows)
+        listing = getattr(store, "_encoding_rows", None)
+        if listing is not None:
+            rows, texts = listing()
+        else:
+            rows = _rows(store)
+            texts = _texts(store, rows)
     vectors = _encode(encoder, texts, None, show_progress_bar)
     return EncodedPassages(np.asarray([r for r, _ in rows], dtype=np.int64), tuple(h for _, h in rows), vectors)
 

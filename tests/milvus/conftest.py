@@ -1,27 +1,19 @@
-"""Milvus Lite fixtures shared by the Milvus tests: one database file per session, and the strategy pair."""
+"""The strategy pair the Milvus tests share (``milvus_db``, where collections go, is in ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 
 @pytest.fixture(scope="session")
-def milvus_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One Milvus Lite file for the session (one server; each test uses its own collections in it)."""
-    pytest.importorskip("pymilvus")
-    pytest.importorskip("milvus_lite")
-    return tmp_path_factory.mktemp("milvus") / "m.db"
-
-
-@pytest.fixture(scope="session")
 def strategy_pair(
-    tmp_path_factory: pytest.TempPathFactory, milvus_db: Path, tiny_model_path: str
+    tmp_path_factory: pytest.TempPathFactory, milvus_db: str, tiny_model_path: str
 ) -> Iterator[tuple[Any, Any]]:
-    """The contract's strategy reference (a local store with every extension) and its copy in Milvus Lite.
+    """The contract's strategy reference (a local store with every extension) and its copy in Milvus
+    (Milvus Lite, or the server of ``$RAG_HIER_TEST_MILVUS_URI``).
 
     Built once: the contract suite compares every strategy on it, ``test_milvus_strategies.py`` checks the
     migration and the in-engine searches on it.
@@ -39,5 +31,6 @@ def strategy_pair(
     remote.close()
     remote = MilvusStore.open(f"{milvus_db}#strategies", encoder=encoder)
     yield local, remote
+    remote.drop()  # (on a server the collection would outlive the session)
     remote.close()
     local.close()

@@ -1,14 +1,14 @@
-"""The store contract suite (``tests/store/contract``) on Milvus Lite; skips without ``pymilvus``, ``milvus-lite``."""
+"""The store contract suite (``tests/store/contract``) on Milvus: Milvus Lite, or the server named by
+``$RAG_HIER_TEST_MILVUS_URI`` (``scripts/test-milvus-server.sh``); skips without ``pymilvus`` (and ``milvus-lite``
+for Lite)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 pytest.importorskip("pymilvus")
-pytest.importorskip("milvus_lite")
 
 from rag_hier import HierStore
 from rag_hier.errors import StoreError
@@ -18,12 +18,12 @@ from rag_hier.store.milvus.migrate import local_to_milvus
 from tests.store.contract import StoreContract
 
 
-class MilvusLiteFactory:
-    """Collections in the session's Milvus Lite file (one server), one collection per store."""
+class MilvusFactory:
+    """Collections on the session's Milvus (a Milvus Lite file or a server), one collection per store."""
 
     reuse_stores = True  # creating a collection waits ~0.5 s for each of its 11 indexes: tests share them
 
-    def __init__(self, db: Path) -> None:
+    def __init__(self, db: str) -> None:
         self.db = db
 
     def create(self, name: str, **options: Any) -> MilvusStore:
@@ -50,12 +50,12 @@ class MilvusLiteFactory:
 
 
 class TestMilvusStore(StoreContract):
-    """Every contract behaviour on ``MilvusStore`` (Milvus Lite)."""
+    """Every contract behaviour on ``MilvusStore`` (Milvus Lite, or the server of ``$RAG_HIER_TEST_MILVUS_URI``)."""
 
     @pytest.fixture(scope="class")
     @classmethod
-    def factory(cls, milvus_db: Path) -> MilvusLiteFactory:
-        return MilvusLiteFactory(milvus_db)
+    def factory(cls, milvus_db: str) -> MilvusFactory:
+        return MilvusFactory(milvus_db)
 
     @pytest.fixture(scope="class")
     @classmethod

@@ -1,9 +1,9 @@
-"""The strategy reference in Milvus Lite: its migration round trip, and the searches that run inside Milvus.
+"""The strategy reference in Milvus: its migration round trip, and the searches that run inside Milvus.
 
-The pair (the contract's strategy reference, a local store with every extension, and its copy in Milvus Lite) comes
-from ``tests/milvus/conftest.py``; that every registered strategy returns the local store's top 10 on it is the
-contract suite's ``SearchContract`` (``tests/milvus/test_contract_milvus.py``). Skips without ``pymilvus`` and
-``milvus-lite``.
+The pair (the contract's strategy reference, a local store with every extension, and its copy in Milvus Lite or on
+the server of ``$RAG_HIER_TEST_MILVUS_URI``) comes from ``tests/milvus/conftest.py``; that every registered strategy
+returns the local store's top 10 on it is the contract suite's ``SearchContract``
+(``tests/milvus/test_contract_milvus.py``). Skips without ``pymilvus``.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 
 pytest.importorskip("pymilvus")
-pytest.importorskip("milvus_lite")
 
 from rag_hier import HierStore
 from rag_hier.retrieval import strategy
 from rag_hier.store.extensions.tree import TreeExtension
 from rag_hier.store.milvus import MilvusStore
 from rag_hier.store.milvus.migrate import milvus_to_local
+from tests.conftest import skip_without
 from tests.store.contract.search import PARAMS, STRATEGY_FILTERS, TEXTS
 from tests.store.contract.search import strategy_queries as _queries
 
@@ -52,13 +52,38 @@ def test_migration_round_trips_ids_titles_metadata_vectors(pair, tmp_path: Path)
         back.close()
 
 
-def test_sparse_and_leaf_searches_run_inside_milvus(pair, vocab, monkeypatch) -> None:
+@pytest.mark.parametrize(
+    ("name", "capability"),
+    [
+        ("token-index", "sparse_vectors"),
+        ("sparse-embeddings", "sparse_vectors"),
+        ("svdr-vectors", "sparse_vectors"),
+        ("tree", "nullable_fields"),
+        ("ehi", "nullable_fields"),
+    ],
+)
+def test_an_extension_is_kept_in_a_milvus_field_exactly_where_the_server_can(
+    pair, milvus_capabilities, name: str, capability: str
+) -> None:
+    """Sparse rows need sparse vectors (Milvus 2.4), leaf fields nullable fields (2.5); without, the extension's
+    files are in ``C__files`` and its searches the client-side ones (their top 10: the contract suite)."""
+    _, remote = pair
+    can = getattr(milvus_capabilities, capability)
+    assert remote.extension_in_engine(name) is can
+    files = remote.info()["extensions"][name]["files"]
+    assert bool(files) is not can or capability == "nullable_fields"  # a tree keeps its centroids in a file
+    if not can:
+        assert remote.extension_files(name)  # the whole extension, read back from C__files
+
+
+def test_sparse_and_leaf_searches_run_inside_milvus(pair, vocab, monkeypatch, milvus_capabilities) -> None:
     """The migrated token index, sparse embeddings and SVDR E(d) vectors are a Milvus sparse field, the tree / EHI
     leaves passage fields: searching them never touches client-side rows or vectors (SVDR full / α are one sparse
     search; β+rerank reads only its candidates' E(d), by rowid), and tree / EHI end in a leaf-filtered search."""
     from rag_hier.index.sparse import SparseRowIndex
     from rag_hier.store.extensions.ehi import EHIExtension
 
+    skip_without(milvus_capabilities, "sparse_vectors", "nullable_fields")
     _, remote = pair
     for name in ("token-index", "sparse-embeddings", "svdr-vectors", "tree", "ehi"):
         assert remote.extension_in_engine(name), name

@@ -209,16 +209,26 @@ def test_report_files(judged_store, stays, judged_maps) -> None:
     assert json.loads(json.dumps(report.to_dict()))["difference"]["ndcg@10"]["wins"] >= 0
 
 
-def test_a_tuned_store_is_not_migrated_to_milvus_silently(judged_store, tmp_path) -> None:
+def test_a_tuned_store_migrates_to_milvus_and_back_with_its_model(judged_store, tmp_path, monkeypatch) -> None:
     pytest.importorskip("milvus_lite")
-    from rag_hier.store.milvus.migrate import local_to_milvus
+    from rag_hier.store.milvus.migrate import local_to_milvus, milvus_to_local
 
+    monkeypatch.setenv("RAG_HIER_CACHE", str(tmp_path / "cache"))
     path, _ = judged_store
     store = HierStore.open(path)
     store.adopt_model(_other_model(path))
-    with pytest.raises(StoreError, match="model kept inside the store"):
-        local_to_milvus(store, str(tmp_path / "m.db"))
-    store.close()
+    want = [h.passage_id for h in store.search("a query", top_k=5)]
+    remote = local_to_milvus(store, str(tmp_path / "m.db"))
+    assert (
+        remote.model_info["current"]["stored"]
+        and remote.model_info["current"]["sha256"] == (store.model_info["current"]["sha256"])
+    )
+    assert [h.passage_id for h in remote.search("a query", top_k=5)] == want  # the tuned model, from Milvus
+    back = milvus_to_local(remote, tmp_path / "back")
+    assert back.model_info["current"]["stored"] and (back.path / back.model_info["current"]["model"]).is_dir()
+    assert [h.passage_id for h in back.search("a query", top_k=5)] == want
+    for s in (back, remote, store):
+        s.close()
 
 
 def test_random_split_and_the_dev_subsets(judged_store, judged_maps) -> None:

@@ -192,7 +192,8 @@ def test_epochs_inf_is_refused(judged_store, judged_maps) -> None:
     assert _fingerprint(path) == before
 
 
-def test_milvus_stores_say_they_are_not_tuned_in_place(tmp_path, tiny_model_path) -> None:
+def test_milvus_stores_are_tuned_by_the_same_run_and_say_what_a_rollback_lacks(tmp_path, tiny_model_path) -> None:
+    # (adoption, rollback and kill -9 on Milvus: tests/milvus/test_milvus_tuning.py)
     pytest.importorskip("pymilvus")
     pytest.importorskip("milvus_lite")
     from rag_hier import Document
@@ -202,12 +203,13 @@ def test_milvus_stores_say_they_are_not_tuned_in_place(tmp_path, tiny_model_path
     store = MilvusStore.create(uri=uri, model=tiny_model_path)
     store.add_documents([Document(doc_id="d", title="", paragraphs=("red blue green",))])
     assert store.model_info["current"]["model"] == tiny_model_path
-    for call in (lambda: store.tune({"q": "red"}, {"q": {"d": 1}}), store.rollback_model):
-        with pytest.raises(StoreError, match="not tuned or rolled back in place"):
-            call()
+    with pytest.raises(RagHierError, match="not passage ids"):  # the tuning run's own checks
+        store.tune({"q": "red"}, {"q": {"d": 1}})
+    with pytest.raises(StoreError, match="no previous model"):
+        store.rollback_model()
     store.close()
-    for argv in (["tune", "--store", uri, "--rollback", *COMMON], ["tune", "--store", uri, "--rollback", "original"]):
-        assert "not tuned or rolled back in place" in _one_line_error(argv, "tune")
+    assert "no previous model" in _one_line_error(["tune", "--store", uri, "--rollback", *COMMON], "tune")
+    assert "never switched" in _one_line_error(["tune", "--store", uri, "--rollback", "original"], "tune")
 
     pytest.importorskip("haystack")
     pytest.importorskip("llama_index.core")
@@ -216,14 +218,16 @@ def test_milvus_stores_say_they_are_not_tuned_in_place(tmp_path, tiny_model_path
     from llama_index.vector_stores.rag_hier import RagHierVectorStore
 
     ds = RagHierDocumentStore(uri=uri)
-    for call in (lambda: ds.tune({"q": "red"}, {"q": {"d": 1}}), ds.rollback_model):
-        with pytest.raises(DocumentStoreError, match="not tuned or rolled back in place"):
-            call()
+    with pytest.raises(RagHierError, match="not passage ids"):
+        ds.tune({"q": "red"}, {"q": {"d": 1}})
+    with pytest.raises(DocumentStoreError, match="no previous model"):
+        ds.rollback_model()
     ds.close()
     vs = RagHierVectorStore(uri=uri)
-    for call in (lambda: vs.tune({"q": "red"}, {"q": {"d": 1}}), vs.rollback_model):
-        with pytest.raises(StoreError, match="not tuned or rolled back in place"):
-            call()
+    with pytest.raises(RagHierError, match="not passage ids"):
+        vs.tune({"q": "red"}, {"q": {"d": 1}})
+    with pytest.raises(StoreError, match="no previous model"):
+        vs.rollback_model()
     vs.close()
 
 

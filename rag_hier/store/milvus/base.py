@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rag_hier.errors import StoreError
+from rag_hier.store.milvus.capabilities import TRUE, Capabilities
 from rag_hier.store.milvus.client import Connection
-from rag_hier.store.milvus.filters import ids_expr, str_list
+from rag_hier.store.milvus.filters import ids_expr, str_list, translate
 from rag_hier.store.milvus.schema import (
     IN_CHUNK,
     INSERT_ROWS,
@@ -99,7 +100,7 @@ class MilvusBase:
         self.read_only = read_only
         self._encoder_arg = encoder
         self._device = device
-        self._encoders: dict[str | None, DenseEncoder] = {}
+        self._encoders: dict[tuple[Any, ...], DenseEncoder] = {}  # (device, recorded model) -> its encoder
         self._encoder_checked = False
         self._lock = threading.RLock()
         self._state: dict[str, Any] = {}  # the committed state (inside a batch: the one it will commit)
@@ -115,7 +116,6 @@ class MilvusBase:
         self._meta_rows: tuple[tuple[int, str], list[dict[str, Any]]] | None = None
         self._closed = False
         self._has_sparse = False
-        self._lite: bool | None = None
         self._leaf_columns: tuple[str, ...] = ()
         self._df_cache: dict[tuple[str, int], tuple[np.ndarray, np.ndarray, int]] = {}
         self._rowid_cache: dict[tuple[str, int], np.ndarray] = {}
@@ -207,15 +207,18 @@ class MilvusBase:
     def _delete(self, collection: str, expr: str) -> None:
         self._call("a delete", "delete", collection, filter=expr)
 
+    @property
+    def _caps(self) -> Capabilities:
+        """What the server offers (read once per connection)."""
+        return self._conn.capabilities
+
+    def _translate(self, filters: Any) -> str | None:
+        """The Milvus expression of a filter on this server (:func:`~rag_hier.store.milvus.filters.translate`)."""
+        return translate(filters, json_null_check=self._caps.json_null_check)
+
     def _is_lite(self) -> bool:
         """Whether the server is Milvus Lite (a ``.db`` file, or its server process reached by URI)."""
-        if self._lite is None:
-            try:
-                version = str(self._call("asking the server version", "get_server_version"))
-            except StoreError:
-                version = ""
-            self._lite = self._conn.uri.endswith(".db") or "lite" in version.lower()
-        return self._lite
+        return self._caps.lite
 
     def _sparse_collection_present(self) -> bool:
         """Whether ``C__sparse`` exists (loaded when it does; another process may have created it since)."""
@@ -229,7 +232,7 @@ class MilvusBase:
         """``C__sparse``: the sparse extensions' rows (created when the first one is attached)."""
         if self._sparse_collection_present():
             return
-        create_sparse_collection(self._call, self._conn.client, self._collections)
+        create_sparse_collection(self._call, self._conn.client, self._collections, self._caps)
         self._has_sparse = True
 
     # ------------------------------------------------------------------------------------------------
@@ -292,7 +295,7 @@ class MilvusBase:
         return str(value)
 
     def _sparse_rows(
-        self, name: str, view: View, expr: str = "true", fields: list[str] | None = None
+        self, name: str, view: View, expr: str = TRUE, fields: list[str] | None = None
     ) -> list[dict[str, Any]]:
         tag = self._field(name, "sparse")
         if not self._sparse_collection_present():

@@ -13,9 +13,12 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from rag_hier.errors import MissingDependencyError, StoreError
+
+if TYPE_CHECKING:
+    from rag_hier.store.milvus.capabilities import Capabilities
 
 logger = logging.getLogger(__name__)
 
@@ -165,6 +168,8 @@ class Connection:
     """
 
     _SHARED: ClassVar[dict[tuple[Any, ...], tuple[Any, int]]] = {}
+    _CAPABILITIES: ClassVar[dict[tuple[Any, ...], Any]] = {}
+    """What each shared client's server offers (:mod:`.capabilities`), read once per connection."""
     _orphans: ClassVar[dict[Any, tuple[Any, int]]] = {}
     """Clients no longer shared (their server went away), by ``id``, with the handles still holding them."""
     _LOCK = threading.Lock()
@@ -222,9 +227,26 @@ class Connection:
             self._forget()
             raise
 
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the server offers (asked once per connection; see :mod:`rag_hier.store.milvus.capabilities`)."""
+        caps = self._CAPABILITIES.get(self._key)
+        if caps is None:
+            from rag_hier.store.milvus.capabilities import detect
+
+            def call(what: str, method: str, *args: Any, **kwargs: Any) -> Any:
+                return self.call(what, getattr(self.client, method), *args, **kwargs)
+
+            caps = detect(call, self.client, lite_file=self.uri.endswith(".db"))
+            with self._LOCK:
+                if self._SHARED.get(self._key, (None,))[0] is self.client:
+                    self._CAPABILITIES[self._key] = caps
+        return caps
+
     def _forget(self) -> None:
         """Stop sharing a client whose server went away: the next handle on this URI connects afresh."""
         with self._LOCK:
+            self._CAPABILITIES.pop(self._key, None)  # another server may answer there next
             shared = self._SHARED.get(self._key)
             if shared is not None and shared[0] is self.client:
                 del self._SHARED[self._key]
@@ -247,6 +269,8 @@ class Connection:
             client, count = shared
             if count <= 1:
                 del table[key]
+                if table is self._SHARED:
+                    self._CAPABILITIES.pop(key, None)
                 with contextlib.suppress(Exception):
                     client.close()
             else:

@@ -14,6 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from rag_hier.store.milvus.base import MilvusBase
+from rag_hier.store.milvus.capabilities import TRUE
 from rag_hier.store.milvus.fields import LeafRows, SparseRows, engine_data, leaf_values, sparse_dicts
 from rag_hier.store.milvus.filters import str_list
 from rag_hier.store.milvus.schema import INSERT_ROWS, PASSAGE_FIELDS
@@ -81,7 +82,7 @@ class FieldSync(MilvusBase):
         view = self._view()
         fields = [*PASSAGE_FIELDS, "vector", *self._leaf_columns]
         if any(full for _, full in plans.values()):
-            rows = self._passage_rows("true", view, fields)
+            rows = self._passage_rows(TRUE, view, fields)
         elif b.added:
             rows = self._query_in(passages, "rowid", sorted(b.added), view.expr("p"), fields)
         else:

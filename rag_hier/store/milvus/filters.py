@@ -5,7 +5,8 @@ The translation keeps the semantics of :mod:`rag_hier.store.filters` (the local 
 - fields: ``id`` → ``passage_id``, ``doc_id``, ``content``/``text`` → ``text``, ``position``, ``section``,
   ``meta.<key>`` (and any other bare name) → the JSON field ``meta["<key>"]``; ``meta.a.b`` → ``meta["a"]["b"]``;
 - a missing key or a JSON ``null`` is ``None``: ``== None`` matches it, ``!=`` and ``not in`` match it, ordering
-  never does — every leaf is written two-valued (``is null`` guards), so ``NOT`` negates exactly as in Python,
+  never does — every leaf is written two-valued (``is null`` guards; ``exists`` on servers without ``is null``), so
+  ``NOT`` negates exactly as in Python,
   never Milvus' three-valued "unknown";
 - ``in`` on a JSON key is written as ``==`` alternatives (Milvus Lite has no ``in`` on JSON paths).
 
@@ -37,7 +38,8 @@ FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 _SCALAR_FIELDS = {"id": "passage_id", "doc_id": "doc_id", "content": "text", "text": "text"}
 _INT_FIELDS = {"position": "position", "section": "section"}
 _ORDER = (">", ">=", "<", "<=")
-FALSE = "(false)"
+TRUE = "(vid >= 0)"  # no boolean literal: `true` / `false` do not parse on every server (.capabilities)
+FALSE = "(vid < 0)"
 
 
 class _Untranslatable(Exception):
@@ -65,8 +67,8 @@ def str_list(values: Sequence[str]) -> str:
 
 
 def ids_expr(field_name: str, ids: Sequence[int]) -> str:
-    """``field in [1,2,...]`` over integer ids (no id: ``(false)``)."""
-    return f"{field_name} in [{','.join(str(int(i)) for i in ids)}]" if len(ids) else "(false)"
+    """``field in [1,2,...]`` over integer ids (no id: an always-false condition on ``vid``)."""
+    return f"{field_name} in [{','.join(str(int(i)) for i in ids)}]" if len(ids) else FALSE
 
 
 def literal(value: Any) -> str:
@@ -113,10 +115,19 @@ def _field(field: str) -> tuple[str, str]:
     return "json", _json_path(key)
 
 
-def _eq(kind: str, path: str, value: Any) -> str:
+def _present(path: str, nulls: bool) -> str:
+    """``path`` holds a value (``nulls``: the server has ``is null``; else ``exists``, guarding a comparison only)."""
+    return f"{path} is not null" if nulls else f"(exists {path})"
+
+
+def _eq(kind: str, path: str, value: Any, nulls: bool) -> str:
     """A two-valued ``path == value`` (``None``: missing or null)."""
     if value is None:
-        return f"({path} is null)" if kind == "json" else FALSE
+        if kind != "json":
+            return FALSE
+        if not nulls:  # `exists` counts a stored JSON null as present: the local rules decide
+            raise _Untranslatable
+        return f"({path} is null)"
     if isinstance(value, list | tuple | set | dict):
         raise _Untranslatable
     if kind == "str" and not isinstance(value, str):
@@ -124,16 +135,16 @@ def _eq(kind: str, path: str, value: Any) -> str:
     if kind == "int" and (isinstance(value, str) or not isinstance(value, int | float)):
         return FALSE
     lit = literal(value)
-    return f"({path} is not null and {path} == {lit})" if kind == "json" else f"({path} == {lit})"
+    return f"({_present(path, nulls)} and {path} == {lit})" if kind == "json" else f"({path} == {lit})"
 
 
-def _leaf(node: Mapping[str, Any]) -> str:
+def _leaf(node: Mapping[str, Any], nulls: bool) -> str:
     field, op, value = node["field"], node["operator"], node["value"]
     kind, path = _field(field)
     if op == "==":
-        return _eq(kind, path, value)
+        return _eq(kind, path, value, nulls)
     if op == "!=":
-        return f"(not {_eq(kind, path, value)})"
+        return f"(not {_eq(kind, path, value, nulls)})"
     if op in _ORDER:
         if isinstance(value, list | tuple | set | dict):
             raise FilterError(f"operator {op!r} needs a single value, got {type(value).__name__}")
@@ -142,46 +153,48 @@ def _leaf(node: Mapping[str, Any]) -> str:
         if isinstance(value, (str, bool)) or kind == "str":
             raise _Untranslatable  # dates (Haystack compares datetimes) and type errors: the local rules
         lit = literal(value)
-        return f"({path} is not null and {path} {op} {lit})" if kind == "json" else f"({path} {op} {lit})"
+        return f"({_present(path, nulls)} and {path} {op} {lit})" if kind == "json" else f"({path} {op} {lit})"
     if op in ("in", "not in"):
         if not isinstance(value, list | tuple | set):
             raise FilterError(f"operator {op!r} needs a list value, got {type(value).__name__}")
-        alts = [_eq(kind, path, v) for v in value]
+        alts = [_eq(kind, path, v, nulls) for v in value]
         expr = "(" + " or ".join(alts) + ")" if alts else FALSE
         return expr if op == "in" else f"(not {expr})"
     raise FilterError(f"unknown comparison operator {op!r}")
 
 
-def _node(node: Mapping[str, Any]) -> str:
+def _node(node: Mapping[str, Any], nulls: bool) -> str:
     if "field" in node:
-        return _leaf(node)
+        return _leaf(node, nulls)
     op = node["operator"]
-    parts = [_node(c) for c in node["conditions"]]
+    parts = [_node(c, nulls) for c in node["conditions"]]
     if op == "AND":
-        return "(" + " and ".join(parts) + ")" if parts else "(true)"
+        return "(" + " and ".join(parts) + ")" if parts else TRUE
     if op == "OR":
         return "(" + " or ".join(parts) + ")" if parts else FALSE
     return "(not (" + " and ".join(parts) + "))" if parts else FALSE
 
 
-def translate(filters: Mapping[str, Any] | Any) -> str | None:
+def translate(filters: Mapping[str, Any] | Any, *, json_null_check: bool = True) -> str | None:
     """The Milvus expression of a Haystack filter, or ``None`` when it must be evaluated client-side.
 
     The filter is validated first (the same errors as the local store: :class:`~rag_hier.errors.FilterError`);
-    an empty filter or ``None`` gives ``"(true)"``.
+    an empty filter or ``None`` gives an always-true condition (``(vid >= 0)``). ``json_null_check``: the server
+    has ``is null`` on JSON paths (``Capabilities.json_null_check``); without it a comparison is guarded by
+    ``exists`` and a comparison with ``None`` is left to the client.
 
     Raises:
         FilterError: A malformed filter, or a field that is not a valid Milvus field name.
 
     """
     if filters is None:
-        return "(true)"
+        return TRUE
     if callable(filters):
         return None
     compile_filter(filters)  # validation with the local rules and messages
     if not filters:
-        return "(true)"
+        return TRUE
     try:
-        return _node(filters)
+        return _node(filters, json_null_check)
     except _Untranslatable:
         return None

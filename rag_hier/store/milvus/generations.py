@@ -23,6 +23,7 @@ from rag_hier.store.milvus.blobs import ExtensionFiles
 from rag_hier.store.milvus.field_sync import FieldSync
 from rag_hier.store.milvus.fields import MAX_ARRAY, SparseRows
 from rag_hier.store.milvus.filters import ids_expr, str_list
+from rag_hier.store.milvus.model_files import stored_files
 from rag_hier.store.milvus.schema import DUMMY_DIM, IN_CHUNK, VARCHAR
 from rag_hier.store.schema import dumps
 
@@ -222,6 +223,7 @@ class GenerationLog(ExtensionFiles, FieldSync):
                 self._delete(names.retired, f"key in {str_list(keys[i : i + IN_CHUNK])}")
             self._excluded = {k: set() for k in KINDS}
         current = {f: int(i["gen"]) for e in self._state.get("extensions", {}).values() for f, i in e["files"].items()}
+        current.update(stored_files(self._state))  # the models a kept encoder names (.switching)
         stale = self._query(names.files, "gen >= 0", ["key", "file", "gen"], what="listing files")
         drop = [r["key"] for r in stale if current.get(r["file"]) != int(r["gen"])]
         for i in range(0, len(drop), IN_CHUNK):

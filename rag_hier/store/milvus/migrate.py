@@ -25,6 +25,7 @@ import numpy as np
 from rag_hier.errors import StoreError
 from rag_hier.store.extensions.base import extension_class
 from rag_hier.store.milvus.store import MilvusStore
+from rag_hier.store.models import MODELS_DIR, install_model, new_model_name, stored_model_dir
 from rag_hier.store.records import PassageRecord
 from rag_hier.store.store import HierStore
 from rag_hier.store.writes import Writer
@@ -69,12 +70,6 @@ def local_to_milvus(source: HierStore | str | Path, uri: str, **milvus_options: 
     src = source if isinstance(source, HierStore) else HierStore.open(source, read_only=True)
     try:
         state = src.manifest
-        if (state.get("encoder") or {}).get("stored"):
-            raise StoreError(
-                f"{src.location} encodes with a model kept inside the store ({state['encoder']['model']}, tuned by "
-                "rag-hier tune), and a Milvus collection has no directory to keep it in: copy that directory out "
-                "(or save store.encoder.model elsewhere), then build the collection with model=<that path>"
-            )
         if src.dimension is None:
             raise StoreError(f"{src.location} holds no vectors yet: nothing fixes the Milvus collection's dimension")
         target = MilvusStore.create(
@@ -88,7 +83,11 @@ def local_to_milvus(source: HierStore | str | Path, uri: str, **milvus_options: 
         )
         try:
             with target.batch():
-                target._state["encoder"] = state.get("encoder")
+                encoder: dict[str, Any] | None = state.get("encoder")
+                if encoder and encoder.get("stored") and src.path is not None:  # a tuned model: into the collection
+                    model_dir = stored_model_dir(src.path, encoder)
+                    encoder = {**encoder, **target._store_model(model_dir, target._require_batch().gen)}
+                target._state["encoder"] = encoder
                 for doc_id in src.document_ids():
                     doc = src.get_document(doc_id)
                     assert doc is not None
@@ -134,7 +133,13 @@ def milvus_to_local(source: MilvusStore | str, directory: str | Path, **milvus_o
         try:
             core = target._core
             with target.batch():
-                core.state["encoder"] = state.get("encoder")
+                encoder: dict[str, Any] | None = state.get("encoder")
+                if encoder and encoder.get("stored"):  # a model kept inside the collection: into the store's models/
+                    name = new_model_name(target.generation + 1)
+                    digest = install_model(root, src._model_dir(encoder), name)
+                    encoder = {k: v for k, v in encoder.items() if k != "files"}
+                    encoder.update(model=f"{MODELS_DIR}/{name}", sha256=digest)
+                core.state["encoder"] = encoder
                 db = core.db
                 for doc in src.raw_documents():
                     db.execute(

@@ -19,7 +19,8 @@ from rag_hier.store import meta_stats
 from rag_hier.store.contract import Filters
 from rag_hier.store.filters import Refined, compile_filter
 from rag_hier.store.milvus.base import View
-from rag_hier.store.milvus.filters import escape_string, translate
+from rag_hier.store.milvus.capabilities import TRUE
+from rag_hier.store.milvus.filters import escape_string
 from rag_hier.store.milvus.generations import GenerationLog
 from rag_hier.store.milvus.schema import PASSAGE_FIELDS
 from rag_hier.store.milvus.search import MilvusRowids
@@ -49,13 +50,13 @@ class Reads(GenerationLog):
     def iter_records(self) -> Iterator[PassageRecord]:
         """Every record in insertion order."""
         with self._reading() as view:
-            rows = self._passage_rows("true", view)
+            rows = self._passage_rows(TRUE, view)
         return iter(sorted((self._record(r) for r in rows), key=lambda r: r.rowid))
 
     def _coarse_expr(self, filters: Refined) -> str | None:
         """The Milvus expression of a :class:`Refined` filter's coarse part (``None``: run the predicate on all)."""
         try:
-            return translate(filters.coarse)
+            return self._translate(filters.coarse)
         except FilterError:  # a field name Milvus cannot address: the coarse part is only an optimization
             return None
 
@@ -65,12 +66,12 @@ class Reads(GenerationLog):
             if coarse is not None:  # the predicate runs on the rows the coarse expression selects in Milvus
                 recs = sorted(map(self._record, self._passage_rows(coarse, view)), key=lambda r: r.rowid)
                 return recs if filters.equivalent else [r for r in recs if filters.exact(r)]
-        expr = translate(filters)
+        expr = self._translate(filters)
         if expr is not None:
             rows = self._passage_rows(expr, view)
             return sorted((self._record(r) for r in rows), key=lambda r: r.rowid)
         predicate = compile_filter(filters)  # evaluated client-side (see filters.translate)
-        rows = self._passage_rows("true", view)
+        rows = self._passage_rows(TRUE, view)
         recs = sorted((self._record(r) for r in rows), key=lambda r: r.rowid)
         return [r for r in recs if predicate is None or predicate(r)]
 
@@ -161,7 +162,7 @@ class Reads(GenerationLog):
         with self._reading() as view:
             if filters is None:
                 return self._committed_count("passages", passages, view.expr("p"))
-            expr = translate(filters)
+            expr = self._translate(filters)
             if isinstance(filters, Refined) and filters.equivalent:
                 expr = self._coarse_expr(filters)
             if expr is None:
@@ -173,10 +174,10 @@ class Reads(GenerationLog):
     def _matching_expr(self, filters: Filters) -> str | None:
         """The Milvus expression selecting exactly the passages ``filters`` matches (``None``: none does)."""
         if filters is None:
-            return "true"
+            return TRUE
         if isinstance(filters, Refined) and filters.equivalent:
             return self._coarse_expr(filters)
-        return translate(filters)
+        return self._translate(filters)
 
     def _column_of_matching(self, filters: Filters, column: str) -> list[Mapping[str, Any]]:
         """``column`` (``meta`` or ``extra``) of the passages matching ``filters``, in rowid order.
@@ -223,7 +224,9 @@ class Reads(GenerationLog):
         passages = self._collections.passages
         with self._reading() as view:
             expr = self._matching_expr(filters)
-            if expr is not None and not self._pinned:  # counted in Milvus: count(*) with `extra["a"]["b"] is not null`
+            # counted in Milvus: count(*) with `extra["a"]["b"] is not null` (a server with `exists` only counts a
+            # stored JSON null as a value: the column is read instead)
+            if expr is not None and not self._pinned and self._caps.json_null_check:
                 where = f"({expr}) and {view.expr('p')}"
                 total = self._count(passages, where)
                 counts = [
@@ -256,7 +259,7 @@ class Reads(GenerationLog):
     def passage_rowids(self) -> np.ndarray:
         """Rowids of every passage, ascending."""
         with self._reading() as view:
-            rows = self._passage_rows("true", view, ["rowid"])
+            rows = self._passage_rows(TRUE, view, ["rowid"])
         return np.sort(np.fromiter((int(r["rowid"]) for r in rows), np.int64, count=len(rows)))
 
     def rowids_of(
@@ -298,7 +301,7 @@ class Reads(GenerationLog):
                 kept = np.sort(np.fromiter((r.rowid for r in recs if filters.exact(r)), np.int64))
                 # every row the expression selects passes the predicate: search can filter by the expression
                 return MilvusRowids(kept, cond) if kept.size == len(recs) else kept
-            expr = translate(filters)
+            expr = self._translate(filters)
             if expr is not None:
                 cond = f"({expr}) and has_vector == true" if with_vector else expr
                 rows = self._passage_rows(cond, view, ["rowid"])

@@ -19,7 +19,8 @@ from rag_hier.corpus.model import Document, Passage
 from rag_hier.errors import DimensionMismatchError, StoreError
 from rag_hier.store.contract import Filters
 from rag_hier.store.filters import Refined
-from rag_hier.store.milvus.filters import str_list, translate
+from rag_hier.store.milvus.capabilities import TRUE
+from rag_hier.store.milvus.filters import str_list
 from rag_hier.store.milvus.reads import Reads
 from rag_hier.store.milvus.schema import DUMMY_DIM, PASSAGE_FIELDS, VARCHAR
 from rag_hier.store.records import PassageRecord, WritePolicy, WriteSummary
@@ -308,7 +309,7 @@ class Rows(Reads):
     def delete_by_filter(self, filters: Filters) -> int:
         """Delete every passage matching ``filters``; returns how many."""
         with self.batch():
-            expr = translate(filters)
+            expr = self._translate(filters)
             coarse = self._coarse_expr(filters) if isinstance(filters, Refined) else None
             if expr is not None:
                 rows = self._rows_where(expr)
@@ -316,7 +317,7 @@ class Rows(Reads):
                 rows = self._rows_where(coarse)
             else:
                 keep = {r.rowid for r in self._filtered_records(filters, self._view())}
-                rows = [r for r in self._rows_where(coarse or "true") if int(r["rowid"]) in keep]
+                rows = [r for r in self._rows_where(coarse or TRUE) if int(r["rowid"]) in keep]
             n = self._retire_rows(rows)
             self._drop_empty_documents(r["doc_id"] for r in rows)
             return n
@@ -330,7 +331,7 @@ class Rows(Reads):
             )
         with self.batch():
             b = self._require_batch()
-            rows = self._rows_where("true")
+            rows = self._rows_where(TRUE)
             removed = np.asarray(sorted(int(r["rowid"]) for r in rows), dtype=np.int64)
             b.changed_docs.update(r["doc_id"] for r in rows)
             b.changed_docs.update(self.document_ids())

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from rag_hier.errors import DimensionMismatchError, StoreError
 from rag_hier.index.dense import IndexConfig
+from rag_hier.store.milvus.capabilities import Capabilities
 from rag_hier.store.milvus.fields import MAX_ARRAY
 
 __all__ = [
@@ -31,6 +33,7 @@ __all__ = [
     "create_collections",
     "create_sparse_collection",
     "index_config",
+    "load",
     "milvus_index_params",
     "search_params",
     "valid_name",
@@ -149,24 +152,59 @@ def search_params(config: IndexConfig, k: int) -> dict[str, Any]:
     return {"metric_type": "IP", "params": {}}
 
 
+def _create(call: Call, what: str, name: str, schema: Any, index_params: Any) -> None:
+    """Create collection ``name`` and its indexes without waiting for them or loading it (see :func:`load`).
+
+    A server builds the (empty) indexes in the background; pymilvus' own wait polls every 0.5 s per index.
+    """
+    call(f"creating the {what} collection", "create_collection", name, schema=schema, consistency_level="Strong")
+    call(f"indexing the {what} collection", "create_index", name, index_params, sync=False)
+
+
+def load(call: Call, names: Iterable[str], *, timeout: float | None = 60.0) -> None:
+    """Load ``names`` together and wait until every one is loaded (a server loads them in parallel)."""
+    from pymilvus.client.types import LoadState
+
+    names = list(names)
+    for name in names:
+        call("loading the collection", "load_collection", name, _async=True)
+    deadline = time.monotonic() + (timeout or 600.0)
+    pending = set(names)
+    delay = 0.02
+    while pending:
+        for name in sorted(pending):
+            state = call("loading the collection", "get_load_state", name).get("state")
+            if state == LoadState.Loaded:
+                pending.discard(name)
+            elif state == LoadState.NotExist:
+                raise StoreError(f"the Milvus collection {name!r} disappeared while it was being loaded")
+        if pending:
+            if time.monotonic() > deadline:
+                raise StoreError(f"the Milvus collections {', '.join(sorted(pending))} did not load in time")
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+
+
 def create_collections(
     call: Call,
     client: Any,
     names: Collections,
     dimension: int,
     config: IndexConfig,
+    caps: Capabilities,
     leaf_fields: Mapping[str, str] | None = None,
 ) -> None:
     """Create the passage, document, file, retired and state collections (the state last: it marks them complete).
 
-    ``leaf_fields``: the passage field of each leaf extension → its kind of data, ``"leaf"`` (a nullable INT64 with an
-    INVERTED index) or ``"leaves"`` (a nullable ARRAY of INT64); see :mod:`rag_hier.store.milvus.fields`.
+    ``leaf_fields``: the passage field of each leaf extension → its kind of data, ``"leaf"`` (a nullable INT64 with a
+    scalar index) or ``"leaves"`` (a nullable ARRAY of INT64); see :mod:`rag_hier.store.milvus.fields`. Only a
+    server with ``caps.nullable_fields`` gets them. Scalar indexes are ``caps.scalar_index`` (INVERTED, or
+    STL_SORT / Trie where the server has no INVERTED index).
     """
     from pymilvus import DataType
 
     def dummy_schema() -> Any:
-        s = client.create_schema(auto_id=False, enable_dynamic_field=False)
-        return s
+        return client.create_schema(auto_id=False, enable_dynamic_field=False)
 
     def dummy_index() -> Any:
         ip = client.prepare_index_params()
@@ -179,14 +217,7 @@ def create_collections(
         for field, options in fields.items():
             s.add_field(field, **options)
         s.add_field("dummy", DataType.FLOAT_VECTOR, dim=DUMMY_DIM)
-        call(
-            f"creating the {what} collection",
-            "create_collection",
-            name,
-            schema=s,
-            index_params=dummy_index(),
-            consistency_level="Strong",
-        )
+        _create(call, what, name, s, dummy_index())
 
     # passages
     s = client.create_schema(auto_id=False, enable_dynamic_field=False)
@@ -205,26 +236,19 @@ def create_collections(
     s.add_field("has_vector", DataType.BOOL)
     s.add_field("exact", DataType.VARCHAR, max_length=VARCHAR)
     s.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
-    indexed = ["rowid", "gen", "passage_id", "doc_id"]
-    for column, data in (leaf_fields or {}).items():  # one per leaf extension (rag_hier.store.milvus.fields)
-        if data == "leaf":
+    indexed = {"rowid": True, "gen": True, "passage_id": False, "doc_id": False}  # field -> numeric
+    for column, data in (leaf_fields or {}).items() if caps.nullable_fields else ():
+        if data == "leaf":  # one per leaf extension (rag_hier.store.milvus.fields)
             s.add_field(column, DataType.INT64, nullable=True)
-            indexed.append(column)
+            indexed[column] = True
         else:  # "leaves"
             s.add_field(column, DataType.ARRAY, element_type=DataType.INT64, max_capacity=MAX_ARRAY, nullable=True)
     ip = client.prepare_index_params()
     params = milvus_index_params(config)
     ip.add_index("vector", index_type=params["index_type"], metric_type="IP", params=params["params"])
-    for f in indexed:
-        ip.add_index(f, index_type="INVERTED")  # (Milvus Lite has no scalar index on ARRAY fields)
-    call(
-        "creating the passage collection",
-        "create_collection",
-        names.passages,
-        schema=s,
-        index_params=ip,
-        consistency_level="Strong",
-    )
+    for f, numeric in indexed.items():
+        ip.add_index(f, index_type=caps.scalar_index(numeric))  # (Milvus Lite has no scalar index on ARRAY fields)
+    _create(call, "passage", names.passages, s, ip)
     # documents
     s = dummy_schema()
     s.add_field("vid", DataType.INT64, is_primary=True)
@@ -236,15 +260,8 @@ def create_collections(
     s.add_field("toc", DataType.VARCHAR, max_length=VARCHAR)
     s.add_field("dummy", DataType.FLOAT_VECTOR, dim=DUMMY_DIM)
     ip = dummy_index()
-    ip.add_index("doc_id", index_type="INVERTED")
-    call(
-        "creating the document collection",
-        "create_collection",
-        names.documents,
-        schema=s,
-        index_params=ip,
-        consistency_level="Strong",
-    )
+    ip.add_index("doc_id", index_type=caps.scalar_index(False))
+    _create(call, "document", names.documents, s, ip)
     # extension files
     dummy_collection(
         "file",
@@ -264,19 +281,26 @@ def create_collections(
         target={"datatype": DataType.INT64},
         gen={"datatype": DataType.INT64},
     )
-    # the state, created last: its existence marks a complete rag-hier collection
+    # the state, created last: its existence marks a complete rag-hier collection (opening loads them all)
     dummy_collection(
         "state",
         names.state,
         key={"datatype": DataType.VARCHAR, "is_primary": True, "max_length": 64},
         value={"datatype": DataType.VARCHAR, "max_length": VARCHAR},
     )
+    load(call, names.always)
 
 
-def create_sparse_collection(call: Call, client: Any, names: Collections) -> None:
-    """Create ``C__sparse``: the sparse extensions' rows (see :mod:`rag_hier.store.milvus.fields`)."""
+def create_sparse_collection(call: Call, client: Any, names: Collections, caps: Capabilities) -> None:
+    """Create ``C__sparse``: the sparse extensions' rows (see :mod:`rag_hier.store.milvus.fields`).
+
+    Raises:
+        MissingCapabilityError: The server has no sparse vectors (the backend keeps such extensions as files).
+
+    """
     from pymilvus import DataType
 
+    caps.require("sparse_vectors", "a sparse-row collection", location=names.sparse)
     s = client.create_schema(auto_id=False, enable_dynamic_field=False)
     s.add_field("vid", DataType.INT64, is_primary=True)
     s.add_field("tag", DataType.VARCHAR, max_length=256)
@@ -285,16 +309,10 @@ def create_sparse_collection(call: Call, client: Any, names: Collections) -> Non
     s.add_field("vec", DataType.SPARSE_FLOAT_VECTOR)
     ip = client.prepare_index_params()
     ip.add_index("vec", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
-    for f in ("tag", "rowid", "gen"):
-        ip.add_index(f, index_type="INVERTED")
-    call(
-        "creating the sparse collection",
-        "create_collection",
-        names.sparse,
-        schema=s,
-        index_params=ip,
-        consistency_level="Strong",
-    )
+    for f, numeric in (("tag", False), ("rowid", True), ("gen", True)):
+        ip.add_index(f, index_type=caps.scalar_index(numeric))
+    _create(call, "sparse", names.sparse, s, ip)
+    load(call, (names.sparse,))
 
 
 def check_passage_schema(

@@ -45,7 +45,9 @@ here at every use). Where an extension's data goes follows the kind its method r
 from __future__ import annotations
 
 import copy
+import importlib
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -59,22 +61,23 @@ from rag_hier.index.dense import IndexConfig
 from rag_hier.index.methods import EngineData
 from rag_hier.store.contract import SIMILARITIES, FilterPushdown, Similarity, StoreExtension
 from rag_hier.store.extensions.base import extension_class
+from rag_hier.store.milvus.capabilities import Capabilities
 from rag_hier.store.milvus.client import Connection
 from rag_hier.store.milvus.fields import engine_data, leaf_extensions
 from rag_hier.store.milvus.filters import str_list
 from rag_hier.store.milvus.generations import FORMAT, FORMAT_VERSION
-from rag_hier.store.milvus.rows import Rows
 from rag_hier.store.milvus.schema import (
     GPU_INDEXES,
     check_passage_schema,
     create_collections,
     index_config,
+    load,
     milvus_index_params,
     valid_name,
 )
 from rag_hier.store.milvus.search import MilvusRowids, Search
+from rag_hier.store.milvus.switching import Switching
 from rag_hier.store.models import check_given_encoder
-from rag_hier.store.records import ModelSwitch
 from rag_hier.store.search_hook import DenseSearch
 
 logger = logging.getLogger(__name__)
@@ -86,13 +89,16 @@ def _step(name: str) -> None:
     """A named point inside a commit; tests replace this to simulate a failure there."""
 
 
+TUNER_MODULE = "rag_hier.tuning"
+"""The tuning layer, looked up by name (the engine's stores do not import it)."""
+
 FIELD_KINDS: frozenset[str] = frozenset({"sparse-rows", "leaf", "leaves"})
 """The kinds of extension data this version keeps in Milvus fields (an extension of another kind: files).
 
 Tests and benchmarks empty it to reproduce the layout of earlier versions (every extension a file)."""
 
 
-class MilvusStore(Rows, Search, DenseSearch):
+class MilvusStore(Switching, Search, DenseSearch):
     """A rag-hier collection in Milvus (Milvus Lite file or server) implementing the store contract.
 
     Create one with :meth:`create`, reopen it with :meth:`open` (or :meth:`HierStore.create(uri=...)
@@ -108,14 +114,33 @@ class MilvusStore(Rows, Search, DenseSearch):
     """Vectors live in Milvus: strategies restrict a search (``search_dense(allowed=...)``) rather than gather
     vectors into the client (see :func:`rag_hier.store.contract.remote_vectors`)."""
 
+    def _field_kinds(self) -> frozenset[str]:
+        """The kinds of extension data kept in Milvus fields on this server (the others: files).
+
+        Sparse rows need ``sparse_vectors``, leaf fields ``nullable_fields`` (:mod:`.capabilities`).
+        """
+        caps = self._caps
+        kinds = set(FIELD_KINDS)
+        if not caps.sparse_vectors:
+            kinds.discard("sparse-rows")
+        if not caps.nullable_fields:
+            kinds -= {"leaf", "leaves"}
+        return frozenset(kinds)
+
     def _engine_data(self, name: str) -> EngineData:
-        """Where extension ``name``'s data goes: its registered kind if this version keeps it in fields, else files."""
+        """Where extension ``name``'s data goes: its registered kind if kept in fields here, else files."""
         data = engine_data(name)
-        return data if data in FIELD_KINDS else "files"
+        return data if data in self._field_kinds() else "files"
 
     def _leaf_fields(self) -> dict[str, tuple[str, EngineData]]:
         """Each leaf extension kept in a passage field → ``(the field, "leaf" or "leaves")``."""
-        return {n: f for n, f in leaf_extensions().items() if f[1] in FIELD_KINDS}
+        kinds = self._field_kinds()
+        return {n: f for n, f in leaf_extensions().items() if f[1] in kinds}
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the Milvus server offers, read from its version once per connection (:mod:`.capabilities`)."""
+        return self._caps
 
     def _at_step(self, name: str) -> None:
         _step(name)
@@ -222,7 +247,7 @@ class MilvusStore(Rows, Search, DenseSearch):
                 "next_seq": 1,
             }
             every_leaf_field = dict(leaf_extensions().values())
-            create_collections(store._call, conn.client, names, dimension, config, every_leaf_field)
+            create_collections(store._call, conn.client, names, dimension, config, store._caps, every_leaf_field)
             store._leaf_columns = tuple(column for column, _ in store._leaf_fields().values())
             store._put_state(state)
             store._state = state
@@ -266,11 +291,8 @@ class MilvusStore(Rows, Search, DenseSearch):
                         "(no state collection); choose another name"
                     )
                 raise StoreError(f"{store.location}: no rag-hier collection {name!r} there")
-            for coll in names.always:
-                store._call("loading the collection", "load_collection", coll)
-            if names.sparse in present:
-                store._call("loading the collection", "load_collection", names.sparse)
-                store._has_sparse = True
+            load(store._call, [*names.always, *([names.sparse] if names.sparse in present else [])])
+            store._has_sparse = names.sparse in present
             store._load_state()
             store._check_schema()
             check_given_encoder(
@@ -404,18 +426,11 @@ class MilvusStore(Rows, Search, DenseSearch):
         enc = self._state.get("encoder")
         if not enc:
             return None
-        cached = self._encoders.get(self._device)
-        if cached is None or cached.model_name != enc["model"]:
-            cached = self._encoders[self._device] = DenseEncoder(
-                enc["model"],
-                device=self._device,
-                normalize_embeddings=enc.get("normalize_embeddings"),
-                query_prompt=enc.get("query_prompt"),
-                document_prompt=enc.get("document_prompt"),
-                max_seq_length=enc.get("max_seq_length"),
-                weights_sha256=enc.get("weights_sha256"),
-            )
-            cached.weights_owner = f"the collection {self.location}"
+        tag = (self._device, enc.get("model"), enc.get("sha256"), enc.get("weights_sha256"))
+        cached = self._encoders.get(tag)
+        if cached is None:
+            self._encoders.clear()  # one model at a time: the collection's current one
+            cached = self._encoders[tag] = self._recorded(enc)  # a stored model: from its local copy
         return cached
 
     @property
@@ -501,33 +516,92 @@ class MilvusStore(Rows, Search, DenseSearch):
         )
 
     # ------------------------------------------------------------------------------------------------
-    # tuning: local stores only (a collection is tuned as a local copy, then built with the tuned model)
+    # tuning: the model switch is .switching's (adopt_model, rollback_model, model_info)
     # ------------------------------------------------------------------------------------------------
-    def _not_tuned(self, what: str) -> StoreError:
-        return StoreError(
-            f"{what} needs a local store directory; the Milvus collection {self.location} is not tuned or rolled "
-            f"back in place: copy it out (`rag-hier migrate --store {self.location} --to DIR`), tune the copy, then "
-            "build the collection with the tuned model"
+    def tune(self, queries: Any = None, qrels: Any = None, **options: Any) -> Any:
+        """Fine-tune this collection's model on judged queries; adopt the result only when it measures better.
+
+        As :meth:`HierStore.tune <rag_hier.store.HierStore.tune>` (same options and report); the adoption is
+        :meth:`adopt_model`: one commit, the model kept inside the collection, undone by :meth:`rollback_model`.
+        """
+        tuner = getattr(importlib.import_module(TUNER_MODULE), "store_tune", None)  # a plugin lookup, by name
+        if tuner is None:  # pragma: no cover - rag_hier.tuning defines it
+            raise StoreError(f"tuning is not available: {TUNER_MODULE} has no store_tune")
+        return tuner(self, queries, qrels, **options)
+
+    # ------------------------------------------------------------------------------------------------
+    # maintenance
+    # ------------------------------------------------------------------------------------------------
+    def optimize(self) -> None:
+        """Compact the passage, document and sparse collections, and wait until Milvus is done.
+
+        Milvus merges their small segments and drops the rows deleted since (replaced and deleted row versions).
+        Reads and writes go on meanwhile and see the same rows; call it after a burst of writes.
+        """
+        if self.read_only:
+            raise StoreError(f"{self.location} was opened read-only")
+        names = self._collections
+        targets = [names.passages, names.documents, *([names.sparse] if self._sparse_collection_present() else [])]
+        jobs = [self._call("compacting a collection", "compact", name) for name in targets]
+        deadline = time.monotonic() + max(60.0, 10 * (self._conn.timeout or 30.0))
+        delay = 0.05
+        for job in jobs:
+            while str(self._call("compacting a collection", "get_compaction_state", job)) != "Completed":
+                if time.monotonic() > deadline:
+                    raise StoreError(f"{self.location}: Milvus did not finish compacting in time (job {job})")
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    def index_meta_field(self, field: str) -> None:
+        """Build the server's index on a top-level metadata key (``"category"`` or ``"meta.category"``).
+
+        An INVERTED index on the JSON path ``meta["category"]``, typed by the values stored there (text, or
+        numbers); filters on that key then use it, with the same answers. Needs a server with JSON path indexes
+        (``capabilities.json_path_index``: Milvus 2.5.11); others raise
+        :class:`~rag_hier.store.milvus.capabilities.MissingCapabilityError`. Indexing a key twice does nothing.
+
+        Raises:
+            StoreError: The key holds no value yet, or values of several kinds (one index has one type).
+
+        """
+        from rag_hier.store import meta_index, meta_stats
+
+        key = meta_index.check_field(field)
+        if self.read_only:
+            raise StoreError(f"{self.location} was opened read-only")
+        self._caps.require("json_path_index", f"indexing metadata field {key!r}", location=self.location)
+        if key in self.meta_indexes:
+            return
+        kinds = {meta_stats.kind_of(m[key]) for m in self._column_of_matching(None, "meta") if m.get(key) is not None}
+        if not kinds or len(kinds - {"int", "float"}) > 1 or (kinds & {"int", "float"} and kinds - {"int", "float"}):
+            raise StoreError(
+                f"{self.location}: cannot index metadata field {key!r}: a Milvus JSON path index has one type, and "
+                f"the stored values are of {', '.join(sorted(kinds)) or 'no'} kind"
+            )
+        cast = "DOUBLE" if kinds <= {"int", "float"} else {"str": "VARCHAR", "bool": "BOOL"}.get(kinds.pop())
+        if cast is None:
+            raise StoreError(f"{self.location}: cannot index metadata field {key!r}: its values are lists or objects")
+        ip = self._conn.client.prepare_index_params()
+        ip.add_index(
+            "meta",
+            index_type="INVERTED",
+            index_name=f"meta__{key.replace('-', '_')}",
+            params={"json_path": f'meta["{key}"]', "json_cast_type": cast},
         )
+        self._call(f"indexing metadata field {key!r}", "create_index", self._collections.passages, ip)
 
     @property
-    def model_info(self) -> dict[str, Any]:
-        """What the collection encodes with: ``current`` (the recorded encoder); no earlier model is kept here."""
-        with self._reading():
-            current = copy.deepcopy(self._state.get("encoder"))
-        return {"current": current, "previous": None, "original": None}
-
-    def tune(self, queries: Any = None, qrels: Any = None, **options: Any) -> Any:
-        """Not offered on Milvus: raises :class:`StoreError` saying what to do instead."""
-        raise self._not_tuned("tuning")
-
-    def adopt_model(self, model: str | Path, **options: Any) -> int:
-        """Not offered on Milvus: raises :class:`StoreError` saying what to do instead."""
-        raise self._not_tuned("adopting a model")
-
-    def rollback_model(self, *, to: str = "previous", show_progress_bar: bool = False) -> ModelSwitch:
-        """Not offered on Milvus: raises :class:`StoreError` saying what to do instead."""
-        raise self._not_tuned("a rollback")
+    def meta_indexes(self) -> list[str]:
+        """The metadata keys the server indexes (:meth:`index_meta_field`)."""
+        if not self._caps.json_path_index:
+            return []
+        out = []
+        for name in self._call("listing indexes", "list_indexes", self._collections.passages, field_name="meta"):
+            desc = self._call("describing an index", "describe_index", self._collections.passages, name)
+            path = str((desc or {}).get("json_path", ""))
+            if path.startswith('meta["') and path.endswith('"]'):
+                out.append(path[6:-2])
+        return sorted(out)
 
     # ------------------------------------------------------------------------------------------------
     # extensions

@@ -33,25 +33,24 @@ def store_path(tmp_path: Path) -> Iterator[str]:
 
 
 # ------------------------------------------------------------------------------------------------------
-# the backends the shared document-store suites run on: a local directory and a Milvus Lite collection
+# the backends the shared document-store suites run on: a local directory and a Milvus collection
 # ------------------------------------------------------------------------------------------------------
 MILVUS_DIMENSION = 768
 """The size of the embeddings in Haystack's shared tests (``haystack.testing.document_store``)."""
 
 
 @pytest.fixture(scope="module")
-def milvus_collections(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[int], Any]]:
-    """``milvus_collections(dimension)``: an empty Milvus Lite collection for a test (one per dimension per module).
+def milvus_collections(milvus_db: str) -> Iterator[Callable[[int], Any]]:
+    """``milvus_collections(dimension)``: an empty Milvus collection for a test (one per dimension per module), on
+    Milvus Lite or the server of ``$RAG_HIER_TEST_MILVUS_URI`` (``milvus_db`` in ``tests/conftest.py``).
 
     Creating a collection costs seconds, so tests reuse them: each call empties the collection (passages and
     extensions) first. A handle on each is kept open for the module, so the Milvus Lite server of the file keeps
     running between tests.
     """
-    pytest.importorskip("pymilvus")
-    pytest.importorskip("milvus_lite")
     from rag_hier import HierStore
 
-    db = tmp_path_factory.mktemp("haystack-milvus") / "m.db"
+    db = milvus_db
     pool: dict[int, Any] = {}
 
     def empty_collection(dimension: int) -> Any:
