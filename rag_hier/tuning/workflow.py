@@ -163,7 +163,7 @@ def tune(
     out = say or logger.info
     t_start = time.perf_counter()
     _check_store(store)
-    if not dry_run:
+    if not dry_run and store.path is not None:  # a local store keeps an interrupted adoption (a Milvus one: no)
         check_no_pending(store.path)
     measured = store.model_info["current"]  # adopted only if still the store's model at the commit
     lvl = default_level(store, level)
@@ -220,12 +220,17 @@ def tune(
             model_dir, encoded = adopt
             details = _adoption_details(store, report, cfg, run.better, cross_fit)
             pending = None
-            if encoded is None:
+            if encoded is None and store.path is not None:
                 # the encode of every passage is the long part: it is kept in the store as it goes (resumable)
                 pending = start_pending(
                     store.path, Path(model_dir), expected=measured, details=details, report=report.to_dict()
                 )
                 encoded = _encode_for_adoption(store, pending, cfg, run.rate, seconds, out)
+            elif encoded is None:  # a collection on a server: encoded in one go, not resumable
+                model = store.encoder_for(model_dir, device=cfg.device or base.requested_device)
+                t0 = time.perf_counter()
+                encoded = encode_passages(store, model, show_progress_bar=cfg.show_progress_bar)
+                seconds["encode"] = seconds.get("encode", 0.0) + time.perf_counter() - t0
             _switch(store, pending, Path(model_dir), encoded, details, cfg, measured, seconds, out)
             report.adopted = True
     return _finish(report, store, seconds, t_start)
@@ -343,6 +348,8 @@ def resume_adoption(store: Any, *, say: Say | None = None, show_progress_bar: bo
     out = say or logger.info
     t_start = time.perf_counter()
     _check_store(store)
+    if store.path is None:
+        raise RagHierError(f"{store.location}: only a local store directory keeps an interrupted adoption to resume")
     pending = find_pending(store.path)
     if pending is None:
         raise RagHierError(f"no interrupted adoption waits in {store.path}: nothing to resume")
