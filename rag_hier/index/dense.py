@@ -6,14 +6,19 @@ import logging
 import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import faiss
 import numpy as np
 
+from rag_hier._lazy import LazyModule
 from rag_hier.encoders.device import faiss_gpu_count
 from rag_hier.errors import DimensionMismatchError, StoreError
 from rag_hier.index.kinds import INDEX_KINDS, IndexKind
+
+if TYPE_CHECKING:
+    import faiss
+else:
+    faiss = LazyModule("faiss")  # imported when an index is first built, read or searched
 
 logger = logging.getLogger(__name__)
 
