@@ -260,7 +260,7 @@ STORE_HEAVY = ("torch", "transformers", "sentence_transformers", "faiss", "scipy
 
 
 def _added_by(before: str, code: str) -> list[str]:
-    """The modules of :data:`STORE_HEAVY` that ``code`` imports beyond what ``before`` already did (fresh interpreter)."""
+    """The modules of :data:`STORE_HEAVY` that ``code`` imports beyond those ``before`` did (fresh interpreter)."""
     probe = (
         f"import json, sys\n{before}\nloaded = set(sys.modules)\n{code}\n"
         f"print(json.dumps([m for m in {STORE_HEAVY!r} if m in sys.modules and m not in loaded]))\n"
