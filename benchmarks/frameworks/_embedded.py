@@ -171,7 +171,7 @@ def _rag_hier(kind: str, hit_rows: str) -> type[RagHier]:
 class FaissDocstore(Engine):
     name = "FAISS + docstore"
     requires = ("faiss",)
-    notes = "Flat index + a JSON docstore rewritten by `save()`; filters: a Python scan of the metadata, then FAISS's ID selector"
+    notes = "Flat index, a JSON docstore rewritten by `save()`; filters: a Python scan, then an ID selector"
 
     def _save(self) -> None:
         import faiss
