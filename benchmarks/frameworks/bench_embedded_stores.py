@@ -142,7 +142,11 @@ def child(mode: str, name: str, path: Path, dim: int, seed: int) -> None:
         engine.search(q[0], 10, None)
         first_s = time.perf_counter() - t
         for i in range(1, 30):
-            engine.search(q[i], 10, list(FILTERS.values())[i % 3])
+            try:
+                engine.search(q[i], 10, list(FILTERS.values())[i % 3])
+            except Exception as exc:  # a kind of query the engine cannot answer (LlamaIndex's FAISS store: filters)
+                if type(exc).__name__ != "Unsupported":
+                    raise
         now, peak = rss_mb()
         print(
             json.dumps(
@@ -342,9 +346,18 @@ def main(argv: list[str] | None = None) -> int:
         engine.open()
         opened[name] = engine
     for kind, flt in FILTERS.items():
-        fns = {name: (lambda i, e=e, f=flt: e.search(queries[i], args.k, f)) for name, e in opened.items()}
+        able = {}
+        for name, e in opened.items():
+            try:
+                e.search(queries[0], args.k, flt)
+                able[name] = e
+            except Exception as exc:
+                if type(exc).__name__ != "Unsupported":
+                    raise
+                results[name][kind] = {"unsupported": str(exc)}
+        fns = {name: (lambda i, e=e, f=flt: e.search(queries[i], args.k, f)) for name, e in able.items()}
         run = interleaved(fns, args.queries, warmup=min(2, args.queries))
-        for name in opened:
+        for name in able:
             secs = run.seconds[name]
             answers = run.results[name]
             recall = [len(set(a) & set(x)) / max(1, len(x)) for a, x in zip(answers, exact[kind], strict=True)]
@@ -362,6 +375,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if not args.no_durability:
         for name in results:
+            if not getattr(by_name(name), "durable_test", True):
+                continue  # an adapter writes through the same storage as the native engine
             results[name]["durability"] = durability(name, built[name], args.dim, args.seed)
             log(f"{name}: durability {results[name]['durability']}")
 
@@ -416,10 +431,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"Query, {kind} (ms; recall@{args.k}; completeness)",
                 {
                     n: {
-                        "p50 ms": r[kind]["p50_ms"],
-                        "p99 ms": r[kind]["p99_ms"],
-                        "recall": r[kind]["recall"],
-                        "completeness": r[kind]["completeness"],
+                        "p50 ms": r[kind].get("p50_ms"),
+                        "p99 ms": r[kind].get("p99_ms"),
+                        "recall": r[kind].get("recall"),
+                        "completeness": r[kind].get(
+                            "completeness", "unsupported" if "unsupported" in r[kind] else None
+                        ),
                     }
                     for n, r in results.items()
                     if kind in r
@@ -435,6 +452,7 @@ def main(argv: list[str] | None = None) -> int:
                 {
                     n: {"there after reopening": r["durability"].get("present", r["durability"].get("error"))}
                     for n, r in results.items()
+                    if "durability" in r
                 },
                 names,
             )
