@@ -87,12 +87,28 @@ IMPORTS = {
 
 
 def build(path: Path, n: int, dim: int) -> None:
+    """A Flat store of ``n`` passages as ``bench_embedded_stores`` writes them, generated 100,000 at a time."""
     from benchmarks.common.texts import passage_texts
     from benchmarks.common.vectors import mixture
-    from benchmarks.frameworks._embedded import Data, _rag_hier, meta_of
+    from benchmarks.frameworks._embedded import meta_of
+    from rag_hier import HierStore, Passage
 
-    data = Data([f"p{i}" for i in range(n)], passage_texts(n, 100), [meta_of(i) for i in range(n)], mixture(n, dim))
-    _rag_hier("flat", "sqlite")(path, dim).build(data)
+    store = HierStore.create(path, model=None, dimension=dim, similarity="dot_product", index={"kind": "flat"})
+    store.index_meta_field("group")
+    store.index_meta_field("year")
+    block = 100_000
+    for start in range(0, n, block):
+        m = min(block, n - start)
+        vectors = mixture(m, dim, seed=start)
+        texts = passage_texts(m, 100, seed=start)
+        for s in range(0, m, 10_000):
+            stop = min(m, s + 10_000)
+            passages = [
+                Passage(f"p{start + i}", f"d{(start + i) // 10}", i % 10, texts[i], meta=meta_of(start + i))
+                for i in range(s, stop)
+            ]
+            store.add_passages(passages, embeddings=vectors[s:stop])
+    store.close()
 
 
 def without_rowid_index(src: Path, dst: Path) -> None:
@@ -135,15 +151,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--anchor-tree", default=None, help="a checkout of another version, timed beside this one")
-    parser.add_argument("--store", type=Path, default=None, help="an existing store to open instead of building one")
+    parser.add_argument(
+        "--store", type=Path, default=None, help="the store to open (built there first if missing; default: temporary)"
+    )
     parser.add_argument("--no-imports", action="store_true", help="skip the import timings")
     parser.add_argument("--out", type=Path, default=out_path("store_open.json"))
     args = parser.parse_args(argv)
 
     tmp = tempfile.TemporaryDirectory(prefix="bench-store-open-")
-    store = args.store
-    if store is None:
-        store = Path(tmp.name) / "store"
+    store = args.store or Path(tmp.name) / "store"
+    if not store.exists():
         t = time.perf_counter()
         build(store, args.n, args.dim)
         print(f"built {args.n} passages in {time.perf_counter() - t:.1f} s", file=sys.stderr)
