@@ -248,6 +248,77 @@ def table(title: str, rows: dict[str, dict[str, Any]], names: list[str], fmt: st
     return "\n".join(lines)
 
 
+def print_tables(report: dict[str, Any]) -> None:
+    """The Markdown tables of a results file: one per measure, the engines as columns."""
+    results, names = report["results"], list(report["results"])
+    k = report["k"]
+    durable = any("durability" in r for r in results.values())
+    tables = [
+        table(
+            "Ingestion (s, vectors given)",
+            {
+                n: {
+                    "wall s": r["ingest"].get("wall_s"),
+                    "CPU s": r["ingest"].get("cpu_s"),
+                    "copy of": r["ingest"].get("copy_of"),
+                }
+                for n, r in results.items()
+            },
+            names,
+        ),
+        table("Bytes on disk (MB)", {n: {"MB": r["bytes"] / 1e6} for n, r in results.items()}, names, "{:.1f}"),
+        table(
+            "Cold open, fresh process",
+            {
+                n: {
+                    "open s": r["cold"].get("open_s"),
+                    "first query s": r["cold"].get("first_query_s"),
+                    "RSS MB (store)": r["cold"].get("rss_mb"),
+                    "RSS MB (process)": r["cold"].get("rss_total_mb"),
+                }
+                for n, r in results.items()
+            },
+            names,
+            "{:.3f}",
+        ),
+    ]
+    for kind in FILTERS:
+        tables.append(
+            table(
+                f"Query, {kind} (ms; recall@{k}; completeness)",
+                {
+                    n: {
+                        "p50 ms": r[kind].get("p50_ms"),
+                        "p99 ms": r[kind].get("p99_ms"),
+                        "recall": r[kind].get("recall"),
+                        "completeness": r[kind].get(
+                            "completeness", "unsupported" if "unsupported" in r[kind] else None
+                        ),
+                    }
+                    for n, r in results.items()
+                    if kind in r
+                },
+                names,
+                "{:.3f}",
+            )
+        )
+    if durable:
+        tables.append(
+            table(
+                "Durability (kill -9 after an acknowledged write)",
+                {
+                    n: {"there after reopening": r["durability"].get("present", r["durability"].get("error"))}
+                    for n, r in results.items()
+                    if "durability" in r
+                },
+                names,
+            )
+        )
+    print("\n".join(tables))
+    if report.get("skipped"):
+        print("\nSkipped: " + "; ".join(f"{n} ({why})" for n, why in report["skipped"].items()))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100_000, help="passages")
@@ -267,11 +338,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, default=None, help="JSON results (default: benchmarks/out/embedded_stores.json)"
     )
+    parser.add_argument("--report", type=Path, default=None, help="print the tables of a results file and stop")
     parser.add_argument("--child", choices=["open", "write", "check"], help=argparse.SUPPRESS)
     parser.add_argument("--engine", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         child(args.child, args.engine, args.dir, args.dim, args.seed)
+        return 0
+    if args.report:
+        print_tables(json.loads(args.report.read_text(encoding="utf-8")))
         return 0
     if args.smoke:  # rag-hier's default store, the hand-made baseline and whichever peers are installed
         args.n, args.dim, args.queries = min(args.n, 300), min(args.dim, 16), min(args.queries, 4)
@@ -380,7 +455,6 @@ def main(argv: list[str] | None = None) -> int:
             results[name]["durability"] = durability(name, built[name], args.dim, args.seed)
             log(f"{name}: durability {results[name]['durability']}")
 
-    names = list(results)
     report = {
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "command": "python -m benchmarks.frameworks.bench_embedded_stores "
@@ -396,70 +470,7 @@ def main(argv: list[str] | None = None) -> int:
         "results": results,
     }
     write_json(out, report)
-    tables = [
-        table(
-            "Ingestion (s, vectors given)",
-            {
-                n: {
-                    "wall s": r["ingest"].get("wall_s"),
-                    "CPU s": r["ingest"].get("cpu_s"),
-                    "copy of": r["ingest"].get("copy_of"),
-                }
-                for n, r in results.items()
-            },
-            names,
-        ),
-        table("Bytes on disk (MB)", {n: {"MB": r["bytes"] / 1e6} for n, r in results.items()}, names, "{:.1f}"),
-        table(
-            "Cold open, fresh process",
-            {
-                n: {
-                    "open s": r["cold"].get("open_s"),
-                    "first query s": r["cold"].get("first_query_s"),
-                    "RSS MB (store)": r["cold"].get("rss_mb"),
-                    "RSS MB (process)": r["cold"].get("rss_total_mb"),
-                }
-                for n, r in results.items()
-            },
-            names,
-            "{:.3f}",
-        ),
-    ]
-    for kind in FILTERS:
-        tables.append(
-            table(
-                f"Query, {kind} (ms; recall@{args.k}; completeness)",
-                {
-                    n: {
-                        "p50 ms": r[kind].get("p50_ms"),
-                        "p99 ms": r[kind].get("p99_ms"),
-                        "recall": r[kind].get("recall"),
-                        "completeness": r[kind].get(
-                            "completeness", "unsupported" if "unsupported" in r[kind] else None
-                        ),
-                    }
-                    for n, r in results.items()
-                    if kind in r
-                },
-                names,
-                "{:.3f}",
-            )
-        )
-    if not args.no_durability:
-        tables.append(
-            table(
-                "Durability (kill -9 after an acknowledged write)",
-                {
-                    n: {"there after reopening": r["durability"].get("present", r["durability"].get("error"))}
-                    for n, r in results.items()
-                    if "durability" in r
-                },
-                names,
-            )
-        )
-    print("\n".join(tables))
-    if skipped:
-        print("\nSkipped: " + "; ".join(f"{k} ({v})" for k, v in skipped.items()))
+    print_tables(report)
     print(f"\n{args.n} passages, {args.dim}-d, {args.queries} queries; load {loadavg()}; results in {out}")
     if tmp is not None:
         tmp.cleanup()
