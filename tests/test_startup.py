@@ -252,3 +252,60 @@ def test_verbose_still_configures_logging(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 2
     assert "rag-hier info: error:" in out.stderr and "ERROR rag_hier.cli: details" in out.stderr
+
+
+STORE_HEAVY = ("torch", "transformers", "sentence_transformers", "faiss", "scipy", "pymilvus", "rag_hier.store.milvus")
+"""What importing the store class (or a framework adapter) must not load: models, FAISS, SciPy, the Milvus backend
+(each loads when a store is opened, searched or asked for it)."""
+
+
+def _added_by(before: str, code: str) -> list[str]:
+    """The modules of :data:`STORE_HEAVY` that ``code`` imports beyond those ``before`` did (fresh interpreter)."""
+    probe = (
+        f"import json, sys\n{before}\nloaded = set(sys.modules)\n{code}\n"
+        f"print(json.dumps([m for m in {STORE_HEAVY!r} if m in sys.modules and m not in loaded]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=300)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_importing_the_store_class_loads_no_torch_faiss_or_scipy() -> None:
+    assert _added_by("", "import rag_hier\nfrom rag_hier import HierStore, Passage, open_store") == []
+
+
+def test_faiss_loads_when_a_store_is_opened_and_searched(tmp_path: Path) -> None:
+    from rag_hier import HierStore, Passage
+
+    with HierStore.create(tmp_path / "s", model=None, dimension=4) as store:
+        store.add_passages([Passage(id="p", doc_id="d", position=0, text="t")], np.ones((1, 4), np.float32))
+    code = (
+        "from rag_hier import DenseRetriever, HierStore\n"
+        f"with HierStore.open({str(tmp_path / 's')!r}) as s:\n"
+        "    (hits,) = DenseRetriever(s).search_vectors([[1.0, 0.0, 0.0, 0.0]], top_k=1)\n"
+        "    assert [h.passage_id for h in hits] == ['p']\n"
+    )
+    assert _added_by("", code) == ["faiss"]
+
+
+ADAPTERS = {
+    "haystack": (
+        "import haystack",
+        "import haystack_integrations.document_stores.rag_hier\n"
+        "import haystack_integrations.components.retrievers.rag_hier\n"
+        "import haystack_integrations.components.embedders.rag_hier",
+    ),
+    "llama_index": (
+        "import llama_index.core",
+        "import llama_index.vector_stores.rag_hier\nimport llama_index.retrievers.rag_hier\n"
+        "import llama_index.embeddings.rag_hier",
+    ),
+}
+
+
+@pytest.mark.parametrize("framework", sorted(ADAPTERS))
+def test_importing_an_adapter_loads_nothing_heavy_beyond_its_framework(framework: str) -> None:
+    # the adapter's import cost stays close to the framework's own: FAISS, SciPy, the Milvus backend and the model
+    # libraries load when a store is opened or an embedder warms up, not at import
+    pytest.importorskip(framework if framework == "haystack" else "llama_index.core")
+    framework_import, adapter_import = ADAPTERS[framework]
+    assert _added_by(framework_import, adapter_import) == []

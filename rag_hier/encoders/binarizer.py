@@ -25,10 +25,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
-import scipy.sparse as sp
 
+from rag_hier._lazy import LazyModule
 from rag_hier.encoders.dense import DEFAULT_MODEL, resolve_model_path
 from rag_hier.errors import RagHierError
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:
+    sp = LazyModule("scipy.sparse")  # imported on first use
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase

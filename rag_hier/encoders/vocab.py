@@ -45,8 +45,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import scipy.sparse as sp
 
+from rag_hier._lazy import LazyModule
 from rag_hier._logging import progress
 from rag_hier.encoders.binarizer import (
     VOCAB_ENCODER_CONFIG,
@@ -58,6 +58,11 @@ from rag_hier.encoders.binarizer import (
 from rag_hier.encoders.dense import DEFAULT_MODEL
 from rag_hier.encoders.device import resolve_device
 from rag_hier.errors import RagHierError
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:
+    sp = LazyModule("scipy.sparse")  # imported on first use
 
 if TYPE_CHECKING:
     import torch

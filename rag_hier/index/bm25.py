@@ -38,14 +38,19 @@ import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
 
+from rag_hier._lazy import LazyModule
 from rag_hier.errors import StoreCorruptedError, StoreError
 from rag_hier.index.selection import select_top_k
 from rag_hier.index.sparse import SparseRowIndex
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:
+    sp = LazyModule("scipy.sparse")  # imported on first use
 
 __all__ = [
     "STOPWORD_LISTS",

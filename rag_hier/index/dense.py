@@ -6,18 +6,33 @@ import logging
 import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import faiss
 import numpy as np
 
+from rag_hier._lazy import LazyModule
 from rag_hier.encoders.device import faiss_gpu_count
 from rag_hier.errors import DimensionMismatchError, StoreError
 from rag_hier.index.kinds import INDEX_KINDS, IndexKind
 
+if TYPE_CHECKING:
+    import faiss
+else:
+    faiss = LazyModule("faiss")  # imported when an index is first built, read or searched
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["INDEX_KINDS", "DenseIndex", "IndexConfig", "IndexKind", "Journal"]
+
+
+def _sorted_unique(ids: np.ndarray) -> np.ndarray:
+    """``np.unique(ids)``, skipping the hash and the sort when ``ids`` are already strictly increasing.
+
+    A filter's matching rowids come sorted and distinct from the store: one pass instead of a hash and a sort.
+    """
+    if ids.ndim == 1 and (ids.size < 2 or bool((ids[1:] > ids[:-1]).all())):
+        return ids
+    return np.unique(ids)
 
 
 @dataclass(frozen=True)
@@ -499,7 +514,7 @@ class DenseIndex:
             return scores, ids
         allowed = None
         if allowed_ids is not None:
-            allowed = np.unique(np.asarray(allowed_ids, dtype=np.int64))
+            allowed = _sorted_unique(np.asarray(allowed_ids, dtype=np.int64))
             if self._tombstones:
                 allowed = allowed[~np.isin(allowed, np.fromiter(self._tombstones, np.int64))]
         n_live = len(self)

@@ -28,15 +28,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from rag_hier._arrays import read_npz
+from rag_hier._lazy import LazyModule
 from rag_hier.errors import StoreCorruptedError
 from rag_hier.index.kinds import SearchMethod
 from rag_hier.index.selection import top_k_rows
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:
+    sp = LazyModule("scipy.sparse")  # imported on first use
 
 logger = logging.getLogger(__name__)
 

@@ -26,15 +26,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import scipy.sparse as sp
 
+from rag_hier._lazy import LazyModule
 from rag_hier.encoders.binarizer import TokenBinarizer
 from rag_hier.encoders.dense import DEFAULT_MODEL
 from rag_hier.errors import StoreCorruptedError
 from rag_hier.index.sparse import SearchMethod, SparseRowIndex
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:
+    sp = LazyModule("scipy.sparse")  # imported on first use
 
 logger = logging.getLogger(__name__)
 

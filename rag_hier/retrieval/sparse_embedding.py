@@ -10,14 +10,20 @@ never returned, as in sparse vector databases. ``Hit.scores`` is empty.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 
+from rag_hier._lazy import LazyModule
 from rag_hier.retrieval.base import Queries, Ranking, Retriever
 from rag_hier.retrieval.params import SparseEmbeddingParams
 from rag_hier.store.candidates import search_sparse_rows
 from rag_hier.store.extensions.sparse_embeddings import SparseEmbeddingExtension, parse_sparse_embedding
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:
+    sp = LazyModule("scipy.sparse")  # imported on first use
 
 __all__ = ["SparseEmbeddingParams", "SparseEmbeddingRetriever"]
 

@@ -41,8 +41,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
 
+from rag_hier._lazy import LazyModule
 from rag_hier.encoders.dense import DEFAULT_MODEL
 from rag_hier.errors import StoreError
 from rag_hier.index.sparse import SearchMethod, SparseRowIndex
@@ -59,6 +59,11 @@ from rag_hier.store.candidates import (
 from rag_hier.store.contract import EngineExtensions, Filters
 from rag_hier.store.extensions.svdr_vectors import SparseVectorExtension
 from rag_hier.store.extensions.token_index import TokenIndexExtension, passage_texts
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:
+    sp = LazyModule("scipy.sparse")  # imported on first use
 
 if TYPE_CHECKING:
     from rag_hier.encoders.binarizer import TokenBinarizer
@@ -156,7 +161,7 @@ def encode_missing_vectors(
     return done
 
 
-class SvdrRetriever(Retriever[sp.csr_matrix]):
+class SvdrRetriever(Retriever["sp.csr_matrix"]):  # a string: SciPy loads on first use
     """SVDR retrieval over a :class:`~rag_hier.store.HierStore` (see the module docstring for the modes).
 
     Args:

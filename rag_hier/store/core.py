@@ -566,7 +566,11 @@ class StoreCore:
         }
 
     def vector_rowids(self) -> np.ndarray:
-        """Rowids of the passages with a dense vector, ascending."""
+        """Rowids of the passages with a dense vector, ascending.
+
+        Read from the ``passages_with_vector`` index (:data:`~rag_hier.store.schema.VECTOR_ROWIDS_SCHEMA`) where the
+        store has it, which SQLite's planner chooses for this statement: the table's pages are not read.
+        """
         return np.fromiter(
             (r for (r,) in self.db.execute("SELECT id FROM passages WHERE has_vector=1 ORDER BY id")), dtype=np.int64
         )
@@ -594,12 +598,15 @@ class StoreCore:
             return
         live = self.vector_rowids()
         held = np.sort(index.ids())
+        same = held.size == live.size and np.array_equal(held, live)  # the common case: no set arithmetic
         if index.config.kind in ("flat", "hnsw"):  # kinds that remove lazily (tombstones)
+            if same:
+                return
             missing = np.setdiff1d(live, held)
             if missing.size:
                 raise StoreCorruptedError(f"{self.root / DENSE_FILE}: {missing.size} passage vectors are missing")
             index.mark_tombstones(np.setdiff1d(held, live))
-        elif not np.array_equal(held, live):
+        elif not same:
             raise StoreCorruptedError(
                 f"{self.root / DENSE_FILE}: holds {held.size} vectors that do not match the {live.size} passage "
                 f"vectors of {DATABASE}"

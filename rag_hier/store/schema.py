@@ -22,6 +22,7 @@ __all__ = [
     "OPTIONAL_OBJECTS",
     "PASSAGE_COLUMNS",
     "SCHEMA",
+    "VECTOR_ROWIDS_SCHEMA",
     "check_schema",
     "dumps",
     "ensure_incremental_schema",
@@ -109,7 +110,16 @@ CREATE TABLE IF NOT EXISTS extension_segments (
 and commit (:func:`rag_hier.store.segments.read_extension_segments`). A group of its own: stores written with
 :data:`INCREMENTAL_SCHEMA` but before this table existed get it with their next write."""
 
-_GROUPS = (INCREMENTAL_SCHEMA, EXTENSION_SEGMENTS_SCHEMA)
+VECTOR_ROWIDS_SCHEMA = """
+CREATE INDEX IF NOT EXISTS passages_with_vector ON passages(id, has_vector) WHERE has_vector=1;
+"""
+"""An index of the rowids of the passages with a vector: opening a store reads them from it (a few bytes a passage)
+instead of scanning the passages table, text and all. Partial (only the passages with a vector) and led by the rowid,
+so that the query planner never takes it for a selective index on ``has_vector``: it serves the queries that need
+every passage with a vector. Stores written before it existed get it with their next write; until then, open reads
+the table."""
+
+_GROUPS = (INCREMENTAL_SCHEMA, EXTENSION_SEGMENTS_SCHEMA, VECTOR_ROWIDS_SCHEMA)
 """The schema added after the first format, in the order it was added; each group is all there or absent."""
 
 OPTIONAL_OBJECTS: dict[tuple[str, str], str] = {

@@ -70,11 +70,15 @@ def check_ids(ids: Any, what: str) -> list[str]:
 # store as raw Passages and metadata updates.
 
 
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
 def check_json(value: Mapping[str, Any], what: str) -> None:
     """Raise a :class:`StoreError` naming ``what`` unless ``value`` can be stored as JSON (at most 100 levels deep)."""
     if not value:  # {} (most passages): nothing to check
         return
-    if exceeds_depth(value, MAX_NESTING_DEPTH):
+    flat = all(isinstance(v, _JSON_SCALARS) for v in value.values())  # depth 1: no walk
+    if not flat and exceeds_depth(value, MAX_NESTING_DEPTH):
         raise StoreError(f"{what} is nested more than {MAX_NESTING_DEPTH} levels deep")
     try:
         dumps(dict(value))

@@ -123,6 +123,7 @@ SMOKE: dict[str, list[tuple[str, list[str]]]] = {
     F + "bench_framework_writes": [
         run(F + "bench_framework_writes", "--sizes 200,400 --dim 16 --writes 3 --out-dir {out}"),
     ],
+    F + "bench_embedded_stores": [run(F + "bench_embedded_stores", "--smoke --out {out}/embedded.json")],
     F + "bench_haystack": [run(F + "bench_haystack", "--n 500 --dim 16 --queries 5")],
     F + "bench_llama_index": [
         run(F + "bench_llama_index", "--n 300 --dim 16 --queries 5 --after-write-queries 2 --out {out}/llama.json"),
@@ -139,6 +140,7 @@ SMOKE: dict[str, list[tuple[str, list[str]]]] = {
         run(F + "bench_milvus_fields", "--n 60 --queries 5 --data {data} --model {model} --out {out}"),
     ],
     F + "bench_milvus_svdr": [run(F + "bench_milvus_svdr", "60 5 --data {data} --model {model}")],
+    F + "bench_store_open": [run(F + "bench_store_open", "--n 200 --dim 8 --rounds 1 --no-imports --out {out}/o.json")],
     # stress
     S + "bench_writer_wait": [
         run(

@@ -144,3 +144,24 @@ def test_write_read_roundtrip(tmp_path, kind: str) -> None:
     np.testing.assert_array_equal(again.search(x[:5], 5)[1], index.search(x[:5], 5)[1])
     with pytest.raises(DimensionMismatchError):
         DenseIndex.read(path, DIM + 1, index.config)
+
+
+def test_allowed_ids_in_any_order_or_repeated_select_the_same_hits() -> None:
+    # a filter's ids usually arrive sorted and distinct (taken as they are); any other order, or repeats, are
+    # deduplicated and sorted first: the hits are the same
+    from rag_hier.index.dense import _sorted_unique
+
+    rng = np.random.default_rng(3)
+    for ids in (np.arange(5), np.array([4, 1, 1, 3]), np.array([], np.int64), np.array([2, 2]), np.array([7])):
+        assert np.array_equal(_sorted_unique(ids.astype(np.int64)), np.unique(ids))
+    vecs = rng.standard_normal((300, 8)).astype(np.float32)
+    allowed = rng.choice(300, size=120, replace=False)
+    q = rng.standard_normal((3, 8)).astype(np.float32)
+    for exact_filter_max in (4096, 10):  # the exact path over the allowed vectors, and FAISS's selector
+        index = DenseIndex(8, IndexConfig(kind="flat", exact_filter_max=exact_filter_max))
+        index.add(np.arange(300, dtype=np.int64), vecs)
+        plain = index.search(q, 10, allowed_ids=np.sort(allowed))
+        assert set(plain[1].ravel()) <= set(allowed.tolist())
+        for variant in (allowed, np.concatenate([allowed, allowed[:30]])):
+            got = index.search(q, 10, allowed_ids=variant)
+            assert np.array_equal(got[1], plain[1])

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import scipy.sparse as sp
 
+from rag_hier._lazy import LazyModule
 from rag_hier.encoders.dense import DEFAULT_MODEL
 from rag_hier.errors import StoreCorruptedError, StoreError
 from rag_hier.index.sparse import RowJournal, SparseRowIndex
@@ -30,6 +30,11 @@ from rag_hier.index.token import TokenIndex
 from rag_hier.store.extensions.base import StoreExtension, register_extension
 from rag_hier.store.extensions.sparse_rows import SPARSE_DELTA_ARRAYS, apply_sparse_delta, sparse_delta
 from rag_hier.store.segments import Delta
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:
+    sp = LazyModule("scipy.sparse")  # imported on first use
 
 if TYPE_CHECKING:
     from rag_hier.corpus.model import Passage

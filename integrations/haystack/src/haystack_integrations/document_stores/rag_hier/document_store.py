@@ -82,7 +82,6 @@ from rag_hier.retrieval.base import RetrieverParams
 from rag_hier.store.contract import SIMILARITIES, StoreBackend
 from rag_hier.store.filters import Predicate, Refined
 from rag_hier.store.hit_table import HitRowsMode
-from rag_hier.store.milvus.client import check_connection_options
 from rag_hier.store.records import ModelSwitch
 from rag_hier.store.session import token_index_options
 
@@ -239,6 +238,8 @@ class RagHierDocumentStore(StrategySearch, MetadataAggregates, DocumentWrites, A
             )
         if path is not None and (not isinstance(path, str) or not path):
             raise ValueError(f"path must be a non-empty string (the store directory), got {path!r}")
+        from rag_hier.store.milvus.client import check_connection_options  # Milvus code loads on use
+
         check_connection_options(
             uri,
             timeout,

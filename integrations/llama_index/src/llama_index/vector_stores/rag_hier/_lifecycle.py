@@ -21,7 +21,6 @@ from rag_hier.store.contract import StoreBackend, StoreExtension
 from rag_hier.store.extensions.bm25 import BM25Extension
 from rag_hier.store.extensions.token_index import TokenIndexExtension
 from rag_hier.store.hit_table import HitRowsMode
-from rag_hier.store.milvus.client import check_connection_options
 from rag_hier.store.session import CreateOptions, ExtensionSpec, StoreSession
 
 logger = logging.getLogger(__name__)
@@ -54,6 +53,8 @@ def milvus_options(path: Any, uri: Any, token: Any, db_name: Any, timeout: Any, 
     """The checked connection options of a Milvus store (the token from ``RAG_HIER_MILVUS_TOKEN`` by default)."""
     if path is not None:
         raise ValueError("give either path (a store directory) or uri (a Milvus Lite file or server), not both")
+    from rag_hier.store.milvus.client import check_connection_options  # Milvus code loads on use
+
     check_connection_options(
         uri,
         timeout,
