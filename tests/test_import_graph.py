@@ -39,6 +39,7 @@ LAYERS = [
 
 BY_NAME = {
     ("rag_hier._lazy", "<f'{package}.{module}'>"): "PEP 562 lazy attributes: a package loads its own submodules",
+    ("rag_hier._lazy", "<self.__dict__['_lazy_target']>"): "LazyModule: a third-party module loaded on first use",
     ("rag_hier.cli.main", "<train_methods()[name][0]>"): "the registered trainers' CLI modules",
     ("rag_hier.cli.main", "<module_name(name)>"): "the generated parser tables of a command",
     ("rag_hier.cli.main", "<module_name('train', name)>"): "the generated parser tables of a trainer",
@@ -210,6 +211,12 @@ def _loads_by_name() -> set[tuple[str, str]]:
             if isinstance(target, ast.Name) and isinstance(value, ast.Constant) and isinstance(value.value, str):
                 constants[target.id] = value.value
         for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "LazyModule" and node.args:
+                arg = node.args[0]
+                name = arg.value if isinstance(arg, ast.Constant) else ast.unparse(arg)
+                if str(name).split(".")[0] not in ("faiss", "scipy", "torch", "numpy"):
+                    found.add((module, f"LazyModule({name})"))  # a rag_hier module hidden behind a stand-in
+                continue
             if not (
                 isinstance(node, ast.Call)
                 and getattr(node.func, "attr", getattr(node.func, "id", None))
