@@ -80,6 +80,51 @@ def test_tune_adopts_in_one_commit_and_the_cli_and_both_adapters_roll_back(milvu
         store.close()
 
 
+def test_the_cli_and_both_adapters_adopt(milvus_db, tiny_model_path, tmp_path) -> None:
+    from rag_hier.testing import write_beir
+
+    uri = f"{milvus_db}#{unique_name('tune_front')}"
+    store, queries, qrels = _judged_collection(uri, tiny_model_path)
+    corpus, _, _ = translation_collection()
+    beir = write_beir(tmp_path / "beir", corpus, queries, qrels, split="train")
+    store.close()
+    try:
+        flags = ["--epochs", "3", "--learning-rate", "5e-3", "--train-batch-size", "16", "--negatives", "1"]
+        code, out, err = run_cli(
+            ["tune", "--store", uri, "--beir", str(beir), *flags, "--device", "cpu", "--no-progress"]
+        )
+        assert code == 0 and "adopted" in out, (out, err)
+        store = HierStore.open(uri=uri)
+        first = store.model_info["current"]["model"]
+        assert first != tiny_model_path and store.model_info["current"]["adopted"]["forced"] is False
+        store.close()
+        stays = {"max_steps": 1, "learning_rate": 1e-9, "batch_size": 16, "show_progress_bar": False, "device": "cpu"}
+
+        pytest.importorskip("haystack")
+        from haystack_integrations.document_stores.rag_hier import RagHierDocumentStore
+
+        ds = RagHierDocumentStore(uri=uri)
+        assert ds.tune(queries, qrels, force=True, **stays).adopted
+        ds.close()
+        store = HierStore.open(uri=uri)
+        second = store.model_info["current"]["model"]
+        assert second != first and store.model_info["previous"]["model"] == first
+        store.close()
+
+        pytest.importorskip("llama_index.core")
+        from llama_index.vector_stores.rag_hier import RagHierVectorStore
+
+        vs = RagHierVectorStore(uri=uri)
+        assert vs.tune(queries, qrels, force=True, **stays).adopted
+        vs.close()
+        store = HierStore.open(uri=uri)
+        assert store.model_info["previous"]["model"] == second and store.search("a query", top_k=3)
+    finally:
+        store = HierStore.open(uri=uri)
+        store.drop()
+        store.close()
+
+
 _KILLER = """
 import os, signal, sys
 from rag_hier import Document, HierStore
