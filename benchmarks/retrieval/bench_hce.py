@@ -260,9 +260,8 @@ def stage_train(args: argparse.Namespace, method: str) -> dict[str, Any]:
             disable_tqdm=True,
             use_cpu=args.device == "cpu",
         )
-        from rag_hier.training._limits import TimeLimit
-
         from rag_hier.training._attention import attention_dropout
+        from rag_hier.training.time_limit import TimeLimit
 
         trainer = SentenceTransformerTrainer(
             model=model, args=targs, train_dataset=ds, loss=loss, callbacks=[TimeLimit(args.max_minutes).callback()]

@@ -262,7 +262,7 @@ def stage_minilm_ft(args: argparse.Namespace) -> dict[str, Any]:
     )
     similarity = util.dot_score if args.minilm_similarity == "dot" else util.cos_sim
     loss = MultipleNegativesRankingLoss(model, scale=args.minilm_scale, similarity_fct=similarity)
-    from rag_hier.training._limits import TimeLimit
+    from rag_hier.training.time_limit import TimeLimit
 
     trainer = SentenceTransformerTrainer(
         model=model,
