@@ -161,11 +161,19 @@ def _create(call: Call, what: str, name: str, schema: Any, index_params: Any) ->
     call(f"indexing the {what} collection", "create_index", name, index_params, sync=False)
 
 
-def load(call: Call, names: Iterable[str], *, timeout: float | None = 60.0) -> None:
-    """Load ``names`` together and wait until every one is loaded (a server loads them in parallel)."""
+def load(call: Call, names: Iterable[str], *, parallel: bool = True, timeout: float | None = 60.0) -> None:
+    """Load ``names`` and wait until every one is loaded.
+
+    ``parallel``: ask for every load at once, then poll their states (a server loads them in parallel); else one
+    load call each, which returns when it is loaded (Milvus Lite: the polls would only add round trips).
+    """
     from pymilvus.client.types import LoadState
 
     names = list(names)
+    if not parallel:
+        for name in names:
+            call("loading the collection", "load_collection", name)
+        return
     for name in names:
         call("loading the collection", "load_collection", name, _async=True)
     deadline = time.monotonic() + (timeout or 600.0)
@@ -288,7 +296,7 @@ def create_collections(
         key={"datatype": DataType.VARCHAR, "is_primary": True, "max_length": 64},
         value={"datatype": DataType.VARCHAR, "max_length": VARCHAR},
     )
-    load(call, names.always)
+    load(call, names.always, parallel=not caps.lite)
 
 
 def create_sparse_collection(call: Call, client: Any, names: Collections, caps: Capabilities) -> None:
@@ -312,7 +320,7 @@ def create_sparse_collection(call: Call, client: Any, names: Collections, caps: 
     for f, numeric in (("tag", False), ("rowid", True), ("gen", True)):
         ip.add_index(f, index_type=caps.scalar_index(numeric))
     _create(call, "sparse", names.sparse, s, ip)
-    load(call, (names.sparse,))
+    load(call, (names.sparse,), parallel=not caps.lite)
 
 
 def check_passage_schema(

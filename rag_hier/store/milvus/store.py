@@ -291,7 +291,11 @@ class MilvusStore(Switching, Search, DenseSearch):
                         "(no state collection); choose another name"
                     )
                 raise StoreError(f"{store.location}: no rag-hier collection {name!r} there")
-            load(store._call, [*names.always, *([names.sparse] if names.sparse in present else [])])
+            load(
+                store._call,
+                [*names.always, *([names.sparse] if names.sparse in present else [])],
+                parallel=not store._caps.lite,
+            )
             store._has_sparse = names.sparse in present
             store._load_state()
             store._check_schema()
