@@ -16,17 +16,8 @@ pytest.importorskip("pymilvus")
 from rag_hier import Document, HierStore
 from rag_hier.testing import translation_collection
 from tests.store.contract.base import unique_name
-from tests.tuning.helpers import run_cli
-
-LEARNS = {
-    "epochs": 3.0,
-    "learning_rate": 5e-3,
-    "batch_size": 16,
-    "num_negatives": 1,
-    "show_progress_bar": False,
-    "device": "cpu",
-}
-"""Settings under which the tiny model learns the collection (the candidate is adopted; tests/tuning/conftest.py)."""
+from tests.tuning.conftest import LEARNS, STAYS
+from tests.tuning.helpers import COMMON, LEARN_FLAGS, run_cli
 
 
 @pytest.fixture(autouse=True)
@@ -89,22 +80,18 @@ def test_the_cli_and_both_adapters_adopt(milvus_db, tiny_model_path, tmp_path) -
     beir = write_beir(tmp_path / "beir", corpus, queries, qrels, split="train")
     store.close()
     try:
-        flags = ["--epochs", "3", "--learning-rate", "5e-3", "--train-batch-size", "16", "--negatives", "1"]
-        code, out, err = run_cli(
-            ["tune", "--store", uri, "--beir", str(beir), *flags, "--device", "cpu", "--no-progress"]
-        )
+        code, out, err = run_cli(["tune", "--store", uri, "--beir", str(beir), *LEARN_FLAGS, *COMMON])
         assert code == 0 and "adopted" in out, (out, err)
         store = HierStore.open(uri=uri)
         first = store.model_info["current"]["model"]
         assert first != tiny_model_path and store.model_info["current"]["adopted"]["forced"] is False
         store.close()
-        stays = {"max_steps": 1, "learning_rate": 1e-9, "batch_size": 16, "show_progress_bar": False, "device": "cpu"}
 
         pytest.importorskip("haystack")
         from haystack_integrations.document_stores.rag_hier import RagHierDocumentStore
 
         ds = RagHierDocumentStore(uri=uri)
-        assert ds.tune(queries, qrels, force=True, **stays).adopted
+        assert ds.tune(queries, qrels, force=True, **STAYS).adopted
         ds.close()
         store = HierStore.open(uri=uri)
         second = store.model_info["current"]["model"]
@@ -115,7 +102,7 @@ def test_the_cli_and_both_adapters_adopt(milvus_db, tiny_model_path, tmp_path) -
         from llama_index.vector_stores.rag_hier import RagHierVectorStore
 
         vs = RagHierVectorStore(uri=uri)
-        assert vs.tune(queries, qrels, force=True, **stays).adopted
+        assert vs.tune(queries, qrels, force=True, **STAYS).adopted
         vs.close()
         store = HierStore.open(uri=uri)
         assert store.model_info["previous"]["model"] == second and store.search("a query", top_k=3)
