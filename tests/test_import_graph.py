@@ -47,6 +47,7 @@ BY_NAME = {
     ("rag_hier.cli.tune", "<module_name>"): "the user's --generator MODULE:FUNCTION",
     ("rag_hier.retrieval.registry", "<module>"): "the registered retrieval strategies",
     ("rag_hier.training.registry", "<module>"): "the registered trainers and their configurations",
+    ("rag_hier.tuning.recipes", "<module>"): "the registered tuning recipes' training functions",
     ("rag_hier.store.extensions.base", "<spec.module>"): "the registered store extensions",
     # the store reaching up by name: the places the layering is bent on purpose
     ("rag_hier.store.search_hook", "rag_hier.retrieval.dense"): "HierStore.search runs the dense retriever",

@@ -84,6 +84,7 @@ class ConfigFlags:
         skip: Fields the generator left to the command (hand-written flags, or none).
         rename: Field → the flag that sets it, where that is not ``--`` + the name with dashes (a hand-written
             flag, or a generated one renamed for this command).
+        dests: Field → the parsed arguments' attribute of its generated flag, where that is not the field's name.
 
     """
 
@@ -91,6 +92,7 @@ class ConfigFlags:
     flags: Mapping[str, str]
     skip: frozenset[str]
     rename: Mapping[str, str]
+    dests: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def flag(self, name: str) -> str:
         """The flag that sets field ``name``, as error messages name it."""
@@ -107,7 +109,7 @@ class ConfigFlags:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self.config):
             if f.name in self.flags:
-                value = getattr(args, f.name)
+                value = getattr(args, self.dests.get(f.name, f.name))
                 none = f.metadata.get("flag_none")
                 if value is not None and ((none == "zero" and value == 0) or (none == "negative" and value < 0)):
                     value = None
@@ -144,14 +146,17 @@ def add_config_arguments(
     skip: Collection[str] = (),
     rename: Mapping[str, str] | None = None,
     title: str | None = None,
+    dest_from_flag: bool = False,
+    set_default: bool = True,
 ) -> ConfigFlags:
     """One flag per field of ``config`` whose metadata asks for one (``cli=True``, :func:`train_field`), but ``skip``.
 
     The flag is the field's ``flag=`` (or ``rename``'s, or ``--`` + the name with dashes); its type comes from the
     annotation (``X | None`` as ``X``, ``Literal[...]`` or ``choices=`` as choices, ``tuple[str, ...]`` as a
     comma-separated list); a ``bool`` that defaults to false is a switch that sets it, one that defaults to true a
-    switch that clears it. The default is the configuration's own, shown in the help. Bounds are left to the
-    configuration's validation: :meth:`ConfigFlags.build` reports its message with the flag's name.
+    switch that clears it; a field with ``const=`` takes its value optionally (the flag alone means ``const``).
+    The default is the configuration's own, shown in the help. Bounds are left to the configuration's validation:
+    :meth:`ConfigFlags.build` reports its message with the flag's name.
 
     Args:
         parser: The ``rag-hier train METHOD`` parser.
@@ -159,9 +164,15 @@ def add_config_arguments(
         skip: Fields the command sets through hand-written flags (or not at all).
         rename: Field → flag where this command's flag is not the field's own (generated or hand-written).
         title: Title of the flags' group in ``--help``.
+        dest_from_flag: Store each flag's value under the flag's own name (``--train-batch-size`` →
+            ``args.train_batch_size``) rather than the field's, where the command has a flag of the field's name
+            for something else.
+        set_default: Make the table the parser's default ``config_flags``; a command that does not (its
+            parser is built from the generated tables alone) builds the table again when it runs.
 
     Returns:
-        The table, also the parser's default ``config_flags`` (``args.config_flags.build(args, ...)``).
+        The table, also the parser's default ``config_flags`` (``args.config_flags.build(args, ...)``) with
+        ``set_default``.
 
     """
     from rag_hier.training.config import field_type
@@ -174,6 +185,7 @@ def add_config_arguments(
     hints = typing.get_type_hints(config)
     group = parser.add_argument_group(title or f"training configuration ({config.__name__})")
     flags: dict[str, str] = {}
+    dests: dict[str, str] = {}
     for f in dataclasses.fields(config):
         meta = f.metadata
         if f.name in skip or meta.get("cli", False) is not True:
@@ -182,26 +194,33 @@ def add_config_arguments(
         dashed = f.name.replace("_", "-")
         flag = rename.get(f.name) or meta.get("flag") or (f"--no-{dashed}" if f.default is True else f"--{dashed}")
         help_text = str(meta.get("help", "")).replace("%", "%%")
+        dest = flag.lstrip("-").replace("-", "_") if dest_from_flag else f.name
+        if dest != f.name:
+            dests[f.name] = dest
         if base is bool:
             action = "store_false" if f.default else "store_true"
-            group.add_argument(flag, dest=f.name, action=action, default=f.default, help=help_text)
+            group.add_argument(flag, dest=dest, action=action, default=f.default, help=help_text)
         else:
-            choices = tuple(meta.get("choices") or literal) or None
+            given = meta.get("choices")
+            choices = tuple((given() if callable(given) else given) or literal) or None
             tuple_type = typing.get_origin(base) is tuple
             if f.default is not None:
                 help_text += f" (default {_shown(f.default)})"
+            optional = {"nargs": "?", "const": meta["const"]} if meta.get("const") is not None else {}
             group.add_argument(
                 flag,
-                dest=f.name,
+                dest=dest,
                 type=_comma_list if tuple_type else base,
                 choices=choices,
+                **optional,
                 default=f.default,
                 metavar=None if choices else flag.lstrip("-").replace("-", "_").upper(),
                 help=help_text,
             )
         flags[f.name] = flag
-    table = ConfigFlags(config, flags, frozenset(skip), rename)
-    parser.set_defaults(config_flags=table)
+    table = ConfigFlags(config, flags, frozenset(skip), rename, dests)
+    if set_default:
+        parser.set_defaults(config_flags=table)
     return table
 
 

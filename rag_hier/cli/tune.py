@@ -13,24 +13,29 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_hier.errors import RagHierError
 
-__all__ = ["add_tune_parser", "run_tune"]
+if TYPE_CHECKING:
+    from rag_hier.cli._train import ConfigFlags
+
+__all__ = ["add_tune_parser", "config_flags", "run_tune"]
 
 
 def add_tune_parser(subparsers: Any, help_line: str) -> argparse.ArgumentParser:
     """Add the ``tune`` sub-command (``help_line``: its line in ``rag-hier --help``).
 
-    Its defaults are :class:`~rag_hier.tuning.TuneConfig`'s.
+    The settings' flags are generated from :class:`~rag_hier.tuning.TuneConfig`'s field metadata
+    (:func:`~rag_hier.cli._train.add_config_arguments`), with its defaults and its choices (``--method``: the
+    registered recipes); the data, output and run flags are written here.
     """
-    from rag_hier.tuning.config import CROSS_FIT, DEV_SCORING, DEV_SPLITS, REFIT, TUNE_METHODS, TuneConfig
+    from rag_hier.tuning.config import TuneConfig
 
     d = TuneConfig()
     p: argparse.ArgumentParser = subparsers.add_parser(
@@ -63,80 +68,6 @@ def add_tune_parser(subparsers: Any, help_line: str) -> argparse.ArgumentParser:
         metavar="N",
         help="passages sampled for generated questions (default 1000)",
     )
-    p.add_argument("--method", choices=TUNE_METHODS, default=d.method, help="training method (default auto)")
-    p.add_argument(
-        "--dev-split",
-        choices=DEV_SPLITS,
-        default=d.dev_split,
-        help=f"how the dev part is drawn (default {d.dev_split}): grouped, queries sharing a relevant document stay "
-        "on one side, so dev asks about new documents; random, queries one by one, so dev follows your queries' "
-        "own mix; mixed, half each way (docs/tuning.md)",
-    )
-    p.add_argument(
-        "--refit",
-        choices=REFIT,
-        nargs="?",
-        const="full",
-        default=d.refit,
-        help="what is adopted once the dev figures say adopt: off, the measured candidate; continue, the candidate "
-        "trained one more pass on the dev part; full (--refit alone), a model trained again on every judged query "
-        f"(default {d.refit})",
-    )
-    p.add_argument("--no-refit", dest="refit", action="store_const", const="off", help="the same as --refit off")
-    p.add_argument(
-        "--cross-fit",
-        choices=CROSS_FIT,
-        default=d.cross_fit,
-        help=f"score every judged query with a candidate trained on the other folds instead of holding a dev part "
-        f"back (default {d.cross_fit}: when fewer than {d.cross_fit_below} judged queries are usable)",
-    )
-    p.add_argument("--folds", type=int, default=d.folds, help=f"folds of --cross-fit ({d.folds})")
-    p.add_argument(
-        "--dev-scoring",
-        choices=DEV_SCORING,
-        default=d.dev_scoring,
-        help="how a candidate is scored: rerank encodes only each dev query's pool (the base's top "
-        "--rerank-depth and its judged passages), full encodes every passage (default auto: rerank when the pools "
-        "hold at most half of the store)",
-    )
-    p.add_argument(
-        "--rerank-depth", type=int, default=d.rerank_depth, help=f"base results in each pool ({d.rerank_depth})"
-    )
-    p.add_argument("--dev-fraction", type=float, default=d.dev_fraction, help=f"queries held back ({d.dev_fraction})")
-    p.add_argument("--max-steps", type=int, default=None, help=f"cap on optimizer steps (default: {d.epochs:g} passes)")
-    p.add_argument("--max-minutes", type=float, default=None, help="stop training after this many minutes")
-    p.add_argument(
-        "--epochs",
-        type=float,
-        default=d.epochs,
-        help=f"passes over the training pairs ({d.epochs:g}); with more, the best pass on dev is kept",
-    )
-    p.add_argument("--min-steps", type=int, default=d.min_steps, help=f"train at least this many steps ({d.min_steps})")
-    p.add_argument(
-        "--mini-batch-size",
-        type=int,
-        default=None,
-        help="GradCache mini-batch below --train-batch-size, for large batches in little memory (default: none)",
-    )
-    p.add_argument(
-        "--train-batch-size",
-        type=int,
-        default=d.batch_size,
-        help=f"training pairs per optimizer step ({d.batch_size}; Python: TuneConfig(batch_size=...)); "
-        "--batch-size is the encoding batch",
-    )
-    p.add_argument("--learning-rate", type=float, default=d.learning_rate, help=f"AdamW rate ({d.learning_rate:g})")
-    p.add_argument(
-        "--negatives", type=int, default=d.num_negatives, help=f"hard negatives per pair ({d.num_negatives})"
-    )
-    p.add_argument(
-        "--temperature",
-        type=float,
-        default=d.temperature,
-        help=f"softmax temperature of the contrastive loss ({d.temperature:g}; its scale is 1/temperature)",
-    )
-    p.add_argument("--max-seq-length", type=int, default=None, help="token limit in training (default: the store's)")
-    p.add_argument("--seed", type=int, default=d.seed, help=f"seed of the split, data and bootstrap ({d.seed})")
     p.add_argument(
         "--aggregate",
         choices=("passage", "doc"),
@@ -152,7 +83,6 @@ def add_tune_parser(subparsers: Any, help_line: str) -> argparse.ArgumentParser:
         help="finish an adoption a crash interrupted: encode the passages its saved parts lack, then switch (the "
         "candidate, measured by that run, waits in STORE/adoption-pending); takes only --store",
     )
-    p.add_argument("--force", action="store_true", help="adopt the candidate whatever the dev figures say")
     p.add_argument(
         "--rollback",
         nargs="?",
@@ -161,7 +91,44 @@ def add_tune_parser(subparsers: Any, help_line: str) -> argparse.ArgumentParser:
         default=None,
         help="return the store to its previous model (or, with 'original', to the model it was built with) and stop",
     )
+    config_flags(p)
+    p.add_argument("--no-refit", dest="refit", action="store_const", const="off", help="the same as --refit off")
     return p
+
+
+def config_flags(parser: argparse.ArgumentParser | None = None) -> ConfigFlags:
+    """:class:`~rag_hier.tuning.TuneConfig`'s flags, added to ``parser`` (by default a parser of their own).
+
+    ``rag-hier tune`` runs with the parser of the generated tables, so :func:`run_tune` builds the table again
+    here rather than reading it from the parsed arguments.
+    """
+    from rag_hier.cli._train import add_config_arguments
+    from rag_hier.tuning.config import TuneConfig
+
+    return add_config_arguments(
+        parser if parser is not None else argparse.ArgumentParser(add_help=False),
+        TuneConfig,
+        title="tuning settings (TuneConfig; Python: store.tune(..., field=value))",
+        dest_from_flag=True,
+        set_default=False,
+    )
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    """The :class:`~rag_hier.tuning.TuneConfig` of the parsed flags.
+
+    Raises:
+        RagHierError: A value the configuration refuses, naming its flag and its Python field
+            (``--folds must be an integer >= 2, got 1 (in Python: TuneConfig.folds)``).
+
+    """
+    table = config_flags()
+    try:
+        return table.config(**table.values(args))
+    except ValueError as exc:
+        field = re.search(rf"\b{table.config.__name__}\.\w+", str(exc))
+        python = f" (in Python: {field.group(0)})" if field else ""
+        raise RagHierError(table.message(str(exc)) + python) from exc
 
 
 def _load_generator(spec: str) -> Any:
@@ -187,7 +154,6 @@ def _load_generator(spec: str) -> Any:
 def run_tune(args: argparse.Namespace, *, open_store: Callable[..., Any]) -> int:
     """``rag-hier tune`` (``main`` passes its store opener)."""
     from rag_hier.eval.judged import default_level, judged_files, load_judged
-    from rag_hier.tuning.config import TuneConfig
     from rag_hier.tuning.workflow import tune
 
     def say(line: str) -> None:
@@ -212,39 +178,7 @@ def run_tune(args: argparse.Namespace, *, open_store: Callable[..., Any]) -> int
         )
     if args.generate_passages < 1:
         raise RagHierError(f"--generate-passages must be >= 1, got {args.generate_passages}")
-    for flag, value in (
-        ("--epochs", args.epochs),
-        ("--learning-rate", args.learning_rate),
-        ("--temperature", args.temperature),
-        ("--dev-fraction", args.dev_fraction),
-        ("--max-minutes", args.max_minutes),
-    ):
-        if value is not None and not math.isfinite(value):
-            raise RagHierError(f"{flag} must be a finite number, got {value}")
-    config = TuneConfig(
-        method=args.method,
-        dev_fraction=args.dev_fraction,
-        dev_split=args.dev_split,
-        refit=args.refit,
-        cross_fit=args.cross_fit,
-        folds=args.folds,
-        dev_scoring=args.dev_scoring,
-        rerank_depth=args.rerank_depth,
-        epochs=args.epochs,
-        min_steps=args.min_steps,
-        mini_batch_size=args.mini_batch_size,
-        max_steps=args.max_steps,
-        max_minutes=args.max_minutes,
-        batch_size=args.train_batch_size,
-        learning_rate=args.learning_rate,
-        num_negatives=args.negatives,
-        temperature=args.temperature,
-        max_seq_length=args.max_seq_length,
-        seed=args.seed,
-        device=args.device,
-        force=args.force,
-        show_progress_bar=not args.no_progress,
-    )
+    config = _settings(args)
     store = open_store(args, read_only=False)
     before = _current(store)
     report = None

@@ -100,8 +100,8 @@ class VocabEncoderConfig:
         query_max_length: Tokens per query (special tokens included).
         document_max_length: Tokens per passage (special tokens included).
         selection_precision: Precision of the full vocabulary projection that chooses the kept
-            dimensions (``"bfloat16"`` is ~4× faster on CPUs with AVX512-BF16; the kept values are then
-            recomputed in float32, so only which dimensions sit at the top-k boundary can differ).
+            dimensions (``"bfloat16"`` is faster on CPUs with AVX512-BF16, docs/svdr.md; the kept values are
+            then recomputed in float32, so only which dimensions sit at the top-k boundary can differ).
         base_model: The model the backbone came from (informational).
 
     """

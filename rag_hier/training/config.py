@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -47,11 +47,12 @@ def train_field(
     maximum: float | None = None,
     above: float | None = None,
     below: float | None = None,
-    choices: tuple[Any, ...] | None = None,
+    choices: tuple[Any, ...] | Callable[[], tuple[Any, ...]] | None = None,
     allowed: str | None = None,
     flag: str | None = None,
     cli: CliUse = True,
     flag_none: FlagNone | None = None,
+    const: Any = None,
 ) -> Any:
     """Declare a training hyper-parameter: its default, one line of help, and what values it allows.
 
@@ -62,12 +63,14 @@ def train_field(
         maximum: Largest allowed value (inclusive).
         above: Values must be greater than this.
         below: Values must be less than this.
-        choices: The allowed values (a ``Literal`` annotation gives them otherwise).
+        choices: The allowed values (a ``Literal`` annotation gives them otherwise), or a function returning them
+            (a registry's names), asked at each check and when the flags are generated.
         allowed: What the error message says is allowed, where the bounds alone do not say it well.
         flag: The ``rag-hier train`` flag (default ``--`` + the name with dashes; for a ``bool`` that defaults to
             true, the flag sets it false).
         cli: ``True``: a generated flag; ``False``: none; ``"runtime"``: one of the shared runtime flags.
         flag_none: The flag values that stand for ``None`` (``"zero"``: 0; ``"negative"``: any negative number).
+        const: The value of the flag given alone (its value is then optional: ``--refit`` means ``--refit full``).
 
     """
     metadata = {
@@ -81,6 +84,7 @@ def train_field(
         "flag": flag,
         "cli": cli,
         "flag_none": flag_none,
+        "const": const,
     }
     return dataclasses.field(default=default, metadata=metadata)
 
@@ -103,8 +107,8 @@ SHARED_FIELDS: Mapping[str, Mapping[str, Any]] = {
     "max_minutes": {"help": "stop training after this many minutes", "above": 0},
     "max_seq_length": {"help": "truncate texts to this many tokens (default: the model's own limit)", "minimum": 8},
     "attention_dropout": {
-        "help": "dropout on attention probabilities while training (0: the fused CPU attention kernel, 1.7x "
-        "faster and 1/7 of the memory at 256 tokens; -1 keeps the model's own rate)",
+        "help": "dropout on attention probabilities while training (0: PyTorch's fused attention kernel on CPU, "
+        "faster and lighter, docs/hce.md; -1 keeps the model's own rate)",
         "minimum": 0,
         "below": 1,
         "flag_none": "negative",
@@ -184,19 +188,23 @@ def field_type(hint: Any) -> tuple[Any, bool, tuple[Any, ...]]:
     return hint, optional, ()
 
 
-_Check = tuple[str, tuple[Any, ...], bool, Mapping[str, Any]]
+_Check = tuple[str, tuple[Any, ...] | Callable[[], tuple[Any, ...]], bool, Mapping[str, Any]]
 _CHECKS: dict[type, tuple[_Check, ...]] = {}
 
 
 def _checks(cls: type) -> tuple[_Check, ...]:
-    """Per field with something to check: ``(name, choices, optional, metadata)`` (kept per class)."""
+    """Per field with something to check: ``(name, choices, optional, metadata)`` (kept per class).
+
+    ``choices`` may be a function, asked at each check.
+    """
     if cls in _CHECKS:
         return _CHECKS[cls]
     hints = typing.get_type_hints(cls)
     out = []
     for f in dataclasses.fields(cls):
         _, optional, literal = field_type(hints[f.name])
-        choices = tuple(f.metadata.get("choices") or literal)
+        given = f.metadata.get("choices")
+        choices = given if callable(given) else tuple(given or literal)
         bounds = any(f.metadata.get(k) is not None for k in ("minimum", "maximum", "above", "below"))
         if choices or bounds:
             out.append((f.name, choices, optional, f.metadata))
@@ -240,7 +248,8 @@ class TrainingConfig:
     seed: int = shared_field("seed", 42)
 
     def __post_init__(self) -> None:
-        for name, choices, optional, meta in _checks(type(self)):
+        for name, allowed, optional, meta in _checks(type(self)):
+            choices = allowed() if callable(allowed) else allowed
             value = getattr(self, name)
             if value is None and optional:
                 continue

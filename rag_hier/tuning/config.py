@@ -1,17 +1,29 @@
-"""TuneConfig: every setting of a tuning run, validated at construction."""
+"""TuneConfig: every setting of a tuning run, validated at construction.
+
+:class:`TuneConfig` is a :class:`~rag_hier.training.config.TrainingConfig`: its fields are declared with
+:func:`~rag_hier.training.config.train_field` / :func:`~rag_hier.training.config.shared_field`, whose metadata
+gives each its bounds, its error message and its ``rag-hier tune`` flag (generated as ``rag-hier train``'s are,
+:func:`rag_hier.cli._train.add_config_arguments`). The ``method`` choices are the registered tuning recipes
+(:mod:`rag_hier.tuning.recipes`).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+import typing
+from dataclasses import dataclass
+from typing import Literal
 
 from rag_hier.errors import ParameterError
 from rag_hier.eval.metrics import parse_metric
+from rag_hier.training.config import TrainingConfig, allowed_text, field_type, shared_field, train_field
+from rag_hier.tuning.recipes import recipe_names
 
 __all__ = ["CROSS_FIT", "DEV_SCORING", "DEV_SPLITS", "REFIT", "TUNE_METHODS", "DevSplit", "TuneConfig", "TuneMethod"]
 
 TuneMethod = Literal["auto", "contrastive", "hce-s", "hce-j"]
+"""The built-in methods (:func:`~rag_hier.tuning.recipes.recipe_names` lists the registered ones)."""
 TUNE_METHODS: tuple[str, ...] = ("auto", "contrastive", "hce-s", "hce-j")
 DevSplit = Literal["grouped", "random", "mixed"]
 DEV_SPLITS: tuple[str, ...] = ("grouped", "random", "mixed")
@@ -24,13 +36,14 @@ CROSS_FIT: tuple[str, ...] = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
-class TuneConfig:
+class TuneConfig(TrainingConfig):
     """Settings of ``rag-hier tune`` / ``store.tune()`` (defaults: docs/tuning.md says where each comes from).
 
     Args:
-        method: ``"contrastive"`` (sentence-transformers' cached multiple-negatives ranking loss with hard
-            negatives mined from the store), ``"hce-s"`` / ``"hce-j"`` (HCE supervised / joint, tiered tree
-            negatives), or ``"auto"`` (the rule in docs/tuning.md: ``"contrastive"``).
+        method: A registered tuning recipe (:mod:`rag_hier.tuning.recipes`): ``"contrastive"``
+            (sentence-transformers' cached multiple-negatives ranking loss with hard negatives mined from the
+            store), ``"hce-s"`` / ``"hce-j"`` (HCE supervised / joint, tiered tree negatives), or ``"auto"`` (the
+            rule in docs/tuning.md: ``"contrastive"``).
         dev_fraction: Share of the judged queries held back to decide adoption.
         dev_split: ``"grouped"``: queries that share a relevant document go to one side together, so the dev
             queries are about documents no training query is about (how the model does on new documents);
@@ -78,98 +91,179 @@ class TuneConfig:
         force: Adopt the candidate whatever the dev figures say.
         show_progress_bar: Show progress bars (training, encoding).
 
+    The fields of :class:`~rag_hier.training.config.TrainingConfig` come first (``epochs``, ``batch_size``,
+    ``max_steps``, ``warmup_ratio``, ``seed``). A value out of range raises
+    :class:`~rag_hier.errors.ParameterError` (a ``ValueError``): ``TuneConfig.folds must be an integer >= 2, got 1``.
+
     """
 
-    method: TuneMethod = "auto"
-    dev_fraction: float = 0.2
-    dev_split: DevSplit = "mixed"
-    refit: Refit = "off"
-    cross_fit: CrossFit = "auto"
-    folds: int = 5
-    cross_fit_below: int = 200
-    dev_scoring: DevScoring = "auto"
-    rerank_depth: int = 100
-    metric: str = "ndcg@10"
-    metrics: tuple[str, ...] = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
-    confidence: float = 0.95
-    n_resamples: int = 10_000
-    epochs: float = 1.0
-    min_steps: int = 0
-    max_steps: int | None = None
-    max_minutes: float | None = None
-    batch_size: int = 32
-    learning_rate: float = 1e-4
-    warmup_ratio: float = 0.1
-    temperature: float = 0.05
-    num_negatives: int = 1
-    negative_depth: int = 30
-    relative_margin: float = 0.05
-    mini_batch_size: int | None = None
-    max_seq_length: int | None = None
-    seed: int = 42
-    device: str | None = None
-    force: bool = False
-    show_progress_bar: bool = True
+    epochs: float = shared_field(  # type: ignore[assignment]  # tuning counts passes in fractions
+        "epochs",
+        1.0,
+        help="passes over the training pairs (at most: with more than one, the best pass on dev is kept)",
+        minimum=None,
+        above=0,
+        below=math.inf,
+        allowed="a finite number > 0",
+    )
+    batch_size: int = shared_field(
+        "batch_size",
+        32,
+        help="training pairs per optimizer step (in-batch negatives); --batch-size is the encoding batch",
+        allowed="a positive integer",
+        flag="--train-batch-size",
+    )
+    max_steps: int | None = shared_field(
+        "max_steps",
+        None,
+        help="cap on optimizer steps (default: --epochs passes)",
+        allowed="a positive integer or None",
+    )
+    warmup_ratio: float = shared_field("warmup_ratio", 0.1, allowed="in [0, 1)")
+    seed: int = shared_field("seed", 42, help="seed of the split, the negatives, the data order and the bootstrap")
+    method: str = train_field(
+        "auto",
+        help="training recipe (auto: contrastive; docs/tuning.md)",
+        choices=recipe_names,
+    )
+    dev_fraction: float = train_field(
+        0.2, help="share of the judged queries held back", above=0, below=1, allowed="between 0 and 1 (exclusive)"
+    )
+    dev_split: DevSplit = train_field(
+        "mixed",
+        help="how the dev part is drawn: grouped, queries sharing a relevant document stay on one side, so dev "
+        "asks about new documents; random, queries one by one, so dev follows your queries' own mix; mixed, half "
+        "each way (docs/tuning.md)",
+        choices=DEV_SPLITS,
+    )
+    refit: Refit = train_field(
+        "off",
+        help="what is adopted once the dev figures say adopt: off, the measured candidate; continue, the candidate "
+        "trained one more pass on the dev part; full (--refit alone), a model trained again on every judged query",
+        choices=REFIT,
+        const="full",
+    )
+    cross_fit: CrossFit = train_field(
+        "auto",
+        help="score every judged query with a candidate trained on the other folds instead of holding a dev part "
+        "back (auto: when fewer than 200 judged queries are usable; Python: cross_fit_below)",
+        choices=CROSS_FIT,
+    )
+    folds: int = train_field(5, help="folds of --cross-fit", minimum=2, allowed="an integer >= 2")
+    cross_fit_below: int = train_field(
+        200,
+        help="cross_fit='auto' cross-fits below this many usable judged queries",
+        minimum=1,
+        allowed="a positive integer",
+        cli=False,
+    )
+    dev_scoring: DevScoring = train_field(
+        "auto",
+        help="how a candidate is scored: rerank encodes only each dev query's pool (the base's top --rerank-depth "
+        "and its judged passages), full encodes every passage (auto: rerank when the pools hold at most half of the "
+        "store)",
+        choices=DEV_SCORING,
+    )
+    rerank_depth: int = train_field(
+        100, help="base results in each dev query's re-ranking pool", minimum=1, allowed="a positive integer"
+    )
+    metric: str = train_field("ndcg@10", help="the metric adoption is decided on", cli=False)
+    metrics: tuple[str, ...] = train_field(
+        ("ndcg@10", "recall@10", "recall@100", "mrr@10"),
+        help="every metric reported (the decision metric is added when missing)",
+        cli=False,
+    )
+    confidence: float = train_field(
+        0.95, help="level of the bootstrap interval", above=0, below=1, allowed="between 0 and 1", cli=False
+    )
+    n_resamples: int = train_field(
+        10_000, help="bootstrap resamples", minimum=1, allowed="a positive integer", cli=False
+    )
+    min_steps: int = train_field(0, help="train at least this many steps", minimum=0, allowed="an integer >= 0")
+    max_minutes: float | None = shared_field("max_minutes", None, below=math.inf, allowed="a finite number > 0 or None")
+    learning_rate: float = shared_field(
+        "learning_rate", 1e-4, below=math.inf, allowed="a finite number > 0", flag="--learning-rate"
+    )
+    temperature: float = train_field(
+        0.05,
+        help="softmax temperature of the contrastive loss (its scale is 1/temperature)",
+        above=0,
+        below=math.inf,
+        allowed="a finite number > 0",
+    )
+    num_negatives: int = train_field(
+        1, help="hard negatives per training pair", minimum=0, allowed="an integer >= 0", flag="--negatives"
+    )
+    negative_depth: int = train_field(
+        30,
+        help="hard negatives are drawn from the store's top this many results",
+        minimum=1,
+        allowed="a positive integer",
+        cli=False,
+    )
+    relative_margin: float = train_field(
+        0.05,
+        help="skip candidates scoring above (1 - relative_margin) times the positive",
+        minimum=0,
+        below=1,
+        cli=False,
+    )
+    mini_batch_size: int | None = shared_field(
+        "mini_batch_size",
+        None,
+        help="GradCache mini-batch below --train-batch-size, for large batches in little memory (default: none)",
+        allowed="a positive integer or None",
+        flag_none=None,
+    )
+    max_seq_length: int | None = shared_field(
+        "max_seq_length", None, help="token limit in training (default: the store's)", allowed="an integer >= 8 or None"
+    )
+    device: str | None = shared_field("device", None)
+    force: bool = train_field(False, help="adopt the candidate whatever the dev figures say")
+    show_progress_bar: bool = shared_field("show_progress_bar", True)
 
     def __post_init__(self) -> None:
-        def bad(name: str, allowed: str) -> ParameterError:
-            return ParameterError(f"TuneConfig.{name} must be {allowed}, got {getattr(self, name)!r}")
-
-        if self.method not in TUNE_METHODS:
-            raise bad("method", f"one of {', '.join(TUNE_METHODS)}")
-        if not 0 < self.dev_fraction < 1:
-            raise bad("dev_fraction", "between 0 and 1 (exclusive)")
-        if self.dev_split not in DEV_SPLITS:
-            raise bad("dev_split", f"one of {', '.join(DEV_SPLITS)}")
+        if isinstance(self.refit, bool):
+            object.__setattr__(self, "refit", "full" if self.refit else "off")
+        super().__post_init__()  # every field's bounds and choices
+        for name in _integers(type(self)):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                self._invalid(name, _allowed(type(self), name))
         parse_metric(self.metric)
         metrics = tuple(dict.fromkeys((self.metric, *self.metrics)))
         for m in metrics:
             parse_metric(m)
         object.__setattr__(self, "metrics", metrics)
-        if not 0 < self.confidence < 1:
-            raise bad("confidence", "between 0 and 1")
-        if isinstance(self.refit, bool):
-            object.__setattr__(self, "refit", "full" if self.refit else "off")
-        if self.refit not in REFIT:
-            raise bad("refit", f"one of {', '.join(REFIT)}")
-        if self.cross_fit not in CROSS_FIT:
-            raise bad("cross_fit", f"one of {', '.join(CROSS_FIT)}")
-        if self.dev_scoring not in DEV_SCORING:
-            raise bad("dev_scoring", f"one of {', '.join(DEV_SCORING)}")
-        if isinstance(self.folds, bool) or not isinstance(self.folds, int) or self.folds < 2:
-            raise bad("folds", "an integer >= 2")
-        if isinstance(self.min_steps, bool) or not isinstance(self.min_steps, int) or self.min_steps < 0:
-            raise bad("min_steps", "an integer >= 0")
-        mini = self.mini_batch_size
-        if mini is not None and (isinstance(mini, bool) or not isinstance(mini, int) or mini < 1):
-            raise bad("mini_batch_size", "a positive integer or None")
-        for name in ("n_resamples", "batch_size", "negative_depth", "cross_fit_below", "rerank_depth"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise bad(name, "a positive integer")
-        if isinstance(self.num_negatives, bool) or not isinstance(self.num_negatives, int) or self.num_negatives < 0:
-            raise bad("num_negatives", "an integer >= 0")
-        if self.max_steps is not None and (not isinstance(self.max_steps, int) or self.max_steps < 1):
-            raise bad("max_steps", "a positive integer or None")
-        if self.max_seq_length is not None and (not isinstance(self.max_seq_length, int) or self.max_seq_length < 8):
-            raise bad("max_seq_length", "an integer >= 8 or None")
-        for name in ("epochs", "learning_rate", "temperature"):
-            if not math.isfinite(float(getattr(self, name))) or not float(getattr(self, name)) > 0:
-                raise bad(name, "a finite number > 0")
-        if self.max_minutes is not None and not (math.isfinite(float(self.max_minutes)) and self.max_minutes > 0):
-            raise bad("max_minutes", "a finite number > 0 or None")
-        if not 0 <= self.warmup_ratio < 1:
-            raise bad("warmup_ratio", "in [0, 1)")
-        if not 0 <= self.relative_margin < 1:
-            raise bad("relative_margin", "in [0, 1)")
+
+    def _invalid(self, name: str, allowed: str) -> typing.NoReturn:
+        """``TuneConfig.<name> must be <allowed>, got <value>`` (a :class:`~rag_hier.errors.ParameterError`)."""
+        choices = self.__dataclass_fields__[name].metadata.get("choices")
+        if choices is not None and not self.__dataclass_fields__[name].metadata.get("allowed"):
+            allowed = f"one of {', '.join(choices() if callable(choices) else choices)}"
+        raise ParameterError(f"{type(self).__name__}.{name} must be {allowed}, got {getattr(self, name)!r}")
 
     @property
     def resolved_method(self) -> str:
-        """The method ``"auto"`` stands for (docs/tuning.md: the supervised contrastive recipe)."""
-        return "contrastive" if self.method == "auto" else self.method
+        """The recipe the method names (``"auto"``: docs/tuning.md's rule, the supervised contrastive recipe)."""
+        from rag_hier.tuning.recipes import recipe
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready settings."""
-        out = asdict(self)
-        out["metrics"] = list(self.metrics)
-        return out
+        return recipe(self.method).name
+
+
+def _allowed(cls: type, name: str) -> str:
+    """What field ``name`` of ``cls`` allows, as its error message says it."""
+    meta = cls.__dataclass_fields__[name].metadata  # type: ignore[attr-defined]
+    _, optional, _ = field_type(typing.get_type_hints(cls)[name])
+    return allowed_text(meta, optional=optional)
+
+
+def _integers(cls: type) -> tuple[str, ...]:
+    """The ``int`` fields with bounds (refused when not an integer, ``True`` included)."""
+    hints = typing.get_type_hints(cls)
+    return tuple(
+        f.name
+        for f in dataclasses.fields(cls)
+        if field_type(hints[f.name])[0] is int
+        and any(f.metadata.get(k) is not None for k in ("minimum", "maximum", "above", "below"))
+    )

@@ -1,5 +1,6 @@
-"""Training a candidate model for a store: the supervised contrastive recipe, or HCE-S / HCE-J.
+"""Training a candidate model for a store: the recipes registered in :mod:`rag_hier.tuning.recipes`.
 
+:func:`train_candidate` runs the recipe the configuration's ``method`` names. The built-in ones live here:
 ``contrastive``: sentence-transformers' :class:`~sentence_transformers.SentenceTransformerTrainer` with its
 cached multiple-negatives ranking loss (GradCache mini-batches, both directions, scale ``1 / temperature``),
 (query, positive, hard negatives) rows from :mod:`rag_hier.tuning.mining`, AdamW with linear warm-up and
@@ -14,7 +15,6 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,34 +28,13 @@ from rag_hier.training.arguments import training_arguments
 from rag_hier.training.time_limit import TimeLimit
 from rag_hier.tuning.config import TuneConfig
 from rag_hier.tuning.mining import mine_examples, training_rows
+from rag_hier.tuning.recipes import TrainOutcome, recipe
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TrainOutcome", "train_candidate"]
+__all__ = ["TrainOutcome", "train_candidate", "train_contrastive", "train_hce"]
 
 Say = Callable[[str], None]
-
-
-@dataclass
-class TrainOutcome:
-    """What training a candidate did.
-
-    Attributes:
-        steps: Optimizer steps done.
-        planned_steps: Steps planned (``epochs`` passes, capped by ``max_steps``).
-        seconds: Wall time of training (mining included).
-        seconds_per_step: Measured mean seconds per step (after the first).
-        stopped_early: Why training stopped before the plan (``"max_minutes"``), else ``None``.
-        details: Method-specific facts (pairs, negatives per pool, ...).
-
-    """
-
-    steps: int = 0
-    planned_steps: int = 0
-    seconds: float = 0.0
-    seconds_per_step: float | None = None
-    stopped_early: str | None = None
-    details: dict[str, Any] = field(default_factory=dict)
 
 
 def _callback_base() -> Any:
@@ -177,7 +156,7 @@ def train_candidate(
     """
     if time_limit is None and cfg.max_minutes is not None:
         time_limit = cfg.max_minutes * 60
-    method = cfg.resolved_method
+    run_recipe = recipe(cfg.method).function()
     encoder = store.encoder
     if encoder is None:
         raise RagHierError(f"the store at {store.location} has no model to tune")
@@ -185,34 +164,32 @@ def train_candidate(
     model = copy.deepcopy(encoder.model) if start is None else start
     model.max_seq_length = cfg.max_seq_length or encoder.max_seq_length or model.max_seq_length
     t0 = time.perf_counter()
-    if method == "contrastive":
-        outcome = _train_contrastive(
-            store,
-            train,
-            query_vectors,
-            cfg,
-            model,
-            output_dir,
-            say,
-            on_estimate,
-            max_steps,
-            evaluate,
-            time_limit,
-            label,
-        )
-    else:
-        outcome = _train_hce(store, train, cfg, model, output_dir, say, on_estimate, max_steps, time_limit)
+    outcome = run_recipe(
+        store,
+        train,
+        query_vectors,
+        cfg,
+        model,
+        output_dir,
+        say=say,
+        on_estimate=on_estimate,
+        max_steps=max_steps,
+        evaluate=evaluate,
+        time_limit=time_limit,
+        label=label,
+    )
     outcome.seconds = time.perf_counter() - t0
     return outcome
 
 
-def _train_contrastive(
+def train_contrastive(
     store: Any,
     train: JudgedQueries,
     query_vectors: np.ndarray,
     cfg: TuneConfig,
     model: Any,
     output_dir: Path,
+    *,
     say: Say,
     on_estimate: Callable[[int, float], None],
     max_steps: int | None,
@@ -220,6 +197,11 @@ def _train_contrastive(
     time_limit: float | None = None,
     label: str = "training",
 ) -> TrainOutcome:
+    """The ``contrastive`` recipe (a :class:`~rag_hier.tuning.recipes.RecipeFunction`).
+
+    Hard negatives mined from the store, the multiple-negatives ranking loss in both directions; with ``evaluate``
+    and more than one pass, the best pass is kept.
+    """
     import tempfile
 
     from datasets import Dataset
@@ -357,17 +339,26 @@ def _pass_selector(
     return PassSelector()
 
 
-def _train_hce(
+def train_hce(
     store: Any,
     train: JudgedQueries,
+    query_vectors: np.ndarray,
     cfg: TuneConfig,
     model: Any,
     output_dir: Path,
+    *,
     say: Say,
     on_estimate: Callable[[int, float], None],
     max_steps: int | None,
-    time_limit: float | None,
+    evaluate: Callable[[Any], float] | None = None,
+    time_limit: float | None = None,
+    label: str = "training",
 ) -> TrainOutcome:
+    """The ``hce-s`` / ``hce-j`` recipes (a :class:`~rag_hier.tuning.recipes.RecipeFunction`).
+
+    The HCE trainer on the store's passages in supervised or joint mode, one pass, no re-clustering (``evaluate``
+    and ``label`` are not used).
+    """
     from rag_hier.training.hce import HCEConfig, HCETrainer
 
     passages = store.filter_passages()

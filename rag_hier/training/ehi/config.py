@@ -59,25 +59,21 @@ class EHIConfig(TrainingConfig):
         epochs: Passes over the training pairs (paper: 100).
         refit_epochs: After joint training, fit a new indexer (k-means start, as ``init``) for this many epochs on
             the final encoder's vectors with the encoder frozen, and keep it instead of the jointly trained one
-            (0: keep the jointly trained indexer, the paper's). Default 20, chosen on SciFact dev: with
-            ``warmup_epochs`` the jointly trained indexer came close but stayed below the refit (Recall@100 at 10 %
-            scored 0.925 vs 0.927; without a warm-up 0.889 vs 0.918; after 1,760 GPU steps without the end-to-end
-            options 0.812 vs 0.924; docs/ehi.md).
+            (0: keep the jointly trained indexer, the paper's). Default 20, chosen on SciFact dev (the figures:
+            docs/ehi.md, "the index kept after joint training").
         warmup_epochs: Before joint training, train the indexer alone (encoder frozen) for this many epochs on the
             starting encoder's vectors, then train it jointly with the encoder from there (0: the joint training
             starts from the initialisation, the paper's). Default 20, chosen on SciFact dev (not in the paper): on
-            a short joint budget the indexer otherwise sees only that budget's steps (after 44 joint CPU steps the
-            jointly trained indexer scored 0.925 with the warm-up vs 0.889 without, and the refit on the trained
-            vectors 0.927 vs 0.918; docs/ehi.md).
+            a short joint budget the indexer otherwise sees only that budget's steps (the figures: docs/ehi.md, "the
+            indexer the joint training starts from").
         refresh_every: ``r``: every ``r`` epochs re-encode the corpus (not with a frozen encoder), reassign
             documents to leaves and re-mine hard negatives (paper: 5).
         remine_every: Between refreshes, every this many optimizer steps route the documents and the training
             queries through the *current* indexer (with the vectors of the last re-encode) and re-mine the hard
             negatives, so that negatives come from a fresh indexer as Alg. 1 has it (``None``: only at each refresh).
-            Default 1 (every step), chosen on SciFact dev with ``lambda_balance``: after 44 joint CPU steps the
-            jointly trained indexer scored 0.889 vs 0.876 and its refit 0.918 vs 0.909 (Recall@100 at 10 %
-            scored). Each re-mining routes the whole corpus through the indexer (0.13 s per step for SciFact's
-            5,183 documents on one CPU thread; it grows with the corpus): raise it for large corpora.
+            Default 1 (every step), chosen on SciFact dev with ``lambda_balance`` (the figures: docs/ehi.md,
+            "freshness of routes and hard negatives"). Each re-mining routes the whole corpus through the indexer,
+            a cost that grows with the corpus (docs/ehi.md measures it): raise it for large corpora.
         mine_from: ``"leaves"`` (paper: hard negatives drawn from the documents in the query's top leaves)
             or ``"exact"`` (from the query's exact nearest documents: the dual-encoder baseline's negatives).
         mine_leaves: Top leaves (by beam search) of each query the hard negatives are drawn from; with
