@@ -18,7 +18,7 @@ from typing import Literal
 from rag_hier.errors import ParameterError
 from rag_hier.eval.metrics import parse_metric
 from rag_hier.training.config import TrainingConfig, allowed_text, field_type, shared_field, train_field
-from rag_hier.tuning.recipes import recipe_names
+from rag_hier.tuning.recipes import recipe, recipe_names
 
 __all__ = ["CROSS_FIT", "DEV_SCORING", "DEV_SPLITS", "REFIT", "TUNE_METHODS", "DevSplit", "TuneConfig", "TuneMethod"]
 
@@ -246,8 +246,6 @@ class TuneConfig(TrainingConfig):
     @property
     def resolved_method(self) -> str:
         """The recipe the method names (``"auto"``: docs/tuning.md's rule, the supervised contrastive recipe)."""
-        from rag_hier.tuning.recipes import recipe
-
         return recipe(self.method).name
 
 
