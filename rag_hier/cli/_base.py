@@ -58,10 +58,11 @@ runs takes it from the parser that the flags' own modules build (:func:`rag_hier
 
 
 def registry_fingerprint() -> int:
-    """A checksum of the registered methods and strategies, whose flags the generated tables hold."""
+    """A checksum of the registered methods, strategies and tuning recipes, whose flags the generated tables hold."""
     import zlib
 
     from rag_hier.index.methods import methods
     from rag_hier.retrieval.registry import strategy_names
+    from rag_hier.tuning.recipes import recipe_names
 
-    return zlib.crc32(repr((methods(), strategy_names())).encode())
+    return zlib.crc32(repr((methods(), strategy_names(), recipe_names())).encode())

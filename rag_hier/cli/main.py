@@ -124,8 +124,13 @@ def _source_train_methods() -> dict[str, str]:
 
 
 def _parser(command: str | None, method: str | None) -> argparse.ArgumentParser:
-    """The tables' parser; the flags' modules' one where a method or strategy was registered since generation."""
-    if "rag_hier.index.methods" in sys.modules or "rag_hier.retrieval.registry" in sys.modules:
+    """The tables' parser, or the flags' modules' one.
+
+    The latter where a method, strategy or tuning recipe was registered since the tables were generated.
+    """
+    if any(
+        m in sys.modules for m in ("rag_hier.index.methods", "rag_hier.retrieval.registry", "rag_hier.tuning.recipes")
+    ):
         from rag_hier.cli._base import registry_fingerprint
         from rag_hier.cli._tables import REGISTRY
 

@@ -10,7 +10,7 @@ import pytest
 
 import rag_hier.tuning.recipes as recipes_module
 from rag_hier import HierStore, TuneConfig
-from rag_hier.cli.main import build_parser
+from rag_hier.cli.main import _parser, build_parser
 from rag_hier.cli.tune import config_flags
 from rag_hier.errors import ParameterError
 from rag_hier.training.config import TrainingConfig
@@ -98,6 +98,8 @@ def test_a_registered_recipe_is_a_method_and_trains_the_candidate(judged_store, 
     register_recipe(TuneRecipe("unchanged", "saves the store's model as it is", unchanged))
     try:
         assert "unchanged" in recipe_names() and TuneConfig(method="unchanged").resolved_method == "unchanged"
+        # the command line offers it too (the generated tables name only the recipes registered at generation)
+        assert _parser("tune", None).parse_args(["tune", "--store", "s", "--method", "unchanged"]).method == "unchanged"
         path, _ = judged_store
         with HierStore.open(path) as store:
             report = store.tune(*judged_maps, method="unchanged", cross_fit="off", **stays)

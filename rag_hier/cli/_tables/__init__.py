@@ -21,7 +21,7 @@ __all__ = ["REGISTRY", "TRAIN_METHODS", "module_name"]
 TRAIN_METHODS: dict[str, str] = {'dhr': 'train DHR document/passage encoders (In-Doc, In-Sec and BM25 negatives)', 'hce': 'fine-tune an encoder with HCE (hierarchical corpus encoder): unsupervised, supervised or joint', 'ehi': 'train an EHI tree index (learned jointly with the encoder, or alone on its vectors)', 'svdr': 'train an SVDR vocabulary encoder (L_p + L_sp, beta-mined hard negatives)', 'tied-atomic': 'train a Tied-Atomic encoder-decoder embedding (generative retrieval as dense retrieval)'}
 """The ``train`` methods and their help lines."""
 
-REGISTRY = 2457493539
+REGISTRY = 3421412914
 """``registry_fingerprint()`` of the methods and strategies registered at generation."""
 
 
