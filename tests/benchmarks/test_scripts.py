@@ -54,6 +54,9 @@ SMOKE: dict[str, list[tuple[str, list[str]]]] = {
             "--docs 50 --passages-per-doc 4 --queries 10 --k1 5,10 --lambdas 0,1 --dim 32 --chunk 100 --out {out}",
         )
     ],
+    R + "bench_dhr_prune": [
+        run(R + "bench_dhr_prune", "--data {data} --model {model} --out {out} --k1 2 5 --max-passage-words 20"),
+    ],
     R + "bench_dhr_xquad": [
         run(R + "bench_dhr_xquad", "--data {data} --base-model {model} --out {out} --only-untrained"),
     ],
