@@ -94,9 +94,9 @@ VARIANTS: dict[str, dict] = {
     # two passage negatives per question; DHR's are 1 BM25 (other documents) + 1 In-Doc and document negatives
     # BM25-ranked on the summary ("Abstract"), DPR-style 2 BM25 from other documents and document negatives
     # BM25-ranked on the full text (the paper's Table 3 ablation pair)
-    "dhr-negatives-s8": {"max_steps": 8},
-    "dpr-negatives-s8": {
-        "max_steps": 8,
+    "dhr-negatives-s6": {"max_steps": 6},
+    "dpr-negatives-s6": {
+        "max_steps": 6,
         "bm25_negatives": 2,
         "in_doc_negatives": 0,
         "doc_negative_text": "full_text",
