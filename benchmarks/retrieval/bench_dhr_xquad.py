@@ -95,13 +95,6 @@ VARIANTS: dict[str, dict] = {
     # BM25-ranked on the summary ("Abstract"), DPR-style 2 BM25 from other documents and document negatives
     # BM25-ranked on the full text (the paper's Table 3 ablation pair)
     "dhr-negatives-s6": {"max_steps": 6},
-    "dhr-negatives-s24": {"max_steps": 24},
-    "dpr-negatives-s24": {
-        "max_steps": 24,
-        "bm25_negatives": 2,
-        "in_doc_negatives": 0,
-        "doc_negative_text": "full_text",
-    },
     "dpr-negatives-s6": {
         "max_steps": 6,
         "bm25_negatives": 2,
