@@ -63,6 +63,18 @@ SMOKE: dict[str, list[tuple[str, list[str]]]] = {
     R + "bench_ehi": [
         EHI_ENCODE,
         run(R + "bench_ehi", "sweep --split test --branching 4 --no-tree --epochs 1 " + EHI_INPUTS),
+        *(
+            run(
+                R + "bench_ehi",
+                f"train --split dev --branching 4 --steps 1 --encoder-scope {s} --tag=-{s} " + EHI_INPUTS,
+            )
+            for s in ("last", "all")
+        ),
+        run(
+            R + "bench_ehi",
+            "paired --split dev --vectors joint-dev-B4H1-s0-last joint-dev-B4H1-s0-all "
+            "--indexer-of joint-dev-B4H1-s0-last joint-dev-B4H1-s0-all " + EHI_INPUTS,
+        ),
     ],
     R + "bench_fusion": [run(R + "bench_fusion", "--data {data} --model {model} --out {out} --depth 10")],
     R + "bench_hce": [
