@@ -11,6 +11,7 @@ Usage (every stage writes JSON under ``--out``, default ``benchmarks/out/ehi/``;
     $E sweep --split test --vectors joint-test-B40H1-s0 --indexer-of joint-test-B40H1-s0
     $E incremental --split test --branching 40 --height 1 --seeds 0 1 2
     $E report                     # markdown tables + docs/img/ehi_recall_vs_scored.png
+    $E paired --split dev --vectors A B --indexer-of A B   # per-query B - A, paired bootstrap 95 % intervals
 
 Protocol. Corpus = SciFact ``corpus.jsonl.gz`` (5,183 documents kept whole, ``"<title>, <text>"`` as the store
 encodes them), max_seq_length 128. ``--split dev``: 25 % of the *training* queries (``qrels/train.tsv``, seed 0)
@@ -238,6 +239,7 @@ def ehi_config(args: argparse.Namespace, seed: int, **overrides: Any) -> Any:
         "refresh_every": args.refresh_every,
         "remine_every": getattr(args, "remine_every", None),
         "lambda_balance": getattr(args, "lambda_balance", 0.0),
+        "encoder_scope": getattr(args, "encoder_scope", "all"),
         "init": args.init,
         "mined_negative_terms": args.mined_negative_terms,
         "mine_leaves": args.mine_leaves,
@@ -596,6 +598,81 @@ def _incremental_lines(path: Path) -> list[str]:
     return lines
 
 
+def _per_query(ids: np.ndarray, scores: np.ndarray, qids: list[str], doc_ids: list[str], qrels: dict) -> dict:
+    """Recall@100 and Recall@10 of every evaluation query (pytrec_eval), as arrays in ``qids`` order."""
+    import pytrec_eval
+
+    run = {
+        q: {doc_ids[int(j)]: float(s) for s, j in zip(scores[i], ids[i], strict=True) if j >= 0}
+        for i, q in enumerate(qids)
+    }
+    got = pytrec_eval.RelevanceEvaluator(qrels, {"recall.10,100"}).evaluate(run)
+    return {m: np.array([got[q][f"recall_{k}"] for q in qids]) for m, k in (("recall@100", 100), ("recall@10", 10))}
+
+
+def _paired_ci(a: np.ndarray, b: np.ndarray, n_boot: int = 10_000, seed: int = 0) -> dict[str, Any]:
+    """Mean of ``b - a`` over queries and its paired bootstrap 95 % interval."""
+    d = b - a
+    boots = d[np.random.default_rng(seed).integers(0, len(d), size=(n_boot, len(d)))].mean(1)
+    return {
+        "a": round(float(a.mean()), 4),
+        "b": round(float(b.mean()), 4),
+        "delta": round(float(d.mean()), 4),
+        "ci95": [round(float(np.percentile(boots, 2.5)), 4), round(float(np.percentile(boots, 97.5)), 4)],
+        "better_worse": [int((d > 0).sum()), int((d < 0).sum())],
+    }
+
+
+def stage_paired(args: argparse.Namespace) -> dict[str, Any]:
+    """Two trained models (``--vectors A B``, with ``--indexer-of A B`` their jointly trained indexers) on the
+    same evaluation queries: exact Recall@100 / @10, and Recall@100 through each one's own indexer at every
+    beam, per query; ``B - A`` with a paired bootstrap 95 % interval over queries (10,000 resamples, seed 0)."""
+    from rag_hier.index.ehi import EHIIndexer, LeafAssignment, ehi_search
+
+    if not args.vectors or len(args.vectors) != 2:
+        raise SystemExit("paired: give --vectors A B (two cached vector sets)")
+    names = list(args.vectors)
+    joint = list(args.indexer_of or [])
+    if joint and len(joint) != 2:
+        raise SystemExit("paired: give --indexer-of A B (one jointly trained indexer per vector set) or none")
+    passages, _, eval_qrels, _ = load(args.split, args.data)
+    doc_ids = [p.doc_id for p in passages]
+    per: list[dict[str, Any]] = []
+    qids: list[str] | None = None
+    for i, name in enumerate(names):
+        c, qv = vectors(name)
+        qids = qids or [q for q in eval_qrels if q in qv]
+        q = np.stack([qv[x] for x in qids])
+        s = q @ c.T
+        top = np.argsort(-s, axis=1, kind="stable")[:, :100]
+        got: dict[str, Any] = {
+            f"exact {m}": v
+            for m, v in _per_query(top, np.take_along_axis(s, top, axis=1), qids, doc_ids, eval_qrels).items()
+        }
+        if joint:
+            indexer = EHIIndexer.from_pretrained(OUT / "models" / joint[i])
+            assignment = LeafAssignment(indexer.assign(c, top_k=args.leaves_per_document), indexer.n_leaves)
+            for beam in beams_for(indexer.n_leaves):
+                res = ehi_search(indexer, q, c, assignment, beam=beam, top_k=100)
+                got[f"joint beam {beam} recall@100"] = _per_query(res.ids, res.scores, qids, doc_ids, eval_qrels)[
+                    "recall@100"
+                ]
+                got[f"joint beam {beam} fraction"] = res.fraction_scored.astype(np.float64)
+        per.append(got)
+    rows = []
+    for key in per[0]:
+        if key in per[1] and not key.endswith("fraction"):
+            row = {"measure": key, **_paired_ci(per[0][key], per[1][key])}
+            frac = key.replace("recall@100", "fraction")
+            if frac != key and frac in per[0]:
+                row["fraction"] = [round(float(per[0][frac].mean()), 4), round(float(per[1][frac].mean()), 4)]
+            rows.append(row)
+    for r in rows:
+        logging.info("%s", r)
+    return {"split": args.split, "a": names[0], "b": names[1], "indexers": joint, "queries": len(qids or []),
+            "rows": rows}  # fmt: skip
+
+
 def stage_report(args: argparse.Namespace) -> dict[str, Any]:
     files = sorted(OUT.glob("sweep-*.json"))
     lines = []
@@ -674,13 +751,13 @@ def main(argv: list[str] | None = None) -> int:
     from rag_hier.training.ehi.config import EHIConfig
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("stage", choices=["encode", "sweep", "train", "incremental", "report"])
+    p.add_argument("stage", choices=["encode", "sweep", "train", "incremental", "report", "paired"])
     add_data_argument(p)
     p.add_argument("--out", type=Path, default=OUT, help="results, cached vectors and models (default %(default)s)")
     p.add_argument("--split", choices=["dev", "test"], default="dev")
     p.add_argument("--model", default=None, help="encode: model path")
     p.add_argument("--name", default=None, help="encode: cache name")
-    p.add_argument("--vectors", default=None, help="cached vectors to use (default: base)")
+    p.add_argument("--vectors", nargs="+", default=None, help="cached vectors to use (default: base; paired: two)")
     p.add_argument("--indexer-of", nargs="*", default=None, help="sweep: jointly trained models whose indexer to use")
     p.add_argument("--kind", choices=["joint", "de"], default="joint")
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
@@ -708,6 +785,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--leaves-per-document", type=int, default=1)
     p.add_argument("--steps", type=int, default=None, help="train: optimizer steps (budget)")
+    p.add_argument(
+        "--encoder-scope", choices=["all", "last"], default="all", help="train: encoder parameters that train"
+    )
     p.add_argument("--no-tree", action="store_true")
     p.add_argument("--no-frozen", action="store_true")
     p.add_argument("--tag", default="")
@@ -721,6 +801,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--plot", nargs="*", default=None, help="report: sweep stems (stem=title) to plot")
     args = p.parse_args(argv)
+    if args.vectors and args.stage != "paired":
+        if len(args.vectors) != 1:
+            p.error("--vectors: one vector set (two only for the paired stage)")
+        args.vectors = args.vectors[0]
     OUT = args.out
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     import faiss
@@ -731,12 +815,14 @@ def main(argv: list[str] | None = None) -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     stages = {"encode": stage_encode, "sweep": stage_sweep, "train": stage_train,
-              "incremental": stage_incremental, "report": stage_report}  # fmt: skip
+              "incremental": stage_incremental, "report": stage_report, "paired": stage_paired}  # fmt: skip
     result = stages[args.stage](args)
     if args.stage in ("report", "encode"):
         return 0
     if args.stage == "train":
         stem = f"train-{result['name']}"
+    elif args.stage == "paired":
+        stem = f"paired-{args.split}-{result['a']}-vs-{result['b']}"
     else:
         stem = f"{args.stage}-{args.split}-{args.vectors or 'base'}-B{args.branching}H{args.height}{args.tag}"
     record = {

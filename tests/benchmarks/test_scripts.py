@@ -54,12 +54,27 @@ SMOKE: dict[str, list[tuple[str, list[str]]]] = {
             "--docs 50 --passages-per-doc 4 --queries 10 --k1 5,10 --lambdas 0,1 --dim 32 --chunk 100 --out {out}",
         )
     ],
+    R + "bench_dhr_prune": [
+        run(R + "bench_dhr_prune", "--data {data} --model {model} --out {out} --k1 2 5 --max-passage-words 20"),
+    ],
     R + "bench_dhr_xquad": [
         run(R + "bench_dhr_xquad", "--data {data} --base-model {model} --out {out} --only-untrained"),
     ],
     R + "bench_ehi": [
         EHI_ENCODE,
         run(R + "bench_ehi", "sweep --split test --branching 4 --no-tree --epochs 1 " + EHI_INPUTS),
+        *(
+            run(
+                R + "bench_ehi",
+                f"train --split dev --branching 4 --steps 1 --encoder-scope {s} --tag=-{s} " + EHI_INPUTS,
+            )
+            for s in ("last", "all")
+        ),
+        run(
+            R + "bench_ehi",
+            "paired --split dev --vectors joint-dev-B4H1-s0-last joint-dev-B4H1-s0-all "
+            "--indexer-of joint-dev-B4H1-s0-last joint-dev-B4H1-s0-all " + EHI_INPUTS,
+        ),
     ],
     R + "bench_fusion": [run(R + "bench_fusion", "--data {data} --model {model} --out {out} --depth 10")],
     R + "bench_hce": [

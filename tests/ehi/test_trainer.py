@@ -225,3 +225,37 @@ def test_warmup_trains_the_indexer_alone_before_the_joint_training(
 def test_warmup_epochs_must_not_be_negative() -> None:
     with pytest.raises(ValueError, match="warmup_epochs must be >= 0"):
         EHIConfig(warmup_epochs=-1)
+
+
+@pytest.mark.parametrize("scope", ["last", "all"])
+def test_encoder_scope_last_trains_the_last_layer_only(tiny_model_path: str, ehi_corpus, ehi_queries, scope) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    from rag_hier.training.ehi.trainer import last_layer_parameters
+
+    queries, qrels = ehi_queries
+    cfg = EHIConfig(
+        branching=4, height=1, epochs=1, refresh_every=1, batch_size=8, max_steps=2, max_seq_length=24,
+        init_steps=20, refit_epochs=0, warmup_epochs=0, encoder_scope=scope, encoder_lr=1e-3,
+    )  # fmt: skip
+    model = SentenceTransformer(tiny_model_path, device="cpu")
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    last = set(last_layer_parameters(model))
+    layers = {n.split(".layer.")[1].split(".")[0] for n in before if ".layer." in n}
+    assert last and all(f".layer.{max(layers, key=int)}." in n for n in last)  # the tiny model's last layer
+    result = EHITrainer(cfg, model=model, device="cpu", show_progress_bar=False).train(
+        ehi_corpus, None, queries=queries, qrels=qrels
+    )
+    assert result.steps == 2
+    changed = {n for n, p in model.named_parameters() if not torch.equal(p.detach(), before[n])}
+    if scope == "last":
+        assert changed and changed <= last  # the last layer trained, nothing else moved
+        assert not any("embeddings" in n for n in changed)
+    else:
+        assert changed - last  # the whole encoder: earlier layers and embeddings move too
+    assert all(p.requires_grad for p in model.parameters())  # the flags are put back after training
+
+
+def test_encoder_scope_is_checked() -> None:
+    with pytest.raises(ValueError, match="encoder_scope"):
+        EHIConfig(encoder_scope="first")  # type: ignore[arg-type]

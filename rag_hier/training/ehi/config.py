@@ -11,8 +11,22 @@ MinedNegativeTerms = Literal["all", "siamese"]
 MINED_NEGATIVE_TERMS: tuple[str, ...] = ("all", "siamese")
 """How mined hard negatives enter the loss: in every term, or the siamese term only."""
 
+EncoderScope = Literal["all", "last"]
+ENCODER_SCOPES: tuple[str, ...] = ("all", "last")
+"""Which encoder parameters joint training updates: every one, or the last transformer layer's only (the paper's)."""
 
-__all__ = ["INIT_METHODS", "ITEMS_PER_LEAF", "MINE_SOURCES", "EHIConfig", "Init", "MineFrom", "auto_branching"]
+
+__all__ = [
+    "ENCODER_SCOPES",
+    "INIT_METHODS",
+    "ITEMS_PER_LEAF",
+    "MINE_SOURCES",
+    "EHIConfig",
+    "EncoderScope",
+    "Init",
+    "MineFrom",
+    "auto_branching",
+]
 
 Init = Literal["random", "kmeans"]
 MineFrom = Literal["leaves", "exact"]
@@ -83,6 +97,11 @@ class EHIConfig(TrainingConfig):
             ``docs/ehi.md``).
         init_steps: Adam steps of the k-means fit.
         freeze_encoder: Train the indexer only, on fixed vectors (the siamese term is then constant).
+        encoder_scope: Which encoder parameters joint training updates: ``"all"`` (default: every parameter of
+            the sentence-transformers model) or ``"last"`` (the paper's: only the last transformer layer; the
+            token embeddings, every earlier layer, an unused BERT pooler and any module after the transformer,
+            e.g. a Dense projection, stay frozen; mean pooling and normalisation have no weights). The frozen
+            flags are restored after training, so a model passed in loaded is left trainable as it came.
         leaves_per_document: Leaves each document is assigned to when mining (the paper's d2l, 1 = top leaf).
         max_steps: Stop after this many optimizer steps in total (``None``: ``epochs`` passes).
         max_minutes: Stop the joint training after this many minutes (after the current step; one process
@@ -159,6 +178,9 @@ class EHIConfig(TrainingConfig):
         300, help="--init kmeans: Adam steps fitting the classifiers to the k-means tree", minimum=0
     )
     freeze_encoder: bool = train_field(False, help="train the indexer alone, on the encoder's fixed vectors")
+    encoder_scope: EncoderScope = train_field(
+        "all", help="encoder parameters joint training updates: all, or last (the last transformer layer, the paper's)"
+    )
     leaves_per_document: int = train_field(1, help="leaves each document is assigned to (the paper's d2l)")
     max_steps: int | None = shared_field("max_steps", None, help="stop after this many optimizer steps")
     max_minutes: float | None = shared_field(
