@@ -197,11 +197,11 @@ def supports(store: object, capability: Callable[..., C]) -> TypeGuard[C]:
     ``None``. The answer is remembered per class. (``capability`` is a protocol class; it is typed as a callable
     because type checkers refuse a protocol where ``type[...]`` is expected.)
     """
-    key = (type(store), capability)
-    found = _SUPPORT.get(key)
-    if found is None:
-        found = _SUPPORT[key] = _implements(type(store), cast(type, capability))
-    return found
+    try:
+        return _SUPPORT[type(store), capability]
+    except KeyError:
+        found = _SUPPORT[type(store), capability] = _implements(type(store), cast(type, capability))
+        return found
 
 
 def require(store: object, capability: Callable[..., C], *, what: str) -> C:
