@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "CapabilityError",
     "CorpusFormatError",
     "DimensionMismatchError",
     "DuplicateIdError",
@@ -51,6 +52,13 @@ class ModelMismatchError(StoreError):
 
 class ModelChangedError(StoreError):
     """A switch of a store's model refused: the store's model is no longer the one the caller measured."""
+
+
+class CapabilityError(StoreError):
+    """A store lacks an optional capability an operation needs (:mod:`rag_hier.store.capabilities`).
+
+    The message names the operation, the capability, its missing members and the store's type.
+    """
 
 
 class DuplicateIdError(StoreError, ValueError):

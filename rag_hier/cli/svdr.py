@@ -46,15 +46,19 @@ def _persist_unsaved(store: Any, retriever: Any) -> None:
     """Write the E(d) that search computed into the store through a short-lived writable handle."""
     from rag_hier.errors import RagHierError
     from rag_hier.retrieval.svdr import save_vectors
+    from rag_hier.store.capabilities import Reopenable, supports
     from rag_hier.store.store import HierStore
 
     pending = retriever.take_unsaved()
     if pending is None:
         return
     ids, rows = pending
-    reopen = getattr(store, "reopen", None)  # a Milvus collection: the same connection options
+    writable: Any
     try:
-        writable = reopen(read_only=False) if reopen else HierStore.open(store.path, encoder=store.encoder)
+        if supports(store, Reopenable):  # a Milvus collection: the same connection options
+            writable = store.reopen(read_only=False)
+        else:
+            writable = HierStore.open(store.path, encoder=store.encoder)
         with writable:
             n = save_vectors(writable, retriever.encoder, ids, rows)
     except (RagHierError, OSError) as exc:

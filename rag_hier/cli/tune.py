@@ -232,9 +232,10 @@ def _resume(args: argparse.Namespace, open_store: Callable[..., Any], say: Calla
 
 
 def _current(store: Any) -> dict[str, Any] | None:
-    """The store's recorded encoder (``None`` for a store that cannot say: not a local store)."""
-    info = getattr(store, "model_info", None)
-    return info["current"] if isinstance(info, dict) else None
+    """The store's recorded encoder (``None`` for a store without :class:`ModelSwitching`, which cannot say)."""
+    from rag_hier.store.capabilities import ModelSwitching, supports
+
+    return store.model_info["current"] if supports(store, ModelSwitching) else None
 
 
 def _switched_to(args: argparse.Namespace, open_store: Callable[..., Any], before: dict[str, Any] | None) -> Any:
@@ -256,11 +257,12 @@ def _switched_to(args: argparse.Namespace, open_store: Callable[..., Any], befor
 
 def _rollback(args: argparse.Namespace, open_store: Callable[..., Any]) -> int:
     """``rag-hier tune --rollback [previous|original]``."""
+    from rag_hier.store.capabilities import ModelSwitching, require
+
     store = open_store(args, read_only=False)
     try:
-        if not hasattr(store, "rollback_model"):
-            raise RagHierError(f"{store.location} is not a local store directory; only those are tuned and rolled back")
-        switch = store.rollback_model(to=args.rollback, show_progress_bar=not args.no_progress)
+        switching = require(store, ModelSwitching, what="rag-hier tune --rollback")
+        switch = switching.rollback_model(to=args.rollback, show_progress_bar=not args.no_progress)
     finally:
         store.close()
     print(switch)  # "rolled back|forward: the store encodes with X (was Y); generation N"

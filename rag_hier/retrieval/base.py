@@ -47,6 +47,7 @@ from rag_hier.errors import ParameterError, StoreError
 from rag_hier.index.selection import select_top_k
 from rag_hier.retrieval.hit import Hit, QueryResult
 from rag_hier.retrieval.params import RetrieverParams, param
+from rag_hier.store.capabilities import EncoderIdentity, HitRows, supports
 from rag_hier.store.contract import Filters, StoreBackend
 from rag_hier.store.records import new_hit
 
@@ -327,15 +328,18 @@ class Retriever(ABC, Generic[Q]):
         # meanwhile (HierStore.adopt_model in another process), the vectors and the index would come from
         # different models. The encoder key before encoding and after searching tells; when it changed, the
         # queries are encoded again and searched within one read block (no commit can land inside it).
-        before = getattr(self.store, "encoder_key", None)
+        store = self.store
+        if not supports(store, EncoderIdentity):  # a store that cannot tell: searched once
+            return self.run_prepared(self.prepare(queries), len(queries), top_k, filters, aggregate)
+        before = store.encoder_key
         results = self.run_prepared(self.prepare(queries), len(queries), top_k, filters, aggregate)
-        if getattr(self.store, "encoder_key", None) == before:
+        if store.encoder_key == before:
             return results
         for _ in range(_SWITCH_RETRIES):
             with self.read_block():
-                before = getattr(self.store, "encoder_key", None)
+                before = store.encoder_key
                 results = self.run_prepared(self.prepare(queries), len(queries), top_k, filters, aggregate)
-                if getattr(self.store, "encoder_key", None) == before:
+                if store.encoder_key == before:
                     return results
         raise StoreError(
             f"the store at {self.store.location} switched models during {_SWITCH_RETRIES} searches in a row"
@@ -407,11 +411,11 @@ class Retriever(ABC, Generic[Q]):
         orders = [select_top_k(r.scores, r.rowids, top_k, secondary=r.tiebreak) for r in rankings]
         wanted = [r.rowids[o] for r, o in zip(rankings, orders, strict=True)]
         ids = (wanted[0] if len(wanted) == 1 else np.concatenate(wanted)).tolist() if wanted else []
-        fetch = getattr(self.store, "hit_rows", None)  # the store's fast path: rows of exactly the Hit fields
+        store = self.store
         rows: Mapping[int, Any]
         make: _MakeHit
-        if fetch is not None:
-            rows, make = fetch(ids), typing.cast(_MakeHit, new_hit)
+        if supports(store, HitRows):  # the store's fast path: rows of exactly the Hit fields
+            rows, make = store.hit_rows(ids), typing.cast(_MakeHit, new_hit)
         else:
             rows, make = self.store.records(ids), _hit_from_record
         out: list[list[Hit]] = []
@@ -437,7 +441,7 @@ _MakeHit = Callable[[Any, float, int, Mapping[str, float] | None], Hit]
 
 
 def _hit_from_record(rec: Any, score: float, rank: int, scores: Mapping[str, float] | None) -> Hit:
-    """A :class:`Hit` from a record of a backend without ``hit_rows``."""
+    """A :class:`Hit` from a record of a backend without :class:`~rag_hier.store.capabilities.HitRows`."""
     return Hit(
         passage_id=rec.passage_id,
         doc_id=rec.doc_id,

@@ -25,6 +25,7 @@ from rag_hier.retrieval.base import (
 )
 from rag_hier.retrieval.hit import Hit, QueryResult
 from rag_hier.retrieval.params import DenseParams
+from rag_hier.store.capabilities import DenseHitSearch, supports
 from rag_hier.store.filters import compile_filter
 from rag_hier.store.records import new_hit
 from rag_hier.store.store import set_default_search
@@ -73,14 +74,15 @@ class DenseRetriever(Retriever[np.ndarray]):
     ) -> list[list[Hit]]:
         """:meth:`Retriever.search_vectors`; an unfiltered passage search goes from the index's ids to hits directly.
 
-        The lean path: the vectors and ``top_k`` are checked once, each block of queries is one store call
-        (``search_dense_hits``: the search and the hit rows of one generation), and the hits are built from the
-        rows in one pass, with no per-query ranking or result objects.
+        The lean path, on a store with :class:`~rag_hier.store.capabilities.DenseHitSearch`: the vectors and
+        ``top_k`` are checked once, each block of queries is one store call (the search and the hit rows of one
+        generation), and the hits are built from the rows in one pass, with no per-query ranking or result objects.
         """
-        search = getattr(self.store, "search_dense_hits", None)
+        store = self.store
         plain = type(self).prepare is Retriever.prepare and type(self).dense_vectors is Retriever.dense_vectors
-        if search is None or not plain or not self._short_path(filters, aggregate):
+        if not supports(store, DenseHitSearch) or not plain or not self._short_path(filters, aggregate):
             return super().search_vectors(vectors, top_k, filters, aggregate)
+        search = store.search_dense_hits
         if isinstance(vectors, np.ndarray) and vectors.ndim == 2 and vectors.shape[0] == 0:
             return []
         q = _query_matrix(vectors)
@@ -107,10 +109,11 @@ class DenseRetriever(Retriever[np.ndarray]):
         filters: Filters = None,
         aggregate: Aggregate = "passage",
     ) -> list[QueryResult]:
-        """:meth:`Retriever.run_prepared`; an unfiltered passage search is one store call (``search_dense_hits``)."""
-        search = getattr(self.store, "search_dense_hits", None)
-        if search is None or not self._short_path(filters, aggregate):
+        """:meth:`Retriever.run_prepared`; an unfiltered passage search is one store call (``DenseHitSearch``)."""
+        store = self.store
+        if not supports(store, DenseHitSearch) or not self._short_path(filters, aggregate):
             return super().run_prepared(prepared, n_queries, top_k, filters, aggregate)
+        search = store.search_dense_hits
         # one store call: the search and the hit rows of one generation (in a read block: within its transaction),
         # READ_BLOCK_QUERIES queries at a time so that no read keeps a writer in another process waiting long
         top_k = _check_top_k(top_k)

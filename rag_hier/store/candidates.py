@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 import numpy as np
 
 from rag_hier.index.tree import TreeSearchResult
+from rag_hier.store.capabilities import supports
 from rag_hier.store.contract import EngineExtensions, engine_extension, remote_vectors
 
 if TYPE_CHECKING:
@@ -133,10 +134,9 @@ def sparse_rows_kept_in_engine(store: object, name: str, *, attached: bool) -> b
     (a store that can keep extension rows in its engine will keep a new one there); one that has, by where it
     keeps that extension's rows (a collection created before its engine kept them keeps them here).
     """
-    probe = getattr(store, "extension_in_engine", None)
-    if not callable(probe):
+    if not supports(store, EngineExtensions):
         return False
-    return not attached or bool(probe(name))
+    return not attached or bool(store.extension_in_engine(name))
 
 
 def sparse_rowids(store: object, ext: Any) -> np.ndarray:

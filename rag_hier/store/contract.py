@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, Protocol, 
 
 import numpy as np
 
+from rag_hier.store.capabilities import supports
 from rag_hier.store.filters import Predicate
 
 if TYPE_CHECKING:
@@ -355,8 +356,12 @@ def remote_vectors(store: object) -> bool:
     return bool(getattr(store, "remote_vectors", False))
 
 
+@runtime_checkable
 class EngineExtensions(Protocol):
-    """A backend that searches some extensions inside its engine (the Milvus backend; see :func:`engine_extension`)."""
+    """A backend that searches some extensions inside its engine (the Milvus backend; see :func:`engine_extension`).
+
+    An optional capability (:mod:`rag_hier.store.capabilities`) that the store's candidate search asks for.
+    """
 
     def extension_in_engine(self, name: str) -> bool:
         """Whether extension ``name`` is searched inside the engine."""
@@ -389,9 +394,8 @@ def engine_extension(store: object, name: str) -> EngineExtensions | None:
     registration declares); :mod:`rag_hier.store.candidates` then sends those searches to the engine instead of
     loading the extension's rows into the client.
     """
-    probe = getattr(store, "extension_in_engine", None)
-    if callable(probe) and probe(name):
-        return store  # type: ignore[return-value]
+    if supports(store, EngineExtensions) and store.extension_in_engine(name):
+        return store
     return None
 
 

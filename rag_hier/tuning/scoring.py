@@ -9,8 +9,10 @@ store's own (:class:`CandidateView`), so nothing is written until the candidate 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import typing
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,11 +20,16 @@ from rag_hier.eval.judged import JudgedQueries
 from rag_hier.eval.metrics import evaluate_per_query, parse_metric, remove_identical_ids
 from rag_hier.eval.trec import hits_to_run
 from rag_hier.index.dense import DenseIndex
-from rag_hier.retrieval.base import Queries
+from rag_hier.retrieval.base import Aggregate, Queries
 from rag_hier.retrieval.dense import DenseRetriever
+from rag_hier.store.capabilities import HitRows, supports
 from rag_hier.store.encoder_switch import EncodedPassages
 
-__all__ = ["CandidateView", "candidate_index", "fetch_depth", "score_queries", "score_results"]
+if TYPE_CHECKING:
+    from rag_hier.store.contract import Filters, StoreBackend
+    from rag_hier.store.records import PassageRecord
+
+__all__ = ["CandidateView", "candidate_index", "candidate_view", "fetch_depth", "score_queries", "score_results"]
 
 
 def candidate_index(store: Any, encoded: EncodedPassages) -> DenseIndex:
@@ -34,19 +41,27 @@ def candidate_index(store: Any, encoded: EncodedPassages) -> DenseIndex:
 
 
 class CandidateView:
-    """A store as the dense search sees it, with another passage index (a candidate model's vectors).
+    """A store as a dense search of query vectors reads it, with another passage index (a candidate model's vectors).
 
-    Everything but the dense search is the store's own (records, filters, counts, read blocks).
+    It has exactly what :class:`~rag_hier.retrieval.DenseRetriever` reads for query vectors: the dense search,
+    dimension and vector count are the candidate index's; records, filters, counts and read blocks are the store's.
+    It has no encoder (query text must come as the candidate's vectors) and none of the store's fast paths that
+    search the store's own index (:class:`~rag_hier.store.capabilities.DenseHitSearch`): a search through the view
+    always ranks the candidate index. :func:`candidate_view` adds
+    :class:`~rag_hier.store.capabilities.HitRows` (rows by rowid, the same for any index) when the store has it.
     """
 
-    search_dense_hits = None  # no one-statement fast path: the general path reads through the store
+    encoder = None
+    """No model: a search through the view takes query vectors encoded by the candidate."""
 
-    def __init__(self, store: Any, index: DenseIndex) -> None:
+    def __init__(self, store: StoreBackend, index: DenseIndex) -> None:
         self._store = store
         self._index = index
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
+    @property
+    def location(self) -> str:
+        """The store's location, for messages."""
+        return self._store.location
 
     @property
     def dimension(self) -> int:
@@ -57,6 +72,10 @@ class CandidateView:
         """Vectors in the candidate index."""
         return len(self._index)
 
+    def count_passages(self, filters: Filters = None) -> int:
+        """The store's passages (matching ``filters``)."""
+        return self._store.count_passages(filters)
+
     def search_dense(
         self, queries: np.ndarray, top_k: int, allowed: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -66,6 +85,31 @@ class CandidateView:
         if live == 0:
             return np.zeros((q.shape[0], 0), np.float32), np.zeros((q.shape[0], 0), np.int64)
         return self._index.search(q, min(top_k, live), allowed_ids=allowed)
+
+    def matching_rowids(self, filters: Filters, *, with_vector: bool = True) -> np.ndarray | None:
+        """The store's rowids matching ``filters`` (``None``: no filter)."""
+        return self._store.matching_rowids(filters, with_vector=with_vector)
+
+    def records(self, rowids: Iterable[int]) -> dict[int, PassageRecord]:
+        """The store's passages by rowid."""
+        return self._store.records(rowids)
+
+    def reading(self) -> AbstractContextManager[Any]:
+        """A block of the store's reads from one committed generation."""
+        return self._store.reading()
+
+
+class _CandidateViewWithHitRows(CandidateView):
+    """:class:`CandidateView` of a store with :class:`~rag_hier.store.capabilities.HitRows`."""
+
+    def hit_rows(self, rowids: Sequence[int]) -> Mapping[int, tuple[Any, ...]]:
+        """The store's hit rows by rowid."""
+        return typing.cast(HitRows, self._store).hit_rows(rowids)
+
+
+def candidate_view(store: StoreBackend, index: DenseIndex) -> CandidateView:
+    """A :class:`CandidateView` of ``store`` over ``index``, with the store's hit rows when it has them."""
+    return (_CandidateViewWithHitRows if supports(store, HitRows) else CandidateView)(store, index)
 
 
 def score_queries(
@@ -89,8 +133,10 @@ def score_queries(
 
     """
     fetch_k = fetch_depth(judged, metrics, ignore_identical_ids)
-    target = store if index is None else CandidateView(store, index)
-    results = DenseRetriever(target).run(Queries(vectors=query_vectors), fetch_k, aggregate=judged.level)  # type: ignore[arg-type]
+    # the view has what a dense search of query vectors reads, not the whole store contract
+    target = store if index is None else typing.cast("StoreBackend", candidate_view(store, index))
+    level = typing.cast(Aggregate, judged.level)
+    results = DenseRetriever(target).run(Queries(vectors=query_vectors), fetch_k, aggregate=level)
     return score_results(judged, [r.hits for r in results], metrics, ignore_identical_ids=ignore_identical_ids)
 
 

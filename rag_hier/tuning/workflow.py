@@ -36,6 +36,7 @@ from rag_hier.errors import ModelChangedError, RagHierError
 from rag_hier.eval.compare import paired_difference
 from rag_hier.eval.judged import JudgedQueries, default_level, judged_from_mappings, load_judged
 from rag_hier.eval.metrics import parse_metric
+from rag_hier.store.capabilities import ModelSwitching, require
 from rag_hier.store.encode_parts import encode_in_parts
 from rag_hier.store.encoder_switch import encode_passages
 from rag_hier.tuning.config import TuneConfig
@@ -81,12 +82,7 @@ def _peak_mb() -> float:
 
 
 def _check_store(store: Any) -> None:
-    if not hasattr(store, "check_switchable"):
-        raise RagHierError(
-            f"tuning needs a local store directory; {store.location} is not one (tune a local copy of the "
-            "collection, then build the collection with the tuned model)"
-        )
-    store.check_switchable("tuning")
+    require(store, ModelSwitching, what="tuning").check_switchable("tuning")
 
 
 def _judged(store: Any, queries: Any, qrels: Any, level: str) -> JudgedQueries:
