@@ -14,11 +14,17 @@ the data folder, see ``benchmarks/README.md``; run them in the background)::
     $T report               # tables from the JSON files
     $T minilm-ft --steps 87 --minilm-similarity dot --minilm-scale 1 --tag=-dot1   # Tied-Atomic's similarity
     $T paired --compare tied minilm-ft-dot1   # paired per-query nDCG@10 (B - A), bootstrap interval
+    $T tied --dataset xquad --steps 100 --tag=-s100   # XQuAD-en paragraphs as docids (writes tied-xquad-s100.json)
+    $T dsi --dataset xquad --steps 100 --tag=-s100    # DSI-atomic on the same split and steps
+    $T paired --compare dsi-xquad-s100 tied-xquad-s100
 
 Protocol: corpus = SciFact ``corpus.jsonl.gz`` (5,183 documents kept whole, ``"<title>, <text>"`` as the store
 encodes them), training pairs = ``qrels/train.tsv``, evaluation = the 300 queries of ``qrels/test.tsv`` (or,
 with ``--dev F``, a held-out share F of the *training* queries, seeded, the model trained on the rest: every
-choice is made there). Metrics through :func:`rag_hier.eval.evaluate` (pytrec_eval), exact search.
+choice is made there). ``--dataset xquad``: XQuAD-en's 240 paragraphs are the documents (docid
+``<article>:<paragraph>``, one passage each), each paragraph's questions split into training and test questions
+(``--xquad-test``, default half; seeded by ``--split-seed``; see :func:`load_xquad_paragraphs`). Metrics through
+:func:`rag_hier.eval.evaluate` (pytrec_eval), exact search.
 """
 
 from __future__ import annotations
