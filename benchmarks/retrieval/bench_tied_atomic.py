@@ -14,9 +14,9 @@ the data folder, see ``benchmarks/README.md``; run them in the background)::
     $T report               # tables from the JSON files
     $T minilm-ft --steps 87 --minilm-similarity dot --minilm-scale 1 --tag=-dot1   # Tied-Atomic's similarity
     $T paired --compare tied minilm-ft-dot1   # paired per-query nDCG@10 (B - A), bootstrap interval
-    $T tied --dataset xquad --steps 100 --tag=-s100   # XQuAD-en paragraphs as docids (writes tied-xquad-s100.json)
-    $T dsi --dataset xquad --steps 100 --tag=-s100    # DSI-atomic on the same split and steps
-    $T paired --compare dsi-xquad-s100 tied-xquad-s100
+    $T tied --dataset xquad --steps 50 --tag=-s50     # XQuAD-en paragraphs as docids (writes tied-xquad-s50.json)
+    $T dsi --dataset xquad --steps 50 --tag=-s50      # DSI-atomic on the same split and steps
+    $T paired --compare dsi-xquad-s50 tied-xquad-s50
 
 Protocol: corpus = SciFact ``corpus.jsonl.gz`` (5,183 documents kept whole, ``"<title>, <text>"`` as the store
 encodes them), training pairs = ``qrels/train.tsv``, evaluation = the 300 queries of ``qrels/test.tsv`` (or,
