@@ -14,11 +14,17 @@ the data folder, see ``benchmarks/README.md``; run them in the background)::
     $T report               # tables from the JSON files
     $T minilm-ft --steps 87 --minilm-similarity dot --minilm-scale 1 --tag=-dot1   # Tied-Atomic's similarity
     $T paired --compare tied minilm-ft-dot1   # paired per-query nDCG@10 (B - A), bootstrap interval
+    $T tied --dataset xquad --steps 50 --tag=-s50     # XQuAD-en paragraphs as docids (writes tied-xquad-s50.json)
+    $T dsi --dataset xquad --steps 50 --tag=-s50      # DSI-atomic on the same split and steps
+    $T paired --compare dsi-xquad-s50 tied-xquad-s50
 
 Protocol: corpus = SciFact ``corpus.jsonl.gz`` (5,183 documents kept whole, ``"<title>, <text>"`` as the store
 encodes them), training pairs = ``qrels/train.tsv``, evaluation = the 300 queries of ``qrels/test.tsv`` (or,
 with ``--dev F``, a held-out share F of the *training* queries, seeded, the model trained on the rest: every
-choice is made there). Metrics through :func:`rag_hier.eval.evaluate` (pytrec_eval), exact search.
+choice is made there). ``--dataset xquad``: XQuAD-en's 240 paragraphs are the documents (docid
+``<article>:<paragraph>``, one passage each), each paragraph's questions split into training and test questions
+(``--xquad-test``, default half; seeded by ``--split-seed``; see :func:`load_xquad_paragraphs`). Metrics through
+:func:`rag_hier.eval.evaluate` (pytrec_eval), exact search.
 """
 
 from __future__ import annotations
@@ -34,30 +40,71 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common.data import add_data_argument, load_scifact
+from benchmarks.common.data import add_data_argument, load_scifact, load_xquad
 from benchmarks.common.report import out_path, write_json
 
 OUT = out_path("tied_atomic")  # --out
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 DEVICE = "cpu"  # --device
-METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
+METRICS = ("ndcg@10", "recall@1", "recall@10", "recall@100", "mrr@10")
 
 
 # ----------------------------------------------------------------------------------------------------
 # data
 # ----------------------------------------------------------------------------------------------------
 def load(args: argparse.Namespace) -> tuple[list[Any], dict[str, str], dict, dict]:
-    """Documents, queries, evaluation qrels, training qrels (dev split when ``--dev``)."""
+    """Documents, queries, evaluation qrels, training qrels (dev split when ``--dev``; ``--dataset``)."""
+    if getattr(args, "dataset", "scifact") == "xquad":
+        if args.dev:
+            raise SystemExit("--dataset xquad has no --dev split (its questions are split by --xquad-test)")
+        return load_xquad_paragraphs(args.data, test_share=args.xquad_test, seed=args.split_seed)
     d = load_scifact(args.data, dev=args.dev, seed=args.dev_seed)
     return d.documents, d.queries, d.qrels, d.train_qrels
 
 
+def load_xquad_paragraphs(
+    data: str | Path | None, *, test_share: float = 0.5, seed: int = 0
+) -> tuple[list[Any], dict[str, str], dict, dict]:
+    """XQuAD-en with every paragraph as its own docid, each paragraph's questions split into training and test.
+
+    The 240 paragraphs of the 48 articles become 240 documents ``<article>:<paragraph index>`` (title = the
+    article's title, one passage each). A paragraph's questions, in file order, are shuffled with
+    ``random.Random(f"{seed}:{docid}")``; the first ``round(n * test_share)`` (at least one, at most n - 1 when
+    n > 1) are test questions, the rest training questions. Every paragraph is a docid of both sets.
+    """
+    import random
+
+    from rag_hier.corpus.model import Document
+
+    d = load_xquad(data)
+    docs: list[Any] = []
+    for doc in d.documents:
+        for i, text in enumerate(doc.paragraphs):
+            docs.append(Document(doc_id=f"{doc.doc_id}:{i}", title=doc.title, paragraphs=(text,)))
+    by_para: dict[str, list[Any]] = {}
+    for q in d.questions:
+        if q.paragraph_index is None:
+            continue
+        by_para.setdefault(f"{q.doc_id}:{q.paragraph_index}", []).append(q)
+    queries: dict[str, str] = {}
+    test: dict[str, dict[str, int]] = {}
+    train: dict[str, dict[str, int]] = {}
+    for pid in sorted(by_para):
+        qs = list(by_para[pid])
+        random.Random(f"{seed}:{pid}").shuffle(qs)
+        n_test = min(max(1, round(len(qs) * test_share)), max(len(qs) - 1, 1)) if qs else 0
+        for j, q in enumerate(qs):
+            queries[q.qid] = q.question
+            (test if j < n_test else train)[q.qid] = {pid: 1}
+    return docs, queries, test, train
+
+
 def doc_texts(docs: list[Any]) -> tuple[list[str], list[str]]:
-    """Document ids and the text the store encodes for each (one passage per SciFact document)."""
+    """Document ids and the text the store encodes for each (one passage per document: SciFact, XQuAD paragraphs)."""
     from rag_hier.corpus import split_documents
 
     passages = split_documents(docs, 0)
-    assert len(passages) == len(docs), "SciFact documents are expected to be one passage each"
+    assert len(passages) == len(docs), "documents are expected to be one passage each"
     return [p.doc_id for p in passages], [p.embedding_text for p in passages]
 
 
@@ -110,7 +157,9 @@ def budget(args: argparse.Namespace) -> dict[str, Any]:
         "bm25_depth": args.depth,
         "scale": args.scale,
         "cross_attention_init": args.cross_init,
+        "dataset": args.dataset,
         "evaluation": f"dev: {args.dev:.0%} of train queries (seed {args.dev_seed})" if args.dev else "test",
+        **({"xquad_test_share": args.xquad_test, "split_seed": args.split_seed} if args.dataset == "xquad" else {}),
         "seed": args.seed,
         "threads": args.threads,
     }
@@ -365,7 +414,11 @@ def _dsi_eval(model: Any, docs: list[Any], queries: dict, qrels: dict) -> dict[s
     t = time.perf_counter()
     logits = model.logits([queries[q] for q in qids])
     doc_ids = [d.split("#", 1)[0] for d in model.docids]
-    return {"metrics": evaluate_scores(logits, qids, doc_ids, qrels), "eval_seconds": round(time.perf_counter() - t, 1)}
+    return {
+        "metrics": evaluate_scores(logits, qids, doc_ids, qrels),
+        "eval_seconds": round(time.perf_counter() - t, 1),
+        "per_query_ndcg@10": per_query_ndcg(logits, qids, doc_ids, qrels),
+    }
 
 
 def stage_dsi(args: argparse.Namespace) -> dict[str, Any]:
@@ -627,6 +680,15 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("stage", choices=sorted(STAGES))
     add_data_argument(p)
+    p.add_argument(
+        "--dataset",
+        choices=("scifact", "xquad"),
+        default="scifact",
+        help="scifact (BEIR) or xquad (XQuAD-en's 240 paragraphs as docids; adds -xquad to every output name)",
+    )
+    p.add_argument(
+        "--xquad-test", type=float, default=0.5, help="xquad: share of each paragraph's questions held out for test"
+    )
     p.add_argument("--dev", type=float, default=0.0, help="evaluate on this share of the training queries")
     p.add_argument("--dev-seed", type=int, default=0)
     p.add_argument("--steps", type=int, default=87)
@@ -661,7 +723,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--retrieval-repeats", type=int, default=1, help="DSI: copies of each query example")
     p.add_argument("--k1", type=float, default=1.5, help="BM25 baseline k1 (bm25s default)")
     p.add_argument("--b", type=float, default=0.75, help="BM25 baseline b (bm25s default)")
-    p.add_argument("--split-seed", type=int, default=0, help="incremental: which 10 %% of documents are new")
+    p.add_argument(
+        "--split-seed",
+        type=int,
+        default=0,
+        help="incremental: which 10 %% of documents are new; xquad: how each paragraph's questions are split",
+    )
     p.add_argument("--n-docs", type=int, default=1000, help="throughput: documents encoded per round")
     p.add_argument("--rounds", type=int, default=3, help="throughput: interleaved rounds (best kept)")
     p.add_argument("--archs", nargs="*", default=["t5-small-arch", "t5-base-arch"], help="throughput: T5 shapes")
@@ -673,6 +740,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", type=Path, default=OUT, help="where results and models go")
     args = p.parse_args(argv)
     OUT, MINILM, DEVICE = args.out, args.minilm, args.device
+    if args.dataset == "xquad" and args.stage not in ("report", "paired"):
+        args.tag = f"-xquad{args.tag}"
     import torch
 
     torch.set_num_threads(args.threads)
