@@ -19,6 +19,7 @@ Output: the encoder as an ordinary sentence-transformers directory, the indexer 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import json
 import logging
@@ -26,7 +27,7 @@ import math
 import os
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -137,10 +138,11 @@ def last_layer_parameters(model: SentenceTransformer) -> list[str]:
     return [n for n in names if n.startswith(prefix)]
 
 
-def limit_training_scope(model: SentenceTransformer, scope: str) -> Callable[[], None]:
-    """Freeze every encoder parameter outside ``scope`` (``"last"``: all but the last transformer layer).
+@contextlib.contextmanager
+def training_scope(model: SentenceTransformer, scope: str) -> Iterator[None]:
+    """Within the block, freeze every encoder parameter outside ``scope`` (``"last"``: all but the last layer).
 
-    Returns a function that puts every parameter's ``requires_grad`` back as it was.
+    On leaving it, every parameter's ``requires_grad`` is put back as it was.
     """
     before = {n: p.requires_grad for n, p in model.named_parameters()}
     if scope == "last":
@@ -148,12 +150,11 @@ def limit_training_scope(model: SentenceTransformer, scope: str) -> Callable[[],
         for n, p in model.named_parameters():
             p.requires_grad_(n in keep)
         logger.info("training the encoder's last layer only: %d of %d parameter tensors", len(keep), len(before))
-
-    def restore() -> None:
+    try:
+        yield
+    finally:
         for n, p in model.named_parameters():
             p.requires_grad_(before[n])
-
-    return restore
 
 
 def _init_distributed(device: str | None) -> None:
@@ -266,7 +267,9 @@ class EHITrainer:
         cfg = self.config = self._requested.resolved(len(items))  # an automatic branching fixed for this corpus
         rng = np.random.default_rng(cfg.seed)
         torch.manual_seed(cfg.seed)
-        with tempfile.TemporaryDirectory(prefix="ehi-trainer-") as scratch:
+        # the model leaves as it came: every parameter as trainable as before (a frozen encoder has no model)
+        scope = contextlib.nullcontext() if cfg.freeze_encoder else training_scope(self.model, cfg.encoder_scope)
+        with tempfile.TemporaryDirectory(prefix="ehi-trainer-") as scratch, scope:
             st = None
             if cfg.freeze_encoder:
                 _init_distributed(self.device)
@@ -290,92 +293,80 @@ class EHITrainer:
                 q_emb = self._encode(tq.texts, query=True)
             dim = emb.shape[1]
             device = self._train_device(st, scratch)
-            restore = (lambda: None) if cfg.freeze_encoder else limit_training_scope(self.model, cfg.encoder_scope)
-            try:
-                warmup: EHITrainingResult | None = None
-                if cfg.warmup_epochs and not cfg.freeze_encoder:  # the indexer trained alone first, then jointly
-                    logger.info("warming the indexer up on the starting vectors for %d epochs", cfg.warmup_epochs)
-                    warmup = self._indexer_alone(items, queries, qrels, tq, emb, q_emb, cfg.warmup_epochs)
-                    indexer = warmup.indexer
-                    indexer.train()
+            warmup: EHITrainingResult | None = None
+            if cfg.warmup_epochs and not cfg.freeze_encoder:  # the indexer trained alone first, then jointly
+                logger.info("warming the indexer up on the starting vectors for %d epochs", cfg.warmup_epochs)
+                warmup = self._indexer_alone(items, queries, qrels, tq, emb, q_emb, cfg.warmup_epochs)
+                indexer = warmup.indexer
+                indexer.train()
+            else:
+                indexer = EHIIndexer(dim, cast(int, cfg.branching), cfg.height, seed=cfg.seed)
+                if cfg.init == "kmeans":
+                    indexer.init_kmeans(emb, seed=cfg.seed, steps=cfg.init_steps)
+            indexer.to(device)
+            self._sync_parameters(indexer)
+            loss = EHILoss(
+                None if cfg.freeze_encoder else self.model,
+                indexer,
+                lambdas=cfg.lambdas,
+                margin=cfg.margin,
+                intra_threshold=cfg.intra_threshold,
+                mined_negative_terms=cfg.mined_negative_terms,
+                in_batch_negatives=cfg.in_batch_negatives,
+                gather_across_devices=cfg.gather_across_devices,
+                lambda_balance=cfg.lambda_balance,
+            )
+            loss.set_relevance(len(items), tq.relevance_pairs())
+            n_pairs = len(pairs)
+            global_batch = cfg.batch_size * world
+            per_epoch = max(1, n_pairs // global_batch if world > 1 else math.ceil(n_pairs / global_batch))
+            planned = per_epoch * cfg.epochs if cfg.max_steps is None else min(cfg.max_steps, per_epoch * cfg.epochs)
+            optimizer, scheduler = self._optimizer(indexer, planned)
+            history: list[EHIPeriod] = []
+            steps = 0
+            self._limit = TimeLimit(cfg.max_minutes if world == 1 else None)  # at least one step is taken
+            for first in range(0, cfg.epochs, cfg.refresh_every):
+                n_ep = min(cfg.refresh_every, cfg.epochs - first)
+                budget = min(n_ep * per_epoch, planned - steps)
+                if budget <= 0 or (steps and self._limit.passed()):
+                    break
+                t0 = time.perf_counter()
+                if first > 0 and not cfg.freeze_encoder:  # the encoder moved: re-encode (Alg. 1's refresh)
+                    emb = self.encode_corpus(items)
+                    q_emb = self._encode(tq.texts, query=True)
+                assignment, pools = self._refresh(indexer, emb, q_emb, tq, loss)
+
+                def remine(e: np.ndarray = emb, qe: np.ndarray = q_emb) -> list[np.ndarray]:
+                    return self._refresh(indexer, e, qe, tq, loss)[1]
+
+                if cfg.freeze_encoder:
+                    done, terms, fallback = self._train_frozen(
+                        loss, optimizer, scheduler, emb, q_emb, tq, pools, n_ep, budget, rng, remine
+                    )
                 else:
-                    indexer = EHIIndexer(dim, cast(int, cfg.branching), cfg.height, seed=cfg.seed)
-                    if cfg.init == "kmeans":
-                        indexer.init_kmeans(emb, seed=cfg.seed, steps=cfg.init_steps)
-                indexer.to(device)
-                self._sync_parameters(indexer)
-                loss = EHILoss(
-                    None if cfg.freeze_encoder else self.model,
-                    indexer,
-                    lambdas=cfg.lambdas,
-                    margin=cfg.margin,
-                    intra_threshold=cfg.intra_threshold,
-                    mined_negative_terms=cfg.mined_negative_terms,
-                    in_batch_negatives=cfg.in_batch_negatives,
-                    gather_across_devices=cfg.gather_across_devices,
-                    lambda_balance=cfg.lambda_balance,
-                )
-                loss.set_relevance(len(items), tq.relevance_pairs())
-                n_pairs = len(pairs)
-                global_batch = cfg.batch_size * world
-                per_epoch = max(1, n_pairs // global_batch if world > 1 else math.ceil(n_pairs / global_batch))
-                planned = (
-                    per_epoch * cfg.epochs if cfg.max_steps is None else min(cfg.max_steps, per_epoch * cfg.epochs)
-                )
-                optimizer, scheduler = self._optimizer(indexer, planned)
-                history: list[EHIPeriod] = []
-                steps = 0
-                self._limit = TimeLimit(cfg.max_minutes if world == 1 else None)  # at least one step is taken
-                for first in range(0, cfg.epochs, cfg.refresh_every):
-                    n_ep = min(cfg.refresh_every, cfg.epochs - first)
-                    budget = min(n_ep * per_epoch, planned - steps)
-                    if budget <= 0 or (steps and self._limit.passed()):
-                        break
-                    t0 = time.perf_counter()
-                    if first > 0 and not cfg.freeze_encoder:  # the encoder moved: re-encode (Alg. 1's refresh)
-                        emb = self.encode_corpus(items)
-                        q_emb = self._encode(tq.texts, query=True)
-                    assignment, pools = self._refresh(indexer, emb, q_emb, tq, loss)
-
-                    def remine(e: np.ndarray = emb, qe: np.ndarray = q_emb) -> list[np.ndarray]:
-                        return self._refresh(indexer, e, qe, tq, loss)[1]
-
-                    if cfg.freeze_encoder:
-                        done, terms, fallback = self._train_frozen(
-                            loss, optimizer, scheduler, emb, q_emb, tq, pools, n_ep, budget, rng, remine
-                        )
-                    else:
-                        done, terms, fallback = self._train_encoder(
-                            st, scratch, loss, optimizer, scheduler, items, tq, pools, n_ep, budget, rng, remine
-                        )
-                    steps += done
-                    period = EHIPeriod(
-                        first + 1,
-                        n_ep,
-                        done,
-                        round(time.perf_counter() - t0, 1),
-                        terms,
-                        assignment.describe(),
-                        fallback,
+                    done, terms, fallback = self._train_encoder(
+                        st, scratch, loss, optimizer, scheduler, items, tq, pools, n_ep, budget, rng, remine
                     )
-                    history.append(period)
-                    logger.info(
-                        "epochs %d-%d: %d steps, loss %s, leaves at refresh: max %d, nonempty %d (%.0fs)",
-                        first + 1,
-                        first + n_ep,
-                        done,
-                        {k: round(v, 4) for k, v in terms.items()},
-                        period.leaves["leaf_size_max"],
-                        period.leaves["leaves_nonempty"],
-                        period.seconds,
-                    )
-                    if on_period is not None:
-                        on_period(period, indexer)
-                        indexer.train()
-                    if steps >= planned:
-                        break
-            finally:
-                restore()  # the model leaves as it came: every parameter as trainable as before
+                steps += done
+                period = EHIPeriod(
+                    first + 1, n_ep, done, round(time.perf_counter() - t0, 1), terms, assignment.describe(), fallback
+                )
+                history.append(period)
+                logger.info(
+                    "epochs %d-%d: %d steps, loss %s, leaves at refresh: max %d, nonempty %d (%.0fs)",
+                    first + 1,
+                    first + n_ep,
+                    done,
+                    {k: round(v, 4) for k, v in terms.items()},
+                    period.leaves["leaf_size_max"],
+                    period.leaves["leaves_nonempty"],
+                    period.seconds,
+                )
+                if on_period is not None:
+                    on_period(period, indexer)
+                    indexer.train()
+                if steps >= planned:
+                    break
             if not cfg.freeze_encoder and steps:
                 emb = self.encode_corpus(items)
             refit = self._refit(items, queries, qrels, tq, emb) if cfg.refit_epochs and not cfg.freeze_encoder else None
