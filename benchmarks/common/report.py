@@ -49,3 +49,22 @@ def machine(**extra: Any) -> dict[str, Any]:
         "versions": versions,
         **extra,
     }
+
+
+def paired_bootstrap(
+    a: Any, b: Any, labels: tuple[str, str] = ("a", "b"), n_boot: int = 10_000, seed: int = 0
+) -> dict[str, Any]:
+    """Per-query scores ``a`` and ``b`` of two systems: their means (under ``labels``), the mean of ``b - a``, its
+    paired bootstrap 95 % percentile interval (``n_boot`` resamples of the queries, numpy seeded ``seed``) and how
+    many queries ``b`` is better / worse on."""
+    import numpy as np
+
+    d = b - a
+    boots = d[np.random.default_rng(seed).integers(0, len(d), size=(n_boot, len(d)))].mean(1)
+    return {
+        labels[0]: round(float(a.mean()), 4),
+        labels[1]: round(float(b.mean()), 4),
+        "delta": round(float(d.mean()), 4),
+        "ci95": [round(float(np.percentile(boots, 2.5)), 4), round(float(np.percentile(boots, 97.5)), 4)],
+        "better_worse": [int((d > 0).sum()), int((d < 0).sum())],
+    }

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common.data import add_data_argument, load_scifact
-from benchmarks.common.report import out_path
+from benchmarks.common.report import out_path, paired_bootstrap
 
 log = logging.getLogger("bench_dhr_prune")
 METRICS = {"ndcg_cut.10", "recall.10,100"}
@@ -61,18 +61,6 @@ def per_query(run: dict, qrels: dict, qids: list[str]) -> dict[str, np.ndarray]:
 
     got = pytrec_eval.RelevanceEvaluator(qrels, METRICS).evaluate(run)
     return {name: np.array([got[q][key] for q in qids]) for name, key in KEYS}
-
-
-def paired_ci(a: np.ndarray, b: np.ndarray, n_boot: int = 10_000, seed: int = 0) -> dict:
-    d = b - a
-    boots = d[np.random.default_rng(seed).integers(0, len(d), size=(n_boot, len(d)))].mean(1)
-    return {
-        "flat": round(float(a.mean()), 4),
-        "hierarchical": round(float(b.mean()), 4),
-        "delta": round(float(d.mean()), 4),
-        "ci95": [round(float(np.percentile(boots, 2.5)), 4), round(float(np.percentile(boots, 97.5)), 4)],
-        "better_worse": [int((d > 0).sum()), int((d < 0).sum())],
-    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                 "documents_kept": round(min(k1, n_docs) / n_docs, 4),
                 "passages_scored": round(float(np.mean(scored)) / n_pass, 4),
             }
-            row.update({m: paired_ci(flat[m], hier[m]) for m, _ in KEYS})
+            row.update({m: paired_bootstrap(flat[m], hier[m], ("flat", "hierarchical")) for m, _ in KEYS})
             rows.append(row)
             log.info("%s", row)
         store.close()

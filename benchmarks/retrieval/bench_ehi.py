@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common.data import REPO, add_data_argument, load_scifact, scifact_dir
-from benchmarks.common.report import out_path, write_json
+from benchmarks.common.report import out_path, paired_bootstrap, write_json
 
 OUT = out_path("ehi")
 """Where results, vectors and models go (``--out``)."""
@@ -610,19 +610,6 @@ def _per_query(ids: np.ndarray, scores: np.ndarray, qids: list[str], doc_ids: li
     return {m: np.array([got[q][f"recall_{k}"] for q in qids]) for m, k in (("recall@100", 100), ("recall@10", 10))}
 
 
-def _paired_ci(a: np.ndarray, b: np.ndarray, n_boot: int = 10_000, seed: int = 0) -> dict[str, Any]:
-    """Mean of ``b - a`` over queries and its paired bootstrap 95 % interval."""
-    d = b - a
-    boots = d[np.random.default_rng(seed).integers(0, len(d), size=(n_boot, len(d)))].mean(1)
-    return {
-        "a": round(float(a.mean()), 4),
-        "b": round(float(b.mean()), 4),
-        "delta": round(float(d.mean()), 4),
-        "ci95": [round(float(np.percentile(boots, 2.5)), 4), round(float(np.percentile(boots, 97.5)), 4)],
-        "better_worse": [int((d > 0).sum()), int((d < 0).sum())],
-    }
-
-
 def stage_paired(args: argparse.Namespace) -> dict[str, Any]:
     """Two trained models (``--vectors A B``, with ``--indexer-of A B`` their jointly trained indexers) on the
     same evaluation queries: exact Recall@100 / @10, and Recall@100 through each one's own indexer at every
@@ -662,7 +649,7 @@ def stage_paired(args: argparse.Namespace) -> dict[str, Any]:
     rows = []
     for key in per[0]:
         if key in per[1] and not key.endswith("fraction"):
-            row = {"measure": key, **_paired_ci(per[0][key], per[1][key])}
+            row = {"measure": key, **paired_bootstrap(per[0][key], per[1][key])}
             frac = key.replace("recall@100", "fraction")
             if frac != key and frac in per[0]:
                 row["fraction"] = [round(float(per[0][frac].mean()), 4), round(float(per[1][frac].mean()), 4)]
