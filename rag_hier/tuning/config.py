@@ -256,12 +256,17 @@ def _allowed(cls: type, name: str) -> str:
     return allowed_text(meta, optional=optional)
 
 
+_INTEGERS: dict[type, tuple[str, ...]] = {}
+
+
 def _integers(cls: type) -> tuple[str, ...]:
-    """The ``int`` fields with bounds (refused when not an integer, ``True`` included)."""
-    hints = typing.get_type_hints(cls)
-    return tuple(
-        f.name
-        for f in dataclasses.fields(cls)
-        if field_type(hints[f.name])[0] is int
-        and any(f.metadata.get(k) is not None for k in ("minimum", "maximum", "above", "below"))
-    )
+    """The ``int`` fields with bounds (refused when not an integer, ``True`` included; kept per class)."""
+    if cls not in _INTEGERS:
+        hints = typing.get_type_hints(cls)
+        _INTEGERS[cls] = tuple(
+            f.name
+            for f in dataclasses.fields(cls)
+            if field_type(hints[f.name])[0] is int
+            and any(f.metadata.get(k) is not None for k in ("minimum", "maximum", "above", "below"))
+        )
+    return _INTEGERS[cls]
