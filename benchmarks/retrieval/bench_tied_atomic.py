@@ -17,6 +17,7 @@ the data folder, see ``benchmarks/README.md``; run them in the background)::
     $T tied --dataset xquad --steps 50 --tag=-s50     # XQuAD-en paragraphs as docids (writes tied-xquad-s50.json)
     $T dsi --dataset xquad --steps 50 --tag=-s50      # DSI-atomic on the same split and steps
     $T paired --compare dsi-xquad-s50 tied-xquad-s50
+    $T dsi --dataset xquad --steps 50 --dsi-init random --tag=-random-s50   # DSI's docid rows started apart
 
 Protocol: corpus = SciFact ``corpus.jsonl.gz`` (5,183 documents kept whole, ``"<title>, <text>"`` as the store
 encodes them), training pairs = ``qrels/train.tsv``, evaluation = the 300 queries of ``qrels/test.tsv`` (or,
@@ -343,6 +344,7 @@ def _dsi_config(args: argparse.Namespace) -> Any:
         batch_size=args.batch_size,
         learning_rate=args.lr,
         docid_learning_rate=args.docid_lr,
+        **({"docid_init": args.dsi_init} if args.dsi_objective == "seq2seq" else {}),
         max_steps=args.steps,
         retrieval_repeats=args.retrieval_repeats,
         device=DEVICE,
@@ -436,7 +438,12 @@ def stage_dsi(args: argparse.Namespace) -> dict[str, Any]:
 
         ids = as_training_corpus(docs, 0).ids
         start = DSIAtomicSeq2SeqModel.from_pretrained(
-            args.base_model, ids, max_seq_length=args.max_seq_length, device=DEVICE, seed=args.seed
+            args.base_model,
+            ids,
+            max_seq_length=args.max_seq_length,
+            device=DEVICE,
+            seed=args.seed,
+            docid_init=cfg.docid_init,
         )
         probe["start"] = _dsi_probe(start, docs, queries, train, args.seed)
         del start
@@ -453,6 +460,7 @@ def stage_dsi(args: argparse.Namespace) -> dict[str, Any]:
         "loss_log": result.loss_log,
         "train_seconds": round(time.perf_counter() - t, 1),
         "docid_lr": args.docid_lr,
+        "docid_init": cfg.docid_init if cfg.objective == "seq2seq" else None,
     }
     if probe:
         probe["end"] = _dsi_probe(model, docs, queries, train, args.seed)
@@ -720,6 +728,12 @@ def main(argv: list[str] | None = None) -> None:
         help="DSI: seq2seq (docid tokens, teacher forcing; the paper's) or docid_softmax (free rows over h(x))",
     )
     p.add_argument("--docid-lr", type=float, default=None, help="DSI docid_softmax: learning rate of the docid rows")
+    p.add_argument(
+        "--dsi-init",
+        choices=("mean", "random"),
+        default="mean",
+        help="DSI seq2seq: new docid rows at the vocabulary's mean (transformers' default) or random (its initializer)",
+    )
     p.add_argument("--retrieval-repeats", type=int, default=1, help="DSI: copies of each query example")
     p.add_argument("--k1", type=float, default=1.5, help="BM25 baseline k1 (bm25s default)")
     p.add_argument("--b", type=float, default=0.75, help="BM25 baseline b (bm25s default)")

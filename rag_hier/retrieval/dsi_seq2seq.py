@@ -6,8 +6,10 @@ Retrieval", arXiv 2306.11397), on any Hugging Face encoder-decoder (T5, BART, an
 * **vocabulary**: the model's output vocabulary (its input embeddings and LM head, tied or not) is extended by one
   row per docid, after every existing row, with ``transformers``' ``resize_token_embeddings`` and its default for
   added tokens: each new row (and LM-head bias) starts at the mean of the existing ones, plus seeded noise of
-  10⁻⁹ × their covariance, so every docid starts with the same logit. Docid ``i`` is token
-  ``first_docid_token + i``;
+  10⁻⁹ × their covariance, so every docid starts with the same logit (``docid_init="mean"``, the default); or,
+  with ``docid_init="random"``, each new row is drawn by the model's own weight initializer (seeded; BERT and
+  T5: normal with the config's initializer range or factor) and its bias starts at 0, so the docids start
+  apart. Docid ``i`` is token ``first_docid_token + i``;
 * **target**: a training example (text, docid) has the target sequence ``[docid token, end-of-sequence]``;
 * **teacher forcing**: the decoder reads ``[start, docid token]`` (the labels shifted right, as ``transformers``'
   seq2seq models do with ``labels=``), and the loss is the cross-entropy over the **whole** output vocabulary
@@ -123,15 +125,25 @@ def _output_rows(model: Any) -> int:
     return int(model.get_output_embeddings().weight.shape[0])
 
 
-def _resize(model: Any, rows: int, seed: int) -> None:
-    """Grow the output vocabulary (and the tied input embeddings) to ``rows`` (seeded new rows)."""
+DocidInit = Literal["mean", "random"]
+DOCID_INITS: tuple[str, ...] = ("mean", "random")
+
+
+def _resize(model: Any, rows: int, seed: int, init: DocidInit = "mean") -> None:
+    """Grow the output vocabulary (and the tied input embeddings) to ``rows`` (seeded new rows).
+
+    ``init="mean"``: ``transformers``' default for added tokens (the existing rows' mean, 10⁻⁹-covariance noise);
+    ``"random"``: the model's own initializer (``mean_resizing=False``).
+    """
     import torch
 
+    if init not in DOCID_INITS:
+        raise ValueError(f"docid_init must be one of {', '.join(DOCID_INITS)}, got {init!r}")
     # EncoderDecoderModel refuses resize_token_embeddings: its decoder owns the LM head (and its word embeddings)
     target = model.decoder if getattr(model.config, "model_type", None) == "encoder-decoder" else model
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        target.resize_token_embeddings(rows)
+        target.resize_token_embeddings(rows, mean_resizing=init == "mean")
 
 
 def _first_int(*values: Any) -> int | None:
@@ -222,6 +234,7 @@ class DSIAtomicSeq2SeqModel(AtomicDocidModel):
         max_seq_length: int = 128,
         device: str | None = None,
         seed: int = 0,
+        docid_init: DocidInit = "mean",
     ) -> DSIAtomicSeq2SeqModel:
         """Load an encoder-decoder and add one token per docid to its output vocabulary.
 
@@ -232,6 +245,12 @@ class DSIAtomicSeq2SeqModel(AtomicDocidModel):
             max_seq_length: Input tokens kept.
             device: ``"cpu"``, ``"cuda"``, ...; ``None``: CUDA when available.
             seed: Seed of the new rows.
+            docid_init: How the new rows start: ``"mean"`` (``transformers``' default for added tokens: all at the
+                existing rows' mean, every docid with the same logit) or ``"random"`` (the model's own initializer,
+                bias 0: the docids start apart).
+
+        Raises:
+            ValueError: ``docid_init`` is neither.
 
         """
         from transformers import AutoTokenizer
@@ -247,7 +266,7 @@ class DSIAtomicSeq2SeqModel(AtomicDocidModel):
             raise RagHierError(f"cannot load the tokenizer of model {name!r}: {exc}") from exc
         first = _output_rows(model)
         _special_tokens(model, tokenizer, name)  # fail before resizing
-        _resize(model, first + len(docids), seed)
+        _resize(model, first + len(docids), seed, docid_init)
         model.to(resolve_device(device))
         return cls(model, tokenizer, docids, first_docid_token=first, max_seq_length=max_seq_length)
 

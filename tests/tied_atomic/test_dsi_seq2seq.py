@@ -221,3 +221,39 @@ def test_configuration_checks():
     with pytest.raises(ValueError, match="docid_learning_rate applies to objective='docid_softmax'"):
         DSIAtomicConfig(docid_learning_rate=1e-2)
     DSIAtomicConfig(objective="docid_softmax", docid_learning_rate=1e-2)
+
+
+def test_random_docid_rows_start_apart_and_are_seeded(base):
+    """``docid_init="random"``: the model's initializer draws each new row (seeded), bias 0; ``"mean"``: all equal."""
+    docids = ["a", "b", "c", "d", "e"]
+    mean = DSIAtomicSeq2SeqModel.from_pretrained(base, docids, device="cpu", seed=0)
+    first = DSIAtomicSeq2SeqModel.from_pretrained(base, docids, device="cpu", seed=0, docid_init="random")
+    again = DSIAtomicSeq2SeqModel.from_pretrained(base, docids, device="cpu", seed=0, docid_init="random")
+    other = DSIAtomicSeq2SeqModel.from_pretrained(base, docids, device="cpu", seed=1, docid_init="random")
+
+    def rows(dsi: DSIAtomicSeq2SeqModel) -> torch.Tensor:
+        return dsi.model.get_output_embeddings().weight.detach()[dsi.first_docid_token :]
+
+    text_rows = mean.model.get_output_embeddings().weight.detach()[: mean.first_docid_token]
+    assert float((rows(mean) - rows(mean)[0]).abs().max()) < 1e-3 * float(text_rows.abs().mean())
+    assert float(torch.cdist(rows(first), rows(first)).sum()) > 0.5 * 20 * float(rows(first).norm(dim=1).mean())
+    torch.testing.assert_close(rows(first), rows(again))
+    assert not torch.equal(rows(first), rows(other))
+    # the text vocabulary is untouched, and the tied input embeddings hold the same rows
+    torch.testing.assert_close(first.model.get_output_embeddings().weight.detach()[: first.first_docid_token], text_rows)
+    head = first.model.get_output_embeddings()
+    if getattr(head, "bias", None) is not None:
+        assert float(head.bias.detach()[first.first_docid_token :].abs().max()) == 0.0
+    # every docid no longer starts with the same logit
+    assert float(np.ptp(first.logits(TEXTS), axis=1).min()) > 1e-4
+    with pytest.raises(ValueError, match="docid_init must be one of mean, random"):
+        DSIAtomicSeq2SeqModel.from_pretrained(base, docids, device="cpu", docid_init="zeros")  # type: ignore[arg-type]
+
+
+def test_docid_init_is_a_seq2seq_setting():
+    assert DSIAtomicConfig().docid_init == "mean"
+    DSIAtomicConfig(docid_init="random")
+    with pytest.raises(ValueError, match="docid_init"):
+        DSIAtomicConfig(docid_init="zeros")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="docid_init applies to objective='seq2seq'"):
+        DSIAtomicConfig(objective="docid_softmax", docid_init="random")

@@ -131,8 +131,11 @@ class DSIAtomicConfig(_Common):
             share its learning rate.
         index_documents: Train the indexing task (document text → its docid) next to the retrieval task.
         retrieval_repeats: Copies of every (query → docid) example per epoch.
-        init_std: ``"docid_softmax"`` only: standard deviation of the random initial rows (``"seq2seq"`` starts
-            every new token row at the existing rows' mean, ``resize_token_embeddings``' default for added tokens).
+        init_std: ``"docid_softmax"`` only: standard deviation of the random initial rows.
+        docid_init: ``"seq2seq"`` only: how the new docid token rows start. ``"mean"`` (default):
+            ``resize_token_embeddings``' default for added tokens, every row at the existing rows' mean (every
+            docid starts with the same logit); ``"random"``: the model's own weight initializer, bias 0 (the
+            docids start apart). docs/tied_atomic.md ("XQuAD-en paragraphs as docids") measures both.
 
     """
 
@@ -145,6 +148,10 @@ class DSIAtomicConfig(_Common):
     index_documents: bool = train_field(True, help="train the indexing task (document text -> docid) too")
     retrieval_repeats: int = train_field(1, help="copies of every (query -> docid) example per epoch", minimum=0)
     init_std: float = train_field(0.02, help="docid_softmax: standard deviation of the initial rows", above=0)
+    docid_init: Literal["mean", "random"] = train_field(
+        "mean",
+        help="seq2seq: new docid rows at the vocabulary's mean (transformers' default) or random (its initializer)",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -152,4 +159,9 @@ class DSIAtomicConfig(_Common):
             raise ValueError(
                 "DSIAtomicConfig.docid_learning_rate applies to objective='docid_softmax' only (seq2seq docid tokens "
                 "are rows of the vocabulary's embedding matrix)"
+            )
+        if self.objective == "docid_softmax" and self.docid_init != "mean":
+            raise ValueError(
+                "DSIAtomicConfig.docid_init applies to objective='seq2seq' only (docid_softmax rows start at "
+                "N(0, init_std²))"
             )

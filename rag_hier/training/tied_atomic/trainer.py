@@ -561,6 +561,7 @@ class DSIAtomicTrainer(_Base):
             max_seq_length=cfg.max_seq_length or 512,
             device=cfg.device,
             seed=cfg.seed,
+            docid_init=cfg.docid_init,
         )
         data = Dataset.from_dict(dsi.features(texts, [items.ids[i] for i in labels]))
         args = self._training_args(Seq2SeqTrainingArguments, scratch, steps)
