@@ -18,6 +18,7 @@ the data folder, see ``benchmarks/README.md``; run them in the background)::
     $T dsi --dataset xquad --steps 50 --tag=-s50      # DSI-atomic on the same split and steps
     $T paired --compare dsi-xquad-s50 tied-xquad-s50
     $T dsi --dataset xquad --steps 50 --dsi-init random --tag=-random-s50   # DSI's docid rows started apart
+    $T dsi-probe --dataset xquad --model OUT/model-dsi-xquad-s50   # the probe of a saved DSI model
 
 Protocol: corpus = SciFact ``corpus.jsonl.gz`` (5,183 documents kept whole, ``"<title>, <text>"`` as the store
 encodes them), training pairs = ``qrels/train.tsv``, evaluation = the 300 queries of ``qrels/test.tsv`` (or,
@@ -354,8 +355,11 @@ def _dsi_config(args: argparse.Namespace) -> Any:
     )
 
 
-def _dsi_losses(model: Any, texts: list[str], targets: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One teacher-forced pass: token cross-entropy (n, 2), the docid's CE among docids, whether it ranks first.
+def _dsi_losses(
+    model: Any, texts: list[str], targets: list[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One teacher-forced pass: token cross-entropy (n, 2), the docid's CE among docids, whether it ranks first,
+    and the decoder's last hidden state at the first position (n, d).
 
     The first decoder position sees only the start token (causal decoder), so its logits are the retrieval logits.
     """
@@ -363,19 +367,29 @@ def _dsi_losses(model: Any, texts: list[str], targets: list[str]) -> tuple[np.nd
     import torch.nn.functional as F
 
     lo, hi = model.first_docid_token, model.first_docid_token + len(model.docids)
-    ce, among, hit = [], [], []
+    ce, among, hit, first = [], [], [], []
     model.model.eval()
     with torch.inference_mode():
         for i in range(0, len(texts), 32):
             batch = {k: v.to(model.device) for k, v in model.batch(texts[i : i + 32], targets[i : i + 32]).items()}
             labels = batch.pop("labels")
-            logits = model.model(**batch, use_cache=False).logits.float()
+            out = model.model(**batch, use_cache=False, output_hidden_states=True)
+            logits = out.logits.float()
             ce.append(F.cross_entropy(logits.transpose(1, 2), labels, reduction="none").cpu().numpy())
             docs = logits[:, 0, lo:hi]
             cols = labels[:, 0] - lo
             among.append(F.cross_entropy(docs, cols, reduction="none").cpu().numpy())
             hit.append((docs.argmax(1) == cols).cpu().numpy())
-    return np.concatenate(ce), np.concatenate(among), np.concatenate(hit)
+            first.append(out.decoder_hidden_states[-1][:, 0].float().cpu().numpy())
+    return np.concatenate(ce), np.concatenate(among), np.concatenate(hit), np.concatenate(first)
+
+
+def _mean_pairwise_cosine(x: np.ndarray) -> float:
+    """Mean cosine between different rows of ``x`` (1.0: every row points the same way)."""
+    u = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    s = u @ u.T
+    n = len(u)
+    return float((s.sum() - np.trace(s)) / (n * n - n)) if n > 1 else 1.0
 
 
 def _dsi_probe(model: Any, docs: list[Any], queries: dict, train: dict, seed: int, n: int = 128) -> dict[str, Any]:
@@ -384,7 +398,10 @@ def _dsi_probe(model: Any, docs: list[Any], queries: dict, train: dict, seed: in
     ``docid_ce_vocab`` / ``eos_ce``: teacher-forced cross-entropy of the docid token and of the end-of-sequence token
     over the whole vocabulary (the training loss is their mean); ``docid_ce_docids``: the docid's cross-entropy among
     the docid tokens only (what ranking sees; chance = ln n_docids); ``indexing_hit@1``: the share of sampled
-    documents whose own text generates their docid first (memorisation).
+    documents whose own text generates their docid first (memorisation); ``first_state_cosine``: the mean cosine
+    between different examples' decoder states at the first position (what the LM head reads to rank docids: 1.0
+    means every input gets the same state, so the ranking cannot depend on the input) and ``first_state_std`` their
+    standard deviation across examples, averaged over dimensions.
     """
     from rag_hier.training.corpus import as_training_corpus
     from rag_hier.training.hce.data import resolve_pairs
@@ -399,8 +416,10 @@ def _dsi_probe(model: Any, docs: list[Any], queries: dict, train: dict, seed: in
         ("retrieval", [p.query for p in picked_pairs], [items.ids[p.positive] for p in picked_pairs]),
         ("indexing", [items.texts[i] for i in picked_docs], [items.ids[i] for i in picked_docs]),
     ):
-        ce, among, hit = _dsi_losses(model, texts, targets)
+        ce, among, hit, first = _dsi_losses(model, texts, targets)
         out[task] = {
+            "first_state_cosine": round(_mean_pairwise_cosine(first), 6),
+            "first_state_std": round(float(first.std(0).mean()), 6),
             "docid_ce_vocab": round(float(ce[:, 0].mean()), 4),
             "eos_ce": round(float(ce[:, 1].mean()), 4),
             "loss": round(float(ce.mean()), 4),
@@ -643,6 +662,21 @@ def stage_report(args: argparse.Namespace) -> dict[str, Any]:
     return {}
 
 
+def stage_dsi_probe(args: argparse.Namespace) -> dict[str, Any]:
+    """The DSI probe (see :func:`_dsi_probe`) of a saved seq2seq DSI-atomic model (``--model``), no training."""
+    from rag_hier.retrieval.dsi_seq2seq import DSIAtomicSeq2SeqModel
+
+    if not args.model:
+        raise SystemExit("dsi-probe: give --model DIR (a saved seq2seq DSI-atomic model)")
+    docs, queries, _, train = load(args)
+    model = DSIAtomicSeq2SeqModel.load(args.model, device=DEVICE)
+    return {
+        "method": "dsi-probe",
+        "model": str(args.model),
+        "probe": _dsi_probe(model, docs, queries, train, args.seed),
+    }
+
+
 def stage_paired(args: argparse.Namespace) -> dict[str, Any]:
     """Paired per-query nDCG@10 of ``--compare A B`` (result files ``<out>/A.json``, ``<out>/B.json``): B − A."""
     from rag_hier.eval.compare import paired_difference
@@ -674,6 +708,7 @@ STAGES = {
     "minilm-ft": stage_minilm_ft,
     "tied": stage_tied,
     "dsi": stage_dsi,
+    "dsi-probe": stage_dsi_probe,
     "incremental": stage_incremental,
     "throughput": stage_throughput,
     "report": stage_report,
@@ -715,6 +750,7 @@ def main(argv: list[str] | None = None) -> None:
         help="MiniLM fine-tuning: cosine (normalized vectors) or dot (Normalize dropped: Tied-Atomic's similarity)",
     )
     p.add_argument("--compare", nargs="*", default=None, help="paired: two result names in --out (B - A)")
+    p.add_argument("--model", default=None, help="dsi-probe: a saved seq2seq DSI-atomic model directory")
     p.add_argument("--negatives", type=int, default=1, help="BM25 negatives per query")
     p.add_argument("--depth", type=int, default=10, help="BM25 negatives drawn from this top-k")
     p.add_argument(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from pathlib import Path
 
@@ -66,3 +67,32 @@ def test_bm25_stage_runs_on_xquad_paragraphs(data: Path, tmp_path: Path) -> None
     )
     result = json.loads((tmp_path / "bm25-xquad.json").read_text(encoding="utf-8"))
     assert result["budget"]["dataset"] == "xquad" and 0 <= result["metrics"]["recall@1"] <= 1
+
+
+def test_dsi_probe_stage_reads_a_saved_model(data: Path, tmp_path: Path) -> None:
+    """``dsi-probe``: the probe of a saved seq2seq DSI-atomic model, with how much its first state varies by input."""
+    from rag_hier.retrieval.dsi_seq2seq import DSIAtomicSeq2SeqModel
+    from rag_hier.testing import build_tiny_t5
+    from rag_hier.training.corpus import as_training_corpus
+
+    ids = as_training_corpus(bench_tied_atomic.load_xquad_paragraphs(data)[0], 0).ids
+    saved = tmp_path / "dsi"
+    DSIAtomicSeq2SeqModel.from_pretrained(str(build_tiny_t5(tmp_path / "t5")), ids, device="cpu").save(saved)
+    argv = ["dsi-probe", "--dataset", "xquad", "--data", str(data), "--out", str(tmp_path), "--threads", "1"]
+    bench_tied_atomic.main([*argv, "--model", str(saved), "--tag=-t5"])
+    probe = json.loads((tmp_path / "dsi-probe-xquad-t5.json").read_text(encoding="utf-8"))["probe"]
+    assert probe["chance_docid_ce_docids"] == pytest.approx(math.log(len(ids)), abs=1e-4)
+    for task in ("retrieval", "indexing"):
+        # an untrained random T5 reads its input: different inputs, different first states
+        assert -1.0 <= probe[task]["first_state_cosine"] < 0.999 and probe[task]["first_state_std"] > 0
+    with pytest.raises(SystemExit, match="--model"):
+        bench_tied_atomic.main(argv)
+
+
+def test_mean_pairwise_cosine() -> None:
+    import numpy as np
+
+    same = np.tile([[1.0, 2.0, 3.0]], (4, 1))
+    assert bench_tied_atomic._mean_pairwise_cosine(same) == pytest.approx(1.0)
+    assert bench_tied_atomic._mean_pairwise_cosine(np.eye(3)) == pytest.approx(0.0)
+    assert bench_tied_atomic._mean_pairwise_cosine(np.array([[1.0, 0.0], [-1.0, 0.0]])) == pytest.approx(-1.0)
