@@ -19,6 +19,7 @@ the data folder, see ``benchmarks/README.md``; run them in the background)::
     $T paired --compare dsi-xquad-s50 tied-xquad-s50
     $T dsi --dataset xquad --steps 50 --dsi-init random --tag=-random-s50   # DSI's docid rows started apart
     $T dsi-probe --dataset xquad --model OUT/model-dsi-xquad-s50   # the probe of a saved DSI model
+    $T dsi-probe --dataset xquad --tag=-start                      # ... of the untrained start
 
 Protocol: corpus = SciFact ``corpus.jsonl.gz`` (5,183 documents kept whole, ``"<title>, <text>"`` as the store
 encodes them), training pairs = ``qrels/train.tsv``, evaluation = the 300 queries of ``qrels/test.tsv`` (or,
@@ -663,18 +664,26 @@ def stage_report(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def stage_dsi_probe(args: argparse.Namespace) -> dict[str, Any]:
-    """The DSI probe (see :func:`_dsi_probe`) of a saved seq2seq DSI-atomic model (``--model``), no training."""
-    from rag_hier.retrieval.dsi_seq2seq import DSIAtomicSeq2SeqModel
+    """The DSI probe (see :func:`_dsi_probe`) of a saved seq2seq DSI-atomic model (``--model``), no training.
 
-    if not args.model:
-        raise SystemExit("dsi-probe: give --model DIR (a saved seq2seq DSI-atomic model)")
+    Without ``--model``: the untrained model ``dsi`` starts from (``--base-model`` or the MiniLM warm start, docid
+    rows as ``--dsi-init``, ``--seed``).
+    """
+    from rag_hier.retrieval.dsi_seq2seq import DSIAtomicSeq2SeqModel
+    from rag_hier.training.corpus import as_training_corpus
+
     docs, queries, _, train = load(args)
-    model = DSIAtomicSeq2SeqModel.load(args.model, device=DEVICE)
-    return {
-        "method": "dsi-probe",
-        "model": str(args.model),
-        "probe": _dsi_probe(model, docs, queries, train, args.seed),
-    }
+    if args.model:
+        model = DSIAtomicSeq2SeqModel.load(args.model, device=DEVICE)
+        what = str(args.model)
+    else:
+        base = args.base_model or _warm_start(args)
+        ids = as_training_corpus(docs, 0).ids
+        model = DSIAtomicSeq2SeqModel.from_pretrained(
+            base, ids, max_seq_length=args.max_seq_length, device=DEVICE, seed=args.seed, docid_init=args.dsi_init
+        )
+        what = f"untrained start: {base} (docid rows: {args.dsi_init})"
+    return {"method": "dsi-probe", "model": what, "probe": _dsi_probe(model, docs, queries, train, args.seed)}
 
 
 def stage_paired(args: argparse.Namespace) -> dict[str, Any]:
@@ -750,7 +759,11 @@ def main(argv: list[str] | None = None) -> None:
         help="MiniLM fine-tuning: cosine (normalized vectors) or dot (Normalize dropped: Tied-Atomic's similarity)",
     )
     p.add_argument("--compare", nargs="*", default=None, help="paired: two result names in --out (B - A)")
-    p.add_argument("--model", default=None, help="dsi-probe: a saved seq2seq DSI-atomic model directory")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="dsi-probe: a saved seq2seq DSI-atomic model directory (default: the untrained start)",
+    )
     p.add_argument("--negatives", type=int, default=1, help="BM25 negatives per query")
     p.add_argument("--depth", type=int, default=10, help="BM25 negatives drawn from this top-k")
     p.add_argument(

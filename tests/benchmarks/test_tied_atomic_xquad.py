@@ -85,8 +85,11 @@ def test_dsi_probe_stage_reads_a_saved_model(data: Path, tmp_path: Path) -> None
     for task in ("retrieval", "indexing"):
         # an untrained random T5 reads its input: different inputs, different first states
         assert -1.0 <= probe[task]["first_state_cosine"] < 0.999 and probe[task]["first_state_std"] > 0
-    with pytest.raises(SystemExit, match="--model"):
-        bench_tied_atomic.main(argv)
+    # without --model: the untrained start (here the tiny T5 as --base-model), its docid rows as --dsi-init
+    bench_tied_atomic.main([*argv, "--base-model", str(tmp_path / "t5"), "--dsi-init", "random", "--tag=-start"])
+    start = json.loads((tmp_path / "dsi-probe-xquad-start.json").read_text(encoding="utf-8"))
+    assert start["model"].startswith("untrained start") and start["model"].endswith("(docid rows: random)")
+    assert start["probe"]["retrieval"]["first_state_cosine"] == pytest.approx(probe["retrieval"]["first_state_cosine"])
 
 
 def test_mean_pairwise_cosine() -> None:
