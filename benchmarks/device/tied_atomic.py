@@ -73,6 +73,18 @@ def main(argv: list[str] | None = None) -> int:
         default="seq2seq",
         help="the DSI run: seq2seq (the paper's baseline) or docid_softmax (classification head)",
     )
+    p.add_argument(
+        "--docid-lr",
+        type=float,
+        default=None,
+        help="the DSI run, docid_softmax: the rows' own learning rate (XQuAD-en on a CPU: 1e-1 learns, see docs)",
+    )
+    p.add_argument(
+        "--dsi-init",
+        choices=("random", "mean"),
+        default="random",
+        help="the DSI run, seq2seq: new docid rows drawn by the model's initializer or at the vocabulary's mean",
+    )
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = resolve(args)
@@ -101,6 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     def stage(name: str) -> Callable[[], dict[str, Any]]:
         def run() -> dict[str, Any]:
             extra = ["--dsi-objective", args.dsi_objective] if name == "dsi" else []
+            if name == "dsi" and args.dsi_objective == "docid_softmax" and args.docid_lr is not None:
+                extra += ["--docid-lr", str(args.docid_lr)]
+            if name == "dsi" and args.dsi_objective == "seq2seq":
+                extra += ["--dsi-init", args.dsi_init]
             if name == "minilm-ft":
                 extra = ["--minilm-similarity", args.minilm_similarity, "--minilm-scale", str(args.minilm_scale)]
             if name in TRAINED:  # capped at its share of the time left, so an overrun cannot eat the next stage

@@ -17,7 +17,7 @@ the data folder, see ``benchmarks/README.md``; run them in the background)::
     $T tied --dataset xquad --steps 50 --tag=-s50     # XQuAD-en paragraphs as docids (writes tied-xquad-s50.json)
     $T dsi --dataset xquad --steps 50 --tag=-s50      # DSI-atomic on the same split and steps
     $T paired --compare dsi-xquad-s50 tied-xquad-s50
-    $T dsi --dataset xquad --steps 50 --dsi-init random --tag=-random-s50   # DSI's docid rows started apart
+    $T dsi --dataset xquad --steps 250 --dsi-init mean --tag=-s250   # DSI's docid rows all at the vocabulary's mean
     $T dsi-probe --dataset xquad --model OUT/model-dsi-xquad-s50   # the probe of a saved DSI model
     $T dsi-probe --dataset xquad --tag=-start                      # ... of the untrained start
 
@@ -779,9 +779,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--docid-lr", type=float, default=None, help="DSI docid_softmax: learning rate of the docid rows")
     p.add_argument(
         "--dsi-init",
-        choices=("mean", "random"),
-        default="mean",
-        help="DSI seq2seq: new docid rows at the vocabulary's mean (transformers' default) or random (its initializer)",
+        choices=("random", "mean"),
+        default="random",
+        help="DSI seq2seq: new docid rows drawn by the model's initializer (the default) or at the vocabulary's mean",
     )
     p.add_argument("--retrieval-repeats", type=int, default=1, help="DSI: copies of each query example")
     p.add_argument("--k1", type=float, default=1.5, help="BM25 baseline k1 (bm25s default)")

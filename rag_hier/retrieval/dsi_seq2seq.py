@@ -5,11 +5,13 @@ Retrieval", arXiv 2306.11397), on any Hugging Face encoder-decoder (T5, BART, an
 
 * **vocabulary**: the model's output vocabulary (its input embeddings and LM head, tied or not) is extended by one
   row per docid, after every existing row, with ``transformers``' ``resize_token_embeddings`` and its default for
-  added tokens: each new row (and LM-head bias) starts at the mean of the existing ones, plus seeded noise of
-  10⁻⁹ × their covariance, so every docid starts with the same logit (``docid_init="mean"``, the default); or,
-  with ``docid_init="random"``, each new row is drawn by the model's own weight initializer (seeded; BERT and
-  T5: normal with the config's initializer range or factor) and its bias starts at 0, so the docids start
-  apart. Docid ``i`` is token ``first_docid_token + i``;
+  added tokens, ``mean_resizing`` chosen by ``docid_init``: with ``"random"`` (the default) each new row is
+  drawn by the model's own weight initializer (seeded; BERT and T5: normal with the config's initializer range
+  or factor) and its bias starts at 0, so the docids start apart; with ``"mean"`` each new row (and LM-head
+  bias) starts at the mean of the existing ones, plus seeded noise of 10⁻⁹ × their covariance, so every docid
+  starts with the same logit (on a MiniLM warm start that lets training collapse the decoder's first state to
+  one state for every input: docs/tied_atomic.md, "Where DSI-atomic learns"). Docid ``i`` is token
+  ``first_docid_token + i``;
 * **target**: a training example (text, docid) has the target sequence ``[docid token, end-of-sequence]``;
 * **teacher forcing**: the decoder reads ``[start, docid token]`` (the labels shifted right, as ``transformers``'
   seq2seq models do with ``labels=``), and the loss is the cross-entropy over the **whole** output vocabulary
@@ -125,15 +127,15 @@ def _output_rows(model: Any) -> int:
     return int(model.get_output_embeddings().weight.shape[0])
 
 
-DocidInit = Literal["mean", "random"]
-DOCID_INITS: tuple[str, ...] = ("mean", "random")
+DocidInit = Literal["random", "mean"]
+DOCID_INITS: tuple[str, ...] = ("random", "mean")
 
 
-def _resize(model: Any, rows: int, seed: int, init: DocidInit = "mean") -> None:
+def _resize(model: Any, rows: int, seed: int, init: DocidInit = "random") -> None:
     """Grow the output vocabulary (and the tied input embeddings) to ``rows`` (seeded new rows).
 
-    ``init="mean"``: ``transformers``' default for added tokens (the existing rows' mean, 10⁻⁹-covariance noise);
-    ``"random"``: the model's own initializer (``mean_resizing=False``).
+    ``init="random"``: the model's own initializer (``mean_resizing=False``); ``"mean"``: ``transformers``'
+    default for added tokens (the existing rows' mean, 10⁻⁹-covariance noise).
     """
     import torch
 
@@ -234,7 +236,7 @@ class DSIAtomicSeq2SeqModel(AtomicDocidModel):
         max_seq_length: int = 128,
         device: str | None = None,
         seed: int = 0,
-        docid_init: DocidInit = "mean",
+        docid_init: DocidInit = "random",
     ) -> DSIAtomicSeq2SeqModel:
         """Load an encoder-decoder and add one token per docid to its output vocabulary.
 
@@ -245,9 +247,9 @@ class DSIAtomicSeq2SeqModel(AtomicDocidModel):
             max_seq_length: Input tokens kept.
             device: ``"cpu"``, ``"cuda"``, ...; ``None``: CUDA when available.
             seed: Seed of the new rows.
-            docid_init: How the new rows start: ``"mean"`` (``transformers``' default for added tokens: all at the
-                existing rows' mean, every docid with the same logit) or ``"random"`` (the model's own initializer,
-                bias 0: the docids start apart).
+            docid_init: How the new rows start: ``"random"`` (the model's own initializer, bias 0: the docids
+                start apart) or ``"mean"`` (``transformers``' default for added tokens: all at the existing rows'
+                mean, every docid with the same logit).
 
         Raises:
             ValueError: ``docid_init`` is neither.
@@ -393,9 +395,9 @@ class DSIAtomicSeq2SeqModel(AtomicDocidModel):
 
         Args:
             docids: New docids (none may exist already).
-            init: ``"random"``: untrained new tokens, as DSI adds them (started as :meth:`from_pretrained`'s: the
-                existing rows' mean plus seeded noise, so the model cannot tell them apart until it is trained
-                again); ``"tied"``: the row is the LM head's input for the document's text (:meth:`head_inputs`)
+            init: ``"random"``: untrained new tokens, as DSI adds them (drawn by the model's own initializer,
+                seeded, bias 0, as :meth:`from_pretrained`'s default: they rank by chance until the model is
+                trained again); ``"tied"``: the row is the LM head's input for the document's text (:meth:`head_inputs`)
                 and its bias 0: what tying gives an untied model.
             texts: The documents' texts (for ``init="tied"``).
 

@@ -69,6 +69,7 @@ def test_the_device_runner_runs_every_script_in_smoke_mode(tmp_path: Path) -> No
     assert all(0.0 <= run["metrics"]["ndcg@10"] <= 1.0 for run in tied["runs"].values())
     dsi = tied["runs"]["dsi"]  # the paper's DSI baseline by default, with its losses at the start and the end
     assert dsi["objective"] == "seq2seq" and set(dsi["probe"]) == {"start", "end"}
+    assert dsi["docid_init"] == "random" and dsi["probe"]["start"]["retrieval"]["first_state_std"] > 0.0
     ehi = json.loads((tmp_path / "ehi.json").read_text())  # joint EHI with the end-to-end options, then its sweep
     assert ehi["trainings"]["joint"]["finished"] and ehi["trainings"]["joint"]["periods"]
     assert ehi["trainings"]["de"]["finished"]  # the dual encoder beside it, without the balance term

@@ -35,8 +35,15 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-def _model(base: str, docids: list[str]) -> DSIAtomicSeq2SeqModel:
-    dsi = DSIAtomicSeq2SeqModel.from_pretrained(base, docids, max_seq_length=32, device="cpu", seed=0)
+def _model(base: str, docids: list[str], docid_init: str = "random") -> DSIAtomicSeq2SeqModel:
+    dsi = DSIAtomicSeq2SeqModel.from_pretrained(
+        base,
+        docids,
+        max_seq_length=32,
+        device="cpu",
+        seed=0,
+        docid_init=docid_init,  # type: ignore[arg-type]
+    )
     dsi.model.eval()  # no dropout: the losses below must agree exactly
     return dsi
 
@@ -68,8 +75,8 @@ def test_the_loss_is_transformers_seq2seq_loss_with_docid_and_eos_labels(base):
     assert float(seq2seq_docid_loss({"logits": logits}, labels, num_items_in_batch=12)) == pytest.approx(
         float(ours) / 2, rel=1e-5
     )
-    # new docid rows start at the vocabulary's mean: every docid has the same first-step logit
-    assert float(np.ptp(dsi.logits(TEXTS), axis=1).max()) < 1e-3
+    # with docid_init="mean" the new docid rows start at the vocabulary's mean: every docid has the same logit
+    assert float(np.ptp(_model(base, ["a", "b", "c", "d", "e"], "mean").logits(TEXTS), axis=1).max()) < 1e-3
     # retrieval: one decoding step from the start token, the docid tokens' logits
     with torch.no_grad():
         start = torch.full((3, 1), dsi.decoder_start_token_id)
@@ -224,10 +231,10 @@ def test_configuration_checks():
 
 
 def test_random_docid_rows_start_apart_and_are_seeded(base):
-    """``docid_init="random"``: the model's initializer draws each new row (seeded), bias 0; ``"mean"``: all equal."""
+    """``docid_init="random"`` (default): the model's initializer draws each new row (seeded), bias 0; ``"mean"``."""
     docids = ["a", "b", "c", "d", "e"]
-    mean = DSIAtomicSeq2SeqModel.from_pretrained(base, docids, device="cpu", seed=0)
-    first = DSIAtomicSeq2SeqModel.from_pretrained(base, docids, device="cpu", seed=0, docid_init="random")
+    mean = DSIAtomicSeq2SeqModel.from_pretrained(base, docids, device="cpu", seed=0, docid_init="mean")
+    first = DSIAtomicSeq2SeqModel.from_pretrained(base, docids, device="cpu", seed=0)
     again = DSIAtomicSeq2SeqModel.from_pretrained(base, docids, device="cpu", seed=0, docid_init="random")
     other = DSIAtomicSeq2SeqModel.from_pretrained(base, docids, device="cpu", seed=1, docid_init="random")
 
@@ -240,20 +247,23 @@ def test_random_docid_rows_start_apart_and_are_seeded(base):
     torch.testing.assert_close(rows(first), rows(again))
     assert not torch.equal(rows(first), rows(other))
     # the text vocabulary is untouched, and the tied input embeddings hold the same rows
-    torch.testing.assert_close(first.model.get_output_embeddings().weight.detach()[: first.first_docid_token], text_rows)
+    torch.testing.assert_close(
+        first.model.get_output_embeddings().weight.detach()[: first.first_docid_token], text_rows
+    )
     head = first.model.get_output_embeddings()
     if getattr(head, "bias", None) is not None:
         assert float(head.bias.detach()[first.first_docid_token :].abs().max()) == 0.0
     # every docid no longer starts with the same logit
     assert float(np.ptp(first.logits(TEXTS), axis=1).min()) > 1e-4
-    with pytest.raises(ValueError, match="docid_init must be one of mean, random"):
+    with pytest.raises(ValueError, match="docid_init must be one of random, mean"):
         DSIAtomicSeq2SeqModel.from_pretrained(base, docids, device="cpu", docid_init="zeros")  # type: ignore[arg-type]
 
 
 def test_docid_init_is_a_seq2seq_setting():
-    assert DSIAtomicConfig().docid_init == "mean"
-    DSIAtomicConfig(docid_init="random")
+    assert DSIAtomicConfig().docid_init == "random"
+    DSIAtomicConfig(docid_init="mean")
+    DSIAtomicConfig(objective="docid_softmax")
     with pytest.raises(ValueError, match="docid_init"):
         DSIAtomicConfig(docid_init="zeros")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="docid_init applies to objective='seq2seq'"):
-        DSIAtomicConfig(objective="docid_softmax", docid_init="random")
+        DSIAtomicConfig(objective="docid_softmax", docid_init="mean")

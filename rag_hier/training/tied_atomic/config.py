@@ -132,10 +132,12 @@ class DSIAtomicConfig(_Common):
         index_documents: Train the indexing task (document text → its docid) next to the retrieval task.
         retrieval_repeats: Copies of every (query → docid) example per epoch.
         init_std: ``"docid_softmax"`` only: standard deviation of the random initial rows.
-        docid_init: ``"seq2seq"`` only: how the new docid token rows start. ``"mean"`` (default):
+        docid_init: ``"seq2seq"`` only: how the new docid token rows start. ``"random"`` (default): drawn by the
+            model's own weight initializer, bias 0 (the docids start apart); ``"mean"``:
             ``resize_token_embeddings``' default for added tokens, every row at the existing rows' mean (every
-            docid starts with the same logit); ``"random"``: the model's own weight initializer, bias 0 (the
-            docids start apart). docs/tied_atomic.md ("XQuAD-en paragraphs as docids") measures both.
+            docid starts with the same logit). With ``"mean"`` training can collapse the decoder's first state to
+            one state for every input and stay at chance; docs/tied_atomic.md ("Where DSI-atomic learns")
+            measures both.
 
     """
 
@@ -148,9 +150,8 @@ class DSIAtomicConfig(_Common):
     index_documents: bool = train_field(True, help="train the indexing task (document text -> docid) too")
     retrieval_repeats: int = train_field(1, help="copies of every (query -> docid) example per epoch", minimum=0)
     init_std: float = train_field(0.02, help="docid_softmax: standard deviation of the initial rows", above=0)
-    docid_init: Literal["mean", "random"] = train_field(
-        "mean",
-        help="seq2seq: new docid rows at the vocabulary's mean (transformers' default) or random (its initializer)",
+    docid_init: Literal["random", "mean"] = train_field(
+        "random", help="seq2seq: new docid rows drawn by the model's initializer, or at the vocabulary's mean"
     )
 
     def __post_init__(self) -> None:
@@ -160,7 +161,7 @@ class DSIAtomicConfig(_Common):
                 "DSIAtomicConfig.docid_learning_rate applies to objective='docid_softmax' only (seq2seq docid tokens "
                 "are rows of the vocabulary's embedding matrix)"
             )
-        if self.objective == "docid_softmax" and self.docid_init != "mean":
+        if self.objective == "docid_softmax" and self.docid_init != "random":
             raise ValueError(
                 "DSIAtomicConfig.docid_init applies to objective='seq2seq' only (docid_softmax rows start at "
                 "N(0, init_std²))"
