@@ -4,8 +4,8 @@ DSI (Tay et al., 2022) with atomic docids, the untied baseline of Nguyen & Yates
 Retrieval", arXiv 2306.11397), on any Hugging Face encoder-decoder (T5, BART, an ``EncoderDecoderModel``):
 
 * **vocabulary**: the model's output vocabulary (its input embeddings and LM head, tied or not) is extended by one
-  row per docid, after every existing row, with ``transformers``' ``resize_token_embeddings`` and its default for
-  added tokens, ``mean_resizing`` chosen by ``docid_init``: with ``"random"`` (the default) each new row is
+  row per docid, after every existing row, with ``transformers``' ``resize_token_embeddings`` (its
+  ``mean_resizing`` chosen by ``docid_init``): with ``"random"`` (the default) each new row is
   drawn by the model's own weight initializer (seeded; BERT and T5: normal with the config's initializer range
   or factor) and its bias starts at 0, so the docids start apart; with ``"mean"`` each new row (and LM-head
   bias) starts at the mean of the existing ones, plus seeded noise of 10⁻⁹ × their covariance, so every docid
