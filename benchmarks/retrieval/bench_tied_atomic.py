@@ -431,6 +431,17 @@ def _dsi_probe(model: Any, docs: list[Any], queries: dict, train: dict, seed: in
     return out
 
 
+def _dsi_start(args: argparse.Namespace, docs: list[Any], base: str, docid_init: str) -> Any:
+    """The untrained seq2seq DSI-atomic model the trainer starts from (same seed: same new rows)."""
+    from rag_hier.retrieval.dsi_seq2seq import DSIAtomicSeq2SeqModel
+    from rag_hier.training.corpus import as_training_corpus
+
+    ids = as_training_corpus(docs, 0).ids
+    return DSIAtomicSeq2SeqModel.from_pretrained(
+        base, ids, max_seq_length=args.max_seq_length, device=DEVICE, seed=args.seed, docid_init=docid_init
+    )
+
+
 def _dsi_eval(model: Any, docs: list[Any], queries: dict, qrels: dict) -> dict[str, Any]:
     qids = [q for q in qrels if q in queries]
     t = time.perf_counter()
@@ -453,18 +464,7 @@ def stage_dsi(args: argparse.Namespace) -> dict[str, Any]:
     cfg = _dsi_config(args)
     probe: dict[str, Any] = {}
     if cfg.objective == "seq2seq":  # the untrained model the trainer starts from (same seed: same new rows)
-        from rag_hier.retrieval.dsi_seq2seq import DSIAtomicSeq2SeqModel
-        from rag_hier.training.corpus import as_training_corpus
-
-        ids = as_training_corpus(docs, 0).ids
-        start = DSIAtomicSeq2SeqModel.from_pretrained(
-            args.base_model,
-            ids,
-            max_seq_length=args.max_seq_length,
-            device=DEVICE,
-            seed=args.seed,
-            docid_init=cfg.docid_init,
-        )
+        start = _dsi_start(args, docs, args.base_model, cfg.docid_init)
         probe["start"] = _dsi_probe(start, docs, queries, train, args.seed)
         del start
     t = time.perf_counter()
@@ -670,7 +670,6 @@ def stage_dsi_probe(args: argparse.Namespace) -> dict[str, Any]:
     rows as ``--dsi-init``, ``--seed``).
     """
     from rag_hier.retrieval.dsi_seq2seq import DSIAtomicSeq2SeqModel
-    from rag_hier.training.corpus import as_training_corpus
 
     docs, queries, _, train = load(args)
     if args.model:
@@ -678,10 +677,7 @@ def stage_dsi_probe(args: argparse.Namespace) -> dict[str, Any]:
         what = str(args.model)
     else:
         base = args.base_model or _warm_start(args)
-        ids = as_training_corpus(docs, 0).ids
-        model = DSIAtomicSeq2SeqModel.from_pretrained(
-            base, ids, max_seq_length=args.max_seq_length, device=DEVICE, seed=args.seed, docid_init=args.dsi_init
-        )
+        model = _dsi_start(args, docs, base, args.dsi_init)
         what = f"untrained start: {base} (docid rows: {args.dsi_init})"
     return {"method": "dsi-probe", "model": what, "probe": _dsi_probe(model, docs, queries, train, args.seed)}
 
