@@ -192,6 +192,7 @@ def stage_bm25(args: argparse.Namespace) -> dict[str, Any]:
         "b": args.b,
         "metrics": evaluate_scores(scores, qids, ids, qrels),
         "seconds": round(time.perf_counter() - t, 1),
+        "per_query_ndcg@10": per_query_ndcg(scores, qids, ids, qrels),
     }
 
 

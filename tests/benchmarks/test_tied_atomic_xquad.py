@@ -67,6 +67,11 @@ def test_bm25_stage_runs_on_xquad_paragraphs(data: Path, tmp_path: Path) -> None
     )
     result = json.loads((tmp_path / "bm25-xquad.json").read_text(encoding="utf-8"))
     assert result["budget"]["dataset"] == "xquad" and 0 <= result["metrics"]["recall@1"] <= 1
+    per_query = result["per_query_ndcg@10"]  # what ``paired`` compares
+    test = bench_tied_atomic.load_xquad_paragraphs(data)[2]
+    assert set(per_query) == set(test) and sum(per_query.values()) / len(per_query) == pytest.approx(
+        result["metrics"]["ndcg@10"], abs=1e-4
+    )
 
 
 def test_dsi_probe_stage_reads_a_saved_model(data: Path, tmp_path: Path) -> None:
