@@ -34,7 +34,7 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
 
@@ -128,7 +128,7 @@ def _output_rows(model: Any) -> int:
 
 
 DocidInit = Literal["random", "mean"]
-DOCID_INITS: tuple[str, ...] = ("random", "mean")
+DOCID_INITS: tuple[str, ...] = get_args(DocidInit)
 
 
 def _resize(model: Any, rows: int, seed: int, init: DocidInit = "random") -> None:
