@@ -21,7 +21,16 @@ LOG="$DATA.log"
 "$VENV/bin/python" scripts/milvus_server.py --data "$DATA/server" --uri-file "$DATA/uri" >"$LOG" 2>&1 &
 SERVER=$!
 stop_server() {
+  # SIGTERM (milvus_server.py stops the server within 30 s), then SIGKILL past 60 s: stopping never hangs the run
   kill -TERM "$SERVER" 2>/dev/null || true
+  for _ in $(seq 1 120); do
+    kill -0 "$SERVER" 2>/dev/null || break
+    sleep 0.5
+  done
+  if kill -0 "$SERVER" 2>/dev/null; then
+    pkill -KILL -P "$SERVER" || true  # the server binary, which the wrapper did not stop
+    kill -KILL "$SERVER" 2>/dev/null || true
+  fi
   wait "$SERVER" 2>/dev/null || true
   rm -rf "$DATA" "$LOG"
 }

@@ -2,10 +2,45 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
+
+# --- the run ends when its report is written --------------------------------------------------------
+EXIT_GRACE_ENV = "RAG_HIER_TEST_EXIT_GRACE"
+"""Seconds the test process may take to exit after its report (default 120). Past that, every thread's stack is
+printed and the process exits with the session's status: a thread that never ends (a worker blocked in a call,
+a server thread nobody stopped) then shows up in the log instead of holding a CI run until its time limit."""
+
+
+def _exit_watchdog(status: int, grace: float) -> None:
+    time.sleep(grace)
+    sys.stderr.write(f"\nthe test process had not exited {grace:g} s after its report; its threads:\n")
+    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    sys.stderr.flush()
+    os._exit(status)
+
+
+_EXIT_STATUS = pytest.StashKey[int]()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config.stash[_EXIT_STATUS] = int(exitstatus)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Start the exit watchdog (:data:`EXIT_GRACE_ENV`) once the session has reported."""
+    status = config.stash.get(_EXIT_STATUS, None)
+    if status is None:  # not a session that ran (--help, a usage error)
+        return
+    grace = float(os.environ.get(EXIT_GRACE_ENV, "120"))
+    threading.Thread(target=_exit_watchdog, args=(status, grace), name="exit-watchdog", daemon=True).start()
+
 
 # --- shared data (../shared/data next to the repository, or $RAG_HIER_SHARED_DATA from a checkout elsewhere,
 # e.g. a git worktree), used by tests marked ``data`` ---------------------------------------------------

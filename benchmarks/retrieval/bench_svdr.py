@@ -24,9 +24,11 @@ since pooling ignores padding, vectors computed on the fly are the same up to fl
 from __future__ import annotations
 
 import argparse
+import atexit
 import datetime as _dt
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -44,6 +46,13 @@ METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def _scratch(prefix: str) -> Path:
+    """A temporary folder, removed when the script exits."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, tmp, True)
+    return tmp
 
 
 def load_results(path: Path) -> dict:
@@ -83,7 +92,7 @@ def phase_build(args, results: dict) -> None:
 
     docs, texts, _, _, _ = data_files(args.data)
     out: dict = {"machine": machine(args.threads), "docs": len(docs)}
-    tmp = Path(tempfile.mkdtemp(prefix="bench-svdr-"))
+    tmp = _scratch("bench-svdr-")
 
     # token index: tokenizer load, tokenization + CSR, write
     t0 = time.perf_counter()
@@ -276,7 +285,7 @@ def phase_eval(args, results: dict, tag: str, model: str) -> None:
         f"({out.get('corpus_encode_s', 0):.0f}s)"
     )
 
-    tmp = Path(tempfile.mkdtemp(prefix=f"bench-svdr-{tag}-"))
+    tmp = _scratch(f"bench-svdr-{tag}-")
     store = HierStore.create(tmp / "store", model=None, corpus={"format": "beir", "max_passage_words": 0})
     store.add_extension(TokenIndexExtension(model))
     store.add_documents(docs, max_passage_words=0, encode=False)
@@ -377,7 +386,7 @@ def phase_latency(args, results: dict, tag: str, model: str) -> None:
     docs, _, queries, _, qids = data_files(args.data)
     encoder = VocabEncoder(model, device="cpu", batch_size=args.batch_size, selection_precision="float32")
     ed_path = CACHE / f"{tag}-ed.npz"
-    tmp = Path(tempfile.mkdtemp(prefix="bench-svdr-latency-"))
+    tmp = _scratch("bench-svdr-latency-")
     store = HierStore.create(tmp / "store", model=None, corpus={"format": "beir", "max_passage_words": 0})
     store.add_extension(TokenIndexExtension(model))
     store.add_documents(docs, max_passage_words=0, encode=False)
