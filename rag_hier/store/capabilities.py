@@ -12,7 +12,7 @@ capability; nothing is inherited or registered). Code outside the store asks for
 =====================  =============================================================  ==========  ==========
 capability             members                                                        HierStore   Milvus
 =====================  =============================================================  ==========  ==========
-:class:`EncoderIdentity`  ``encoder_key``                                              yes         no
+:class:`EncoderIdentity`  ``encoder_key``                                              yes         yes
 :class:`HitRows`       ``hit_rows``                                                   yes         no
 :class:`DenseHitSearch`  ``search_dense_hits``                                        yes         no
 :class:`ModelSwitching`  ``model_info``, ``encoder_for``, ``check_switchable``,        yes         yes

@@ -41,6 +41,7 @@ __all__ = [
     "new_model_name",
     "prune_models",
     "prune_unnamed_models",
+    "recorded_encoder_key",
     "same_model",
     "stored_model_dir",
     "tree_digest",
@@ -53,6 +54,17 @@ MODELS_DIR = "models"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,100}")
 _INCOMING = ".incoming-"
 _MAX_FILES = 10_000
+
+
+def recorded_encoder_key(recorded: Mapping[str, Any] | None) -> tuple[Any, ...] | None:
+    """The ``encoder_key`` of a recorded encoder (:class:`~rag_hier.store.capabilities.EncoderIdentity`).
+
+    The model, the generation it was switched to at (so a later switch back to the same model still changes it)
+    and its digest; ``None`` for a store without a recorded encoder.
+    """
+    if not recorded:
+        return None
+    return (recorded.get("model"), recorded.get("since"), recorded.get("sha256"))
 
 
 def check_model_name(name: Any, where: str | Path) -> str:

@@ -145,3 +145,35 @@ def test_an_adopted_model_lives_in_the_collection_not_where_it_came_from(store, 
     assert (tmp_path / "elsewhere" / "milvus-models" / store.model_info["current"]["sha256"] / ".complete").is_file()
     np.testing.assert_allclose(_vectors(other), vectors)
     other.close()
+
+
+def test_a_handle_that_has_not_read_since_the_switch_encodes_its_queries_with_the_new_model(store, other_model) -> None:
+    reader = store.reopen(read_only=True)
+    assert reader.search("honey", top_k=1)  # the reader has read, and loaded its encoder, before the switch
+    store.adopt_model(other_model)
+    want = store.search(["bees and honey", "the moon"], top_k=4)
+    got = reader.search(["bees and honey", "the moon"], top_k=4)  # its first read since the switch
+    for g, w in zip(got, want, strict=True):
+        assert [h.passage_id for h in g] == [h.passage_id for h in w]
+        np.testing.assert_allclose([h.score for h in g], [h.score for h in w], atol=1e-5)
+    assert reader.encoder is not None and reader.encoder.model_name == store.encoder.model_name
+    reader.close()
+
+
+def test_a_handle_opened_with_an_encoder_takes_the_new_model_once_another_handle_switched(
+    store, tiny_model_path, other_model, caplog
+) -> None:
+    from rag_hier.encoders import DenseEncoder
+    from rag_hier.store.milvus import MilvusStore
+
+    given = DenseEncoder(tiny_model_path, device="cpu")
+    own = MilvusStore.open(store.uri, collection=store.name, encoder=given, read_only=True)
+    assert own.encoder is given and own.search("honey", top_k=1)
+    store.adopt_model(other_model)
+    want = store.search("bees and honey", top_k=4)
+    with caplog.at_level("WARNING", logger="rag_hier.store.milvus.store"):
+        got = own.search("bees and honey", top_k=4)
+    assert [h.passage_id for h in got] == [h.passage_id for h in want]
+    np.testing.assert_allclose([h.score for h in got], [h.score for h in want], atol=1e-5)
+    assert own.encoder is not given and "is no longer used" in caplog.text
+    own.close()

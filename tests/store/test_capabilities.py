@@ -29,7 +29,7 @@ from rag_hier.store.contract import EngineExtensions, StoreBackend
 from rag_hier.tuning.scoring import CandidateView, candidate_view
 
 LOCAL = {EncoderIdentity, HitRows, DenseHitSearch, ModelSwitching, Maintenance}
-MILVUS = {ModelSwitching, Reopenable, Maintenance, EngineExtensions}
+MILVUS = {EncoderIdentity, ModelSwitching, Reopenable, Maintenance, EngineExtensions}
 
 
 def _store(path: Path) -> HierStore:

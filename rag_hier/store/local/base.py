@@ -21,7 +21,7 @@ from rag_hier.store.contract import Filters
 from rag_hier.store.core import StoreCore
 from rag_hier.store.filters import Refined
 from rag_hier.store.hit_table import HitRowsMode, check_hit_rows
-from rag_hier.store.models import stored_model_dir
+from rag_hier.store.models import recorded_encoder_key, stored_model_dir
 from rag_hier.store.records import PassageRecord, records_by_rowid
 from rag_hier.store.sql_filters import select_matching
 
@@ -130,10 +130,7 @@ class LocalBase:
         the index it searched come from the same model (a switch records the generation it happened at, so a
         later switch back to the same model still changes it).
         """
-        enc = self._core.state.get("encoder")
-        if not enc:
-            return None
-        return (enc.get("model"), enc.get("since"), enc.get("sha256"))
+        return recorded_encoder_key(self._core.state.get("encoder"))
 
     def _require_encoder(self, what: str) -> DenseEncoder:
         encoder = self.encoder

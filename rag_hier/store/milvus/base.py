@@ -102,6 +102,7 @@ class MilvusBase:
         self._device = device
         self._encoders: dict[tuple[Any, ...], DenseEncoder] = {}  # (device, recorded model) -> its encoder
         self._encoder_checked = False
+        self._override_key: tuple[Any, ...] | None = None  # encoder_key when encoder= was given (open, create)
         self._lock = threading.RLock()
         self._state: dict[str, Any] = {}  # the committed state (inside a batch: the one it will commit)
         self._extensions: dict[str, StoreExtension] = {}

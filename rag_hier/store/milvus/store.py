@@ -77,7 +77,7 @@ from rag_hier.store.milvus.schema import (
 )
 from rag_hier.store.milvus.search import MilvusRowids, Search
 from rag_hier.store.milvus.switching import Switching
-from rag_hier.store.models import check_given_encoder
+from rag_hier.store.models import check_given_encoder, recorded_encoder_key
 from rag_hier.store.search_hook import DenseSearch
 
 logger = logging.getLogger(__name__)
@@ -251,6 +251,7 @@ class MilvusStore(Switching, Search, DenseSearch):
             store._leaf_columns = tuple(column for column, _ in store._leaf_fields().values())
             store._put_state(state)
             store._state = state
+            store._override_key = store.encoder_key
         except BaseException:
             store.close()
             raise
@@ -308,22 +309,29 @@ class MilvusStore(Switching, Search, DenseSearch):
                 store._sync(force=True)
             else:  # nothing happened since the state was read: sync to it without reading it again
                 store._sync(force=True, state=store._state)
+            store._override_key = store.encoder_key
         except BaseException:
             store.close()
             raise
         return store
 
     def reopen(self, *, read_only: bool = False) -> MilvusStore:
-        """Another handle on this collection, with the same connection options and encoder."""
-        return type(self).open(
+        """Another handle on this collection, with the same connection options and encoder.
+
+        A handle opened with ``encoder=`` passes it on; otherwise the new handle follows the collection's recorded
+        model (starting with the encoder this handle has loaded for it).
+        """
+        other = type(self).open(
             self._conn.uri,
             collection=self.name,
-            encoder=self.encoder,
+            encoder=self._encoder_arg,
             device=self._device,
             read_only=read_only,
             allow_other_model=True,  # this handle's encoder, checked when it was opened
             **self._conn.options,
         )
+        other._encoders.update(self._encoders)  # keyed by the recorded model's digest: valid for any handle
+        return other
 
     @classmethod
     def exists(
@@ -426,7 +434,18 @@ class MilvusStore(Switching, Search, DenseSearch):
     def encoder(self) -> DenseEncoder | None:
         """The collection's dense encoder (``None`` for collections fed with external vectors)."""
         if self._encoder_arg is not None:
-            return self._encoder_arg
+            if self._override_key == self.encoder_key:
+                return self._encoder_arg
+            # another handle switched the collection's model since this one was opened with encoder=: that
+            # encoder belongs to the old vectors, so the collection's own (new) model is used from now on
+            logger.warning(
+                "%s: the collection now encodes with %s; the encoder this handle was opened with (%s) is no "
+                "longer used",
+                self.location,
+                (self._state.get("encoder") or {}).get("model"),
+                self._encoder_arg.model_name,
+            )
+            self._encoder_arg = None
         enc = self._state.get("encoder")
         if not enc:
             return None
@@ -436,6 +455,16 @@ class MilvusStore(Switching, Search, DenseSearch):
             self._encoders.clear()  # one model at a time: the collection's current one
             cached = self._encoders[tag] = self._recorded(enc)  # a stored model: from its local copy
         return cached
+
+    @property
+    def encoder_key(self) -> tuple[Any, ...] | None:
+        """Which recorded encoder this handle's state holds: changes whenever the collection's model is switched.
+
+        A text search compares it before encoding its queries and after searching (which brings the handle to the
+        committed generation): when another handle switched the model in between, the queries are encoded again
+        with the new model and searched within one read block.
+        """
+        return recorded_encoder_key(self._state.get("encoder"))
 
     @property
     def corpus_info(self) -> dict[str, Any]:
