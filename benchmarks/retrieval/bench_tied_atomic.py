@@ -689,13 +689,14 @@ def stage_paired(args: argparse.Namespace) -> dict[str, Any]:
 
     if not args.compare or len(args.compare) != 2:
         raise SystemExit("paired: give --compare A B (two result files in --out, without .json)")
-    per = []
+    per, budgets = [], {}
     for name in args.compare:
         path = OUT / f"{name}.json"
         data = json.loads(path.read_text(encoding="utf-8"))
         if "per_query_ndcg@10" not in data:
             raise SystemExit(f"{path}: no per_query_ndcg@10 (rerun its stage with this version)")
         per.append(data["per_query_ndcg@10"])
+        budgets[name] = data.get("budget")
     if set(per[0]) != set(per[1]):
         raise SystemExit(f"{args.compare[0]} and {args.compare[1]} were scored on different queries")
     qids = sorted(per[0])
@@ -705,7 +706,9 @@ def stage_paired(args: argparse.Namespace) -> dict[str, Any]:
         f"[{stats['ci_low']:+.4f}, {stats['ci_high']:+.4f}], p {stats['p_value']:.3g}, "
         f"{stats['wins']} better / {stats['losses']} worse, {stats['queries']} queries"
     )
-    return {"method": "paired", "a": args.compare[0], "b": args.compare[1], "ndcg@10": stats}
+    a, b = args.compare
+    # the budgets are the compared runs' own (this stage trains nothing); the seed is the bootstrap's
+    return {"method": "paired", "a": a, "b": b, "ndcg@10": stats, "budgets": budgets, "bootstrap_seed": args.seed}
 
 
 STAGES = {
@@ -812,7 +815,8 @@ def main(argv: list[str] | None = None) -> None:
     result = STAGES[args.stage](args)
     if args.stage == "report":
         return
-    result["budget"] = budget(args)
+    if args.stage != "paired":
+        result["budget"] = budget(args)
     result["wall_seconds"] = round(time.perf_counter() - t, 1)
     result["host"] = {"python": platform.python_version(), "load_avg_end": os.getloadavg()}
     name = f"{args.stage}{'-dev' if args.dev else ''}{args.tag}.json"

@@ -10,19 +10,23 @@ import pytest
 from benchmarks.retrieval import bench_tied_atomic
 
 
-def _run(out: Path, name: str, values: dict[str, float]) -> None:
-    (out / f"{name}.json").write_text(json.dumps({"metrics": {}, "per_query_ndcg@10": values}), encoding="utf-8")
+def _run(out: Path, name: str, values: dict[str, float], steps: int = 87) -> None:
+    run = {"metrics": {}, "per_query_ndcg@10": values, "budget": {"steps": steps}}
+    (out / f"{name}.json").write_text(json.dumps(run), encoding="utf-8")
 
 
 def test_paired_compares_two_runs_query_by_query(tmp_path: Path) -> None:
     a = {f"q{i}": 0.5 for i in range(20)}
     b = {q: v + (0.1 if i % 4 else -0.1) for i, (q, v) in enumerate(a.items())}  # 15 better, 5 worse
     _run(tmp_path, "tied", a)
-    _run(tmp_path, "minilm-ft-dot1", b)
+    _run(tmp_path, "minilm-ft-dot1", b, steps=250)
     bench_tied_atomic.main(["paired", "--out", str(tmp_path), "--compare", "tied", "minilm-ft-dot1"])
-    stats = json.loads((tmp_path / "paired.json").read_text())["ndcg@10"]
+    result = json.loads((tmp_path / "paired.json").read_text())
+    stats = result["ndcg@10"]
     assert stats["delta"] == pytest.approx(0.05) and (stats["wins"], stats["losses"]) == (15, 5)
     assert stats["ci_low"] < stats["delta"] < stats["ci_high"]
+    # the compared runs' budgets, not this command line's defaults (paired trains nothing)
+    assert result["budgets"] == {"tied": {"steps": 87}, "minilm-ft-dot1": {"steps": 250}} and "budget" not in result
 
 
 def test_paired_refuses_runs_scored_on_different_queries(tmp_path: Path) -> None:
