@@ -233,3 +233,24 @@ def test_open_store_and_create_store_serve_both_backends(tmp_path: Path, db: Pat
         again_local.close()
     finally:
         remote.drop()
+
+
+def test_closing_the_last_handle_closes_its_pymilvus_connection(tmp_path: Path, encoder: DenseEncoder) -> None:
+    """Nothing of a closed collection's connection stays in pymilvus: a later Milvus Lite server on the same port
+    (or another database on the same server) starts from a connection of its own, not a stale shared one."""
+    from pymilvus.client.connection_manager import ConnectionManager
+
+    manager = ConnectionManager.get_instance()
+
+    def held() -> set[int]:
+        return {id(m.handler) for m in [*manager._registry.values(), *manager._dedicated.values()]}
+
+    before = held()
+    first = HierStore.create(uri=f"{tmp_path / 'one.db'}#c", encoder=encoder)
+    second = first.reopen(read_only=True)  # one connection for both handles
+    opened = held() - before
+    assert len(opened) == 1
+    first.close()
+    assert held() - before == opened  # the other handle still uses it
+    second.close()
+    assert held() - before == set()

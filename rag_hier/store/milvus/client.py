@@ -59,8 +59,15 @@ def check_connection_options(uri: Any, timeout: Any, client_options: Any, *, cre
 T = TypeVar("T")
 
 _SCHEMES = ("http://", "https://", "tcp://", "grpc://", "unix:")
-_LITE_GRPC_OPTIONS = {"grpc.keepalive_time_ms": 2**31 - 1, "grpc.keepalive_permit_without_calls": 0}
-"""gRPC channel options of a Milvus Lite connection (``client_options={"grpc_options": ...}`` overrides them)."""
+_LITE_GRPC_OPTIONS = {
+    "grpc.keepalive_time_ms": 2**31 - 1,
+    "grpc.keepalive_permit_without_calls": 0,
+    "grpc.use_local_subchannel_pool": 1,
+}
+"""gRPC channel options of a Milvus Lite connection (``client_options={"grpc_options": ...}`` overrides them).
+
+No keep-alive pings (a local server); a subchannel pool of the channel's own, so a channel to a port that an earlier,
+stopped Milvus Lite server used does not inherit the connection back-off of that server's channels."""
 
 
 class MilvusUnavailableError(StoreError):
@@ -194,6 +201,10 @@ class Connection:
         """The arguments that open another connection like this one (:meth:`MilvusStore.reopen`)."""
         self._key = (str(Path(uri).resolve()) if uri.endswith(".db") else uri, token, db_name)
         options = dict(client_options or {})
+        # a pymilvus handler of this connection's own, closed with its last reference: pymilvus otherwise shares
+        # one per address (without the database) and keeps it, channel open, after every client closed it; a
+        # later Milvus Lite server on that port, or another database on that server, would get the old handler
+        options.setdefault("dedicated", True)
         with self._LOCK:
             shared = self._SHARED.get(self._key)
             if shared is None:
