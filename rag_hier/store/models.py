@@ -43,6 +43,7 @@ __all__ = [
     "prune_unnamed_models",
     "recorded_encoder_key",
     "same_model",
+    "still_given_encoder",
     "stored_model_dir",
     "tree_digest",
 ]
@@ -65,6 +66,26 @@ def recorded_encoder_key(recorded: Mapping[str, Any] | None) -> tuple[Any, ...] 
     if not recorded:
         return None
     return (recorded.get("model"), recorded.get("since"), recorded.get("sha256"))
+
+
+def still_given_encoder(
+    given: DenseEncoder, given_key: tuple[Any, ...] | None, recorded: Mapping[str, Any] | None, location: Any
+) -> DenseEncoder | None:
+    """A handle's ``encoder=`` while the store still encodes with the recorded encoder it was given for.
+
+    ``given_key`` is the store's :func:`recorded_encoder_key` when the handle was opened. Once the store switched
+    models, ``given`` belongs to the old vectors: ``None`` (with a warning), and the handle uses the store's own new
+    model from then on.
+    """
+    if given_key == recorded_encoder_key(recorded):
+        return given
+    logger.warning(
+        "%s now encodes with %s; the encoder this handle was opened with (%s) is no longer used",
+        location,
+        (recorded or {}).get("model"),
+        given.model_name,
+    )
+    return None
 
 
 def check_model_name(name: Any, where: str | Path) -> str:

@@ -171,7 +171,7 @@ def test_a_handle_opened_with_an_encoder_takes_the_new_model_once_another_handle
     assert own.encoder is given and own.search("honey", top_k=1)
     store.adopt_model(other_model)
     want = store.search("bees and honey", top_k=4)
-    with caplog.at_level("WARNING", logger="rag_hier.store.milvus.store"):
+    with caplog.at_level("WARNING", logger="rag_hier.store.models"):
         got = own.search("bees and honey", top_k=4)
     assert [h.passage_id for h in got] == [h.passage_id for h in want]
     np.testing.assert_allclose([h.score for h in got], [h.score for h in want], atol=1e-5)

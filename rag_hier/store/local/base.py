@@ -8,7 +8,6 @@ it, each one job; the front (:mod:`rag_hier.store.store`) adds creating and open
 from __future__ import annotations
 
 import contextlib
-import logging
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,14 +20,13 @@ from rag_hier.store.contract import Filters
 from rag_hier.store.core import StoreCore
 from rag_hier.store.filters import Refined
 from rag_hier.store.hit_table import HitRowsMode, check_hit_rows
-from rag_hier.store.models import recorded_encoder_key, stored_model_dir
+from rag_hier.store.models import recorded_encoder_key, still_given_encoder, stored_model_dir
 from rag_hier.store.records import PassageRecord, records_by_rowid
 from rag_hier.store.sql_filters import select_matching
 
 if TYPE_CHECKING:
     from rag_hier.store.contract import StoreBackend
 
-logger = logging.getLogger(__name__)
 
 __all__ = ["LocalBase"]
 
@@ -77,19 +75,13 @@ class LocalBase:
     @property
     def encoder(self) -> DenseEncoder | None:
         """The store's dense encoder (``None`` for stores fed with external vectors)."""
-        if self._encoder_arg is not None:
-            if self._override_key == self.encoder_key:
-                return self._encoder_arg
-            # the store switched models since this handle was opened with encoder=: that encoder belongs to
-            # the old vectors, so the store's own (new) model is used from now on
-            logger.warning(
-                "%s: the store now encodes with %s; the encoder this handle was opened with (%s) is no longer used",
-                self.path,
-                (self._core.state.get("encoder") or {}).get("model"),
-                self._encoder_arg.model_name,
-            )
-            self._encoder_arg = None
         enc = self._core.state.get("encoder")
+        if self._encoder_arg is not None:
+            self._encoder_arg = still_given_encoder(
+                self._encoder_arg, self._override_key, enc, f"the store at {self.path}"
+            )
+            if self._encoder_arg is not None:
+                return self._encoder_arg
         if not enc:
             return None
         key = self._device

@@ -77,7 +77,7 @@ from rag_hier.store.milvus.schema import (
 )
 from rag_hier.store.milvus.search import MilvusRowids, Search
 from rag_hier.store.milvus.switching import Switching
-from rag_hier.store.models import check_given_encoder, recorded_encoder_key
+from rag_hier.store.models import check_given_encoder, recorded_encoder_key, still_given_encoder
 from rag_hier.store.search_hook import DenseSearch
 
 logger = logging.getLogger(__name__)
@@ -433,20 +433,11 @@ class MilvusStore(Switching, Search, DenseSearch):
     @property
     def encoder(self) -> DenseEncoder | None:
         """The collection's dense encoder (``None`` for collections fed with external vectors)."""
-        if self._encoder_arg is not None:
-            if self._override_key == self.encoder_key:
-                return self._encoder_arg
-            # another handle switched the collection's model since this one was opened with encoder=: that
-            # encoder belongs to the old vectors, so the collection's own (new) model is used from now on
-            logger.warning(
-                "%s: the collection now encodes with %s; the encoder this handle was opened with (%s) is no "
-                "longer used",
-                self.location,
-                (self._state.get("encoder") or {}).get("model"),
-                self._encoder_arg.model_name,
-            )
-            self._encoder_arg = None
         enc = self._state.get("encoder")
+        if self._encoder_arg is not None:
+            self._encoder_arg = still_given_encoder(self._encoder_arg, self._override_key, enc, self.location)
+            if self._encoder_arg is not None:
+                return self._encoder_arg
         if not enc:
             return None
         tag = (self._device, enc.get("model"), enc.get("sha256"), enc.get("weights_sha256"))
